@@ -1,0 +1,81 @@
+"""Model capability declarations (``model_capabilities`` on a TT model class), parsed once.
+
+Features are gated on what a model class declares, never on model names. A missing key means
+"not supported" unless the contract gives a default (``supports_device_penalties`` is True).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Keys a model class may declare, with the type each must have.
+_BOOL_KEYS = (
+    "supports_sample_on_device",
+    "supports_async_decode",
+    "supports_prefix_caching",
+    "supports_chunked_prefill",
+    "supports_device_penalties",
+    "supports_lane_data_parallel",
+)
+
+# The most logprobs a TT device sampler returns; beyond it a batch falls back to the host.
+DEFAULT_MAX_DEVICE_LOGPROBS = 20
+
+
+class CapabilityError(TypeError):
+    """A model class declares a malformed ``model_capabilities`` entry."""
+
+
+@dataclass(frozen=True)
+class ModelCapabilities:
+    supports_sample_on_device: bool = False
+    supports_async_decode: bool = False
+    supports_prefix_caching: bool = False
+    supports_chunked_prefill: bool = False
+    supports_device_penalties: bool = True
+    # Our extension: the class serves --data_parallel_size as in-process lanes (Galaxy style).
+    supports_lane_data_parallel: bool = False
+    # Largest top_k the device sampler handles; None = unlimited.
+    max_device_top_k: int | None = None
+    max_device_logprobs: int = DEFAULT_MAX_DEVICE_LOGPROBS
+    # Block-output models emit this many tokens per step (DiffusionGemma); 1 for everyone else.
+    output_tokens_per_step: int = 1
+    # kwargs for ttnn.set_fabric_config, kept by reference (never copied into vLLM's config).
+    fabric_config: dict[str, Any] | None = None
+
+    @classmethod
+    def from_model_class(cls, model_cls: type) -> ModelCapabilities:
+        declared = getattr(model_cls, "model_capabilities", None) or {}
+        name = getattr(model_cls, "__qualname__", repr(model_cls))
+        if not isinstance(declared, dict):
+            raise CapabilityError(
+                f"{name}.model_capabilities must be a dict, got {type(declared).__name__}"
+            )
+        values: dict[str, Any] = {}
+        for key in _BOOL_KEYS:
+            if key in declared:
+                if not isinstance(declared[key], bool):
+                    raise CapabilityError(
+                        f"{name}.model_capabilities[{key!r}] must be a bool, "
+                        f"got {declared[key]!r}"
+                    )
+                values[key] = declared[key]
+        for key in ("max_device_top_k", "max_device_logprobs", "output_tokens_per_step"):
+            if key in declared and declared[key] is not None:
+                value = declared[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise CapabilityError(
+                        f"{name}.model_capabilities[{key!r}] must be a positive integer, "
+                        f"got {value!r}"
+                    )
+                values[key] = value
+        fabric = declared.get("fabric_config")
+        if fabric is not None:
+            if not isinstance(fabric, dict):
+                raise CapabilityError(
+                    f"{name}.model_capabilities['fabric_config'] must be a dict of "
+                    f"ttnn.set_fabric_config kwargs, got {type(fabric).__name__}"
+                )
+            values["fabric_config"] = fabric
+        return cls(**values)

@@ -1,0 +1,193 @@
+"""TT plugin configuration: the ``additional_config["tt"]`` namespace, parsed and validated.
+
+vLLM passes TT options through its generic ``--additional-config '{"tt": {...}}'``. Everything
+the plugin reads from there goes through :func:`get_tt_config` (the raw mapping, as the spec
+names it) and :func:`get_tt_options`, which validates every key (unknown keys and bad values are
+errors that name the key, the value and what is accepted) and returns a frozen, typed
+:class:`TTOptions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+TT_CONFIG_KEY = "tt"
+
+SAMPLE_ON_DEVICE_MODES = ("all", "decode_only")
+TRACE_MODES = ("all", "decode_only", "none")
+DISPATCH_CORE_AXES = ("row", "col")
+OPTIMIZATIONS = ("accuracy", "performance")
+
+# Names of ttnn.FabricConfig / ttnn.FabricReliabilityMode. The real library may grow new
+# members; when ttnn is importable its own member list is authoritative (see _enum_names).
+_KNOWN_FABRIC_CONFIGS = (
+    "DISABLED",
+    "FABRIC_1D_NEIGHBOR_EXCHANGE",
+    "FABRIC_1D",
+    "FABRIC_1D_RING",
+    "FABRIC_2D",
+    "FABRIC_2D_TORUS_X",
+    "FABRIC_2D_TORUS_Y",
+    "FABRIC_2D_TORUS_XY",
+    "CUSTOM",
+)
+_KNOWN_RELIABILITY_MODES = ("STRICT_INIT", "RELAXED_INIT", "DYNAMIC_RECONFIG")
+
+
+class TTConfigError(ValueError):
+    """A TT option is unknown or has a bad value."""
+
+
+def _enum_names(enum_name: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        import ttnn
+    except ImportError:
+        return fallback
+    enum = getattr(ttnn, enum_name, None)
+    members = getattr(enum, "__members__", None)
+    return tuple(members) if members else fallback
+
+
+def fabric_config_names() -> tuple[str, ...]:
+    return _enum_names("FabricConfig", _KNOWN_FABRIC_CONFIGS)
+
+
+def fabric_reliability_mode_names() -> tuple[str, ...]:
+    return _enum_names("FabricReliabilityMode", _KNOWN_RELIABILITY_MODES)
+
+
+@dataclass(frozen=True)
+class TTOptions:
+    """Typed view of ``additional_config["tt"]``. Defaults are the product spec's."""
+
+    sample_on_device_mode: str | None = None
+    trace_mode: str = "all"
+    enable_model_warmup: bool = True
+    trace_region_size: int | None = None
+    worker_l1_size: int | None = None
+    l1_small_size: int | None = None
+    fabric_config: str | None = None
+    fabric_reliability_mode: str | None = None
+    dispatch_core_axis: str | None = None
+    always_compat_sampling: bool = False
+    decode_interleave_enabled: bool = True
+    decode_interleave_prefill_steps: int = 2
+    decode_interleave_decode_steps: int = 1
+    optimizations: str | None = None
+    register_test_models: bool = False
+    # Not a hardware option: run on a host-emulated mesh (docs/EMULATED_MESH.md).
+    emulated_mesh: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def device_sampling_enabled(self) -> bool:
+        return self.sample_on_device_mode is not None and not self.always_compat_sampling
+
+
+@dataclass(frozen=True)
+class _Option:
+    kind: type
+    choices: tuple[str, ...] | None = None
+    nullable: bool = False
+    min_value: int | None = None
+    case_insensitive: bool = False
+
+
+def _options() -> dict[str, _Option]:
+    return {
+        "sample_on_device_mode": _Option(str, SAMPLE_ON_DEVICE_MODES, nullable=True),
+        "trace_mode": _Option(str, TRACE_MODES),
+        "enable_model_warmup": _Option(bool),
+        "trace_region_size": _Option(int, nullable=True, min_value=0),
+        "worker_l1_size": _Option(int, nullable=True, min_value=0),
+        "l1_small_size": _Option(int, nullable=True, min_value=0),
+        "fabric_config": _Option(str, fabric_config_names(), nullable=True),
+        "fabric_reliability_mode": _Option(str, fabric_reliability_mode_names(), nullable=True),
+        "dispatch_core_axis": _Option(str, DISPATCH_CORE_AXES, nullable=True, case_insensitive=True),
+        "always_compat_sampling": _Option(bool),
+        "decode_interleave_enabled": _Option(bool),
+        "decode_interleave_prefill_steps": _Option(int, min_value=1),
+        "decode_interleave_decode_steps": _Option(int, min_value=1),
+        "optimizations": _Option(str, OPTIMIZATIONS, nullable=True),
+        "register_test_models": _Option(bool),
+        "emulated_mesh": _Option(bool),
+    }
+
+
+def _check(key: str, value: Any, opt: _Option) -> Any:
+    if value is None:
+        if opt.nullable:
+            return None
+        raise TTConfigError(f"TT option {key!r} must not be null")
+    # bool is a subclass of int: reject True/False for integer options explicitly.
+    if opt.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TTConfigError(
+            f"TT option {key!r} must be an integer, got {value!r} ({type(value).__name__})"
+        )
+    if opt.kind is bool and not isinstance(value, bool):
+        raise TTConfigError(
+            f"TT option {key!r} must be true or false, got {value!r} ({type(value).__name__})"
+        )
+    if opt.kind is str and not isinstance(value, str):
+        raise TTConfigError(
+            f"TT option {key!r} must be a string, got {value!r} ({type(value).__name__})"
+        )
+    if opt.min_value is not None and value < opt.min_value:
+        raise TTConfigError(f"TT option {key!r} must be >= {opt.min_value}, got {value!r}")
+    if opt.choices is not None:
+        candidate = value.lower() if opt.case_insensitive else value
+        if candidate not in opt.choices:
+            accepted = ", ".join(opt.choices)
+            raise TTConfigError(
+                f"TT option {key!r} has invalid value {value!r}; accepted values: {accepted}"
+            )
+        return candidate
+    return value
+
+
+def parse_tt_options(raw: Any) -> TTOptions:
+    """Validate a raw ``additional_config["tt"]`` mapping and return the typed view."""
+    if raw is None:
+        return TTOptions()
+    if not isinstance(raw, dict):
+        raise TTConfigError(
+            f'additional_config["tt"] must be a JSON object, got {type(raw).__name__}: {raw!r}'
+        )
+    options = _options()
+    unknown = sorted(set(raw) - set(options))
+    if unknown:
+        raise TTConfigError(
+            f"Unknown TT option(s) {', '.join(map(repr, unknown))} in "
+            f'additional_config["tt"]; known options: {", ".join(options)}'
+        )
+    values = {key: _check(key, value, options[key]) for key, value in raw.items()}
+    return TTOptions(**values)
+
+
+def get_tt_config(vllm_config: VllmConfig) -> dict[str, Any]:
+    """``vllm_config.additional_config["tt"]`` as given (empty when absent)."""
+    additional = vllm_config.additional_config or {}
+    if not isinstance(additional, dict):
+        raise TTConfigError(
+            f"additional_config must be a JSON object, got {type(additional).__name__}"
+        )
+    raw = additional.get(TT_CONFIG_KEY)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TTConfigError(
+            f'additional_config["tt"] must be a JSON object, got {type(raw).__name__}: {raw!r}'
+        )
+    return raw
+
+
+def get_tt_options(vllm_config: VllmConfig) -> TTOptions:
+    """The validated, typed TT options of a VllmConfig."""
+    return parse_tt_options(get_tt_config(vllm_config))

@@ -1,0 +1,107 @@
+"""How ``--data_parallel_size`` maps onto TT: in-process lanes or vLLM's standard DP.
+
+Lane-DP (Galaxy generators, GPT-OSS, and model classes declaring
+``supports_lane_data_parallel``): one engine process drives one device mesh; N lanes of M
+sequences each are scheduled by TTLaneCoordinator. Every other model runs vLLM's own
+multi-process DP, one engine core and TT submesh per rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vllm_tt_plugin.log import get_logger
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+    from vllm_tt_plugin.config import TTOptions
+    from vllm_tt_plugin.model_registry import ModelTarget
+
+logger = get_logger(__name__)
+
+# additional_config key where the platform records what it resolved (not a user option).
+RUNTIME_KEY = "tt_runtime"
+
+
+@dataclass(frozen=True)
+class LaneLayout:
+    lanes: int
+    seqs_per_lane: int
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.lanes * self.seqs_per_lane
+
+
+def runtime_info(vllm_config: VllmConfig) -> dict[str, Any]:
+    additional = vllm_config.additional_config
+    if not isinstance(additional, dict):
+        return {}
+    info = additional.get(RUNTIME_KEY)
+    return info if isinstance(info, dict) else {}
+
+
+def lane_layout(vllm_config: VllmConfig) -> LaneLayout:
+    """The lane layout the platform resolved (1 lane of max_num_seqs when not lane-DP)."""
+    info = runtime_info(vllm_config)
+    lanes = int(info.get("lanes", 1))
+    seqs = int(info.get("seqs_per_lane", vllm_config.scheduler_config.max_num_seqs))
+    return LaneLayout(lanes, seqs)
+
+
+def is_lane_model(target: ModelTarget) -> bool:
+    if target.lane_data_parallel:
+        return True
+    from vllm_tt_plugin.capabilities import ModelCapabilities
+
+    return ModelCapabilities.from_model_class(target.load_class()).supports_lane_data_parallel
+
+
+class DataParallelError(ValueError):
+    """A data-parallel launch the TT backend cannot serve."""
+
+
+def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) -> int:
+    """Apply the DP mode to the config; returns the number of in-process lanes (1 if none)."""
+    parallel = vllm_config.parallel_config
+    scheduler = vllm_config.scheduler_config
+    dp = parallel.data_parallel_size
+    info = runtime_info(vllm_config)
+    if info.get("lanes", 1) > 1:
+        return int(info["lanes"])  # already converted (config re-validated in another process)
+    if dp <= 1:
+        return 1
+    if is_lane_model(target):
+        layout = LaneLayout(lanes=dp, seqs_per_lane=scheduler.max_num_seqs)
+        parallel.data_parallel_size = 1
+        parallel.data_parallel_size_local = 1
+        parallel.data_parallel_rank = 0
+        parallel.data_parallel_rank_local = None
+        parallel.distributed_executor_backend = "uni"
+        scheduler.max_num_seqs = layout.max_num_seqs
+        if scheduler.max_num_batched_tokens < layout.max_num_seqs:
+            scheduler.max_num_batched_tokens = layout.max_num_seqs
+        if not isinstance(vllm_config.additional_config, dict):
+            vllm_config.additional_config = {}
+        vllm_config.additional_config[RUNTIME_KEY] = {
+            "lanes": layout.lanes,
+            "seqs_per_lane": layout.seqs_per_lane,
+        }
+        logger.info(
+            "TT: running single-process lane-DP: %d lanes x %d sequences (max_num_seqs %d), "
+            "one engine, one device mesh",
+            layout.lanes,
+            layout.seqs_per_lane,
+            layout.max_num_seqs,
+        )
+        return layout.lanes
+    model_config = vllm_config.model_config
+    if model_config is not None and model_config.is_moe:
+        raise DataParallelError(
+            f"--data-parallel-size {dp} with a MoE model ({target.arch}) is not supported on TT: "
+            "standard multi-process DP would split the experts' mesh. Serve it with "
+            "--data-parallel-size 1."
+        )
+    return 1

@@ -1,0 +1,345 @@
+"""Which class serves each TT architecture.
+
+Three sources, consulted in this order; the first one that names an architecture wins for the
+whole process:
+
+1. ``TT_MODEL_CLASS_OVERRIDES`` -- ``Arch=module.path:Class[,...]`` for one launch;
+2. ``EXTRA_MODELS_DIR`` bundles -- ``<dir>/<bundle>/vllm_metadata.json``;
+3. the built-in map of tt-metal classes (``TT_VLLM_BUILTIN_MODELS=0`` disables it), with
+   ``TT_LLAMA_TEXT_VER`` / ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
+
+The plugin's reference test models come last and only when ``register_test_models`` is true.
+Targets are ``"module:Class"`` strings and are imported only when that architecture is served.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from vllm_tt_plugin.log import get_logger
+
+logger = get_logger(__name__)
+
+TT_PREFIX = "TT"
+Source = Literal["override", "bundle", "builtin", "test"]
+
+_TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
+_LLAMA_GALAXY = "models.demos.llama3_70b_galaxy.tt.generator_vllm"
+_GEMMA4 = "models.demos.gemma4.tt.generator_vllm"
+_DIFFUSION_GEMMA = "models.demos.diffusion_gemma.tt.generator_vllm"
+
+# Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
+# listed is the default.
+_SELECTORS: dict[str, dict[str, dict[str, tuple[str, bool]]]] = {
+    "TT_LLAMA_TEXT_VER": {
+        "tt_transformers": {"TTLlamaForCausalLM": (f"{_TT_TRANSFORMERS}:LlamaForCausalLM", False)},
+        "llama3_70b_galaxy": {"TTLlamaForCausalLM": (f"{_LLAMA_GALAXY}:LlamaForCausalLM", True)},
+    },
+    "TT_QWEN3_TEXT_VER": {
+        "tt_transformers": {"TTQwen3ForCausalLM": (f"{_TT_TRANSFORMERS}:QwenForCausalLM", False)},
+        "qwen3_32b_galaxy": {"TTQwen3ForCausalLM": (f"{_LLAMA_GALAXY}:QwenForCausalLM", True)},
+    },
+    "TT_QWEN35_TEXT_VER": {
+        "qwen35": {
+            "TTQwen3_5ForConditionalGeneration": (
+                "models.demos.qwen35.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
+                False,
+            )
+        },
+        "qwen35_galaxy": {
+            "TTQwen3_5ForConditionalGeneration": (
+                "models.demos.qwen35_galaxy.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
+                True,
+            )
+        },
+    },
+}
+
+# Architectures outside the version-selected families: arch -> (target, lane_dp).
+_BUILTIN_FIXED: dict[str, tuple[str, bool]] = {
+    "TTQwen2ForCausalLM": (f"{_TT_TRANSFORMERS}:QwenForCausalLM", False),
+    "TTMistralForCausalLM": (f"{_TT_TRANSFORMERS}:MistralForCausalLM", False),
+    "TTMllamaForConditionalGeneration": (
+        f"{_TT_TRANSFORMERS}:MllamaForConditionalGeneration",
+        False,
+    ),
+    "TTGemma3ForConditionalGeneration": (
+        f"{_TT_TRANSFORMERS}:Gemma3ForConditionalGeneration",
+        False,
+    ),
+    "TTMistral3ForConditionalGeneration": (
+        f"{_TT_TRANSFORMERS}:Mistral3ForConditionalGeneration",
+        False,
+    ),
+    "TTQwen2_5_VLForConditionalGeneration": (
+        "models.demos.qwen25_vl.tt.generator_vllm:Qwen2_5_VLForConditionalGeneration",
+        False,
+    ),
+    "TTQwen3VLForConditionalGeneration": (
+        "models.demos.qwen3_vl.tt.generator_vllm:Qwen3VLForConditionalGeneration",
+        False,
+    ),
+    "TTGemma4ForCausalLM": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
+    "TTGemma4ForConditionalGeneration": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
+    "TTGemma4UnifiedForConditionalGeneration": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
+    "TTDiffusionGemmaForBlockDiffusion": (
+        f"{_DIFFUSION_GEMMA}:DiffusionGemmaForBlockDiffusion",
+        False,
+    ),
+    "TTDiffusionGemmaForCausalLM": (f"{_DIFFUSION_GEMMA}:DiffusionGemmaForBlockDiffusion", False),
+    "TTDeepseekV3ForCausalLM": (
+        "models.demos.deepseek_v3.tt.generator_vllm:DeepseekV3ForCausalLM",
+        False,
+    ),
+    "TTGptOssForCausalLM": ("models.demos.gpt_oss.tt.generator_vllm:GptOssForCausalLM", True),
+}
+
+# The plugin's reference test models (register_test_models): HF arch of the checkpoint -> target.
+_TEST_MODELS: dict[str, tuple[str, bool]] = {
+    "TTReferenceLlamaForCausalLM": (
+        "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaForCausalLM",
+        False,
+    ),
+    "TTReferenceLlamaLanesForCausalLM": (
+        "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM",
+        True,
+    ),
+    "TTReferenceHybridForCausalLM": (
+        "vllm_tt_plugin.test_models.reference_llama:ReferenceHybridForCausalLM",
+        False,
+    ),
+}
+
+# vLLM's ModelConfig inspects the checkpoint's (un-prefixed) architecture before the platform
+# rewrites it, so the reference checkpoints' HF names are aliased to vLLM's own implementation
+# of the same architecture. Nothing ever runs through these aliases.
+TEST_CHECKPOINT_ALIASES: dict[str, str] = {
+    "ReferenceLlamaForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
+    "ReferenceLlamaLanesForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
+    "ReferenceHybridForCausalLM": "vllm.model_executor.models.qwen2:Qwen2ForCausalLM",
+}
+
+
+class RegistryError(ValueError):
+    """A registration source is malformed, or an architecture has no TT class."""
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """The class that serves one TT-prefixed architecture."""
+
+    arch: str
+    target: str  # "module.path:ClassName"
+    source: Source
+    # Served as single-process lanes when --data_parallel_size > 1 (Galaxy generators, GPT-OSS).
+    lane_data_parallel: bool = False
+
+    def load_class(self) -> type:
+        module_name, _, class_name = self.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise RegistryError(
+                f"Cannot import {module_name!r} for TT architecture {self.arch} "
+                f"(from {self.source}); it must be importable in the worker process, "
+                f"e.g. tt-metal's models/ tree on PYTHONPATH: {exc}"
+            ) from exc
+        try:
+            return getattr(module, class_name)
+        except AttributeError as exc:
+            raise RegistryError(
+                f"Module {module_name!r} has no class {class_name!r} "
+                f"(TT architecture {self.arch}, from {self.source})"
+            ) from exc
+
+
+def tt_arch(arch: str) -> str:
+    """The TT-prefixed name of an architecture (idempotent)."""
+    return arch if arch.startswith(TT_PREFIX) else f"{TT_PREFIX}{arch}"
+
+
+def _check_target(target: str, where: str) -> str:
+    module_name, sep, class_name = target.strip().partition(":")
+    if not sep or not module_name or not class_name or ":" in class_name:
+        raise RegistryError(f"{where}: target {target!r} is not of the form 'module.path:ClassName'")
+    return f"{module_name.strip()}:{class_name.strip()}"
+
+
+def parse_overrides(value: str) -> list[tuple[str, str]]:
+    """Parse ``TT_MODEL_CLASS_OVERRIDES`` into (TT arch, target) pairs."""
+    pairs: list[tuple[str, str]] = []
+    for raw_entry in value.split(","):
+        entry = raw_entry.strip()
+        if not entry:
+            continue
+        arch, sep, target = entry.partition("=")
+        arch = arch.strip()
+        if not sep or not arch:
+            raise RegistryError(
+                f"TT_MODEL_CLASS_OVERRIDES entry {entry!r} is not of the form "
+                "'Architecture=module.path:ClassName'"
+            )
+        pairs.append((tt_arch(arch), _check_target(target, f"TT_MODEL_CLASS_OVERRIDES[{arch}]")))
+    return pairs
+
+
+@dataclass(frozen=True)
+class Bundle:
+    arch: str  # TT-prefixed
+    target: str
+    path: Path
+    lane_data_parallel: bool
+
+
+def read_bundle(folder: Path) -> Bundle:
+    meta_path = folder / "vllm_metadata.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError as exc:
+        raise RegistryError(f"EXTRA_MODELS_DIR bundle {folder} has no vllm_metadata.json") from exc
+    except json.JSONDecodeError as exc:
+        raise RegistryError(f"{meta_path} is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise RegistryError(f"{meta_path} must hold a JSON object, got {type(meta).__name__}")
+    for key in ("arch", "main_class"):
+        if not isinstance(meta.get(key), str) or not meta[key].strip():
+            raise RegistryError(f"{meta_path}: field {key!r} is missing or not a non-empty string")
+    lane_dp = meta.get("lane_data_parallel", False)
+    if not isinstance(lane_dp, bool):
+        raise RegistryError(f"{meta_path}: field 'lane_data_parallel' must be true or false")
+    return Bundle(
+        arch=tt_arch(meta["arch"].strip()),
+        target=_check_target(meta["main_class"], str(meta_path)),
+        path=folder,
+        lane_data_parallel=lane_dp,
+    )
+
+
+def scan_bundles(models_dir: Path) -> list[Bundle]:
+    if not models_dir.is_dir():
+        raise RegistryError(f"EXTRA_MODELS_DIR={models_dir} is not a directory")
+    return [read_bundle(sub) for sub in sorted(models_dir.iterdir()) if sub.is_dir()]
+
+
+def builtin_targets(env: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+    table = dict(_BUILTIN_FIXED)
+    for var, versions in _SELECTORS.items():
+        chosen = env.get(var) or next(iter(versions))
+        if chosen not in versions:
+            raise RegistryError(
+                f"{var}={chosen!r} is not a known version; accepted: {', '.join(versions)}"
+            )
+        table.update(versions[chosen])
+    return table
+
+
+def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise RegistryError(f"{name}={value!r} must be 0 or 1")
+
+
+class TTModelRegistry:
+    """The resolved architecture -> class table of this process."""
+
+    def __init__(self) -> None:
+        self._targets: dict[str, ModelTarget] = {}
+
+    def _add(self, target: ModelTarget) -> bool:
+        if target.arch in self._targets:
+            return False  # a higher-precedence source already owns it
+        self._targets[target.arch] = target
+        return True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TTModelRegistry:
+        env = os.environ if env is None else env
+        registry = cls()
+        for arch, target in parse_overrides(env.get("TT_MODEL_CLASS_OVERRIDES", "")):
+            registry._targets[arch] = ModelTarget(arch, target, "override")
+        models_dir = env.get("EXTRA_MODELS_DIR")
+        if models_dir:
+            for bundle in scan_bundles(Path(models_dir)):
+                # Appended, never prepended: an installed package of the same name wins.
+                if str(bundle.path) not in sys.path:
+                    sys.path.append(str(bundle.path))
+                registry._add(
+                    ModelTarget(bundle.arch, bundle.target, "bundle", bundle.lane_data_parallel)
+                )
+        if _env_flag(env, "TT_VLLM_BUILTIN_MODELS", True):
+            for arch, (target, lane_dp) in builtin_targets(env).items():
+                registry._add(ModelTarget(arch, target, "builtin", lane_dp))
+        return registry
+
+    def add_test_models(self) -> None:
+        for arch, (target, lane_dp) in _TEST_MODELS.items():
+            self._add(ModelTarget(arch, target, "test", lane_dp))
+
+    def overrides(self) -> list[ModelTarget]:
+        return [t for t in self._targets.values() if t.source == "override"]
+
+    def get(self, arch: str) -> ModelTarget | None:
+        return self._targets.get(tt_arch(arch))
+
+    def resolve(self, arch: str) -> ModelTarget:
+        target = self.get(arch)
+        if target is None:
+            hint = ""
+            if tt_arch(arch) in _TEST_MODELS:
+                hint = (
+                    ' It is a plugin test model: set {"tt": {"register_test_models": true}} '
+                    "in --additional-config."
+                )
+            raise RegistryError(
+                f"No TT model class is registered for architecture {tt_arch(arch)!r}.{hint} "
+                "Register one with TT_MODEL_CLASS_OVERRIDES or an EXTRA_MODELS_DIR bundle, or "
+                "check TT_VLLM_BUILTIN_MODELS."
+            )
+        return target
+
+    def architectures(self) -> dict[str, ModelTarget]:
+        return dict(self._targets)
+
+
+_process_registry: TTModelRegistry | None = None
+
+
+def get_registry(include_test_models: bool = False) -> TTModelRegistry:
+    """This process's registry, built from the environment on first use."""
+    global _process_registry
+    if _process_registry is None:
+        _process_registry = TTModelRegistry.from_env()
+        for target in _process_registry.overrides():
+            logger.info("Applied TT_MODEL_CLASS_OVERRIDES: %s -> %s", target.arch, target.target)
+    if include_test_models:
+        _process_registry.add_test_models()
+    return _process_registry
+
+
+def reset_registry() -> None:
+    """Forget the process registry (tests change the environment between cases)."""
+    global _process_registry
+    _process_registry = None
+
+
+def register_with_vllm(registry: TTModelRegistry) -> None:
+    """Make the TT architectures and the test checkpoints' HF names known to vLLM's registry."""
+    from vllm import ModelRegistry
+
+    for arch, target in registry.architectures().items():
+        ModelRegistry.register_model(arch, target.target)
+    for arch, target in TEST_CHECKPOINT_ALIASES.items():
+        if arch not in ModelRegistry.get_supported_archs():
+            ModelRegistry.register_model(arch, target)

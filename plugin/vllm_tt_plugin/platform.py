@@ -1,0 +1,266 @@
+"""TTPlatform: vLLM's handoff into the TT runtime.
+
+``check_and_update_config`` validates the launch (TT options, operational constraints, model
+capabilities), rewrites checkpoint architectures to their TT-prefixed names, and installs the
+TT-owned worker and scheduler classes -- all before any device is opened, so bad input fails
+with a clear message instead of on the device.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.platforms.interface import Platform, PlatformEnum
+
+from vllm_tt_plugin.config import TTOptions, get_tt_options
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.vllm_patches import pin_v1_model_runner
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from vllm_tt_plugin.capabilities import ModelCapabilities
+    from vllm_tt_plugin.model_registry import ModelTarget
+
+logger = get_logger(__name__)
+
+WORKER_CLS = "vllm_tt_plugin.worker.TTWorker"
+SCHEDULER_CLS = "vllm_tt_plugin.scheduler.TTScheduler"
+LANE_COORDINATOR_CLS = "vllm_tt_plugin.lane_scheduler.TTLaneCoordinator"
+
+# TT paged attention works on 32-token tiles; 64 is what tt-metal generators are tuned for.
+DEFAULT_TT_BLOCK_SIZE = 64
+BLOCK_SIZE_MULTIPLE = 32
+
+
+class TTConfigurationError(ValueError):
+    """A launch option combination the TT backend does not support."""
+
+
+class TTPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tt"
+    # Host-side tensors (inputs, host sampling) live on the CPU; the TT mesh is not a torch
+    # device, so vLLM's DeviceConfig gets "cpu".
+    device_type: str = "cpu"
+    dispatch_key: str = "CPU"
+    dist_backend: str = "gloo"
+    device_control_env_var: str = "TT_VISIBLE_DEVICES"
+    simple_compile_backend: str = "eager"
+    supported_quantization: list[str] = []
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return "tt"
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        # vllm._C is a CUDA/CPU kernel library the TT backend never calls; importing it here only
+        # produces a misleading warning.
+        return
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return False
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        return
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    @classmethod
+    def inference_mode(cls) -> Any:
+        return torch.no_grad()
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        # TT does not profile device memory: the KV budget comes from the model class
+        # (get_max_tokens_all_users), see TTWorker.determine_available_memory.
+        return 0
+
+    @classmethod
+    def support_hybrid_kv_cache(cls) -> bool:
+        return True
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        return
+
+    @classmethod
+    def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
+        # No vLLM attention backend runs on TT; block size is settled in check_and_update_config.
+        return
+
+    @classmethod
+    def pre_register_and_update(cls, parser: FlexibleArgumentParser | None = None) -> None:
+        pin_v1_model_runner()
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        pin_v1_model_runner()
+        options = get_tt_options(vllm_config)
+        _check_parallelism(vllm_config)
+        _check_unsupported_features(vllm_config)
+        _disable_graph_compilation(vllm_config)
+
+        model_config = vllm_config.model_config
+        if model_config is None:  # vLLM builds model-less configs in a few utility paths
+            return
+        target, capabilities = _resolve_model(vllm_config, options)
+        from vllm_tt_plugin import data_parallel
+
+        lanes = data_parallel.configure(vllm_config, target, options)
+        _configure_block_size(vllm_config)
+        _gate_on_capabilities(vllm_config, options, capabilities)
+
+        parallel_config = vllm_config.parallel_config
+        parallel_config.worker_cls = WORKER_CLS
+        vllm_config.scheduler_config.scheduler_cls = (
+            LANE_COORDINATOR_CLS if lanes > 1 else SCHEDULER_CLS
+        )
+        logger.info(
+            "TT platform: %s served by %s (%s); %s",
+            model_config.hf_config.architectures,
+            target.target,
+            target.source,
+            "emulated mesh" if options.emulated_mesh else "hardware mesh",
+        )
+
+    @classmethod
+    def validate_request(cls, processed_inputs: Any, params: Any) -> None:
+        from vllm.sampling_params import SamplingParams
+
+        if isinstance(params, SamplingParams) and params.prompt_logprobs is not None:
+            raise ValueError(
+                "prompt_logprobs is not supported on TT: remove 'prompt_logprobs' from the request"
+            )
+
+
+def _check_parallelism(vllm_config: VllmConfig) -> None:
+    parallel = vllm_config.parallel_config
+    if parallel.tensor_parallel_size > 1:
+        raise TTConfigurationError(
+            f"--tensor-parallel-size {parallel.tensor_parallel_size} is not supported on TT: "
+            "tensor parallelism is implemented inside the TT model across the mesh "
+            "(MESH_DEVICE); leave --tensor-parallel-size at 1."
+        )
+    if parallel.pipeline_parallel_size > 1:
+        raise TTConfigurationError(
+            f"--pipeline-parallel-size {parallel.pipeline_parallel_size} is not supported on TT: "
+            "leave it at 1."
+        )
+    if parallel.nnodes > 1 or parallel.data_parallel_size_local not in (
+        0,
+        parallel.data_parallel_size,
+    ):
+        raise TTConfigurationError(
+            "Multi-host data parallelism is not supported on TT "
+            f"(--nnodes {parallel.nnodes}, --data-parallel-size {parallel.data_parallel_size}, "
+            f"--data-parallel-size-local {parallel.data_parallel_size_local}): run every "
+            "data-parallel rank on this host."
+        )
+    if parallel.data_parallel_backend == "ray" and parallel.data_parallel_size > 1:
+        raise TTConfigurationError(
+            "--data-parallel-backend ray is not supported on TT; use the default 'mp'."
+        )
+
+
+def _check_unsupported_features(vllm_config: VllmConfig) -> None:
+    if vllm_config.speculative_config is not None:
+        raise TTConfigurationError(
+            "Speculative decoding (--speculative-config) is not supported on TT."
+        )
+    if vllm_config.lora_config is not None:
+        raise TTConfigurationError("LoRA (--enable-lora) is not supported on TT.")
+
+
+def _disable_graph_compilation(vllm_config: VllmConfig) -> None:
+    # TT models are compiled and traced by tt-metal; torch.compile and CUDA graphs do not apply.
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    compilation = vllm_config.compilation_config
+    compilation.mode = CompilationMode.NONE
+    compilation.cudagraph_mode = CUDAGraphMode.NONE
+
+
+def _resolve_model(
+    vllm_config: VllmConfig, options: TTOptions
+) -> tuple[ModelTarget, ModelCapabilities]:
+    from vllm_tt_plugin.capabilities import ModelCapabilities
+    from vllm_tt_plugin.model_registry import get_registry, register_with_vllm, tt_arch
+
+    registry = get_registry(include_test_models=options.register_test_models)
+    register_with_vllm(registry)
+    hf_config = vllm_config.model_config.hf_config
+    architectures = list(getattr(hf_config, "architectures", None) or [])
+    if not architectures:
+        raise TTConfigurationError(
+            f"The checkpoint {vllm_config.model_config.model!r} declares no 'architectures' in "
+            "its config.json; TT needs one to pick a model class."
+        )
+    # Rewrite in place: everything downstream (registry, worker, loader) uses TT names.
+    hf_config.architectures = [tt_arch(a) for a in architectures]
+    target = None
+    for arch in hf_config.architectures:
+        target = registry.get(arch)
+        if target is not None:
+            break
+    if target is None:
+        target = registry.resolve(hf_config.architectures[0])  # raises with the full message
+    return target, ModelCapabilities.from_model_class(target.load_class())
+
+
+def _configure_block_size(vllm_config: VllmConfig) -> None:
+    cache = vllm_config.cache_config
+    if not cache.user_specified_block_size:
+        cache.block_size = DEFAULT_TT_BLOCK_SIZE
+    elif cache.block_size % BLOCK_SIZE_MULTIPLE:
+        raise TTConfigurationError(
+            f"--block-size {cache.block_size} is not supported on TT: it must be a multiple of "
+            f"{BLOCK_SIZE_MULTIPLE} (the TT tile height); {DEFAULT_TT_BLOCK_SIZE} is the default."
+        )
+
+
+def _gate_on_capabilities(
+    vllm_config: VllmConfig, options: TTOptions, caps: ModelCapabilities
+) -> None:
+    scheduler = vllm_config.scheduler_config
+    cache = vllm_config.cache_config
+    model_config = vllm_config.model_config
+    arch = model_config.hf_config.architectures[0]
+
+    if scheduler.enable_chunked_prefill and not caps.supports_chunked_prefill:
+        logger.info(
+            "%s does not declare supports_chunked_prefill: chunked prefill disabled", arch
+        )
+        scheduler.enable_chunked_prefill = False
+    if not scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < (
+        model_config.max_model_len
+    ):
+        # Without chunking a whole prompt must fit in one prefill step.
+        scheduler.max_num_batched_tokens = model_config.max_model_len
+        if scheduler.max_num_scheduled_tokens is not None:
+            scheduler.max_num_scheduled_tokens = model_config.max_model_len
+
+    if cache.enable_prefix_caching and not caps.supports_prefix_caching:
+        logger.info("%s does not declare supports_prefix_caching: prefix caching disabled", arch)
+        cache.enable_prefix_caching = False
+
+    if scheduler.async_scheduling and not caps.supports_async_decode:
+        raise TTConfigurationError(
+            f"--async-scheduling is not supported by {arch}: its TT model class does not declare "
+            "model_capabilities['supports_async_decode']. Remove --async-scheduling."
+        )
+
+    if options.sample_on_device_mode is not None and not caps.supports_sample_on_device:
+        raise TTConfigurationError(
+            f"TT option 'sample_on_device_mode'={options.sample_on_device_mode!r} is not "
+            f"supported by {arch}: its TT model class does not declare "
+            "model_capabilities['supports_sample_on_device']. Remove the option to sample on "
+            "the host."
+        )

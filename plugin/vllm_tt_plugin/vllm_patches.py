@@ -1,0 +1,84 @@
+"""Every place the plugin patches vLLM behaviour at runtime. Ledger: docs/VLLM_PATCHES.md.
+
+Each patch is idempotent, applied only on the TT platform, and says how to drop it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vllm_tt_plugin.log import get_logger
+
+logger = get_logger(__name__)
+
+_applied = False
+
+
+def _guard_accelerator_empty_cache() -> None:
+    """P1: torch.accelerator.empty_cache() raises when no accelerator is registered with torch.
+
+    vLLM calls it unconditionally on several paths (engine shutdown, memory profiling). TT
+    devices are not torch accelerators, so on TT hosts and CPU-only hosts it would crash.
+    Drop when vLLM guards the call itself.
+    """
+    import torch
+
+    if torch.accelerator.current_accelerator() is not None:
+        return
+    original = torch.accelerator.empty_cache
+    if getattr(original, "_tt_guarded", False):
+        return
+
+    def empty_cache() -> None:
+        if torch.accelerator.current_accelerator() is not None:
+            original()
+
+    empty_cache._tt_guarded = True  # type: ignore[attr-defined]
+    torch.accelerator.empty_cache = empty_cache
+
+
+def _default_async_scheduling_off() -> None:
+    """P2: on TT, async scheduling is opt-in (``--async-scheduling``), not auto-enabled.
+
+    vLLM 0.26 turns ``async_scheduling=None`` into True. TT async decode needs the model to
+    declare ``supports_async_decode``, and an explicit request for an incapable model must be
+    refused; the platform can only tell "asked for" from "defaulted" if the default stays off.
+    Drop when vLLM lets a platform decide the auto default.
+    """
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.create_engine_config
+    if getattr(original, "_tt_patched", False):
+        return
+
+    def create_engine_config(self: EngineArgs, *args: Any, **kwargs: Any) -> Any:
+        if self.async_scheduling is None:
+            self.async_scheduling = False
+        return original(self, *args, **kwargs)
+
+    create_engine_config._tt_patched = True  # type: ignore[attr-defined]
+    EngineArgs.create_engine_config = create_engine_config  # type: ignore[method-assign]
+
+
+def pin_v1_model_runner() -> None:
+    """P3: the plugin implements the V1 model-runner contract only; V2 is refused.
+
+    Pinned through the environment so every process (engine core, workers) agrees.
+    """
+    value = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if value is not None and value.strip().lower() in ("1", "true"):
+        raise ValueError(
+            "VLLM_USE_V2_MODEL_RUNNER=1 is not supported on TT: the plugin implements the V1 "
+            "model-runner contract only. Unset it or set VLLM_USE_V2_MODEL_RUNNER=0."
+        )
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+
+
+def apply() -> None:
+    global _applied
+    if _applied:
+        return
+    _guard_accelerator_empty_cache()
+    _default_async_scheduling_off()
+    _applied = True

@@ -1,0 +1,160 @@
+"""TTPlatform: plugin discovery, config rewrite, runtime class selection, early rejections.
+
+Every config here is a real VllmConfig from vLLM's EngineArgs (the path `vllm serve` takes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, write_checkpoint_config
+
+FAKES = "tests.unit.fakes.models"
+
+
+def _platform_in_subprocess(pythonpath: str) -> str:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "VLLM_PLUGINS": "tt,tt_model_registry"}
+    code = "from vllm.platforms import current_platform; print(current_platform.device_name)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_tt_platform_is_selected_when_ttnn_is_importable() -> None:
+    assert _platform_in_subprocess(str(REPO / "host_stubs")) == "tt"
+
+
+def test_tt_platform_is_not_selected_without_ttnn() -> None:
+    assert _platform_in_subprocess("") != "tt"
+
+
+def test_architectures_rewritten_and_tt_classes_selected(make_config: Any) -> None:
+    config = make_config()
+    assert config.model_config.hf_config.architectures == ["TTReferenceLlamaForCausalLM"]
+    assert config.parallel_config.worker_cls == "vllm_tt_plugin.worker.TTWorker"
+    assert config.scheduler_config.scheduler_cls == "vllm_tt_plugin.scheduler.TTScheduler"
+    assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    assert not config.use_v2_model_runner
+
+
+def test_no_registered_architecture_is_a_clear_error(
+    make_config: Any, tmp_path: Path
+) -> None:
+    model = write_checkpoint_config(tmp_path / "llama", architectures=["LlamaForCausalLM"])
+    with pytest.raises(Exception) as info:
+        make_config(model=model, model_class=None)
+    for fragment in ("TTLlamaForCausalLM", "models.tt_transformers", "PYTHONPATH"):
+        assert fragment in str(info.value)
+    with pytest.raises(Exception, match="No TT model class is registered.*TTReferenceLlama"):
+        make_config(model_class=None)
+
+
+def test_test_models_need_the_option(make_config: Any) -> None:
+    with pytest.raises(Exception, match="register_test_models"):
+        make_config(model_class=None, tt={"register_test_models": False})
+
+
+def test_v2_model_runner_is_refused(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    with pytest.raises(Exception, match="VLLM_USE_V2_MODEL_RUNNER=1 is not supported on TT"):
+        make_config()
+
+
+@pytest.mark.parametrize(
+    ("engine_args", "fragment"),
+    [
+        ({"tensor_parallel_size": 2}, "--tensor-parallel-size 2 is not supported on TT"),
+        ({"pipeline_parallel_size": 2}, "--pipeline-parallel-size 2 is not supported on TT"),
+        ({"enable_lora": True}, "LoRA"),
+        (
+            {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
+                                    "prompt_lookup_max": 2}},
+            "Speculative decoding",
+        ),
+        ({"nnodes": 2, "data_parallel_size": 2, "data_parallel_size_local": 1,
+          "data_parallel_address": "127.0.0.1"}, "Multi-host data parallelism"),
+    ],
+)
+def test_operational_constraints_are_rejected(
+    make_config: Any, engine_args: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(Exception, match=fragment):
+        make_config(**engine_args)
+
+
+def test_prompt_logprobs_rejected_at_request_validation() -> None:
+    from vllm.sampling_params import SamplingParams
+
+    from vllm_tt_plugin.platform import TTPlatform
+
+    TTPlatform.validate_request({}, SamplingParams(max_tokens=4))
+    with pytest.raises(ValueError, match="prompt_logprobs is not supported on TT"):
+        TTPlatform.validate_request({}, SamplingParams(max_tokens=4, prompt_logprobs=1))
+
+
+def test_chunked_prefill_kept_for_capable_model_and_budget_untouched(make_config: Any) -> None:
+    config = make_config(max_num_batched_tokens=512)
+    assert config.scheduler_config.enable_chunked_prefill
+    assert config.scheduler_config.max_num_batched_tokens == 512
+
+
+def test_chunked_prefill_disabled_without_capability_and_budget_raised(make_config: Any) -> None:
+    config = make_config(model_class=f"{FAKES}:BareModel", max_num_batched_tokens=256)
+    assert not config.scheduler_config.enable_chunked_prefill
+    assert config.scheduler_config.max_num_batched_tokens == config.model_config.max_model_len
+
+
+def test_no_enable_chunked_prefill_raises_small_budget(make_config: Any) -> None:
+    config = make_config(enable_chunked_prefill=False, max_model_len=1024)
+    assert not config.scheduler_config.enable_chunked_prefill
+    assert config.scheduler_config.max_num_batched_tokens >= 1024
+
+
+def test_prefix_caching_only_when_declared(make_config: Any) -> None:
+    assert make_config().cache_config.enable_prefix_caching
+    assert not make_config(model_class=f"{FAKES}:BareModel").cache_config.enable_prefix_caching
+
+
+def test_async_scheduling_is_opt_in_on_tt(make_config: Any) -> None:
+    assert not make_config().scheduler_config.async_scheduling
+    assert make_config(async_scheduling=True).scheduler_config.async_scheduling
+
+
+def test_async_scheduling_refused_for_incapable_model(make_config: Any) -> None:
+    assert not make_config(model_class=f"{FAKES}:BareModel").scheduler_config.async_scheduling
+    with pytest.raises(Exception, match="--async-scheduling is not supported.*supports_async_decode"):
+        make_config(model_class=f"{FAKES}:BareModel", async_scheduling=True)
+
+
+def test_device_sampling_needs_model_support(make_config: Any) -> None:
+    assert make_config(tt={"sample_on_device_mode": "all"})
+    with pytest.raises(Exception, match="sample_on_device_mode.*supports_sample_on_device"):
+        make_config(model_class=f"{FAKES}:BareModel", tt={"sample_on_device_mode": "all"})
+
+
+def test_block_size_default_and_validation(make_config: Any) -> None:
+    assert make_config().cache_config.block_size == 64
+    assert make_config(block_size=32).cache_config.block_size == 32
+    with pytest.raises(Exception, match="--block-size 16 is not supported on TT"):
+        make_config(block_size=16)
+
+
+def test_malformed_capabilities_are_named(make_config: Any) -> None:
+    with pytest.raises(Exception, match="MalformedCapabilities.model_capabilities\\['supports_async_decode'\\]"):
+        make_config(model_class=f"{FAKES}:MalformedCapabilities")
+
+
+def test_graph_compilation_is_off(make_config: Any) -> None:
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    config = make_config()
+    assert config.compilation_config.mode == CompilationMode.NONE
+    assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
