@@ -1,0 +1,133 @@
+"""Opening and closing the mesh: a real TT mesh through ttnn, or the host-emulated one.
+
+The real path resolves the fabric configuration (hardware default -> model dictionary ->
+launch overrides), applies it with ``ttnn.set_fabric_config`` unless the mesh is a single
+device, builds the dispatch core config and opens the mesh with the TT memory options. The
+emulated path resolves the same fabric kwargs (so a bad option fails the same way) but never
+calls ttnn's device API.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.fabric import describe_fabric_kwargs, resolve_fabric_kwargs
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpec
+
+logger = get_logger(__name__)
+
+
+@dataclass
+class OpenedMesh:
+    device: Any
+    spec: MeshSpec
+    emulated: bool
+    fabric_kwargs: dict[str, Any] | None
+    fabric_applied: bool
+
+
+def _family_from_cluster(ttnn: Any, spec: MeshSpec) -> HardwareFamily:
+    """Ask the real cluster which Galaxy (if any) this is; MESH_DEVICE names are a fallback."""
+    cluster_type = ttnn.cluster.get_cluster_type()
+    name = getattr(cluster_type, "name", str(cluster_type))
+    if name == "BLACKHOLE_GALAXY":
+        return HardwareFamily.BLACKHOLE_GALAXY
+    if name in ("GALAXY", "TG"):
+        return HardwareFamily.WORMHOLE_GALAXY
+    return spec.family
+
+
+def _dispatch_core_config(ttnn: Any, options: TTOptions) -> Any:
+    if options.dispatch_core_axis is None:
+        return ttnn.DispatchCoreConfig()
+    axis = ttnn.DispatchCoreAxis.COL if options.dispatch_core_axis == "col" else (
+        ttnn.DispatchCoreAxis.ROW
+    )
+    return ttnn.DispatchCoreConfig(axis=axis)
+
+
+def _device_params(options: TTOptions) -> dict[str, int]:
+    params: dict[str, int] = {}
+    for key in ("l1_small_size", "trace_region_size", "worker_l1_size"):
+        value = getattr(options, key)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+def open_mesh(
+    spec: MeshSpec,
+    options: TTOptions,
+    capabilities: ModelCapabilities,
+    physical_device_ids: list[int] | None = None,
+) -> OpenedMesh:
+    import ttnn
+
+    if options.emulated_mesh:
+        kwargs = resolve_fabric_kwargs(
+            ttnn,
+            spec.family,
+            spec.num_devices,
+            capabilities.fabric_config,
+            options.fabric_config,
+            options.fabric_reliability_mode,
+        )
+        logger.info(
+            "TT: host-emulated mesh %s %s; fabric (not applied): %s",
+            spec.name,
+            spec.shape,
+            describe_fabric_kwargs(kwargs),
+        )
+        return OpenedMesh(EmulatedMeshDevice(spec), spec, True, kwargs, False)
+
+    family = _family_from_cluster(ttnn, spec)
+    kwargs = resolve_fabric_kwargs(
+        ttnn,
+        family,
+        spec.num_devices,
+        capabilities.fabric_config,
+        options.fabric_config,
+        options.fabric_reliability_mode,
+    )
+    if kwargs is not None:
+        ttnn.set_fabric_config(**kwargs)
+    open_kwargs: dict[str, Any] = {
+        "mesh_shape": ttnn.MeshShape(*spec.shape),
+        "dispatch_core_config": _dispatch_core_config(ttnn, options),
+        **_device_params(options),
+    }
+    if physical_device_ids is not None:
+        open_kwargs["physical_device_ids"] = physical_device_ids
+    device = ttnn.open_mesh_device(**open_kwargs)
+    logger.info(
+        "TT: opened mesh %s %s; fabric: %s", spec.name, spec.shape, describe_fabric_kwargs(kwargs)
+    )
+    return OpenedMesh(device, spec, False, kwargs, kwargs is not None)
+
+
+def close_mesh(opened: OpenedMesh) -> None:
+    if opened.emulated:
+        opened.device.close()
+        return
+    import ttnn
+
+    ttnn.close_mesh_device(opened.device)
+    if opened.fabric_applied:
+        ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+
+
+def visible_device_ids() -> list[int] | None:
+    """TT_VISIBLE_DEVICES (set per standard-DP rank), parsed; None when unset."""
+    raw = os.environ.get("TT_VISIBLE_DEVICES", "").strip()
+    if not raw:
+        return None
+    try:
+        return [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError as exc:
+        raise ValueError(f"TT_VISIBLE_DEVICES={raw!r} must be a comma-separated list of ints") from exc

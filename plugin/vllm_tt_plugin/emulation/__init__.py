@@ -1,0 +1,1 @@
+"""Host-emulated TT mesh: a first-class mode for running the plugin with no TT hardware."""

@@ -1,0 +1,122 @@
+"""A host-emulated mesh device (docs/EMULATED_MESH.md).
+
+Selected with the TT option ``emulated_mesh: true``; MESH_DEVICE still gives the shape. It never
+touches ttnn's device API. Like a real mesh it runs device work in order on its own "device"
+(a worker thread), so host work overlaps it and async read-back is real, and it can be given a
+fixed per-step device time (``TT_EMULATED_STEP_MS``) so scheduling overhead can be measured
+against a device-bound limit.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from vllm_tt_plugin.mesh_spec import MeshSpec
+
+T = TypeVar("T")
+
+STEP_TIME_ENV = "TT_EMULATED_STEP_MS"
+
+
+def step_time_from_env() -> float:
+    """Emulated device time per model call, in seconds (0 = as fast as the host computes)."""
+    raw = os.environ.get(STEP_TIME_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{STEP_TIME_ENV}={raw!r} must be a number of milliseconds") from exc
+    if value < 0:
+        raise ValueError(f"{STEP_TIME_ENV}={raw!r} must be >= 0")
+    return value / 1000.0
+
+
+class EmulatedEvent:
+    """Completion of one enqueued device operation (``synchronize()`` waits for it)."""
+
+    def __init__(self, future: Future[Any]) -> None:
+        self._future = future
+
+    def synchronize(self) -> None:
+        self._future.result()
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> Any:
+        return self._future.result()
+
+
+class EmulatedMeshDevice:
+    """Stands in for a ttnn MeshDevice on a host with no TT chips."""
+
+    is_emulated = True
+
+    def __init__(self, spec: MeshSpec, step_time_s: float | None = None) -> None:
+        self.spec = spec
+        self.step_time_s = step_time_from_env() if step_time_s is None else step_time_s
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._run, name="tt-emulated-device", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    # --- the parts of the MeshDevice surface models use -------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.spec.shape
+
+    def get_num_devices(self) -> int:
+        return self.spec.num_devices
+
+    def get_device_ids(self) -> list[int]:
+        return list(range(self.spec.num_devices))
+
+    # --- the emulated command queue -----------------------------------------------------------
+    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent:
+        """Run ``fn`` on the device thread after everything enqueued before it."""
+        if self._closed:
+            raise RuntimeError("the emulated mesh device is closed")
+        future: Future[T] = Future()
+        self._queue.put((fn, future))
+        return EmulatedEvent(future)
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Enqueue ``fn`` and wait for its result (a synchronous device call)."""
+        return self.enqueue(fn).result()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            start = time.perf_counter()
+            try:
+                result = fn()
+            except BaseException as exc:  # delivered to whoever synchronizes on it
+                future.set_exception(exc)
+                continue
+            remaining = self.step_time_s - (time.perf_counter() - start)
+            if remaining > 0:
+                time.sleep(remaining)
+            future.set_result(result)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    def __repr__(self) -> str:
+        return f"EmulatedMeshDevice({self.spec.name}, shape={self.shape})"

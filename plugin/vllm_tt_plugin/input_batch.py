@@ -1,0 +1,224 @@
+"""The TT input batch: per-request state and the persistent, slot-stable decode batch.
+
+A TT decode step runs the whole batch: ``lanes x seqs_per_lane`` slots, each slot owned by at
+most one request for as long as it lives (or until the runner compacts a lane). Prefill steps
+place new requests into free slots (``empty_slots``). The worker keeps its own token history per
+request: vLLM's V1 scheduler does not send back the tokens it already got from the worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
+
+from vllm_tt_plugin.sampling_params import EMPTY_ROW, DeviceSamplingRow
+
+# Range of seeds drawn for requests without one (device sampling needs a seed per request).
+_SEED_BOUND = 2**31 - 1
+
+
+@dataclass
+class TTRequestState:
+    req_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    block_ids: tuple[list[int], ...]
+    num_computed_tokens: int
+    lane: int
+    device_seed: int
+    # Host sampling: vLLM's per-request generator (seeded requests only).
+    generator: torch.Generator | None
+    # Mutated in place only: vLLM's host InputBatch keeps a reference to this list.
+    output_token_ids: list[int] = field(default_factory=list)
+    slot: int | None = None  # lane-local decode slot
+    mm_features: list = field(default_factory=list)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    def token_slice(self, start: int, end: int) -> list[int]:
+        prompt_len = len(self.prompt_token_ids)
+        if end <= prompt_len:
+            return self.prompt_token_ids[start:end]
+        head = self.prompt_token_ids[start:prompt_len] if start < prompt_len else []
+        out_start = max(start - prompt_len, 0)
+        return head + self.output_token_ids[out_start : end - prompt_len]
+
+    def last_token(self) -> int:
+        return self.output_token_ids[-1] if self.output_token_ids else self.prompt_token_ids[-1]
+
+    def device_row(self) -> DeviceSamplingRow:
+        params = self.sampling_params
+        greedy = params.temperature < 1e-5
+        top_k = params.top_k if params.top_k > 0 else 0
+        return DeviceSamplingRow(
+            temperature=0.0 if greedy else float(params.temperature),
+            top_k=top_k,
+            top_p=float(params.top_p),
+            presence_penalty=float(params.presence_penalty),
+            frequency_penalty=float(params.frequency_penalty),
+            repetition_penalty=float(params.repetition_penalty),
+            seed=self.device_seed,
+            num_logprobs=-1 if params.logprobs is None else int(params.logprobs),
+        )
+
+
+def make_request_state(new_req: NewRequestData, lane: int) -> TTRequestState:
+    params = new_req.sampling_params
+    if params is None:
+        raise ValueError(f"request {new_req.req_id}: TT serves generation requests only")
+    if new_req.prompt_token_ids is None:
+        raise ValueError(f"request {new_req.req_id}: prompt embeddings are not supported on TT")
+    generator = None
+    if params.seed is not None:
+        generator = torch.Generator(device="cpu")
+        generator.manual_seed(params.seed)
+        device_seed = params.seed % _SEED_BOUND
+    else:
+        device_seed = int(torch.randint(0, _SEED_BOUND, (1,)).item())
+    return TTRequestState(
+        req_id=new_req.req_id,
+        prompt_token_ids=list(new_req.prompt_token_ids),
+        sampling_params=params,
+        block_ids=tuple(list(ids) for ids in new_req.block_ids),
+        num_computed_tokens=new_req.num_computed_tokens,
+        lane=lane,
+        device_seed=device_seed,
+        generator=generator,
+        mm_features=list(new_req.mm_features or []),
+    )
+
+
+class LaneSlots:
+    """Slot ownership of one lane's decode batch."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.owner: list[str | None] = [None] * capacity
+
+    def take_free(self, req_id: str) -> int:
+        for slot, owner in enumerate(self.owner):
+            if owner is None:
+                self.owner[slot] = req_id
+                return slot
+        raise RuntimeError(
+            f"no free decode slot for request {req_id}: all {self.capacity} slots of the lane "
+            "are taken (the scheduler admitted more requests than max_num_seqs per lane)"
+        )
+
+    def release(self, req_id: str) -> None:
+        for slot, owner in enumerate(self.owner):
+            if owner == req_id:
+                self.owner[slot] = None
+
+    def compaction(self) -> list[int] | None:
+        """Gather permutation moving owned slots to the front (stable); None if already packed.
+
+        ``remap[i] = j``: after the move, slot i holds what slot j held.
+        """
+        owned = [slot for slot, owner in enumerate(self.owner) if owner is not None]
+        if owned == list(range(len(owned))):
+            return None
+        free = [slot for slot, owner in enumerate(self.owner) if owner is None]
+        return owned + free
+
+    def apply(self, remap: list[int]) -> None:
+        self.owner = [self.owner[j] for j in remap]
+
+
+class TTInputBatch:
+    """All live requests of this worker and the slot layout of every lane."""
+
+    def __init__(self, lanes: int, seqs_per_lane: int, max_blocks_per_req: int) -> None:
+        self.lanes = lanes
+        self.seqs_per_lane = seqs_per_lane
+        self.max_blocks_per_req = max_blocks_per_req
+        self.requests: dict[str, TTRequestState] = {}
+        self.slots = [LaneSlots(seqs_per_lane) for _ in range(lanes)]
+
+    @property
+    def num_slots(self) -> int:
+        return self.lanes * self.seqs_per_lane
+
+    def global_slot(self, state: TTRequestState) -> int:
+        if state.slot is None:
+            raise RuntimeError(f"request {state.req_id} has no decode slot")
+        return state.lane * self.seqs_per_lane + state.slot
+
+    # --- state updates from the scheduler ------------------------------------------------------
+    def add(self, state: TTRequestState) -> None:
+        self.requests[state.req_id] = state
+
+    def remove(self, req_id: str) -> TTRequestState | None:
+        state = self.requests.pop(req_id, None)
+        if state is not None:
+            self.release_slot(state)
+        return state
+
+    def release_slot(self, state: TTRequestState) -> None:
+        if state.slot is not None:
+            self.slots[state.lane].release(state.req_id)
+            state.slot = None
+
+    def ensure_slot(self, state: TTRequestState) -> int:
+        if state.slot is None:
+            state.slot = self.slots[state.lane].take_free(state.req_id)
+        return self.global_slot(state)
+
+    def apply_cached_updates(self, scheduler_output: SchedulerOutput) -> set[str]:
+        """Fold the step's cached-request data into the states; returns the resumed req ids."""
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            state = self.requests[req_id]
+            new_blocks = cached.new_block_ids[i]
+            if req_id in cached.resumed_req_ids:
+                # Preempted and back: blocks start over and the scheduler's history is the truth.
+                state.block_ids = tuple(list(ids) for ids in (new_blocks or ()))
+                all_ids = cached.all_token_ids.get(req_id)
+                if all_ids is not None:
+                    state.output_token_ids[:] = all_ids[state.num_prompt_tokens :]
+            elif new_blocks is not None:
+                for group, ids in zip(state.block_ids, new_blocks):
+                    group.extend(ids)
+            state.num_computed_tokens = cached.num_computed_tokens[i]
+        return set(cached.resumed_req_ids)
+
+    # --- tensors ------------------------------------------------------------------------------
+    def page_table(self, states: list[TTRequestState | None], group: int, width: int) -> torch.Tensor:
+        """int32 [len(states), width]: each row the request's block ids, zero padded."""
+        table = torch.zeros((len(states), width), dtype=torch.int32)
+        for row, state in enumerate(states):
+            if state is None:
+                continue
+            ids = state.block_ids[group][:width]
+            if ids:
+                table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
+        return table
+
+    def slot_states(self) -> list[TTRequestState | None]:
+        """Global slot -> owning request state (None for a free slot)."""
+        out: list[TTRequestState | None] = []
+        for lane_slots in self.slots:
+            out.extend(None if owner is None else self.requests.get(owner) for owner in lane_slots.owner)
+        return out
+
+
+def device_rows(states: list[TTRequestState | None]) -> list[DeviceSamplingRow]:
+    return [EMPTY_ROW if state is None else state.device_row() for state in states]
+
+
+def padded_token_lists(lists: list[list[int]], pad: int = -1) -> torch.Tensor:
+    width = max((len(x) for x in lists), default=0)
+    out = torch.full((len(lists), max(width, 1)), pad, dtype=torch.int64)
+    for row, values in enumerate(lists):
+        if values:
+            out[row, : len(values)] = torch.tensor(values, dtype=torch.int64)
+    return out

@@ -1,0 +1,411 @@
+"""The TT model runner: vLLM scheduler outputs in, TT model calls, vLLM runner outputs back.
+
+Each step is prefill-only or decode-only (TTScheduler guarantees it; the runner checks). Prefill
+rows carry their chunk of the token sequence and the slot they will decode in. Decode runs the
+whole slot-indexed batch, padded, with the reload commands of docs/DECODE_RELOAD_CONTRACT.md.
+Sampling happens on the device or through vLLM's host sampler, chosen per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from vllm.config import VllmConfig
+from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
+
+from vllm_tt_plugin.async_decode import (
+    InflightQueue,
+    PendingStep,
+    TTAsyncModelRunnerOutput,
+    read_back,
+)
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.contract import decode_contract_version
+from vllm_tt_plugin.host_sampler import HostSampler
+from vllm_tt_plugin.input_batch import (
+    TTInputBatch,
+    TTRequestState,
+    device_rows,
+    make_request_state,
+    padded_token_lists,
+)
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
+from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device, split_device_output
+from vllm_tt_plugin.sampling_params import TTSamplingParams
+from vllm_tt_plugin.sampling_route import Route, RouteDecision, StepKind, choose_route
+
+logger = get_logger(__name__)
+
+# SchedulerOutput attribute where the lane coordinator records each new request's lane.
+REQ_LANES_ATTR = "tt_req_lanes"
+
+
+class StepMixError(RuntimeError):
+    """A scheduler output mixed prefill and decode work (TT steps are one or the other)."""
+
+
+@dataclass
+class _ScheduledRow:
+    state: TTRequestState
+    start: int  # num_computed_tokens before this step
+    num_tokens: int  # scheduled this step
+
+    @property
+    def end(self) -> int:
+        return self.start + self.num_tokens
+
+
+def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
+    """One token whose input is a generated token: a decode. Everything else is prefill."""
+    return num_scheduled == 1 and num_computed >= state.num_prompt_tokens
+
+
+class TTModelRunner:
+    def __init__(
+        self,
+        vllm_config: VllmConfig,
+        model: Any,
+        model_cls: type,
+        capabilities: ModelCapabilities,
+        options: TTOptions,
+        lanes: int,
+        seqs_per_lane: int,
+    ) -> None:
+        self.vllm_config = vllm_config
+        self.model = model
+        self.model_cls = model_cls
+        self.caps = capabilities
+        self.options = options
+        self.lanes = lanes
+        self.seqs_per_lane = seqs_per_lane
+        self.block_size = vllm_config.cache_config.block_size
+        self.max_model_len = vllm_config.model_config.max_model_len
+        self.contract_version = decode_contract_version(model)
+        if self.contract_version == 0:
+            logger.warning(
+                "%s predates the decode reload contract (no decode_input_update_contract): it "
+                "gets the legacy reset_batch flag; see docs/DECODE_RELOAD_CONTRACT.md",
+                type(model).__qualname__,
+            )
+        self.hybrid = hasattr(model_cls, "get_kv_cache_spec")
+        self.async_decode = bool(
+            vllm_config.scheduler_config.async_scheduling and capabilities.supports_async_decode
+        )
+        self.prefill_trace = options.trace_mode == "all"
+        self.decode_trace = options.trace_mode in ("all", "decode_only")
+        self.batch = TTInputBatch(lanes, seqs_per_lane, self._decode_table_width())
+        self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
+        self.planner = ReloadPlanner()
+        self.inflight = InflightQueue()
+        self.kv_cache: Any = None
+        self.num_kv_groups = 1
+        self._scheduled: SchedulerOutput | None = None
+        self._step_id = 0
+        # Route chosen for the last sampled batch of each kind (tests and logs read it).
+        self.last_route: dict[StepKind, RouteDecision] = {}
+
+    def _decode_table_width(self) -> int:
+        return math.ceil(self.max_model_len / self.block_size)
+
+    def set_kv_cache(self, kv_cache: Any, num_groups: int) -> None:
+        self.kv_cache = kv_cache
+        self.num_kv_groups = num_groups
+
+    def update_max_model_len(self, max_model_len: int) -> None:
+        self.max_model_len = max_model_len
+        self.batch.max_blocks_per_req = self._decode_table_width()
+
+    # --- engine entry points ------------------------------------------------------------------
+    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+        """Fold the step into the request states. Sampling (and the model call) happens in
+        sample_tokens, which receives the grammar bitmask for structured output."""
+        self._update_states(scheduler_output)
+        self._scheduled = scheduler_output
+        return None
+
+    def sample_tokens(
+        self, grammar_output: GrammarOutput | None
+    ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
+        scheduler_output, self._scheduled = self._scheduled, None
+        if scheduler_output is None or scheduler_output.total_num_scheduled_tokens == 0:
+            return EMPTY_MODEL_RUNNER_OUTPUT
+        rows = [
+            _ScheduledRow(self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n)
+            for req_id, n in scheduler_output.num_scheduled_tokens.items()
+        ]
+        kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
+        if len(kinds) > 1:
+            raise StepMixError(
+                "TT steps are prefill-only or decode-only, but this scheduler output mixes "
+                f"both: {dict(scheduler_output.num_scheduled_tokens)}"
+            )
+        self._step_id += 1
+        if kinds == {True}:
+            return self._run_decode(rows, scheduler_output, grammar_output)
+        self.inflight.drain()
+        return self._run_prefill(rows, scheduler_output, grammar_output)
+
+    def drain(self) -> None:
+        self.inflight.drain()
+
+    # --- state ------------------------------------------------------------------------------------
+    def _update_states(self, so: SchedulerOutput) -> None:
+        for req_id in so.finished_req_ids:
+            if self.batch.remove(req_id) is not None:
+                self.host_sampler.forget(req_id)
+        for req_id in so.preempted_req_ids or ():
+            state = self.batch.requests.get(req_id)
+            if state is not None:
+                self.batch.release_slot(state)
+                self.host_sampler.forget(req_id)
+        lanes: dict[str, int] = getattr(so, REQ_LANES_ATTR, None) or {}
+        for new_req in so.scheduled_new_reqs:
+            self.batch.add(make_request_state(new_req, lanes.get(new_req.req_id, 0)))
+        resumed = self.batch.apply_cached_updates(so)
+        for req_id in resumed:
+            # A resumed request replays its tokens and is placed again.
+            state = self.batch.requests[req_id]
+            self.batch.release_slot(state)
+            state.lane = lanes.get(req_id, state.lane)
+
+    def _kv_kwargs(self, states: list[TTRequestState | None], width: int) -> dict[str, Any]:
+        tables = [self.batch.page_table(states, g, width) for g in range(self.num_kv_groups)]
+        kwargs: dict[str, Any] = {"page_table": tables[0]}
+        if self.hybrid:
+            kwargs["page_tables_per_group"] = tables
+        return kwargs
+
+    def _penalty_kwargs(self, states: list[TTRequestState | None]) -> dict[str, Any]:
+        prompts = [[] if s is None else s.prompt_token_ids for s in states]
+        outputs = [[] if s is None else list(s.output_token_ids) for s in states]
+        return {
+            "prompt_tokens": padded_token_lists(prompts),
+            "output_tokens": padded_token_lists(outputs),
+        }
+
+    # --- prefill ------------------------------------------------------------------------------
+    def _run_prefill(
+        self,
+        rows: list[_ScheduledRow],
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> ModelRunnerOutput:
+        states = [r.state for r in rows]
+        new_slots = [r.state for r in rows if r.state.slot is None]
+        empty_slots = [self.batch.ensure_slot(s) for s in states]
+        completing = [r.end >= r.state.num_tokens for r in rows]
+        sampling_states = [r.state for r, done in zip(rows, completing) if done]
+        decision = choose_route(
+            self.options,
+            self.caps,
+            StepKind.PREFILL,
+            [s.sampling_params for s in sampling_states],
+            self.host_sampler.has_custom_logitsprocs,
+        )
+        width = max(math.ceil(r.end / self.block_size) for r in rows)
+        max_len = max(r.num_tokens for r in rows)
+        tokens = torch.zeros((len(rows), max_len), dtype=torch.int64)
+        for i, r in enumerate(rows):
+            tokens[i, : r.num_tokens] = torch.tensor(r.state.token_slice(r.start, r.end))
+        kwargs: dict[str, Any] = self._kv_kwargs(states, width)
+        kwargs["empty_slots"] = empty_slots
+        on_device = decision.on_device and bool(sampling_states)
+        if on_device:
+            params = TTSamplingParams.from_rows(device_rows(states))
+            kwargs["sampling_params"] = params
+            if params.any_penalties:
+                kwargs.update(self._penalty_kwargs(states))
+        try:
+            out = self.model.prefill_forward(
+                tokens,
+                kv_cache=self.kv_cache,
+                enable_trace=self.prefill_trace,
+                prompt_lens=[r.end for r in rows],
+                start_pos=[r.start for r in rows],
+                **kwargs,
+            )
+        except Exception:
+            for state in new_slots:
+                self.batch.release_slot(state)
+            raise
+        self.planner.commit_prefill()
+        if sampling_states:
+            self.last_route[StepKind.PREFILL] = decision
+        sampled: list[int | None] = [None] * len(rows)
+        logprobs: LogprobsTensors | None = None
+        logprob_rows: list[int | None] = [None] * len(rows)
+        sample_index = [i for i, done in enumerate(completing) if done]
+        if on_device:
+            out_tokens, out_logprobs = split_device_output(out)
+            for i in sample_index:
+                sampled[i] = int(out_tokens[i])
+            if out_logprobs is not None:
+                logprobs = logprobs_rows_from_device(out_logprobs, sample_index)
+                for k, i in enumerate(sample_index):
+                    logprob_rows[i] = k
+        elif sample_index:
+            logits = torch.as_tensor(out if not isinstance(out, tuple) else out[0])
+            result = self.host_sampler.sample(
+                sampling_states, logits[sample_index], so, grammar_output
+            )
+            for k, i in enumerate(sample_index):
+                sampled[i] = result.token_ids[k]
+                logprob_rows[i] = k
+            logprobs = result.logprobs
+        for state, token in zip(states, sampled):
+            if token is not None:
+                state.output_token_ids.append(token)
+        return build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
+
+    # --- decode -------------------------------------------------------------------------------
+    def _plan_remap(self) -> tuple[int, ...] | None:
+        if self.contract_version < 1:
+            return None  # legacy models never see their slots move
+        remap: list[int] = []
+        moved = False
+        for lane, lane_slots in enumerate(self.batch.slots):
+            base = lane * self.seqs_per_lane
+            local = lane_slots.compaction()
+            moved |= local is not None
+            remap.extend(base + j for j in (local or range(lane_slots.capacity)))
+        return tuple(remap) if moved else None
+
+    def _run_decode(
+        self,
+        rows: list[_ScheduledRow],
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
+        scheduled = {r.state.req_id: r for r in rows}
+        for r in rows:
+            self.batch.ensure_slot(r.state)
+        current = self.batch.slot_states()
+        current_layout = tuple(
+            s.req_id if s is not None and s.req_id in scheduled else None for s in current
+        )
+        remap = None
+        if current_layout != self.planner.view.layout:
+            remap = self._plan_remap()
+        slot_states = current if remap is None else [current[j] for j in remap]
+        active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
+        layout = tuple(None if s is None else s.req_id for s in active)
+        decision = choose_route(
+            self.options,
+            self.caps,
+            StepKind.DECODE,
+            [r.state.sampling_params for r in rows],
+            self.host_sampler.has_custom_logitsprocs,
+        )
+        step = DecodeStep(
+            layout=layout,
+            route=decision.route,
+            block_counts=tuple(0 if s is None else len(s.block_ids[0]) for s in active),
+            slot_remap=remap,
+        )
+        command = self.planner.plan(step)
+        if command.reload_inputs or self.contract_version < 1:
+            # The host must know every slot's latest token before it sends inputs.
+            self.inflight.drain()
+        overlap = self.async_decode and decision.on_device and self.contract_version >= 1
+        handle = self._submit_decode(active, step, command, decision, read_from_device=not overlap)
+        # Accepted: the device now holds this layout.
+        self.planner.commit_decode(step)
+        if remap is not None:
+            self._apply_remap(remap)
+        self.last_route[StepKind.DECODE] = decision
+        req_ids = [r.state.req_id for r in rows]
+        slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
+        pending = PendingStep(
+            self._step_id,
+            lambda: self._finish_decode(
+                handle, req_ids, slot_of, decision, overlap, active, so, grammar_output
+            ),
+        )
+        if overlap:
+            self.inflight.push(pending)
+            return TTAsyncModelRunnerOutput(self.inflight, pending)
+        return pending.complete()
+
+    def _submit_decode(
+        self,
+        active: list[TTRequestState | None],
+        step: DecodeStep,
+        command: ReloadCommand,
+        decision: RouteDecision,
+        read_from_device: bool,
+    ) -> Any:
+        n = len(active)
+        tokens = torch.zeros(n, dtype=torch.int64)
+        start_pos = torch.full((n,), -1, dtype=torch.int64)
+        for slot, state in enumerate(active):
+            if state is not None:
+                tokens[slot] = state.last_token()
+                start_pos[slot] = state.num_computed_tokens
+        kwargs: dict[str, Any] = self._kv_kwargs(active, self.batch.max_blocks_per_req)
+        if decision.on_device:
+            params = TTSamplingParams.from_rows(device_rows(active))
+            kwargs["sampling_params"] = params
+            if params.any_penalties and command.reset_sampling_state:
+                kwargs.update(self._penalty_kwargs(active))
+        if self.contract_version >= 1:
+            kwargs.update(command.v1_kwargs())
+            if command.slot_remap is not None:
+                kwargs["slot_remap"] = torch.tensor(command.slot_remap, dtype=torch.int64)
+        else:
+            kwargs["reset_batch"] = ReloadPlanner.legacy_reset_batch(command)
+        return self.model.decode_forward(
+            tokens,
+            kv_cache=self.kv_cache,
+            start_pos=start_pos,
+            enable_trace=self.decode_trace,
+            read_from_device=read_from_device,
+            **kwargs,
+        )
+
+    def _apply_remap(self, remap: tuple[int, ...]) -> None:
+        for lane, lane_slots in enumerate(self.batch.slots):
+            base = lane * self.seqs_per_lane
+            lane_slots.apply([j - base for j in remap[base : base + lane_slots.capacity]])
+            for slot, owner in enumerate(lane_slots.owner):
+                if owner is not None and owner in self.batch.requests:
+                    self.batch.requests[owner].slot = slot
+
+    def _finish_decode(
+        self,
+        handle: Any,
+        req_ids: list[str],
+        slot_of: dict[str, int],
+        decision: RouteDecision,
+        overlapped: bool,
+        active: list[TTRequestState | None],
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> ModelRunnerOutput:
+        out = read_back(self.model, handle, decision.on_device) if overlapped else handle
+        slots = [slot_of[req_id] for req_id in req_ids]
+        logprobs: LogprobsTensors | None = None
+        rows: list[int | None] = list(range(len(req_ids)))
+        if decision.on_device:
+            out_tokens, out_logprobs = split_device_output(out)
+            sampled: list[int | None] = [int(out_tokens[s]) for s in slots]
+            if out_logprobs is not None:
+                logprobs = logprobs_rows_from_device(out_logprobs, slots)
+        else:
+            logits = torch.as_tensor(out if not isinstance(out, tuple) else out[0])
+            states = [active[s] for s in slots]
+            result = self.host_sampler.sample(
+                [s for s in states if s is not None], logits[slots], so, grammar_output
+            )
+            sampled = list(result.token_ids)
+            logprobs = result.logprobs
+        for req_id, token in zip(req_ids, sampled):
+            state = self.batch.requests.get(req_id)
+            if state is not None and token is not None:
+                state.output_token_ids.append(token)
+        return build_output(req_ids, sampled, logprobs, rows)

@@ -1,0 +1,94 @@
+"""Per-batch choice between TT device sampling and vLLM's host sampler (pure).
+
+Device sampling is a fast path. A batch takes it only when the launch allows it for this step
+type, the model declares it, and no row needs something only vLLM's sampler does; otherwise the
+whole batch falls back to the host. The fallback is per batch and needs no configuration.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vllm.sampling_params import SamplingParams
+
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import TTOptions
+
+
+class StepKind(str, enum.Enum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class Route(str, enum.Enum):
+    DEVICE = "device"
+    HOST = "host"
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    route: Route
+    reason: str  # why (for logs and tests)
+
+    @property
+    def on_device(self) -> bool:
+        return self.route is Route.DEVICE
+
+
+def host_only_feature(params: SamplingParams, caps: ModelCapabilities) -> str | None:
+    """The first feature of ``params`` that only vLLM's host sampler provides, or None."""
+    if params.min_p > 0.0:
+        return "min_p"
+    if params.logit_bias:
+        return "logit_bias"
+    if params.min_tokens > 0:
+        return "min_tokens"
+    if params.allowed_token_ids:
+        return "allowed_token_ids"
+    if params.bad_words_token_ids or params.bad_words:
+        return "bad_words"
+    if params.structured_outputs is not None:
+        return "structured_outputs"
+    if params.logprob_token_ids:
+        return "logprob_token_ids"
+    if params.logprobs is not None and (
+        params.logprobs < 0 or params.logprobs > caps.max_device_logprobs
+    ):
+        return "logprobs"
+    if caps.max_device_top_k is not None and params.top_k > caps.max_device_top_k:
+        return "top_k"
+    has_penalties = (
+        params.presence_penalty != 0.0
+        or params.frequency_penalty != 0.0
+        or params.repetition_penalty != 1.0
+    )
+    if has_penalties and not caps.supports_device_penalties:
+        return "penalties"
+    return None
+
+
+def choose_route(
+    options: TTOptions,
+    caps: ModelCapabilities,
+    kind: StepKind,
+    sampling_rows: Iterable[SamplingParams],
+    has_custom_logitsprocs: bool = False,
+) -> RouteDecision:
+    """Pick the sampling route for one batch (the rows that sample this step)."""
+    if options.always_compat_sampling:
+        return RouteDecision(Route.HOST, "always_compat_sampling")
+    if options.sample_on_device_mode is None:
+        return RouteDecision(Route.HOST, "sample_on_device_mode not set")
+    if not caps.supports_sample_on_device:
+        return RouteDecision(Route.HOST, "model does not support device sampling")
+    if options.sample_on_device_mode == "decode_only" and kind is StepKind.PREFILL:
+        return RouteDecision(Route.HOST, "sample_on_device_mode=decode_only")
+    if has_custom_logitsprocs:
+        return RouteDecision(Route.HOST, "custom logits processors")
+    for params in sampling_rows:
+        feature = host_only_feature(params, caps)
+        if feature is not None:
+            return RouteDecision(Route.HOST, feature)
+    return RouteDecision(Route.DEVICE, "device sampling")

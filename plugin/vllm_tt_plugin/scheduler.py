@@ -1,0 +1,139 @@
+"""TTScheduler: vLLM's scheduler, constrained to prefill-only or decode-only steps.
+
+vLLM's scheduler mixes prefill chunks and decodes in one step; TT executes them as different
+programs. Each step, a pure policy (step_policy.py) picks the step kind; the requests of the
+other kind are hidden from vLLM's scheduling pass, which then runs unchanged (KV allocation,
+preemption, prefix caching, chunking, structured output, stats). A prefill step that admits
+nothing (no KV room, blocked grammar) falls back to a decode step.
+
+Async scheduling uses vLLM's AsyncScheduler bookkeeping (output placeholders); without it the
+plain Scheduler bookkeeping runs. See docs/SCHEDULING.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.request_queue import RequestQueue, create_request_queue
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
+
+from vllm_tt_plugin.config import get_tt_options
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+
+logger = get_logger(__name__)
+
+
+def remaining_tokens(request: Request) -> int:
+    return (
+        request.num_tokens_with_spec + request.num_output_placeholders - request.num_computed_tokens
+    )
+
+
+def is_decode_ready(request: Request) -> bool:
+    """A running request whose only uncomputed token is a generated one."""
+    return request.num_computed_tokens >= request.num_prompt_tokens and remaining_tokens(request) <= 1
+
+
+class TTScheduler(AsyncScheduler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        options = get_tt_options(self.vllm_config)
+        self.step_policy = StepPolicy(
+            InterleaveConfig(
+                enabled=options.decode_interleave_enabled,
+                prefill_steps=options.decode_interleave_prefill_steps,
+                decode_steps=options.decode_interleave_decode_steps,
+            )
+        )
+        self.async_mode = bool(self.scheduler_config.async_scheduling)
+        self.last_step_mode = StepMode.IDLE
+
+    # vLLM's AsyncScheduler bookkeeping only when async scheduling is on.
+    def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
+        if self.async_mode:
+            AsyncScheduler._update_after_schedule(self, scheduler_output)
+        else:
+            Scheduler._update_after_schedule(self, scheduler_output)
+
+    def _update_request_with_output(
+        self, request: Request, new_token_ids: list[int]
+    ) -> tuple[list[int], bool]:
+        if self.async_mode:
+            return AsyncScheduler._update_request_with_output(self, request, new_token_ids)
+        return Scheduler._update_request_with_output(self, request, new_token_ids)
+
+    # --- step kind ----------------------------------------------------------------------------
+    def work_facts(self) -> WorkFacts:
+        decode_ready = any(is_decode_ready(r) for r in self.running)
+        continuing = any(not is_decode_ready(r) for r in self.running)
+        has_room = len(self.running) < self.max_num_running_reqs
+        admissible = has_room and (bool(self.waiting) or bool(self.skipped_waiting))
+        return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
+
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        facts = self.work_facts()
+        mode = self.step_policy.choose(facts)
+        if mode is StepMode.PREFILL:
+            output = self._schedule_only(StepMode.PREFILL, throttle_prefills)
+            if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
+                # A forced prefill that admits nothing falls back to decode.
+                self._rollback_empty(output)
+                mode = StepMode.DECODE
+                facts = WorkFacts(prefill_ready=False, decode_ready=True)
+                output = self._schedule_only(StepMode.DECODE, throttle_prefills)
+        elif mode is StepMode.DECODE:
+            output = self._schedule_only(StepMode.DECODE, throttle_prefills)
+        else:
+            output = super().schedule(throttle_prefills)
+        if output.total_num_scheduled_tokens == 0:
+            mode = StepMode.IDLE
+        self.step_policy.record(mode, facts)
+        self.last_step_mode = mode
+        return output
+
+    def _rollback_empty(self, output: SchedulerOutput) -> None:
+        """An empty pass consumed the finished/preempted id sets; hand them to the next one."""
+        self.finished_req_ids |= output.finished_req_ids
+        if output.preempted_req_ids:
+            self.reset_preempted_req_ids |= output.preempted_req_ids
+
+    def _schedule_only(self, mode: StepMode, throttle_prefills: bool) -> SchedulerOutput:
+        """Run vLLM's scheduling pass over the requests of one step kind only."""
+        want_decode = mode is StepMode.DECODE
+        original = list(self.running)
+        visible = [r for r in original if is_decode_ready(r) == want_decode]
+        hidden = [r for r in original if is_decode_ready(r) != want_decode]
+        saved_waiting: tuple[RequestQueue, RequestQueue] | None = None
+        saved_limit = self.max_num_running_reqs
+        self.running = visible
+        if want_decode:
+            saved_waiting = (self.waiting, self.skipped_waiting)
+            self.waiting = create_request_queue(self.policy)
+            self.skipped_waiting = create_request_queue(self.policy)
+        else:
+            # Admission counts every running request, hidden ones included.
+            self.max_num_running_reqs = saved_limit - len(hidden)
+        try:
+            output = super().schedule(throttle_prefills)
+        finally:
+            self.max_num_running_reqs = saved_limit
+            # Survivors keep their original order (it is the preemption order); hidden requests
+            # come back where they were, newly admitted ones go last.
+            keep = set(self.running) | set(hidden)
+            before = set(original)
+            self.running = [r for r in original if r in keep] + [
+                r for r in self.running if r not in before
+            ]
+            if saved_waiting is not None:
+                preempted: list[Request] = []
+                while self.waiting:
+                    preempted.append(self.waiting.pop_request())
+                self.waiting, self.skipped_waiting = saved_waiting
+                # Requests preempted by this pass go to the front, as vLLM does.
+                for request in reversed(preempted):
+                    self.waiting.prepend_request(request)
+        return output

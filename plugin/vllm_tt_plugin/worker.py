@@ -1,0 +1,224 @@
+"""TTWorker: the vLLM worker for a TT mesh (selected as ``parallel_config.worker_cls``).
+
+vLLM drives it through init_device, load_model, get_kv_cache_spec, determine_available_memory,
+initialize_from_config, compile_or_warm_up_model and get_supported_tasks, then per step
+execute_model and sample_tokens. execute_model always returns None so that the grammar bitmask
+for structured output reaches sample_tokens, where the model is called.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from vllm.config import VllmConfig
+from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
+from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
+from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
+from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
+
+from vllm_tt_plugin.config import get_tt_options
+from vllm_tt_plugin.data_parallel import lane_layout
+from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
+from vllm_tt_plugin.kv_cache import (
+    BlockBudget,
+    allocate_kv_cache,
+    compute_block_budget,
+    layer_specs_for_model,
+    model_max_tokens_all_users,
+    pool_bytes_per_block,
+    sliding_windows,
+    uniform_kv_cache_spec,
+)
+from vllm_tt_plugin.loader import ResolvedModel, load_model, resolve_model_class
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+from vllm_tt_plugin.model_runner import TTModelRunner
+
+logger = get_logger(__name__)
+
+
+class TTWorker(WorkerBase):
+    def __init__(
+        self,
+        vllm_config: VllmConfig,
+        local_rank: int,
+        rank: int,
+        distributed_init_method: str,
+        is_driver_worker: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(vllm_config, local_rank, rank, distributed_init_method, is_driver_worker)
+        self.options = get_tt_options(vllm_config)
+        self.layout = lane_layout(vllm_config)
+        self.mesh_spec = mesh_spec_from_env()
+        self.resolved: ResolvedModel | None = None
+        self.mesh: OpenedMesh | None = None
+        self.model: Any = None
+        self.model_runner: TTModelRunner | None = None  # type: ignore[assignment]
+        self.block_budget: BlockBudget | None = None
+        self.device = torch.device("cpu")
+
+    # --- start-up -----------------------------------------------------------------------------
+    def init_device(self) -> None:
+        self.resolved = resolve_model_class(self.vllm_config, self.options)
+        self.mesh = open_mesh(
+            self.mesh_spec, self.options, self.resolved.capabilities, visible_device_ids()
+        )
+
+    def load_model(self, *, load_dummy_weights: bool = False) -> None:
+        assert self.resolved is not None and self.mesh is not None, "init_device first"
+        self.model = load_model(
+            self.vllm_config, self.resolved, self.mesh.device, self.options, self.layout.lanes
+        )
+        self.model_runner = TTModelRunner(
+            self.vllm_config,
+            self.model,
+            self.resolved.model_cls,
+            self.resolved.capabilities,
+            self.options,
+            self.layout.lanes,
+            self.layout.seqs_per_lane,
+        )
+
+    def get_kv_cache_spec(self) -> dict[str, KVCacheSpec]:
+        assert self.resolved is not None
+        model_cls = self.resolved.model_cls
+        if hasattr(model_cls, "get_kv_cache_spec"):
+            return dict(model_cls.get_kv_cache_spec(self.vllm_config))
+        return uniform_kv_cache_spec(self.vllm_config)
+
+    @property
+    def devices_per_lane(self) -> int:
+        return max(self.mesh_spec.num_devices // self.layout.lanes, 1)
+
+    def get_num_available_blocks_tt(self) -> BlockBudget:
+        """Blocks of one lane's KV pool, from the model's token budget plus headroom."""
+        assert self.resolved is not None
+        model_config = self.vllm_config.model_config
+        budget_tokens = model_max_tokens_all_users(
+            self.resolved.model_cls,
+            model_config.model,
+            self.mesh_spec.num_devices,
+            self.layout.lanes,
+            model_config.max_model_len,
+            self.layout.seqs_per_lane,
+        )
+        return compute_block_budget(
+            budget_tokens,
+            self.cache_config.block_size,
+            self.layout.seqs_per_lane,
+            sliding_windows(self.get_kv_cache_spec()),
+        )
+
+    def determine_available_memory(self) -> int:
+        """Publish the block count as num_gpu_blocks_override and as an equivalent byte budget.
+
+        The byte budget is what reaches vLLM's engine-side KV planner, which can run in another
+        process than this worker (standard DP); it converts back to exactly this block count.
+        """
+        budget = self.get_num_available_blocks_tt()
+        self.block_budget = budget
+        self.cache_config.num_gpu_blocks_override = budget.num_blocks
+        per_block = pool_bytes_per_block(self.vllm_config, self.get_kv_cache_spec())
+        logger.info(
+            "TT KV pool per lane: %d blocks of %d tokens (budget %d tokens = %d blocks, "
+            "+%d sequence headroom, +%d sliding-window headroom)",
+            budget.num_blocks,
+            budget.block_size,
+            budget.max_tokens_all_users,
+            budget.budget_blocks,
+            budget.sequence_headroom,
+            budget.sliding_headroom,
+        )
+        return budget.num_blocks * per_block
+
+    def update_max_model_len(self, max_model_len: int) -> None:
+        self.model_config.max_model_len = max_model_len
+        if self.model_runner is not None:
+            self.model_runner.update_max_model_len(max_model_len)
+
+    def initialize_from_config(self, kv_cache_config: KVCacheConfig) -> None:
+        assert self.model_runner is not None
+        self.cache_config.num_gpu_blocks = kv_cache_config.num_blocks
+        specs = layer_specs_for_model(kv_cache_config, self.devices_per_lane)
+        kv_cache = allocate_kv_cache(self.model, specs)
+        self.model_runner.set_kv_cache(kv_cache, len(kv_cache_config.kv_cache_groups))
+
+    def compile_or_warm_up_model(self) -> CompilationTimes:
+        if not self.options.enable_model_warmup:
+            return CompilationTimes(language_model=0.0, encoder=0.0)
+        assert self.model_runner is not None
+        start = time.perf_counter()
+        can_sample = (
+            self.options.sample_on_device_mode is not None
+            and self.resolved is not None
+            and self.resolved.capabilities.supports_sample_on_device
+        )
+        kv_cache = self.model_runner.kv_cache
+        num_blocks = int(self.cache_config.num_gpu_blocks or 0)
+        max_batch = self.scheduler_config.max_num_seqs
+        phases = [False]  # phase 1: compile with trace off
+        if self.options.trace_mode != "none":
+            phases.append(True)  # phase 2: capture traces
+        for enable_trace in phases:
+            if hasattr(self.model, "warmup_model_prefill") and (
+                not enable_trace or self.options.trace_mode == "all"
+            ):
+                self.model.warmup_model_prefill(kv_cache, enable_trace, can_sample)
+            if hasattr(self.model, "warmup_model_decode"):
+                self.model.warmup_model_decode(
+                    kv_cache, enable_trace, max_batch, num_blocks, can_sample
+                )
+        elapsed = time.perf_counter() - start
+        logger.info("TT warm-up (trace_mode=%s) took %.2f s", self.options.trace_mode, elapsed)
+        return CompilationTimes(language_model=elapsed, encoder=0.0)
+
+    def get_supported_tasks(self) -> tuple[str, ...]:
+        return ("generate",)
+
+    # --- per step -----------------------------------------------------------------------------
+    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+        assert self.model_runner is not None
+        return self.model_runner.execute_model(scheduler_output)
+
+    def sample_tokens(
+        self, grammar_output: GrammarOutput | None
+    ) -> ModelRunnerOutput | AsyncModelRunnerOutput:
+        assert self.model_runner is not None
+        return self.model_runner.sample_tokens(grammar_output)
+
+    def take_draft_token_ids(self) -> None:
+        return None
+
+    def get_model(self) -> Any:
+        return self.model
+
+    def get_cache_block_size_bytes(self) -> int:
+        return pool_bytes_per_block(self.vllm_config, self.get_kv_cache_spec())
+
+    def check_health(self) -> None:
+        return
+
+    def add_lora(self, lora_request: Any) -> bool:
+        raise ValueError("LoRA is not supported on TT")
+
+    def remove_lora(self, lora_id: int) -> bool:
+        raise ValueError("LoRA is not supported on TT")
+
+    def pin_lora(self, lora_id: int) -> bool:
+        raise ValueError("LoRA is not supported on TT")
+
+    def list_loras(self) -> set[int]:
+        return set()
+
+    def shutdown(self) -> None:
+        if self.model_runner is not None:
+            try:
+                self.model_runner.drain()
+            except Exception:  # shutting down anyway; the device is closed below
+                logger.exception("TT: draining in-flight decode at shutdown failed")
+        if self.mesh is not None:
+            close_mesh(self.mesh)
+            self.mesh = None

@@ -1,0 +1,103 @@
+"""Slot ownership, compaction, padding and page-table building."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from vllm.sampling_params import SamplingParams
+
+from vllm_tt_plugin.input_batch import (
+    LaneSlots,
+    TTInputBatch,
+    TTRequestState,
+    device_rows,
+    padded_token_lists,
+)
+from vllm_tt_plugin.reload_contract import apply_remap
+from vllm_tt_plugin.sampling_params import EMPTY_ROW, TTSamplingParams
+
+
+def state(req_id: str, blocks: list[int], lane: int = 0, **params: object) -> TTRequestState:
+    return TTRequestState(
+        req_id=req_id,
+        prompt_token_ids=[1, 2, 3],
+        sampling_params=SamplingParams(**params),
+        block_ids=(list(blocks),),
+        num_computed_tokens=0,
+        lane=lane,
+        device_seed=7,
+        generator=None,
+    )
+
+
+def test_slots_are_stable_and_reused() -> None:
+    slots = LaneSlots(4)
+    assert [slots.take_free(x) for x in "abc"] == [0, 1, 2]
+    slots.release("b")
+    assert slots.take_free("d") == 1
+    assert slots.owner == ["a", "d", "c", None]
+
+
+def test_full_lane_is_a_clear_error() -> None:
+    slots = LaneSlots(1)
+    slots.take_free("a")
+    with pytest.raises(RuntimeError, match="no free decode slot for request b"):
+        slots.take_free("b")
+
+
+def test_compaction_is_a_stable_gather_permutation() -> None:
+    slots = LaneSlots(5)
+    slots.owner = [None, "a", None, "b", None]
+    remap = slots.compaction()
+    assert remap is not None and sorted(remap) == list(range(5))
+    assert apply_remap(slots.owner, remap)[:2] == ["a", "b"]
+    slots.apply(remap)
+    assert slots.owner == ["a", "b", None, None, None]
+    assert slots.compaction() is None
+
+
+def test_global_slots_across_lanes() -> None:
+    batch = TTInputBatch(lanes=2, seqs_per_lane=3, max_blocks_per_req=4)
+    a, b = state("a", [1], lane=0), state("b", [1], lane=1)
+    batch.add(a)
+    batch.add(b)
+    assert batch.ensure_slot(a) == 0
+    assert batch.ensure_slot(b) == 3
+    assert [s.req_id if s else None for s in batch.slot_states()] == ["a", None, None, "b", None, None]
+
+
+def test_page_table_rows_zero_padded() -> None:
+    batch = TTInputBatch(lanes=1, seqs_per_lane=3, max_blocks_per_req=4)
+    rows = [state("a", [5, 9]), None, state("c", [2, 3, 4, 7, 8])]
+    table = batch.page_table(rows, group=0, width=4)
+    assert table.dtype == torch.int32
+    assert table.tolist() == [[5, 9, 0, 0], [0, 0, 0, 0], [2, 3, 4, 7]]
+
+
+def test_token_slice_spans_prompt_and_output() -> None:
+    s = state("a", [1])
+    s.output_token_ids.extend([10, 11])
+    assert s.token_slice(0, 5) == [1, 2, 3, 10, 11]
+    assert s.token_slice(2, 4) == [3, 10]
+    assert s.token_slice(3, 5) == [10, 11]
+    assert s.last_token() == 11
+
+
+def test_device_rows_pad_empty_slots_with_neutral_values() -> None:
+    rows = device_rows([state("a", [1], temperature=0.8, top_k=5, logprobs=3), None])
+    params = TTSamplingParams.from_rows(rows)
+    assert params.temperature.tolist() == pytest.approx([0.8, 0.0])
+    assert params.top_k.tolist() == [5, 0]
+    assert params.num_logprobs.tolist() == [3, -1]
+    assert rows[1] == EMPTY_ROW
+    assert params.seed.tolist() == [7, 0]
+    assert not params.any_penalties
+
+
+def test_greedy_maps_to_zero_temperature() -> None:
+    assert state("a", [1], temperature=0.0).device_row().temperature == 0.0
+
+
+def test_padded_token_lists() -> None:
+    out = padded_token_lists([[1, 2], [], [3]])
+    assert out.tolist() == [[1, 2], [-1, -1], [3, -1]]

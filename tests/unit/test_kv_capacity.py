@@ -1,0 +1,109 @@
+"""Block budget arithmetic and the max_model_len x KV pool table, through vLLM's real planner."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+
+from vllm_tt_plugin.kv_cache import (
+    compute_block_budget,
+    model_max_tokens_all_users,
+    pool_bytes_per_block,
+    uniform_kv_cache_spec,
+)
+from tests.conftest import write_checkpoint_config
+
+
+def test_budget_arithmetic() -> None:
+    budget = compute_block_budget(131072, 64, 32)
+    assert budget.budget_blocks == 2048
+    assert budget.sequence_headroom == 32
+    assert budget.num_blocks == 2080
+    assert compute_block_budget(100, 64, 4).num_blocks == 2 + 4  # rounds up
+
+
+def test_sliding_window_headroom_per_group() -> None:
+    budget = compute_block_budget(4096, 64, 8, windows=[512, 1000])
+    assert budget.sliding_headroom == 8 * (8 + 1) + 8 * (16 + 1)
+    assert budget.num_blocks == 64 + 8 + budget.sliding_headroom
+
+
+class WithBudget:
+    seen: dict[str, Any] = {}
+
+    @classmethod
+    def get_max_tokens_all_users(cls, model_name, num_devices, tt_data_parallel, max_model_len,
+                                 max_num_seqs=32):
+        cls.seen = dict(model_name=model_name, num_devices=num_devices, dp=tt_data_parallel,
+                        max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+        return 5000
+
+
+class BadBudget:
+    @classmethod
+    def get_max_tokens_all_users(cls, *args, **kwargs):
+        return 0
+
+
+def test_model_budget_hook_and_default() -> None:
+    assert model_max_tokens_all_users(object, "m", 8, 2, 4096, 16) == 131072
+    assert model_max_tokens_all_users(WithBudget, "m", 8, 2, 4096, 16) == 5000
+    assert WithBudget.seen == dict(model_name="m", num_devices=8, dp=2, max_model_len=4096,
+                                   max_num_seqs=16)
+    with pytest.raises(ValueError, match="positive integer"):
+        model_max_tokens_all_users(BadBudget, "m", 1, 1, 128, 1)
+
+
+def plan(config: Any, budget_tokens: int) -> list[Any]:
+    """What the engine does after TTWorker.determine_available_memory()."""
+    specs = uniform_kv_cache_spec(config)
+    budget = compute_block_budget(budget_tokens, config.cache_config.block_size,
+                                  config.scheduler_config.max_num_seqs)
+    config.cache_config.num_gpu_blocks_override = budget.num_blocks
+    available = budget.num_blocks * pool_bytes_per_block(config, specs)
+    return get_kv_cache_configs(config, [specs], [available])
+
+
+def test_byte_budget_converts_back_to_the_block_count(make_config: Any) -> None:
+    config = make_config(max_model_len=512, max_num_seqs=4)
+    specs = uniform_kv_cache_spec(config)
+    budget = compute_block_budget(4096, 64, 4)
+    # Without the override (another process): the bytes alone give the same count.
+    available = budget.num_blocks * pool_bytes_per_block(config, specs)
+    assert get_kv_cache_configs(config, [specs], [available])[0].num_blocks == budget.num_blocks
+
+
+def test_numeric_max_model_len_that_fits_is_used(make_config: Any) -> None:
+    config = make_config(max_model_len=512, max_num_seqs=4)
+    kv = plan(config, 4096)[0]
+    assert config.model_config.max_model_len == 512
+    assert kv.num_blocks == 4096 // 64 + 4
+
+
+def test_numeric_max_model_len_over_the_pool_fails_with_estimate(make_config: Any) -> None:
+    config = make_config(max_model_len=1024, max_num_seqs=1)
+    with pytest.raises(ValueError, match="estimated maximum model length is 5[0-9][0-9]"):
+        plan(config, 500)
+
+
+def test_auto_fit_minus_one_fits_the_pool(make_config: Any) -> None:
+    config = make_config(max_model_len=-1, max_num_seqs=2)
+    plan(config, 256)
+    blocks = math.ceil(256 / 64) + 2
+    assert config.model_config.max_model_len == blocks * 64
+
+
+def test_omitted_uses_hf_value_and_fails_clearly_if_too_big(
+    make_config: Any, tmp_path: Path
+) -> None:
+    config = make_config(max_num_seqs=2)
+    assert config.model_config.max_model_len == 1024  # max_position_embeddings
+    plan(config, 4096)
+    big = write_checkpoint_config(tmp_path / "long", max_position_embeddings=65536)
+    config = make_config(model=big, max_num_seqs=2)
+    with pytest.raises(ValueError, match="max seq len \\(65536\\)"):
+        plan(config, 4096)

@@ -1,0 +1,89 @@
+"""Per-batch sampling route: every host-only feature, each mode, each capability gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route, host_only_feature
+
+CAPS = ModelCapabilities(supports_sample_on_device=True, max_device_top_k=32)
+ON = TTOptions(sample_on_device_mode="all")
+PLAIN = SamplingParams(temperature=0.7, top_k=10, top_p=0.9, seed=3, logprobs=5)
+
+
+
+HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
+    ("min_p", {"min_p": 0.1}),
+    ("logit_bias", {"logit_bias": {5: 100.0}}),
+    ("min_tokens", {"min_tokens": 4}),
+    ("allowed_token_ids", {"allowed_token_ids": [1, 2, 3]}),
+    ("bad_words", {"bad_words": ["cat"]}),
+    ("structured_outputs", {"structured_outputs": StructuredOutputsParams(choice=["a", "b"])}),
+    ("logprobs", {"logprobs": 21}),
+    ("logprobs", {"logprobs": -1}),
+    ("logprob_token_ids", {"logprob_token_ids": [4, 5]}),
+    ("top_k", {"top_k": 33}),
+]
+
+
+@pytest.mark.parametrize(("feature", "kwargs"), HOST_ONLY)
+def test_host_only_features(feature: str, kwargs: dict[str, Any]) -> None:
+    params = SamplingParams(**kwargs)
+    assert host_only_feature(params, CAPS) == feature
+    decision = choose_route(ON, CAPS, StepKind.DECODE, [PLAIN, params])
+    assert decision.route is Route.HOST
+    assert decision.reason == feature
+
+
+def test_device_eligible_batch() -> None:
+    rows = [PLAIN, SamplingParams(temperature=0.0), SamplingParams(presence_penalty=0.5),
+            SamplingParams(logprobs=20), SamplingParams(top_k=32)]
+    assert choose_route(ON, CAPS, StepKind.DECODE, rows).route is Route.DEVICE
+    assert choose_route(ON, CAPS, StepKind.PREFILL, rows).route is Route.DEVICE
+
+
+def test_penalties_need_device_penalty_support() -> None:
+    caps = ModelCapabilities(supports_sample_on_device=True, supports_device_penalties=False)
+    for kwargs in ({"presence_penalty": 0.5}, {"frequency_penalty": 0.5}, {"repetition_penalty": 1.2}):
+        decision = choose_route(ON, caps, StepKind.DECODE, [SamplingParams(**kwargs)])
+        assert (decision.route, decision.reason) == (Route.HOST, "penalties")
+    assert choose_route(ON, caps, StepKind.DECODE, [PLAIN]).route is Route.DEVICE
+
+
+@pytest.mark.parametrize(
+    ("options", "caps", "kind", "reason"),
+    [
+        (TTOptions(), CAPS, StepKind.DECODE, "sample_on_device_mode not set"),
+        (TTOptions(sample_on_device_mode="all", always_compat_sampling=True), CAPS,
+         StepKind.DECODE, "always_compat_sampling"),
+        (ON, ModelCapabilities(), StepKind.DECODE, "model does not support device sampling"),
+        (TTOptions(sample_on_device_mode="decode_only"), CAPS, StepKind.PREFILL,
+         "sample_on_device_mode=decode_only"),
+    ],
+)
+def test_mode_and_capability_gates(
+    options: TTOptions, caps: ModelCapabilities, kind: StepKind, reason: str
+) -> None:
+    decision = choose_route(options, caps, kind, [PLAIN])
+    assert (decision.route, decision.reason) == (Route.HOST, reason)
+
+
+def test_decode_only_mode_samples_decode_on_device() -> None:
+    options = TTOptions(sample_on_device_mode="decode_only")
+    assert choose_route(options, CAPS, StepKind.DECODE, [PLAIN]).route is Route.DEVICE
+
+
+def test_custom_logits_processors_force_host() -> None:
+    decision = choose_route(ON, CAPS, StepKind.DECODE, [PLAIN], has_custom_logitsprocs=True)
+    assert (decision.route, decision.reason) == (Route.HOST, "custom logits processors")
+
+
+def test_max_device_logprobs_capability() -> None:
+    caps = ModelCapabilities(supports_sample_on_device=True, max_device_logprobs=5)
+    assert choose_route(ON, caps, StepKind.DECODE, [SamplingParams(logprobs=5)]).on_device
+    assert not choose_route(ON, caps, StepKind.DECODE, [SamplingParams(logprobs=6)]).on_device
