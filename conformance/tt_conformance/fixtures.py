@@ -1,0 +1,121 @@
+"""Fixtures for check authors (registered through tt_conformance.pytest_plugin)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import pytest
+
+from tt_conformance._state import harness_state
+from tt_conformance.collector import PROP_PERF
+from tt_conformance.rawhttp import RawHttp
+from tt_conformance.server import ServerInfo
+
+if TYPE_CHECKING:  # openai is imported lazily: the plugin loads in every pytest run
+    import openai
+
+CLIENT_TIMEOUT = 600.0  # generous: a cold TT server compiles kernels on its first requests
+_PERF_NAME = re.compile(r"^[A-Za-z0-9_.@:/%+-]+$")
+
+
+class RecordPerf(Protocol):
+    def __call__(
+        self, name: str, value: float, unit: str, better: Literal["lower", "higher"]
+    ) -> None: ...
+
+
+@pytest.fixture(scope="session")
+def server(pytestconfig: pytest.Config) -> ServerInfo:
+    """The server under test; fails the check with the reason if none is usable."""
+    return harness_state(pytestconfig).server_info()
+
+
+@pytest.fixture(scope="session")
+def openai_client(server: ServerInfo) -> Iterator[openai.OpenAI]:
+    """Sync client on <url>/v1. max_retries=0: a retried request would hide a server error."""
+    import openai
+
+    client = openai.OpenAI(
+        base_url=server.api_base, api_key="EMPTY", timeout=CLIENT_TIMEOUT, max_retries=0
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
+    """A fresh async client per check, usable from any event loop the check starts.
+
+    Connections are not kept alive: a pooled socket belongs to the loop that opened it, and a
+    check's loop (asyncio.run) is gone before teardown could close it. Consume or close
+    streamed responses inside the check.
+    """
+    import openai
+
+    client = openai.AsyncOpenAI(
+        base_url=server.api_base,
+        api_key="EMPTY",
+        timeout=CLIENT_TIMEOUT,
+        max_retries=0,
+        default_headers={"Connection": "close"},
+    )
+    yield client
+    try:
+        asyncio.run(client.close())
+    except RuntimeError as exc:  # a running loop (pytest-asyncio) or a socket left open
+        warnings.warn(
+            f"async_openai_client could not be closed after the check ({exc}); "
+            "close streams in the check, or `await async_openai_client.close()` yourself",
+            ResourceWarning,
+            stacklevel=1,
+        )
+
+
+@pytest.fixture(scope="session")
+def raw_http(server: ServerInfo) -> Iterator[RawHttp]:
+    """requests-based helper for error bodies, /health, /version, /metrics, /(de)tokenize."""
+    helper = RawHttp(server.base_url, server.model, timeout=CLIENT_TIMEOUT)
+    yield helper
+    helper.close()
+
+
+@pytest.fixture
+def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
+    """record_perf(name, value, unit, better) adds a figure to the report's perf section.
+
+    Names follow ``<metric>_<stat>@c<concurrency>`` (e.g. ``ttft_p50@c1`` in ms,
+    ``tpot_p50@c8`` in ms, ``throughput@c32`` in tok/s); the matrix shows figures whose names
+    start with ttft, tpot or throughput. A name may be recorded once per run.
+    """
+    item = request.node
+
+    def record(name: str, value: float, unit: str, better: Literal["lower", "higher"]) -> None:
+        if not isinstance(name, str) or not _PERF_NAME.match(name):
+            raise ValueError(
+                f"record_perf: name must match {_PERF_NAME.pattern} (no spaces), got {name!r}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"record_perf({name!r}): value must be a finite number, got {value!r}")
+        if not isinstance(unit, str):
+            raise ValueError(f"record_perf({name!r}): unit must be a string, got {unit!r}")
+        if better not in ("lower", "higher"):
+            raise ValueError(
+                f"record_perf({name!r}): better must be 'lower' or 'higher', got {better!r}"
+            )
+        if any(k == PROP_PERF and json.loads(v)["name"] == name for k, v in item.user_properties):
+            raise ValueError(f"record_perf: figure {name!r} already recorded by this check")
+        figure = {"name": name, "value": float(value), "unit": unit, "better": better}
+        # user_properties travel with the test report, so xdist brings them to the controller.
+        item.user_properties.append((PROP_PERF, json.dumps(figure)))
+
+    return record

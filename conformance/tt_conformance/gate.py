@@ -1,0 +1,306 @@
+"""Release gate: compare a candidate report with the stored baseline.
+
+Usage: tt-conformance-gate --baseline B --candidate C [--expectations E]
+                           [--default-perf-tolerance 0.10] [--allow-mismatch]
+
+Exit codes
+    0  no regression (improvements, expected failures and flaky passes may be listed)
+    1  regression: a check that passed in the baseline fails, errors or is skipped now; a
+       baseline check is missing from the candidate; the candidate has collection errors; or a
+       gated perf figure is worse than its tolerance (or missing)
+    2  bad input: a report or the expectations file is missing or malformed, the reports are
+       for different models/devices (unless --allow-mismatch), or a perf figure changed unit
+       or direction. The gate fails closed: it never answers "ok" when it could not compare.
+
+Expectations default to ``expectations.json`` next to the baseline when that file exists.
+A check the expectations list as an expected failure is not a regression when it fails; one
+listed as flaky is not a regression when it passed on a retry (outcome "flaky"), but it is when
+it failed every attempt. Perf tolerances are relative and direction-aware: for a "lower is
+better" figure, candidate > baseline * (1 + tolerance) regresses; for "higher is better",
+candidate < baseline * (1 - tolerance) does. Tolerance per figure comes from the expectations
+(null = informational, never gated), else their default_perf_tolerance, else the CLI default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tabulate import tabulate
+
+from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.render import format_number
+from tt_conformance.report import FAILING, PASSING, PerfFigure, Report, ReportError, load_report
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_PERF_TOLERANCE = 0.10
+
+
+class GateInputError(Exception):
+    """The reports cannot be compared; the gate exits with EXIT_BAD_INPUT."""
+
+
+@dataclass(frozen=True)
+class PerfComparison:
+    name: str
+    unit: str
+    better: str
+    baseline: float
+    candidate: float | None
+    tolerance: float | None
+    worse_by: float | None  # relative, > 0 means worse in the figure's direction
+    verdict: str  # "ok", "regression", "improvement", "missing", "not gated"
+
+
+@dataclass
+class GateResult:
+    regressions: list[str] = field(default_factory=list)
+    improvements: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    perf: list[PerfComparison] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.regressions else EXIT_OK
+
+
+def compare(
+    baseline: Report,
+    candidate: Report,
+    expectations: Expectations | None = None,
+    default_tolerance: float | None = DEFAULT_PERF_TOLERANCE,
+) -> GateResult:
+    exp = expectations or Expectations()
+    result = GateResult()
+    for error in candidate.collection_errors:
+        result.regressions.append(
+            f"collection error in {error.nodeid}: {_first_line(error.message)}"
+        )
+    ids = sorted({c.id for c in baseline.checks} | {c.id for c in candidate.checks})
+    for check_id in ids:
+        _compare_check(check_id, baseline, candidate, exp, result)
+    for name, base in sorted(baseline.perf.items()):
+        result.perf.append(_compare_perf(name, base, candidate, exp, default_tolerance, result))
+    for name in sorted(set(candidate.perf) - set(baseline.perf)):
+        fig = candidate.perf[name]
+        result.notes.append(f"new perf figure {name} = {format_number(fig.value)} {fig.unit}")
+    return result
+
+
+def _compare_check(
+    check_id: str, baseline: Report, candidate: Report, exp: Expectations, out: GateResult
+) -> None:
+    b = baseline.check(check_id)
+    c = candidate.check(check_id)
+    if c is None:
+        assert b is not None
+        out.regressions.append(f"{check_id}: missing from the candidate (baseline: {b.outcome})")
+        return
+    expected = exp.expected_failure(check_id)
+    if b is None:
+        note = f"{check_id}: new check, {c.outcome}"
+        out.notes.append(f"{note}: {c.reason}" if c.reason else note)
+        return
+    transition = f"{b.outcome} -> {c.outcome}"
+    if c.outcome in FAILING:
+        if expected is not None:
+            out.expected.append(f"{check_id}: {transition}, expected failure: {expected.reason}")
+        elif b.outcome in PASSING:
+            extra = " (listed as flaky, failed every attempt)" if exp.flaky_entry(check_id) else ""
+            out.regressions.append(f"{check_id}: {transition}{extra}: {c.reason}")
+        else:
+            out.notes.append(f"{check_id}: still failing ({transition}): {c.reason}")
+    elif c.outcome == "xfail":
+        why = "newly expected failure" if b.outcome in PASSING else "expected failure"
+        out.expected.append(f"{check_id}: {transition}, {why}: {c.reason}")
+    elif c.outcome == "skip":
+        if b.outcome in PASSING:
+            # A check that silently stops running hides whatever it used to verify.
+            out.regressions.append(f"{check_id}: {transition}, no longer verified: {c.reason}")
+        elif b.outcome != "skip":
+            out.notes.append(f"{check_id}: {transition}: {c.reason}")
+    elif c.outcome == "xpass":
+        out.improvements.append(
+            f"{check_id}: {transition}, expected failure now passes (update the expectations)"
+        )
+    elif c.outcome == "flaky":
+        out.flaky.append(f"{check_id}: {c.reason}")
+    elif b.outcome in FAILING or b.outcome in ("xfail", "skip"):
+        out.improvements.append(f"{check_id}: {transition}")
+    elif expected is not None:
+        out.improvements.append(f"{check_id}: listed as expected failure but passes")
+
+
+def _compare_perf(
+    name: str,
+    base: PerfFigure,
+    candidate: Report,
+    exp: Expectations,
+    default_tolerance: float | None,
+    out: GateResult,
+) -> PerfComparison:
+    tolerance = exp.tolerance(name, default_tolerance)
+    cand = candidate.perf.get(name)
+    if cand is None:
+        verdict = "missing" if tolerance is not None else "not gated"
+        if tolerance is not None:
+            out.regressions.append(f"perf {name}: missing from the candidate")
+        return PerfComparison(
+            name, base.unit, base.better, base.value, None, tolerance, None, verdict
+        )
+    if cand.unit != base.unit or cand.better != base.better:
+        raise GateInputError(
+            f"perf figure {name!r} changed from {base.unit!r}/{base.better} in the baseline to "
+            f"{cand.unit!r}/{cand.better} in the candidate: the figures are not comparable"
+        )
+    worse_by = _worse_by(base.value, cand.value, base.better)
+    change = f"{format_number(base.value)} -> {format_number(cand.value)} {base.unit}".rstrip()
+    if tolerance is None:
+        verdict = "not gated"
+    elif worse_by > tolerance:
+        verdict = "regression"
+        out.regressions.append(
+            f"perf {name}: {change} ({_pct(worse_by)} worse, tolerance {_pct(tolerance)})"
+        )
+    elif worse_by < -tolerance:
+        verdict = "improvement"
+        out.improvements.append(f"perf {name}: {change} ({_pct(-worse_by)} better)")
+    else:
+        verdict = "ok"
+    return PerfComparison(
+        name, base.unit, base.better, base.value, cand.value, tolerance, worse_by, verdict
+    )
+
+
+def _worse_by(baseline: float, candidate: float, better: str) -> float:
+    """Relative change in the bad direction (0.2 = 20 % worse; negative = better)."""
+    delta = candidate - baseline
+    if better == "higher":
+        delta = -delta
+    if baseline == 0:
+        return 0.0 if delta == 0 else math.copysign(math.inf, delta)
+    return delta / abs(baseline)
+
+
+def _pct(value: float) -> str:
+    return "inf %" if math.isinf(value) else f"{value * 100:.1f}%"
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else text
+
+
+def render(result: GateResult, baseline: Report, candidate: Report) -> str:
+    bv, cv = baseline.versions, candidate.versions
+    verdict = (
+        f"REGRESSION ({len(result.regressions)} found)"
+        if result.regressions
+        else "OK (no regression)"
+    )
+    lines = [
+        f"tt-conformance gate: {verdict}",
+        f"model {candidate.model}, device {candidate.device}",
+        f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, plugin {bv.plugin}",
+        f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",
+        "",
+    ]
+    for title, marker, items in (
+        ("Regressions", "-", result.regressions),
+        ("Improvements", "+", result.improvements),
+        ("Expected failures (not regressions)", "~", result.expected),
+        ("Flaky, passed on retry (not regressions)", "~", result.flaky),
+        ("Notes", " ", result.notes),
+    ):
+        if items:
+            lines.append(f"{title} ({len(items)}):")
+            lines += [f"  {marker} {item}" for item in items]
+            lines.append("")
+    if result.perf:
+        lines.append("Performance:")
+        lines.append(
+            tabulate(
+                [
+                    [
+                        p.name,
+                        f"{format_number(p.baseline)} {p.unit}",
+                        "—" if p.candidate is None else f"{format_number(p.candidate)} {p.unit}",
+                        "—" if p.worse_by is None else _pct(p.worse_by) + " worse",
+                        "—" if p.tolerance is None else _pct(p.tolerance),
+                        p.verdict,
+                    ]
+                    for p in result.perf
+                ],
+                headers=["figure", "baseline", "candidate", "change", "tolerance", "verdict"],
+                disable_numparse=True,
+            )
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tt-conformance-gate",
+        description="Compare a candidate conformance report with a baseline (exit 0 ok, "
+        "1 regression, 2 bad input).",
+    )
+    parser.add_argument("--baseline", required=True, type=Path, help="baseline report JSON")
+    parser.add_argument("--candidate", required=True, type=Path, help="candidate report JSON")
+    parser.add_argument(
+        "--expectations",
+        type=Path,
+        default=None,
+        help="expectations JSON (default: expectations.json next to the baseline, if present)",
+    )
+    parser.add_argument(
+        "--default-perf-tolerance",
+        type=float,
+        default=DEFAULT_PERF_TOLERANCE,
+        help="relative tolerance for perf figures the expectations do not mention (default 0.10)",
+    )
+    parser.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare reports even if their model or device differ",
+    )
+    args = parser.parse_args(argv)
+    try:
+        if not math.isfinite(args.default_perf_tolerance) or args.default_perf_tolerance < 0:
+            raise GateInputError(
+                f"--default-perf-tolerance must be a finite number >= 0, got "
+                f"{args.default_perf_tolerance}"
+            )
+        baseline = load_report(args.baseline)
+        candidate = load_report(args.candidate)
+        exp_path = args.expectations
+        if exp_path is None and (args.baseline.parent / "expectations.json").is_file():
+            exp_path = args.baseline.parent / "expectations.json"
+        expectations = load_expectations(exp_path) if exp_path is not None else None
+        if not args.allow_mismatch and (baseline.model, baseline.device) != (
+            candidate.model,
+            candidate.device,
+        ):
+            raise GateInputError(
+                f"baseline is for {baseline.model} on {baseline.device}, candidate for "
+                f"{candidate.model} on {candidate.device} (use --allow-mismatch to compare anyway)"
+            )
+        result = compare(baseline, candidate, expectations, args.default_perf_tolerance)
+    except (ReportError, ExpectationsError, GateInputError) as exc:
+        print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if exp_path is not None:
+        print(f"expectations: {exp_path}")
+    sys.stdout.write(render(result, baseline, candidate))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""pytest plugin of the tt-conformance harness (entry point ``pytest11: tt_conformance``).
+
+A black-box harness for any OpenAI-compatible vLLM server: it never imports vLLM or the plugin.
+Run the suite against a server with::
+
+    pytest --pyargs tt_conformance.checks -n 4 --dist loadgroup \\
+        --tt-server-url http://127.0.0.1:8000 --tt-device N150 --tt-tt-metal-version v0.62.0
+
+The harness stays inert (fixtures and markers only) unless one of --tt-server-url /
+TT_SERVER_URL, --tt-report-dir or --tt-expectations is given, so unrelated suites in the same
+environment are untouched.
+
+Options
+    --tt-server-url URL      server under test (env TT_SERVER_URL); ".../v1" is accepted
+    --tt-model-name NAME     model under test; default: the only base model in GET /v1/models
+    --tt-max-num-seqs N      the server's --max-num-seqs (default 32)
+    --tt-lanes N             lane-DP lanes of the server (default 1)
+    --tt-device NAME         N150, N300, T3K, TG, emulated, ... (default "unknown")
+    --tt-mesh-shape RxC      default: derived from the device name when known
+    --tt-report-dir DIR      default reports/<model>/<device>/ (names made path-safe)
+    --tt-expectations FILE   default <baselines>/<model>/<device>/expectations.json if present
+    --tt-baselines-dir DIR   default reports/baselines
+    --tt-tt-metal-version V, --tt-plugin-version V (default: installed vllm-tt-plugin version)
+    --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
+    --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
+    --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
+
+Fixtures for check authors
+    server: ServerInfo               session; base_url, api_base, model, max_num_seqs, lanes,
+                                     device, max_model_len (from /v1/models), vllm_version.
+                                     Fails the check with a clear message when no server is
+                                     configured or reachable.
+    openai_client: openai.OpenAI     session; base_url <url>/v1, api_key "EMPTY", timeout 600 s,
+                                     max_retries 0
+    async_openai_client: openai.AsyncOpenAI   per check; use inside one event loop
+    raw_http: RawHttp                session; get/post/completions/chat, health(), version(),
+                                     metrics()/metric_value(), tokenize(), detokenize(),
+                                     error_of(response) -> ApiError
+    record_perf(name, value, unit, better)    per check; better is "lower" or "higher"
+
+Markers
+    Concern markers (isolation, seeding, sampling_fallback, penalties, logprobs,
+    structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf) set a check's
+    concern in the report; without one the module name minus "test_" is used.
+    requires_lanes(n=2) skips a check unless --tt-lanes >= n. slow marks long checks.
+    A check's id in reports and expectations is ``<module>::<name[params]>``, for example
+    ``tt_conformance.checks.test_isolation::test_parallel_prompts[8]``.
+
+Parallel runs (pytest-xdist)
+    Workers run checks and forward their reports; the controller alone folds them into ONE
+    report. Checks that need the server to themselves (KV capacity, perf snapshots, anything
+    that measures or fills the whole batch) carry ``@pytest.mark.xdist_group("exclusive")`` and
+    the suite is run with ``--dist loadgroup``: all exclusive checks then run one after another
+    on a single worker, and a lock file shared by the workers (see serverlock.py) keeps every
+    other check off the server while an exclusive check runs (setup to teardown). Without
+    xdist, checks run one at a time anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tt_conformance._names import CONCERN_MARKERS, OTHER_MARKERS
+from tt_conformance._state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
+from tt_conformance.collector import (
+    PROP_CHECK,
+    PROP_CONCERN,
+    PROP_EXPECTED_BY,
+    fallback_check_id,
+)
+from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds fixtures here)
+    async_openai_client,
+    openai_client,
+    raw_http,
+    record_perf,
+    server,
+)
+from tt_conformance.reporting import SessionReporter
+from tt_conformance.retry import run_with_retries
+from tt_conformance.serverlock import ServerLockPlugin
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tt-conformance", "tt-conformance harness")
+    group.addoption(
+        "--tt-server-url",
+        dest="tt_server_url",
+        default=None,
+        help="OpenAI-compatible vLLM server under test (env TT_SERVER_URL)",
+    )
+    group.addoption(
+        "--tt-model-name",
+        dest="tt_model_name",
+        default=None,
+        help="served model name (default: discovered from GET /v1/models)",
+    )
+    group.addoption(
+        "--tt-max-num-seqs",
+        dest="tt_max_num_seqs",
+        type=int,
+        default=32,
+        help="the server's max_num_seqs (default 32)",
+    )
+    group.addoption(
+        "--tt-lanes",
+        dest="tt_lanes",
+        type=int,
+        default=1,
+        help="lane data-parallel lanes of the server (default 1)",
+    )
+    group.addoption(
+        "--tt-device",
+        dest="tt_device",
+        default="unknown",
+        help="device kind: N150, N300, T3K, TG, emulated, ... (default unknown)",
+    )
+    group.addoption(
+        "--tt-mesh-shape",
+        dest="tt_mesh_shape",
+        default=None,
+        help="mesh shape RxC (default: derived from --tt-device when known)",
+    )
+    group.addoption(
+        "--tt-report-dir",
+        dest="tt_report_dir",
+        default=None,
+        help="report directory (default reports/<model>/<device>/)",
+    )
+    group.addoption(
+        "--tt-expectations",
+        dest="tt_expectations",
+        default=None,
+        help="expectations JSON (default <baselines>/<model>/<device>/expectations.json)",
+    )
+    group.addoption(
+        "--tt-baselines-dir",
+        dest="tt_baselines_dir",
+        default=None,
+        help="where default expectations are looked up (default reports/baselines)",
+    )
+    group.addoption(
+        "--tt-tt-metal-version",
+        dest="tt_tt_metal_version",
+        default=None,
+        help="tt-metal version/commit of the server, recorded in the report",
+    )
+    group.addoption(
+        "--tt-plugin-version",
+        dest="tt_plugin_version",
+        default=None,
+        help="vllm-tt-plugin version (default: the installed distribution's)",
+    )
+    group.addoption(
+        "--tt-server-options",
+        dest="tt_server_options",
+        default=None,
+        help="how the server was launched (JSON or free text), recorded",
+    )
+    group.addoption(
+        "--tt-flaky-retries",
+        dest="tt_flaky_retries",
+        type=int,
+        default=2,
+        help="retries for checks listed as flaky in the expectations (default 2)",
+    )
+    group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
+                    help="refuse to run (usage error) without a server URL")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in {**CONCERN_MARKERS, **OTHER_MARKERS}.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    state = build_state(config)
+    config.stash[STATE_KEY] = state
+    if state.collector is not None:
+        # One reporter object per session config: no module globals, so nested sessions
+        # (pytester) and repeated runs in one process stay separate.
+        config.pluginmanager.register(SessionReporter(state), "tt_conformance_reporter")
+    if state.is_worker and state.lock_path is not None:
+        config.pluginmanager.register(ServerLockPlugin(state.lock_path), "tt_conformance_lock")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand the probe and the expectations path to each worker."""
+    state = harness_state(node.config)
+    if state.options.active:
+        node.workerinput[WORKERINPUT_KEY] = state.worker_payload()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = harness_state(config)
+    if not state.options.active or state.is_worker:
+        return []
+    lines = [
+        f"tt-conformance: server {state.options.server_url or '(none)'}, model "
+        f"{state.model_name}, device {state.options.device}, expectations "
+        f"{state.expectations_path or 'none'}"
+    ]
+    if state.setup_error:
+        lines.append(f"tt-conformance: SERVER NOT USABLE: {state.setup_error}")
+    return lines
+
+
+def check_id_for(item: pytest.Item) -> str:
+    """<module __name__>::<class>::<name[params]>: stable across install locations and
+    xdist's node id rewriting, unlike the node id."""
+    module = getattr(item, "module", None)
+    names: list[str] = []
+    below_module = False
+    for node in item.listchain():
+        if below_module:
+            names.append(node.name)
+        elif isinstance(node, pytest.Module):
+            below_module = True
+    if module is None or not below_module:
+        return fallback_check_id(item.nodeid)
+    return f"{module.__name__}::{'::'.join(names)}"
+
+
+def concern_for(item: pytest.Item) -> str:
+    for mark in item.iter_markers():
+        if mark.name in CONCERN_MARKERS:
+            return mark.name
+    module = getattr(item, "module", None)
+    base = module.__name__.rsplit(".", 1)[-1] if module is not None else item.nodeid
+    return base.removeprefix("test_").removesuffix("_test")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = harness_state(config)
+    if not state.options.active:
+        return
+    for item in items:
+        check_id = check_id_for(item)
+        item.user_properties.append((PROP_CHECK, check_id))
+        item.user_properties.append((PROP_CONCERN, concern_for(item)))
+        entry = state.expectations.expected_failure(check_id)
+        if entry is not None:
+            # Prepended so that the expectations' reason wins over an xfail in the code.
+            item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=False), append=False)
+            item.user_properties.append((PROP_EXPECTED_BY, "expectations"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # tryfirst: skip before any fixture (and so the server) is touched.
+    mark = item.get_closest_marker("requires_lanes")
+    if mark is None:
+        return
+    needed = int(mark.args[0] if mark.args else mark.kwargs.get("n", 2))
+    lanes = harness_state(item.config).options.lanes
+    if lanes < needed:
+        pytest.skip(f"needs a server with --tt-lanes >= {needed} (this run: {lanes})")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    state = harness_state(item.config)
+    if not state.options.active or state.options.flaky_retries == 0:
+        return None
+    if state.expectations.flaky_entry(check_id_for(item)) is None:
+        return None
+    return run_with_retries(item, nextitem, state.options.flaky_retries)

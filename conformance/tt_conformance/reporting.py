@@ -1,0 +1,82 @@
+"""Controller-side session reporter: collects every test report and writes the run's report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tt_conformance._names import installed_version
+from tt_conformance._state import HarnessState
+from tt_conformance.report import Report, ServerSnapshot, Versions, utc_now_iso, write_report
+
+
+class SessionReporter:
+    """Registered only in the controller (or the single process when xdist is not used)."""
+
+    def __init__(self, state: HarnessState) -> None:
+        assert state.collector is not None and state.report_dir is not None
+        self.state = state
+        self.collector = state.collector
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Under xdist this runs for every report a worker forwards to the controller.
+        self.collector.add_test_report(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.collector.add_collect_report(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        report = self.build_report(int(exitstatus))
+        assert self.state.report_dir is not None
+        self.state.written = write_report(report, self.state.report_dir)
+
+    def build_report(self, exit_status: int) -> Report:
+        state = self.state
+        checks, perf, warnings = self.collector.build()
+        if state.setup_error:
+            warnings.insert(0, f"server not usable: {state.setup_error}")
+        for entry in state.expectations.unmatched([c.id for c in checks]):
+            warnings.append(f"expectations entry {entry.check!r} matched no check in this run")
+        for key, ours in (("model", state.model_name), ("device", state.options.device)):
+            theirs = getattr(state.expectations, key)
+            if theirs is not None and theirs != ours:
+                warnings.append(f"expectations file is for {key} {theirs!r}, this run is {ours!r}")
+        return Report(
+            run_id=state.run_id,
+            started_at=state.started_at,
+            finished_at=utc_now_iso(),
+            model=state.model_name,
+            device=state.options.device,
+            mesh_shape=state.options.mesh_shape,
+            versions=Versions(
+                vllm=(state.probe.vllm_version if state.probe else None) or "unknown",
+                plugin=state.options.plugin_version,
+                tt_metal=state.options.tt_metal_version,
+                harness=installed_version(),
+            ),
+            server=ServerSnapshot(
+                url=state.options.server_url or "",
+                max_num_seqs=state.options.max_num_seqs,
+                lanes=state.options.lanes,
+                max_model_len=state.model.max_model_len if state.model else None,
+            ),
+            server_options=state.options.server_options,
+            expectations_file=str(state.expectations_path) if state.expectations_path else None,
+            exit_status=exit_status,
+            checks=tuple(checks),
+            perf=perf,
+            collection_errors=tuple(self.collector.collection_errors),
+            warnings=tuple(warnings),
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        written = self.state.written
+        if written is None:
+            return
+        terminalreporter.section("tt-conformance report")
+        terminalreporter.write_line(f"report:   {written.json}")
+        terminalreporter.write_line(f"markdown: {written.markdown}")
+        terminalreporter.write_line(f"junit:    {written.junit}")
+        if self.state.setup_error:
+            terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)

@@ -1,0 +1,153 @@
+"""What the harness knows about the server under test, and how it finds out (GET /v1/models,
+GET /version). Probing happens once per run, in the pytest controller process."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+PROBE_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds: a dead server must not hang the run
+
+
+class ServerSetupError(RuntimeError):
+    """The server cannot be used for this run (not configured, unreachable, wrong model)."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The `server` fixture: the server under test as the checks see it."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000 (no trailing /v1)
+    model: str
+    max_num_seqs: int
+    lanes: int
+    device: str
+    max_model_len: int | None
+    vllm_version: str
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.base_url}/v1"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    id: str
+    max_model_len: int | None
+    parent: str | None
+
+
+@dataclass(frozen=True)
+class ServerProbe:
+    """Outcome of probing: either served models + version, or an error message."""
+
+    models: tuple[ServedModel, ...] = ()
+    vllm_version: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        # Plain data so that pytest-xdist can hand it to the workers.
+        return {
+            "models": [asdict(m) for m in self.models],
+            "vllm_version": self.vllm_version,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerProbe:
+        return cls(
+            models=tuple(ServedModel(**m) for m in data.get("models", [])),
+            vllm_version=data.get("vllm_version"),
+            error=data.get("error"),
+        )
+
+
+def normalize_base_url(url: str) -> str:
+    """Accept http://host:port, .../ or .../v1 and return http://host:port[/prefix]."""
+    text = url.strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"--tt-server-url / TT_SERVER_URL: expected http(s)://host:port, got {url!r}"
+        )
+    if text.endswith("/v1"):
+        text = text[: -len("/v1")]
+    return text
+
+
+def probe_server(base_url: str, session: requests.Session | None = None) -> ServerProbe:
+    http = session or requests.Session()
+    try:
+        return _probe(http, base_url)
+    finally:
+        if session is None:
+            http.close()
+
+
+def _probe(http: requests.Session, base_url: str) -> ServerProbe:
+    try:
+        resp = http.get(f"{base_url}/v1/models", timeout=PROBE_TIMEOUT)
+        if resp.status_code != 200:
+            return ServerProbe(
+                error=f"GET {base_url}/v1/models returned HTTP {resp.status_code}: "
+                f"{resp.text[:300]}"
+            )
+        models = _parse_models(resp.json())
+    except requests.RequestException as exc:
+        return ServerProbe(error=f"cannot reach the server at {base_url}: {exc}")
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return ServerProbe(error=f"GET {base_url}/v1/models returned an unexpected body: {exc!r}")
+    version: str | None = None
+    try:
+        vresp = http.get(f"{base_url}/version", timeout=PROBE_TIMEOUT)
+        body = vresp.json() if vresp.status_code == 200 else None
+        if isinstance(body, dict) and body.get("version"):
+            version = str(body["version"])
+    except (requests.RequestException, ValueError):
+        version = None  # /version is informational; the report then says "unknown"
+    return ServerProbe(models=models, vllm_version=version)
+
+
+def _parse_models(body: Any) -> tuple[ServedModel, ...]:
+    entries = body["data"]
+    if not isinstance(entries, list):
+        raise ValueError("'data' is not a list")
+    out = []
+    for entry in entries:
+        mml = entry.get("max_model_len")
+        out.append(
+            ServedModel(
+                id=str(entry["id"]),
+                max_model_len=int(mml)
+                if isinstance(mml, int) and not isinstance(mml, bool)
+                else None,
+                parent=entry.get("parent"),
+            )
+        )
+    return tuple(out)
+
+
+def resolve_model(probe: ServerProbe, requested: str | None, base_url: str) -> ServedModel:
+    """Pick the model under test: the requested one (must be served) or the only base model."""
+    if probe.error:
+        raise ServerSetupError(probe.error)
+    served = ", ".join(m.id for m in probe.models) or "none"
+    if requested:
+        for model in probe.models:
+            if model.id == requested:
+                return model
+        raise ServerSetupError(
+            f"--tt-model-name {requested!r} is not served by {base_url} (served: {served})"
+        )
+    # LoRA adapters are listed with a parent; the base model has none.
+    roots = [m for m in probe.models if not m.parent]
+    if len(roots) == 1:
+        return roots[0]
+    if not roots:
+        raise ServerSetupError(f"{base_url}/v1/models lists no model")
+    raise ServerSetupError(
+        f"{base_url} serves several models ({served}); choose one with --tt-model-name"
+    )

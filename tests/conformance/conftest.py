@@ -1,0 +1,242 @@
+"""Shared fixtures for the harness tests: a tiny in-process fake OpenAI-compatible server and
+helpers to run check files through the tt_conformance plugin with pytester.
+
+No vLLM, no plugin import: the harness is a black box over HTTP, so a fake server is the honest
+way to test it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONFORMANCE_SRC = Path(__file__).resolve().parents[2] / "conformance"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `pytester` is not a default plugin, and a non-root conftest may not set pytest_plugins.
+    if not config.pluginmanager.has_plugin("pytester"):
+        config.pluginmanager.import_plugin("pytester")
+
+
+@dataclass
+class FakeState:
+    models: list[dict[str, Any]]
+    version: str = "0.26.0"
+    models_status: int = 200
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            return
+
+        def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _record(self) -> None:
+            with state.lock:
+                state.requests.append((self.command, self.path))
+
+        def do_GET(self) -> None:
+            self._record()
+            if self.path == "/v1/models":
+                if state.models_status != 200:
+                    self._send(state.models_status, {"error": {"message": "boom"}})
+                else:
+                    self._send(200, {"object": "list", "data": state.models})
+            elif self.path == "/version":
+                self._send(200, {"version": state.version})
+            elif self.path == "/health":
+                self._send(200, "", "text/plain")
+            elif self.path == "/metrics":
+                self._send(
+                    200,
+                    "# HELP vllm:num_requests_running running\n"
+                    "# TYPE vllm:num_requests_running gauge\n"
+                    'vllm:num_requests_running{model_name="m",engine="0"} 2.0\n'
+                    'vllm:num_requests_running{model_name="m",engine="1"} 1.0\n'
+                    'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n',
+                    "text/plain; version=0.0.4",
+                )
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+        def do_POST(self) -> None:
+            self._record()
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                self._send(
+                    400,
+                    {"error": {"message": "invalid JSON", "type": "BadRequestError", "code": 400}},
+                )
+                return
+            model = body.get("model")
+            if self.path in ("/v1/completions", "/v1/chat/completions") and model not in [
+                m["id"] for m in state.models
+            ]:
+                self._send(
+                    404,
+                    {
+                        "error": {
+                            "message": f"model {model!r} does not exist",
+                            "type": "NotFoundError",
+                            "code": 404,
+                        }
+                    },
+                )
+                return
+            if self.path == "/v1/completions":
+                if int(body.get("max_tokens", 1)) < 1:
+                    self._send(
+                        400,
+                        {
+                            "object": "error",
+                            "message": "max_tokens must be at least 1",
+                            "type": "BadRequestError",
+                            "code": 400,
+                        },
+                    )
+                    return
+                self._send(200, {
+                    "id": "cmpl-1", "object": "text_completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "text": " world", "logprobs": None,
+                                 "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                })  # fmt: skip
+            elif self.path == "/v1/chat/completions":
+                self._send(200, {
+                    "id": "chat-1", "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                 "finish_reason": "stop", "logprobs": None}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+                })  # fmt: skip
+            elif self.path == "/tokenize":
+                tokens = [ord(ch) for ch in body.get("prompt", "")]
+                self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 2048})
+            elif self.path == "/detokenize":
+                self._send(200, {"prompt": "".join(chr(t) for t in body.get("tokens", []))})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+    return Handler
+
+
+@dataclass
+class FakeServer:
+    url: str
+    state: FakeState
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    """A fake vLLM OpenAI server on 127.0.0.1:<free port>, always shut down after the test."""
+    state = FakeState(
+        models=[
+            {"id": "fake/tiny-model", "object": "model", "created": 0, "owned_by": "vllm",
+             "root": "fake/tiny-model", "parent": None, "max_model_len": 2048},
+        ]
+    )  # fmt: skip
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, name="fake-vllm", daemon=True)
+    thread.start()
+    try:
+        yield FakeServer(url=f"http://127.0.0.1:{httpd.server_address[1]}", state=state)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def _plugin_installed() -> bool:
+    return any(ep.name == "tt_conformance" for ep in metadata.entry_points(group="pytest11"))
+
+
+@pytest.fixture
+def harness_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Arguments that make a pytester run load the harness whether or not it is installed."""
+    for name in ("TT_SERVER_URL", "PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        monkeypatch.delenv(name, raising=False)
+    if _plugin_installed():
+        return ["-p", "no:cacheprovider"]
+    # Running from a checkout without `pip install -e .`: load the module by name instead.
+    monkeypatch.syspath_prepend(str(CONFORMANCE_SRC))
+    existing = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(CONFORMANCE_SRC), *([existing] if existing else [])])
+    )
+    return ["-p", "no:cacheprovider", "-p", "tt_conformance.pytest_plugin"]
+
+
+@pytest.fixture
+def make_report() -> Any:
+    """Factory for small valid Report objects: make_report({"m::t": "pass"}, perf={...})."""
+    from tt_conformance.report import CheckResult, PerfFigure, Report, ServerSnapshot, Versions
+
+    counter = iter(range(1, 10_000))
+
+    def build(
+        outcomes: dict[str, str],
+        *,
+        perf: dict[str, tuple[float, str, str]] | None = None,
+        model: str = "org/model-a",
+        device: str = "N150",
+        finished_at: str = "2025-01-01T00:00:00Z",
+        tt_metal: str = "v1",
+        collection_errors: tuple[Any, ...] = (),
+    ) -> Report:
+        n = next(counter)
+        return Report(
+            run_id=f"20250101T000000Z-{n:08x}",
+            started_at="2025-01-01T00:00:00Z",
+            finished_at=finished_at,
+            model=model,
+            device=device,
+            mesh_shape="1x1",
+            versions=Versions(vllm="0.26.0", plugin="0.1.0", tt_metal=tt_metal, harness="0.1.0"),
+            server=ServerSnapshot("http://127.0.0.1:1", 32, 1, 2048),
+            server_options={"max_num_seqs": 32},
+            expectations_file=None,
+            exit_status=0,
+            checks=tuple(
+                CheckResult(
+                    id=cid,
+                    nodeid=cid.replace(".", "/", 1),
+                    concern="isolation",
+                    outcome=outcome,
+                    reason="" if outcome == "pass" else f"why {outcome}",
+                    duration_s=0.5,
+                    attempts=2 if outcome == "flaky" else 1,
+                    expected_by="expectations" if outcome in ("xfail", "xpass") else None,
+                )
+                for cid, outcome in outcomes.items()
+            ),
+            perf={
+                name: PerfFigure(name, value, unit, better, "checks.test_perf::test_snapshot")
+                for name, (value, unit, better) in (perf or {}).items()
+            },
+            collection_errors=collection_errors,
+        )
+
+    return build

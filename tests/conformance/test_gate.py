@@ -1,0 +1,217 @@
+"""Release gate: every outcome of comparing a candidate with a baseline, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tt_conformance import gate
+from tt_conformance.expectations import expectations_from_dict
+from tt_conformance.report import CollectionError, write_report
+
+BASE = {"m::a": "pass", "m::b": "pass", "m::c": "fail", "m::d": "xfail", "m::e": "pass"}
+
+
+def _exp(**fields: Any):
+    return expectations_from_dict({"schema_version": 1, **fields}, "e.json")
+
+
+def test_identical_reports_pass(make_report) -> None:
+    result = gate.compare(make_report(BASE), make_report(BASE))
+    assert result.exit_code == gate.EXIT_OK
+    assert result.regressions == [] and result.improvements == []
+    assert any("m::c: still failing" in n for n in result.notes)
+
+
+def test_pass_to_fail_is_a_regression(make_report) -> None:
+    result = gate.compare(make_report(BASE), make_report({**BASE, "m::a": "fail"}))
+    assert result.exit_code == gate.EXIT_REGRESSION
+    assert result.regressions == ["m::a: pass -> fail: why fail"]
+
+
+def test_pass_to_error_and_pass_to_skip_are_regressions(make_report) -> None:
+    candidate = make_report({**BASE, "m::a": "error", "m::b": "skip"})
+    result = gate.compare(make_report(BASE), candidate)
+    assert result.regressions == [
+        "m::a: pass -> error: why error",
+        "m::b: pass -> skip, no longer verified: why skip",
+    ]
+
+
+def test_missing_check_is_a_regression(make_report) -> None:
+    candidate = {k: v for k, v in BASE.items() if k != "m::e"}
+    result = gate.compare(make_report(BASE), make_report(candidate))
+    assert result.regressions == ["m::e: missing from the candidate (baseline: pass)"]
+
+
+def test_candidate_collection_error_is_a_regression(make_report) -> None:
+    cand = make_report(BASE, collection_errors=(CollectionError("checks/t.py", "E ImportError"),))
+    result = gate.compare(make_report(BASE), cand)
+    assert result.regressions == ["collection error in checks/t.py: E ImportError"]
+
+
+def test_improvements_are_listed_not_gated(make_report) -> None:
+    result = gate.compare(make_report(BASE), make_report({**BASE, "m::c": "pass", "m::d": "xpass"}))
+    assert result.exit_code == gate.EXIT_OK
+    assert result.improvements == [
+        "m::c: fail -> pass",
+        "m::d: xfail -> xpass, expected failure now passes (update the expectations)",
+    ]
+
+
+def test_expected_failure_per_expectations_is_not_a_regression(make_report) -> None:
+    exp = _exp(expected_failures=[{"check": "m::a", "reason": "tt-metal #123"}])
+    # Whether the run applied the expectation (xfail) or not (fail), the gate accepts it.
+    for outcome in ("fail", "xfail"):
+        result = gate.compare(make_report(BASE), make_report({**BASE, "m::a": outcome}), exp)
+        assert result.exit_code == gate.EXIT_OK, outcome
+        assert len(result.expected) == 2  # m::a and the already-expected m::d
+
+
+def test_flaky_pass_is_not_a_regression_but_flaky_total_failure_is(make_report) -> None:
+    exp = _exp(flaky=[{"check": "m::a", "reason": "timing"}])
+    ok = gate.compare(make_report(BASE), make_report({**BASE, "m::a": "flaky"}), exp)
+    assert ok.exit_code == gate.EXIT_OK and ok.flaky == ["m::a: why flaky"]
+    bad = gate.compare(make_report(BASE), make_report({**BASE, "m::a": "fail"}), exp)
+    assert bad.regressions == [
+        "m::a: pass -> fail (listed as flaky, failed every attempt): why fail"
+    ]
+
+
+def test_new_checks_are_notes(make_report) -> None:
+    result = gate.compare(make_report(BASE), make_report({**BASE, "m::new": "fail"}))
+    assert result.exit_code == gate.EXIT_OK
+    assert "m::new: new check, fail: why fail" in result.notes
+
+
+@pytest.mark.parametrize(
+    ("better", "base", "cand", "verdict"),
+    [
+        ("lower", 100.0, 109.0, "ok"),
+        ("lower", 100.0, 111.0, "regression"),  # latency up 11 % > 10 %
+        ("lower", 100.0, 85.0, "improvement"),
+        ("higher", 1000.0, 905.0, "ok"),
+        ("higher", 1000.0, 890.0, "regression"),  # throughput down 11 %
+        ("higher", 1000.0, 1200.0, "improvement"),
+        ("lower", 0.0, 0.5, "regression"),
+        ("higher", 0.0, 0.0, "ok"),
+    ],
+)
+def test_perf_tolerance_is_direction_aware(make_report, better, base, cand, verdict) -> None:
+    unit = "ms" if better == "lower" else "tok/s"
+    result = gate.compare(
+        make_report(BASE, perf={"fig": (base, unit, better)}),
+        make_report(BASE, perf={"fig": (cand, unit, better)}),
+        default_tolerance=0.10,
+    )
+    assert [p.verdict for p in result.perf] == [verdict]
+    assert (result.exit_code == gate.EXIT_REGRESSION) == (verdict == "regression")
+
+
+def test_perf_tolerance_from_expectations(make_report) -> None:
+    perf_b = {"ttft": (100.0, "ms", "lower"), "tpot": (10.0, "ms", "lower")}
+    perf_c = {"ttft": (125.0, "ms", "lower"), "tpot": (30.0, "ms", "lower")}
+    exp = _exp(perf_tolerances={"ttft": 0.3, "tpot": None})
+    result = gate.compare(make_report(BASE, perf=perf_b), make_report(BASE, perf=perf_c), exp)
+    assert {p.name: p.verdict for p in result.perf} == {"ttft": "ok", "tpot": "not gated"}
+    assert result.exit_code == gate.EXIT_OK
+
+
+def test_missing_perf_figure(make_report) -> None:
+    base = make_report(BASE, perf={"ttft": (100.0, "ms", "lower")})
+    result = gate.compare(base, make_report(BASE))
+    assert result.regressions == ["perf ttft: missing from the candidate"]
+    ungated = gate.compare(base, make_report(BASE), _exp(perf_tolerances={"ttft": None}))
+    assert ungated.exit_code == gate.EXIT_OK
+
+
+def test_perf_unit_change_is_bad_input(make_report) -> None:
+    with pytest.raises(gate.GateInputError, match="'ttft' changed from 'ms'/lower"):
+        gate.compare(
+            make_report(BASE, perf={"ttft": (100.0, "ms", "lower")}),
+            make_report(BASE, perf={"ttft": (0.1, "s", "lower")}),
+        )
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _write(tmp_path: Path, name: str, report) -> Path:
+    return write_report(report, tmp_path / name).json
+
+
+def test_cli_regression_diff_and_exit_code(tmp_path: Path, make_report, capsys) -> None:
+    b = _write(
+        tmp_path, "base", make_report(BASE, perf={"tpot": (10.0, "ms", "lower")}, tt_metal="v1")
+    )
+    candidate = make_report(
+        {**BASE, "m::b": "fail", "m::c": "pass"},
+        perf={"tpot": (13.0, "ms", "lower")},
+        tt_metal="v2",
+    )
+    c = _write(tmp_path, "cand", candidate)
+    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert out.startswith("tt-conformance gate: REGRESSION (2 found)")
+    assert "tt-metal v1" in out and "tt-metal v2" in out
+    assert "  - m::b: pass -> fail: why fail" in out
+    assert "  - perf tpot: 10 -> 13 ms (30.0% worse, tolerance 10.0%)" in out
+    assert "  + m::c: fail -> pass" in out
+
+
+def test_cli_ok_uses_expectations_next_to_baseline(tmp_path: Path, make_report, capsys) -> None:
+    b = _write(tmp_path, "base", make_report(BASE))
+    (b.parent / "expectations.json").write_text(
+        json.dumps(
+            {"schema_version": 1, "expected_failures": [{"check": "m::a", "reason": "known"}]}
+        )
+    )
+    c = _write(tmp_path, "cand", make_report({**BASE, "m::a": "fail"}))
+    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+    out = capsys.readouterr().out
+    assert f"expectations: {b.parent / 'expectations.json'}" in out
+    assert "OK (no regression)" in out and "~ m::a: pass -> fail, expected failure: known" in out
+
+
+@pytest.mark.parametrize("which", ["baseline", "candidate"])
+def test_cli_missing_or_malformed_report_fails_closed(tmp_path: Path, make_report, capsys, which):
+    good = _write(tmp_path, "good", make_report(BASE))
+    missing = tmp_path / "nope.json"
+    args = {"baseline": good, "candidate": good, which: missing}
+    assert (
+        gate.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
+        == gate.EXIT_BAD_INPUT
+    )
+    assert f"{missing}: report file not found" in capsys.readouterr().err
+    malformed = tmp_path / "malformed.json"
+    data = json.loads(good.read_text())
+    del data["checks"][0]["outcome"]
+    malformed.write_text(json.dumps(data))
+    args[which] = malformed
+    assert (
+        gate.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
+        == gate.EXIT_BAD_INPUT
+    )
+    err = capsys.readouterr().err
+    assert "failing closed" in err and "field 'checks[0].outcome': missing required field" in err
+
+
+def test_cli_bad_expectations_and_mismatch(tmp_path: Path, make_report, capsys) -> None:
+    b = _write(tmp_path, "base", make_report(BASE))
+    c = _write(tmp_path, "cand", make_report(BASE, device="T3K"))
+    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
+    assert "use --allow-mismatch" in capsys.readouterr().err
+    assert (
+        gate.main(["--baseline", str(b), "--candidate", str(c), "--allow-mismatch"]) == gate.EXIT_OK
+    )
+    bad = tmp_path / "e.json"
+    bad.write_text("{not json")
+    code = gate.main(["--baseline", str(b), "--candidate", str(b), "--expectations", str(bad)])
+    assert code == gate.EXIT_BAD_INPUT
+    assert "e.json: expectations file is not valid JSON" in capsys.readouterr().err
+    code = gate.main(
+        ["--baseline", str(b), "--candidate", str(b), "--default-perf-tolerance", "-1"]
+    )
+    assert code == gate.EXIT_BAD_INPUT

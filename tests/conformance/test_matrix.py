@@ -1,0 +1,118 @@
+"""Matrix folding: newest report per model x device, statuses, Markdown and escaped HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tt_conformance import matrix
+from tt_conformance.report import CollectionError, write_report
+
+
+def _tree(tmp_path: Path, make_report) -> Path:
+    root = tmp_path / "reports"
+    perf = {
+        "ttft_p50@c1": (40.0, "ms", "lower"),
+        "tpot_p50@c1": (12.0, "ms", "lower"),
+        "throughput@c32": (900.0, "tok/s", "higher"),
+        "other_figure": (1.0, "", "higher"),
+    }
+    # model a on N150: an old failing run, then a newer clean one (the newer wins)
+    old = make_report({"m::x": "fail"}, model="org/a", finished_at="2025-01-01T00:00:00Z")
+    new = make_report(
+        {"m::x": "pass"}, model="org/a", finished_at="2025-02-01T00:00:00Z", perf=perf
+    )
+    write_report(old, root / "org--a" / "N150")
+    write_report(new, root / "org--a" / "N150")
+    # model a on T3K: expected failures only
+    write_report(make_report({"m::x": "pass", "m::y": "xfail"}, model="org/a", device="T3K"),
+                 root / "org--a" / "T3K")  # fmt: skip
+    # model b on N150: a failure, a flaky and a collection error; name needs escaping
+    bad = make_report(
+        {"m::x": "fail", "m::<script>alert(1)</script>": "error", "m::f": "flaky"},
+        model="org/b<i>",
+        collection_errors=(CollectionError("checks/test_broken.py", "ImportError: nope"),),
+    )
+    write_report(bad, root / "org--b" / "N150")
+    # a baseline copy and an expectations file must not be picked up
+    write_report(make_report({"m::x": "fail"}, model="org/a", finished_at="2030-01-01T00:00:00Z"),
+                 root / "baselines" / "org--a" / "N150")  # fmt: skip
+    (root / "baselines" / "org--a" / "N150" / "expectations.json").write_text(
+        json.dumps({"schema_version": 1})
+    )
+    return root
+
+
+def test_fold_picks_newest_per_cell_and_sets_status(tmp_path: Path, make_report) -> None:
+    root = _tree(tmp_path, make_report)
+    cells = {(c.model, c.device): c for c in matrix.fold(matrix.find_reports(root))}
+    assert set(cells) == {("org/a", "N150"), ("org/a", "T3K"), ("org/b<i>", "N150")}
+    assert cells[("org/a", "N150")].status == "pass"
+    assert cells[("org/a", "N150")].report.finished_at == "2025-02-01T00:00:00Z"
+    assert cells[("org/a", "T3K")].status == "pass with expected failures"
+    assert cells[("org/a", "T3K")].expected == ("m::y",)
+    b = cells[("org/b<i>", "N150")]
+    assert b.status == "fail"
+    assert b.failing == (
+        "collection: checks/test_broken.py", "m::<script>alert(1)</script>", "m::x"
+    )  # fmt: skip
+    assert b.flaky == ("m::f",)
+    key = cells[("org/a", "N150")].key_perf
+    assert [f.name for f in key["TTFT"]] == ["ttft_p50@c1"]
+    assert [f.name for f in key["Throughput"]] == ["throughput@c32"]
+
+
+def test_baselines_can_be_included(tmp_path: Path, make_report) -> None:
+    root = _tree(tmp_path, make_report)
+    cells = {(c.model, c.device): c for c in matrix.fold(matrix.find_reports(root, True))}
+    assert cells[("org/a", "N150")].report.finished_at == "2030-01-01T00:00:00Z"
+
+
+def test_empty_report_is_its_own_status(make_report) -> None:
+    assert matrix.status_of(make_report({})) == "no checks"
+
+
+def test_cli_writes_markdown_and_escaped_html(tmp_path: Path, make_report, capsys) -> None:
+    root = _tree(tmp_path, make_report)
+    assert matrix.main([str(root)]) == matrix.EXIT_OK
+    md = (root / "MATRIX.md").read_text()
+    page = (root / "matrix.html").read_text()
+    assert "| org/a" in md and "pass with expected failures" in md
+    assert "ttft_p50@c1 = 40 ms" in md and "throughput@c32 = 900 tok/s" in md
+    assert "other_figure" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
+    assert "org/b&lt;i&gt;" in page and "<i>" not in page
+    # Self-contained: inline CSS, nothing fetched from elsewhere.
+    assert "<style>" in page and "http://" not in page and "https://" not in page
+    assert 'class="status s-fail"' in page and 'class="status s-pass"' in page
+    assert "3 model x device entries (1 failing)" in capsys.readouterr().out
+
+
+def test_cli_output_paths(tmp_path: Path, make_report) -> None:
+    root = _tree(tmp_path, make_report)
+    out_md, out_html = tmp_path / "o" / "m.md", tmp_path / "o" / "m.html"
+    assert matrix.main([str(root), "--out-md", str(out_md), "--out-html", str(out_html)]) == 0
+    assert out_md.is_file() and out_html.is_file()
+    assert not (root / "MATRIX.md").exists()
+
+
+def test_cli_bad_input(tmp_path: Path, make_report, capsys) -> None:
+    assert matrix.main([str(tmp_path / "absent")]) == matrix.EXIT_BAD_INPUT
+    assert "report directory does not exist" in capsys.readouterr().err
+    root = _tree(tmp_path, make_report)
+    broken = root / "org--a" / "N150" / "latest.json"
+    data = json.loads(broken.read_text())
+    data["checks"][0]["outcome"] = "sort-of"
+    broken.write_text(json.dumps(data))
+    assert matrix.main([str(root)]) == matrix.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert str(broken) in err and "checks[0].outcome" in err
+
+
+@pytest.mark.parametrize("with_reports", [False, True])
+def test_html_without_and_with_rows_is_well_formed(tmp_path: Path, make_report, with_reports):
+    cells = matrix.fold(matrix.find_reports(_tree(tmp_path, make_report))) if with_reports else []
+    page = matrix.render_html(cells, "now")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert page.count("<table") == page.count("</table>")

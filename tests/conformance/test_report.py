@@ -1,0 +1,176 @@
+"""Report schema: round trip, atomic writes, validation errors, renderings."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tt_conformance import report as report_mod
+from tt_conformance.report import (
+    ReportError,
+    atomic_write_text,
+    load_report,
+    report_from_dict,
+    write_report,
+)
+
+MIXED = {
+    "tt_conformance.checks.test_iso::test_a": "pass",
+    "tt_conformance.checks.test_iso::test_b[8]": "fail",
+    "tt_conformance.checks.test_lp::test_c": "xfail",
+    "tt_conformance.checks.test_lp::test_d": "flaky",
+    "tt_conformance.checks.test_lp::test_e": "skip",
+}
+
+
+def test_round_trip_preserves_every_field(tmp_path: Path, make_report) -> None:
+    original = make_report(MIXED, perf={"ttft_p50@c1": (41.5, "ms", "lower")})
+    written = write_report(original, tmp_path)
+    loaded = load_report(written.json)
+    assert loaded == original
+    assert load_report(written.latest_json) == original
+    data = json.loads(written.json.read_text())
+    assert data["schema_version"] == 1 and data["kind"] == "tt-conformance-report"
+    assert data["totals"]["total"] == 5 and data["totals"]["flaky"] == 1
+
+
+def test_runs_never_overwrite_each_other(tmp_path: Path, make_report) -> None:
+    first = make_report({"m::a": "pass"})
+    clash = replace(make_report({"m::a": "fail"}), run_id=first.run_id)
+    a = write_report(first, tmp_path)
+    b = write_report(clash, tmp_path)
+    assert a.json != b.json
+    assert load_report(a.json).check("m::a").outcome == "pass"
+    assert load_report(b.json).check("m::a").outcome == "fail"
+    assert load_report(tmp_path / "latest.json").check("m::a").outcome == "fail"
+
+
+def test_failed_write_leaves_previous_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "latest.json"
+    atomic_write_text(target, '{"old": true}\n')
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report_mod.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(target, '{"new": true}\n')
+    assert target.read_text() == '{"old": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.json"]
+
+
+def test_atomic_write_goes_through_a_temp_file_in_the_same_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: str | Path) -> None:
+        seen.append((src, dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(report_mod.os, "replace", spy)
+    atomic_write_text(tmp_path / "r.json", "x")
+    assert len(seen) == 1
+    src, dst = seen[0]
+    assert Path(src).parent == tmp_path and Path(src).name.startswith(".r.json.")
+    assert Path(dst) == tmp_path / "r.json"
+
+
+def _valid_dict(make_report) -> dict:
+    return make_report(MIXED, perf={"tpot@c1": (9.0, "ms", "lower")}).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("model"), "field 'model': missing required field"),
+        (lambda d: d.update(schema_version=2), "field 'schema_version': unsupported version 2"),
+        (lambda d: d.update(kind="other"), "field 'kind': expected 'tt-conformance-report'"),
+        (lambda d: d.update(extra=1), "field 'extra': unknown field"),
+        (
+            lambda d: d["checks"][1].update(outcome="passed"),
+            "field 'checks[1].outcome': expected one of pass, fail",
+        ),
+        (lambda d: d["checks"][0].update(attempts=0), "field 'checks[0].attempts': must be >= 1"),
+        (lambda d: d["checks"][2].pop("reason"), "field 'checks[2].reason': missing required"),
+        (
+            lambda d: d["perf"]["tpot@c1"].update(better="smaller"),
+            "field 'perf.tpot@c1.better': expected one of lower, higher",
+        ),
+        (
+            lambda d: d["perf"]["tpot@c1"].update(value="fast"),
+            "field 'perf.tpot@c1.value': expected a number",
+        ),
+        (
+            lambda d: d["totals"].update(fail=7),
+            "field 'totals.fail': is 7 but the checks list has 1",
+        ),
+        (lambda d: d["server"].update(lanes=True), "field 'server.lanes': expected an integer"),
+        (
+            lambda d: d["checks"].append(dict(d["checks"][0])),
+            "field 'checks[5].id': duplicate check id",
+        ),
+    ],
+)
+def test_schema_errors_name_file_and_field(make_report, mutate, message: str) -> None:
+    data = _valid_dict(make_report)
+    mutate(data)
+    with pytest.raises(ReportError) as info:
+        report_from_dict(data, "some/report.json")
+    assert str(info.value).startswith("some/report.json: ")
+    assert message in str(info.value)
+
+
+def test_load_report_file_problems(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="report file not found"):
+        load_report(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1,\n  oops}')
+    with pytest.raises(ReportError, match=r"bad.json: report file is not valid JSON \(line 2"):
+        load_report(bad)
+
+
+def test_markdown_rendering(make_report) -> None:
+    from tt_conformance.render import render_markdown
+
+    report = make_report(
+        {"m::test_pipe[a|b]": "fail", "m::ok": "pass"}, perf={"ttft@c1": (12.0, "ms", "lower")}
+    )
+    md = render_markdown(report)
+    assert md.startswith("# Conformance report: org/model-a on N150")
+    # The failure comes first and the pipe cannot break the table.
+    checks = md.split("## Checks")[1]
+    assert checks.index("m::test_pipe[a\\|b]") < checks.index("m::ok")
+    assert "| ttft@c1 " in md and "| 12 " in md
+
+
+def test_junit_rendering(make_report) -> None:
+    from tt_conformance.render import render_junit
+
+    report = make_report(MIXED)
+    root = ET.fromstring(render_junit(report).split("\n", 1)[1])
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "2")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["test_b[8]"].find("failure") is not None
+    assert cases["test_c"].find("skipped").get("type") == "pytest.xfail"
+    flaky_props = {p.get("name"): p.get("value") for p in cases["test_d"].iter("property")}
+    assert flaky_props["outcome"] == "flaky" and flaky_props["attempts"] == "2"
+
+
+def test_junit_drops_control_characters(make_report) -> None:
+    from tt_conformance.render import render_junit
+
+    report = make_report({"m::t": "fail"})
+    bad = replace(report.checks[0], reason="\x1b[31mred\x1b[0m", details="x\x00y")
+    text = render_junit(replace(report, checks=(bad,)))
+    ET.fromstring(text.split("\n", 1)[1])  # parses: no control characters left
+    assert "[31mred" in text
