@@ -57,8 +57,7 @@ class ModelCapabilities:
             if key in declared:
                 if not isinstance(declared[key], bool):
                     raise CapabilityError(
-                        f"{name}.model_capabilities[{key!r}] must be a bool, "
-                        f"got {declared[key]!r}"
+                        f"{name}.model_capabilities[{key!r}] must be a bool, got {declared[key]!r}"
                     )
                 values[key] = declared[key]
         for key in ("max_device_top_k", "max_device_logprobs", "output_tokens_per_step"):

@@ -110,7 +110,9 @@ def _options() -> dict[str, _Option]:
         "l1_small_size": _Option(int, nullable=True, min_value=0),
         "fabric_config": _Option(str, fabric_config_names(), nullable=True),
         "fabric_reliability_mode": _Option(str, fabric_reliability_mode_names(), nullable=True),
-        "dispatch_core_axis": _Option(str, DISPATCH_CORE_AXES, nullable=True, case_insensitive=True),
+        "dispatch_core_axis": _Option(
+            str, DISPATCH_CORE_AXES, nullable=True, case_insensitive=True
+        ),
         "always_compat_sampling": _Option(bool),
         "decode_interleave_enabled": _Option(bool),
         "decode_interleave_prefill_steps": _Option(int, min_value=1),

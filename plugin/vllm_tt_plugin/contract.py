@@ -102,8 +102,9 @@ class TTKVAllocator(Protocol):
 
 
 class TTLegacyKVAllocator(Protocol):
-    def allocate_kv_cache(self, kv_cache_shape: tuple[int, ...], dtype: Any, num_layers: int) -> Any:
-        ...
+    def allocate_kv_cache(
+        self, kv_cache_shape: tuple[int, ...], dtype: Any, num_layers: int
+    ) -> Any: ...
 
 
 class TTWarmup(Protocol):

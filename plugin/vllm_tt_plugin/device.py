@@ -46,8 +46,10 @@ def _family_from_cluster(ttnn: Any, spec: MeshSpec) -> HardwareFamily:
 def _dispatch_core_config(ttnn: Any, options: TTOptions) -> Any:
     if options.dispatch_core_axis is None:
         return ttnn.DispatchCoreConfig()
-    axis = ttnn.DispatchCoreAxis.COL if options.dispatch_core_axis == "col" else (
-        ttnn.DispatchCoreAxis.ROW
+    axis = (
+        ttnn.DispatchCoreAxis.COL
+        if options.dispatch_core_axis == "col"
+        else (ttnn.DispatchCoreAxis.ROW)
     )
     return ttnn.DispatchCoreConfig(axis=axis)
 
@@ -130,4 +132,6 @@ def visible_device_ids() -> list[int] | None:
     try:
         return [int(x) for x in raw.split(",") if x.strip()]
     except ValueError as exc:
-        raise ValueError(f"TT_VISIBLE_DEVICES={raw!r} must be a comma-separated list of ints") from exc
+        raise ValueError(
+            f"TT_VISIBLE_DEVICES={raw!r} must be a comma-separated list of ints"
+        ) from exc

@@ -98,9 +98,7 @@ class HostSampler:
             return HostSampleResult([], None)
         self._sync(states)
         order = [self.batch.req_id_to_index[s.req_id] for s in states]  # caller row -> batch row
-        batch_logits = torch.empty(
-            (len(states), logits.shape[-1]), dtype=torch.float32
-        )
+        batch_logits = torch.empty((len(states), logits.shape[-1]), dtype=torch.float32)
         batch_logits[order] = logits.to(torch.float32)
         if batch_logits.shape[-1] > self.vocab_size:
             batch_logits = batch_logits[:, : self.vocab_size]

@@ -186,13 +186,15 @@ class TTInputBatch:
                 if all_ids is not None:
                     state.output_token_ids[:] = all_ids[state.num_prompt_tokens :]
             elif new_blocks is not None:
-                for group, ids in zip(state.block_ids, new_blocks):
+                for group, ids in zip(state.block_ids, new_blocks, strict=True):
                     group.extend(ids)
             state.num_computed_tokens = cached.num_computed_tokens[i]
         return set(cached.resumed_req_ids)
 
     # --- tensors ------------------------------------------------------------------------------
-    def page_table(self, states: list[TTRequestState | None], group: int, width: int) -> torch.Tensor:
+    def page_table(
+        self, states: list[TTRequestState | None], group: int, width: int
+    ) -> torch.Tensor:
         """int32 [len(states), width]: each row the request's block ids, zero padded."""
         table = torch.zeros((len(states), width), dtype=torch.int32)
         for row, state in enumerate(states):
@@ -207,7 +209,9 @@ class TTInputBatch:
         """Global slot -> owning request state (None for a free slot)."""
         out: list[TTRequestState | None] = []
         for lane_slots in self.slots:
-            out.extend(None if owner is None else self.requests.get(owner) for owner in lane_slots.owner)
+            out.extend(
+                None if owner is None else self.requests.get(owner) for owner in lane_slots.owner
+            )
         return out
 
 

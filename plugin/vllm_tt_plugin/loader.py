@@ -49,8 +49,7 @@ def load_model(
     model_config = vllm_config.model_config
     max_batch_size = vllm_config.scheduler_config.max_num_seqs  # global: lanes x per-lane
     logger.info(
-        "TT: loading %s (max_batch_size=%d, max_seq_len=%d, tt_data_parallel=%d, "
-        "optimizations=%s)",
+        "TT: loading %s (max_batch_size=%d, max_seq_len=%d, tt_data_parallel=%d, optimizations=%s)",
         resolved.target.target,
         max_batch_size,
         model_config.max_model_len,

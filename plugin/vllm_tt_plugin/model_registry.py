@@ -168,7 +168,9 @@ def tt_arch(arch: str) -> str:
 def _check_target(target: str, where: str) -> str:
     module_name, sep, class_name = target.strip().partition(":")
     if not sep or not module_name or not class_name or ":" in class_name:
-        raise RegistryError(f"{where}: target {target!r} is not of the form 'module.path:ClassName'")
+        raise RegistryError(
+            f"{where}: target {target!r} is not of the form 'module.path:ClassName'"
+        )
     return f"{module_name.strip()}:{class_name.strip()}"
 
 

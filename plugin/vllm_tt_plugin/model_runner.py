@@ -36,9 +36,13 @@ from vllm_tt_plugin.input_batch import (
 )
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
-from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device, split_device_output
+from vllm_tt_plugin.runner_outputs import (
+    build_output,
+    logprobs_rows_from_device,
+    split_device_output,
+)
 from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import Route, RouteDecision, StepKind, choose_route
+from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
 
 logger = get_logger(__name__)
 
@@ -122,10 +126,14 @@ class TTModelRunner:
         self.batch.max_blocks_per_req = self._decode_table_width()
 
     # --- engine entry points ------------------------------------------------------------------
-    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput | None:
         """Fold the step into the request states. Sampling (and the model call) happens in
-        sample_tokens, which receives the grammar bitmask for structured output."""
+        sample_tokens, which receives the grammar bitmask for structured output. An empty step
+        is answered here: the engine calls sample_tokens only for steps with work."""
         self._update_states(scheduler_output)
+        if scheduler_output.total_num_scheduled_tokens == 0:
+            self._scheduled = None
+            return EMPTY_MODEL_RUNNER_OUTPUT
         self._scheduled = scheduler_output
         return None
 
@@ -136,7 +144,9 @@ class TTModelRunner:
         if scheduler_output is None or scheduler_output.total_num_scheduled_tokens == 0:
             return EMPTY_MODEL_RUNNER_OUTPUT
         rows = [
-            _ScheduledRow(self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n)
+            _ScheduledRow(
+                self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n
+            )
             for req_id, n in scheduler_output.num_scheduled_tokens.items()
         ]
         kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
@@ -200,7 +210,7 @@ class TTModelRunner:
         new_slots = [r.state for r in rows if r.state.slot is None]
         empty_slots = [self.batch.ensure_slot(s) for s in states]
         completing = [r.end >= r.state.num_tokens for r in rows]
-        sampling_states = [r.state for r, done in zip(rows, completing) if done]
+        sampling_states = [r.state for r, done in zip(rows, completing, strict=True) if done]
         decision = choose_route(
             self.options,
             self.caps,
@@ -258,7 +268,7 @@ class TTModelRunner:
                 sampled[i] = result.token_ids[k]
                 logprob_rows[i] = k
             logprobs = result.logprobs
-        for state, token in zip(states, sampled):
+        for state, token in zip(states, sampled, strict=True):
             if token is not None:
                 state.output_token_ids.append(token)
         return build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
@@ -404,7 +414,7 @@ class TTModelRunner:
             )
             sampled = list(result.token_ids)
             logprobs = result.logprobs
-        for req_id, token in zip(req_ids, sampled):
+        for req_id, token in zip(req_ids, sampled, strict=True):
             state = self.batch.requests.get(req_id)
             if state is not None and token is not None:
                 state.output_token_ids.append(token)

@@ -235,9 +235,7 @@ def _gate_on_capabilities(
     arch = model_config.hf_config.architectures[0]
 
     if scheduler.enable_chunked_prefill and not caps.supports_chunked_prefill:
-        logger.info(
-            "%s does not declare supports_chunked_prefill: chunked prefill disabled", arch
-        )
+        logger.info("%s does not declare supports_chunked_prefill: chunked prefill disabled", arch)
         scheduler.enable_chunked_prefill = False
     if not scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < (
         model_config.max_model_len

@@ -75,9 +75,7 @@ def apply_remap(values: Sequence[Any], remap: Sequence[int]) -> list[Any]:
     """Gather semantics: ``out[i] = values[remap[i]]`` (applied exactly once per remap)."""
     check_permutation(remap)
     if len(remap) != len(values):
-        raise ReloadContractError(
-            f"slot_remap has {len(remap)} entries for {len(values)} slots"
-        )
+        raise ReloadContractError(f"slot_remap has {len(remap)} entries for {len(values)} slots")
     return [values[j] for j in remap]
 
 

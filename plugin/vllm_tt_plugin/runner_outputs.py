@@ -38,7 +38,9 @@ def build_output(
     lists = None
     if logprobs is not None:
         rows = logprob_rows if logprob_rows is not None else list(range(len(req_ids)))
-        width = int(logprobs.logprob_token_ids.shape[1]) if logprobs.logprob_token_ids.ndim == 2 else 1
+        width = (
+            int(logprobs.logprob_token_ids.shape[1]) if logprobs.logprob_token_ids.ndim == 2 else 1
+        )
         token_ids = np.zeros((len(req_ids), width), dtype=np.int32)
         values = np.zeros((len(req_ids), width), dtype=np.float32)
         ranks = np.zeros((len(req_ids),), dtype=np.int32)

@@ -35,7 +35,9 @@ def remaining_tokens(request: Request) -> int:
 
 def is_decode_ready(request: Request) -> bool:
     """A running request whose only uncomputed token is a generated one."""
-    return request.num_computed_tokens >= request.num_prompt_tokens and remaining_tokens(request) <= 1
+    return (
+        request.num_computed_tokens >= request.num_prompt_tokens and remaining_tokens(request) <= 1
+    )
 
 
 class TTScheduler(AsyncScheduler):

@@ -179,7 +179,7 @@ class TTWorker(WorkerBase):
         return ("generate",)
 
     # --- per step -----------------------------------------------------------------------------
-    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput | None:
         assert self.model_runner is not None
         return self.model_runner.execute_model(scheduler_output)
 

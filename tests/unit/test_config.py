@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from vllm_tt_plugin.config import (
     TTConfigError,
     TTOptions,
@@ -132,7 +131,9 @@ def test_every_fabric_config_name_is_accepted() -> None:
 def test_device_sampling_needs_mode_and_no_compat() -> None:
     assert not TTOptions().device_sampling_enabled
     assert TTOptions(sample_on_device_mode="all").device_sampling_enabled
-    assert not TTOptions(sample_on_device_mode="all", always_compat_sampling=True).device_sampling_enabled
+    assert not TTOptions(
+        sample_on_device_mode="all", always_compat_sampling=True
+    ).device_sampling_enabled
 
 
 def test_get_tt_config_returns_the_raw_namespace(make_config: Any) -> None:

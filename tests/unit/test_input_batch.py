@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from vllm.sampling_params import SamplingParams
-
 from vllm_tt_plugin.input_batch import (
     LaneSlots,
     TTInputBatch,
@@ -63,7 +62,14 @@ def test_global_slots_across_lanes() -> None:
     batch.add(b)
     assert batch.ensure_slot(a) == 0
     assert batch.ensure_slot(b) == 3
-    assert [s.req_id if s else None for s in batch.slot_states()] == ["a", None, None, "b", None, None]
+    assert [s.req_id if s else None for s in batch.slot_states()] == [
+        "a",
+        None,
+        None,
+        "b",
+        None,
+        None,
+    ]
 
 
 def test_page_table_rows_zero_padded() -> None:

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
-
 from vllm_tt_plugin.kv_cache import (
     compute_block_budget,
     model_max_tokens_all_users,
     pool_bytes_per_block,
     uniform_kv_cache_spec,
 )
+
 from tests.conftest import write_checkpoint_config
 
 
@@ -36,10 +36,16 @@ class WithBudget:
     seen: dict[str, Any] = {}
 
     @classmethod
-    def get_max_tokens_all_users(cls, model_name, num_devices, tt_data_parallel, max_model_len,
-                                 max_num_seqs=32):
-        cls.seen = dict(model_name=model_name, num_devices=num_devices, dp=tt_data_parallel,
-                        max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+    def get_max_tokens_all_users(
+        cls, model_name, num_devices, tt_data_parallel, max_model_len, max_num_seqs=32
+    ):
+        cls.seen = dict(
+            model_name=model_name,
+            num_devices=num_devices,
+            dp=tt_data_parallel,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+        )
         return 5000
 
 
@@ -52,8 +58,9 @@ class BadBudget:
 def test_model_budget_hook_and_default() -> None:
     assert model_max_tokens_all_users(object, "m", 8, 2, 4096, 16) == 131072
     assert model_max_tokens_all_users(WithBudget, "m", 8, 2, 4096, 16) == 5000
-    assert WithBudget.seen == dict(model_name="m", num_devices=8, dp=2, max_model_len=4096,
-                                   max_num_seqs=16)
+    assert WithBudget.seen == dict(
+        model_name="m", num_devices=8, dp=2, max_model_len=4096, max_num_seqs=16
+    )
     with pytest.raises(ValueError, match="positive integer"):
         model_max_tokens_all_users(BadBudget, "m", 1, 1, 128, 1)
 
@@ -61,8 +68,9 @@ def test_model_budget_hook_and_default() -> None:
 def plan(config: Any, budget_tokens: int) -> list[Any]:
     """What the engine does after TTWorker.determine_available_memory()."""
     specs = uniform_kv_cache_spec(config)
-    budget = compute_block_budget(budget_tokens, config.cache_config.block_size,
-                                  config.scheduler_config.max_num_seqs)
+    budget = compute_block_budget(
+        budget_tokens, config.cache_config.block_size, config.scheduler_config.max_num_seqs
+    )
     config.cache_config.num_gpu_blocks_override = budget.num_blocks
     available = budget.num_blocks * pool_bytes_per_block(config, specs)
     return get_kv_cache_configs(config, [specs], [available])

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 import ttnn
-
 from vllm_tt_plugin.fabric import HARDWARE_DEFAULTS, resolve_fabric_kwargs
 from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpecError, parse_mesh_device
 
@@ -25,7 +24,9 @@ from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpecError, parse_mesh_d
         (" ( 2 , 4 ) ", (2, 4), HardwareFamily.OTHER),
     ],
 )
-def test_mesh_device_values(value: str | None, shape: tuple[int, int], family: HardwareFamily) -> None:
+def test_mesh_device_values(
+    value: str | None, shape: tuple[int, int], family: HardwareFamily
+) -> None:
     spec = parse_mesh_device(value)
     assert spec.shape == shape
     assert spec.num_devices == shape[0] * shape[1]
@@ -78,7 +79,10 @@ def test_model_dictionary_without_config_keeps_hardware_default() -> None:
 
 
 def test_launch_overrides_win_over_model_and_default() -> None:
-    model_fabric = {"config": ttnn.FabricConfig.FABRIC_2D, "reliability_mode": ttnn.FabricReliabilityMode.STRICT_INIT}
+    model_fabric = {
+        "config": ttnn.FabricConfig.FABRIC_2D,
+        "reliability_mode": ttnn.FabricReliabilityMode.STRICT_INIT,
+    }
     kwargs = resolve_fabric_kwargs(
         ttnn, HardwareFamily.OTHER, 8, model_fabric, "FABRIC_1D_RING", "RELAXED_INIT"
     )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from vllm_tt_plugin import model_registry
 from vllm_tt_plugin.model_registry import (
     RegistryError,

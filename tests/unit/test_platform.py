@@ -45,9 +45,7 @@ def test_architectures_rewritten_and_tt_classes_selected(make_config: Any) -> No
     assert not config.use_v2_model_runner
 
 
-def test_no_registered_architecture_is_a_clear_error(
-    make_config: Any, tmp_path: Path
-) -> None:
+def test_no_registered_architecture_is_a_clear_error(make_config: Any, tmp_path: Path) -> None:
     model = write_checkpoint_config(tmp_path / "llama", architectures=["LlamaForCausalLM"])
     with pytest.raises(Exception) as info:
         make_config(model=model, model_class=None)
@@ -75,12 +73,24 @@ def test_v2_model_runner_is_refused(make_config: Any, monkeypatch: pytest.Monkey
         ({"pipeline_parallel_size": 2}, "--pipeline-parallel-size 2 is not supported on TT"),
         ({"enable_lora": True}, "LoRA"),
         (
-            {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
-                                    "prompt_lookup_max": 2}},
+            {
+                "speculative_config": {
+                    "method": "ngram",
+                    "num_speculative_tokens": 2,
+                    "prompt_lookup_max": 2,
+                }
+            },
             "Speculative decoding",
         ),
-        ({"nnodes": 2, "data_parallel_size": 2, "data_parallel_size_local": 1,
-          "data_parallel_address": "127.0.0.1"}, "Multi-host data parallelism"),
+        (
+            {
+                "nnodes": 2,
+                "data_parallel_size": 2,
+                "data_parallel_size_local": 1,
+                "data_parallel_address": "127.0.0.1",
+            },
+            "Multi-host data parallelism",
+        ),
     ],
 )
 def test_operational_constraints_are_rejected(
@@ -92,7 +102,6 @@ def test_operational_constraints_are_rejected(
 
 def test_prompt_logprobs_rejected_at_request_validation() -> None:
     from vllm.sampling_params import SamplingParams
-
     from vllm_tt_plugin.platform import TTPlatform
 
     TTPlatform.validate_request({}, SamplingParams(max_tokens=4))
@@ -130,7 +139,9 @@ def test_async_scheduling_is_opt_in_on_tt(make_config: Any) -> None:
 
 def test_async_scheduling_refused_for_incapable_model(make_config: Any) -> None:
     assert not make_config(model_class=f"{FAKES}:BareModel").scheduler_config.async_scheduling
-    with pytest.raises(Exception, match="--async-scheduling is not supported.*supports_async_decode"):
+    with pytest.raises(
+        Exception, match="--async-scheduling is not supported.*supports_async_decode"
+    ):
         make_config(model_class=f"{FAKES}:BareModel", async_scheduling=True)
 
 
@@ -148,7 +159,9 @@ def test_block_size_default_and_validation(make_config: Any) -> None:
 
 
 def test_malformed_capabilities_are_named(make_config: Any) -> None:
-    with pytest.raises(Exception, match="MalformedCapabilities.model_capabilities\\['supports_async_decode'\\]"):
+    with pytest.raises(
+        Exception, match="MalformedCapabilities.model_capabilities\\['supports_async_decode'\\]"
+    ):
         make_config(model_class=f"{FAKES}:MalformedCapabilities")
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
-
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route, host_only_feature
@@ -14,7 +13,6 @@ from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route, host_on
 CAPS = ModelCapabilities(supports_sample_on_device=True, max_device_top_k=32)
 ON = TTOptions(sample_on_device_mode="all")
 PLAIN = SamplingParams(temperature=0.7, top_k=10, top_p=0.9, seed=3, logprobs=5)
-
 
 
 HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
@@ -41,15 +39,24 @@ def test_host_only_features(feature: str, kwargs: dict[str, Any]) -> None:
 
 
 def test_device_eligible_batch() -> None:
-    rows = [PLAIN, SamplingParams(temperature=0.0), SamplingParams(presence_penalty=0.5),
-            SamplingParams(logprobs=20), SamplingParams(top_k=32)]
+    rows = [
+        PLAIN,
+        SamplingParams(temperature=0.0),
+        SamplingParams(presence_penalty=0.5),
+        SamplingParams(logprobs=20),
+        SamplingParams(top_k=32),
+    ]
     assert choose_route(ON, CAPS, StepKind.DECODE, rows).route is Route.DEVICE
     assert choose_route(ON, CAPS, StepKind.PREFILL, rows).route is Route.DEVICE
 
 
 def test_penalties_need_device_penalty_support() -> None:
     caps = ModelCapabilities(supports_sample_on_device=True, supports_device_penalties=False)
-    for kwargs in ({"presence_penalty": 0.5}, {"frequency_penalty": 0.5}, {"repetition_penalty": 1.2}):
+    for kwargs in (
+        {"presence_penalty": 0.5},
+        {"frequency_penalty": 0.5},
+        {"repetition_penalty": 1.2},
+    ):
         decision = choose_route(ON, caps, StepKind.DECODE, [SamplingParams(**kwargs)])
         assert (decision.route, decision.reason) == (Route.HOST, "penalties")
     assert choose_route(ON, caps, StepKind.DECODE, [PLAIN]).route is Route.DEVICE
@@ -59,11 +66,19 @@ def test_penalties_need_device_penalty_support() -> None:
     ("options", "caps", "kind", "reason"),
     [
         (TTOptions(), CAPS, StepKind.DECODE, "sample_on_device_mode not set"),
-        (TTOptions(sample_on_device_mode="all", always_compat_sampling=True), CAPS,
-         StepKind.DECODE, "always_compat_sampling"),
+        (
+            TTOptions(sample_on_device_mode="all", always_compat_sampling=True),
+            CAPS,
+            StepKind.DECODE,
+            "always_compat_sampling",
+        ),
         (ON, ModelCapabilities(), StepKind.DECODE, "model does not support device sampling"),
-        (TTOptions(sample_on_device_mode="decode_only"), CAPS, StepKind.PREFILL,
-         "sample_on_device_mode=decode_only"),
+        (
+            TTOptions(sample_on_device_mode="decode_only"),
+            CAPS,
+            StepKind.PREFILL,
+            "sample_on_device_mode=decode_only",
+        ),
     ],
 )
 def test_mode_and_capability_gates(

@@ -1,0 +1,1 @@
+"""Common helpers (device discovery, hostless set-up)."""
