@@ -50,6 +50,24 @@ logger = get_logger(__name__)
 REQ_LANES_ATTR = "tt_req_lanes"
 
 
+@dataclass
+class RunnerStats:
+    """Counters logged at shutdown (operators read them; engine tests assert on them)."""
+
+    prefill_steps: int = 0
+    decode_steps: int = 0
+    device_sampled_steps: int = 0
+    host_sampled_steps: int = 0
+    full_reloads: int = 0
+    page_table_reloads: int = 0
+    slot_remaps: int = 0
+    overlapped_decodes: int = 0
+    drains: int = 0
+
+    def summary(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
+
+
 class StepMixError(RuntimeError):
     """A scheduler output mixed prefill and decode work (TT steps are one or the other)."""
 
@@ -111,6 +129,17 @@ class TTModelRunner:
         self.num_kv_groups = 1
         self._scheduled: SchedulerOutput | None = None
         self._step_id = 0
+        self.stats = RunnerStats()
+        logger.info(
+            "TT runner: %d lane(s) x %d slots, decode contract v%d, async decode overlap %s, "
+            "sample_on_device_mode=%s, trace_mode=%s",
+            lanes,
+            seqs_per_lane,
+            self.contract_version,
+            "on" if self.async_decode else "off",
+            options.sample_on_device_mode,
+            options.trace_mode,
+        )
         # Route chosen for the last sampled batch of each kind (tests and logs read it).
         self.last_route: dict[StepKind, RouteDecision] = {}
 
@@ -158,11 +187,30 @@ class TTModelRunner:
         self._step_id += 1
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
-        self.inflight.drain()
+        self._drain()
         return self._run_prefill(rows, scheduler_output, grammar_output)
 
     def drain(self) -> None:
-        self.inflight.drain()
+        self._drain()
+
+    def _drain(self) -> None:
+        if len(self.inflight):
+            self.stats.drains += 1
+            self.inflight.drain()
+
+    def _count_route(self, on_device: bool) -> None:
+        if on_device:
+            self.stats.device_sampled_steps += 1
+        else:
+            self.stats.host_sampled_steps += 1
+
+    def _count_decode(self, command: ReloadCommand, decision: RouteDecision, overlap: bool) -> None:
+        self.stats.decode_steps += 1
+        self._count_route(decision.on_device)
+        self.stats.full_reloads += int(command.reload_inputs)
+        self.stats.page_table_reloads += int(command.reload_page_table)
+        self.stats.slot_remaps += int(command.slot_remap is not None)
+        self.stats.overlapped_decodes += int(overlap)
 
     # --- state ------------------------------------------------------------------------------------
     def _update_states(self, so: SchedulerOutput) -> None:
@@ -245,8 +293,10 @@ class TTModelRunner:
                 self.batch.release_slot(state)
             raise
         self.planner.commit_prefill()
+        self.stats.prefill_steps += 1
         if sampling_states:
             self.last_route[StepKind.PREFILL] = decision
+            self._count_route(on_device)
         sampled: list[int | None] = [None] * len(rows)
         logprobs: LogprobsTensors | None = None
         logprob_rows: list[int | None] = [None] * len(rows)
@@ -321,7 +371,7 @@ class TTModelRunner:
         command = self.planner.plan(step)
         if command.reload_inputs or self.contract_version < 1:
             # The host must know every slot's latest token before it sends inputs.
-            self.inflight.drain()
+            self._drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
         handle = self._submit_decode(active, step, command, decision, read_from_device=not overlap)
         # Accepted: the device now holds this layout.
@@ -329,6 +379,7 @@ class TTModelRunner:
         if remap is not None:
             self._apply_remap(remap)
         self.last_route[StepKind.DECODE] = decision
+        self._count_decode(command, decision, overlap)
         req_ids = [r.state.req_id for r in rows]
         slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
         pending = PendingStep(

@@ -237,6 +237,9 @@ def _gate_on_capabilities(
     if scheduler.enable_chunked_prefill and not caps.supports_chunked_prefill:
         logger.info("%s does not declare supports_chunked_prefill: chunked prefill disabled", arch)
         scheduler.enable_chunked_prefill = False
+    if scheduler.enable_chunked_prefill:
+        # TT never splits a multimodal item across prefill chunks; vLLM's own switch for it.
+        scheduler.disable_chunked_mm_input = True
     if not scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < (
         model_config.max_model_len
     ):

@@ -219,6 +219,7 @@ class TTWorker(WorkerBase):
                 self.model_runner.drain()
             except Exception:  # shutting down anyway; the device is closed below
                 logger.exception("TT: draining in-flight decode at shutdown failed")
+            logger.info("TT runner stats: %s", self.model_runner.stats.summary())
         if self.mesh is not None:
             close_mesh(self.mesh)
             self.mesh = None

@@ -113,6 +113,8 @@ def test_chunked_prefill_kept_for_capable_model_and_budget_untouched(make_config
     config = make_config(max_num_batched_tokens=512)
     assert config.scheduler_config.enable_chunked_prefill
     assert config.scheduler_config.max_num_batched_tokens == 512
+    # multimodal items are never split across chunks
+    assert config.scheduler_config.disable_chunked_mm_input
 
 
 def test_chunked_prefill_disabled_without_capability_and_budget_raised(make_config: Any) -> None:

@@ -1,0 +1,217 @@
+"""TTScheduler over vLLM's real scheduler and KV cache manager (no engine, no device).
+
+Drives schedule() / update_from_output() by hand, feeding back one token per scheduled request,
+and checks the TT invariants: every step is prefill-only or decode-only, the interleave policy
+is honoured, max_num_seqs bounds the whole batch, a prefill that admits nothing falls back to
+decode, and preemption under KV pressure keeps every request's token stream complete.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from vllm.sampling_params import SamplingParams
+from vllm.utils.hashing import get_hash_fn_by_name
+from vllm.v1.core.kv_cache_utils import (
+    get_kv_cache_configs,
+    get_request_block_hasher,
+    init_none_hash,
+)
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
+from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
+from vllm_tt_plugin.step_policy import StepMode
+
+_ids = itertools.count()
+
+
+def make_scheduler(config: Any, num_blocks: int) -> TTScheduler:
+    specs = uniform_kv_cache_spec(config)
+    config.cache_config.num_gpu_blocks_override = num_blocks
+    kv = get_kv_cache_configs(config, [specs], [num_blocks * pool_bytes_per_block(config, specs)])[
+        0
+    ]
+    config.cache_config.num_gpu_blocks = kv.num_blocks
+    return TTScheduler(
+        vllm_config=config,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(config),
+        block_size=config.cache_config.block_size,
+    )
+
+
+_HASH = get_hash_fn_by_name("sha256")
+init_none_hash(_HASH)
+_BLOCK_HASHER = get_request_block_hasher(64, _HASH)  # as the engine core does (prefix caching)
+
+
+def request(prompt_len: int, max_tokens: int) -> Request:
+    rid = next(_ids)
+    return Request(
+        request_id=f"r{rid}",
+        prompt_token_ids=[5 + rid % 50] * prompt_len,
+        sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+        pooling_params=None,
+        block_hasher=_BLOCK_HASHER,
+    )
+
+
+def step_kind(sched: TTScheduler, out: SchedulerOutput) -> str:
+    decode = prefill = 0
+    for req_id, n in out.num_scheduled_tokens.items():
+        req = sched.requests[req_id]
+        # num_computed_tokens was advanced by schedule(): look at the state before it.
+        before = req.num_computed_tokens - n
+        if n == 1 and before >= req.num_prompt_tokens:
+            decode += 1
+        else:
+            prefill += 1
+    assert not (decode and prefill), f"mixed step: {out.num_scheduled_tokens}"
+    return "D" if decode else ("P" if prefill else ".")
+
+
+def feed_back(sched: TTScheduler, out: SchedulerOutput, emitted: dict[str, list[int]]) -> None:
+    """What the worker would return: one token for each request whose step completes."""
+    req_ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for req_id in req_ids:
+        req = sched.requests[req_id]
+        done = req.num_computed_tokens >= req.num_tokens
+        token = 7 if done else None
+        sampled.append([] if token is None else [token])
+        if token is not None:
+            emitted.setdefault(req_id, []).append(token)
+    sched.update_from_output(
+        out,
+        ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={r: i for i, r in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        ),
+    )
+
+
+def run(sched: TTScheduler, max_steps: int = 500) -> tuple[str, dict[str, list[int]]]:
+    pattern, emitted = [], {}
+    for _ in range(max_steps):
+        if not sched.has_requests():
+            break
+        facts = sched.work_facts()
+        out = sched.schedule()
+        pattern.append(step_kind(sched, out))
+        if pattern[-1] == "." and (facts.prefill_ready or facts.decode_ready):
+            raise AssertionError(f"empty step with work pending: {facts}")
+        assert len(sched.running) <= sched.max_num_running_reqs
+        feed_back(sched, out, emitted)
+    return "".join(pattern), emitted
+
+
+def test_steps_never_mix_and_all_requests_finish(make_config: Any) -> None:
+    config = make_config(max_num_seqs=4, max_model_len=512, max_num_batched_tokens=128)
+    sched = make_scheduler(config, num_blocks=64)
+    reqs = [request(p, 6) for p in (3, 70, 150, 9, 40, 200)]
+    for r in reqs:
+        sched.add_request(r)
+    pattern, emitted = run(sched)
+    # "." = a step that only flushes finished ids to the worker
+    assert set(pattern) <= {"P", "D", "."} and pattern.rstrip(".").count(".") == 0
+    assert all(len(emitted[r.request_id]) == 6 for r in reqs)
+
+
+def test_interleave_bounds_decode_wait_under_prefill_pressure(make_config: Any) -> None:
+    config = make_config(
+        max_num_seqs=8,
+        max_model_len=512,
+        max_num_batched_tokens=64,
+        tt={"decode_interleave_prefill_steps": 2, "decode_interleave_decode_steps": 1},
+    )
+    sched = make_scheduler(config, num_blocks=128)
+    sched.add_request(request(4, 40))  # the decoding request
+    pattern, emitted = "", {}
+    for i in range(60):
+        if i % 2 == 0 and i < 40:
+            sched.add_request(request(120, 2))  # a stream of long prompts (2 chunks each)
+        out = sched.schedule()
+        pattern += step_kind(sched, out)
+        feed_back(sched, out, emitted)
+    runs_of_prefill = [len(r) for r in pattern.split("D")]
+    assert "D" in pattern and "P" in pattern
+    assert max(runs_of_prefill) <= 2, pattern
+
+
+def test_interleave_disabled_prefills_first(make_config: Any) -> None:
+    config = make_config(
+        max_num_seqs=8,
+        max_model_len=512,
+        max_num_batched_tokens=64,
+        tt={"decode_interleave_enabled": False},
+    )
+    sched = make_scheduler(config, num_blocks=128)
+    sched.add_request(request(4, 20))
+    out = sched.schedule()
+    feed_back(sched, out, {})
+    for _ in range(3):
+        sched.add_request(request(120, 2))
+    pattern = ""
+    for _ in range(6):
+        out = sched.schedule()
+        pattern += step_kind(sched, out)
+        feed_back(sched, out, {})
+    assert pattern == "PPPPPP"
+
+
+def test_admission_counts_hidden_decoders(make_config: Any) -> None:
+    config = make_config(max_num_seqs=2, max_model_len=256, max_num_batched_tokens=256)
+    sched = make_scheduler(config, num_blocks=64)
+    for _ in range(4):
+        sched.add_request(request(5, 30))
+    for _ in range(10):
+        out = sched.schedule()
+        feed_back(sched, out, {})
+        assert len(sched.running) <= 2
+
+
+def test_prefill_that_admits_nothing_falls_back_to_decode(make_config: Any) -> None:
+    config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
+    # 5 blocks of 64, one of them vLLM's null block: the first request holds 1, the 250-token
+    # prompt needs 4, so while the first one runs prefill cannot admit it.
+    sched = make_scheduler(config, num_blocks=5)
+    first = request(60, 30)
+    sched.add_request(first)
+    feed_back(sched, sched.schedule(), {})
+    sched.add_request(request(250, 2))
+    out = sched.schedule()
+    assert step_kind(sched, out) == "D"
+    assert sched.last_step_mode is StepMode.DECODE
+    assert list(out.num_scheduled_tokens) == [first.request_id]
+
+
+def test_preemption_under_kv_pressure_completes_every_stream(make_config: Any) -> None:
+    config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
+    sched = make_scheduler(config, num_blocks=8)
+    reqs = [request(50, 100) for _ in range(4)]
+    for r in reqs:
+        sched.add_request(r)
+    pattern, emitted = run(sched, max_steps=2000)
+    assert sum(r.num_preemptions for r in reqs) > 0
+    assert all(len(emitted[r.request_id]) == 100 for r in reqs)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_decode_ready_classification(make_config: Any, async_scheduling: bool) -> None:
+    config = make_config(max_num_seqs=2, max_model_len=256, async_scheduling=async_scheduling)
+    sched = make_scheduler(config, num_blocks=32)
+    r = request(10, 5)
+    sched.add_request(r)
+    assert not is_decode_ready(r)
+    out = sched.schedule()
+    assert step_kind(sched, out) == "P"
+    if not async_scheduling:
+        feed_back(sched, out, {})
+    assert is_decode_ready(r)  # one generated token (or its placeholder) left to compute
