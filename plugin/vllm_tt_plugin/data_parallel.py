@@ -104,4 +104,66 @@ def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) 
             "standard multi-process DP would split the experts' mesh. Serve it with "
             "--data-parallel-size 1."
         )
+    _configure_device_groups(vllm_config, options, dp)
     return 1
+
+
+def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: int) -> None:
+    """Standard DP: discover each rank's device group and check any --device-ids against it."""
+    from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+    from vllm_tt_plugin.utils.device_discovery import discover_device_groups
+
+    info = runtime_info(vllm_config)
+    if "device_groups" in info:
+        return
+    groups = discover_device_groups(mesh_spec_from_env(), dp, options.emulated_mesh)
+    parallel = vllm_config.parallel_config
+    user_ids = parallel.assigned_physical_gpu_ids
+    if user_ids is not None:
+        # vLLM hands each DP rank a GPU-style slice of --device-ids; TT ranks own whole groups.
+        world = parallel.world_size
+        for rank, group in enumerate(groups.groups):
+            shard = list(user_ids[rank * world : (rank + 1) * world])
+            if shard != list(group):
+                raise DataParallelError(
+                    f"--device-ids {list(user_ids)} gives DP rank {rank} devices {shard}, but TT "
+                    f"discovered its device group as {list(group)} (MESH_DEVICE split into {dp} "
+                    f"submeshes of shape {groups.submesh_shape}). Remove --device-ids; TT assigns "
+                    "each rank its group through TT_VISIBLE_DEVICES."
+                )
+    if not isinstance(vllm_config.additional_config, dict):
+        vllm_config.additional_config = {}
+    vllm_config.additional_config[RUNTIME_KEY] = {
+        **info,
+        "device_groups": [list(g) for g in groups.groups],
+        "submesh_shape": list(groups.submesh_shape),
+    }
+    logger.info(
+        "TT: standard DP over %d ranks, device groups %s (submesh %s)",
+        dp,
+        [list(g) for g in groups.groups],
+        groups.submesh_shape,
+    )
+
+
+@dataclass(frozen=True)
+class RankDevices:
+    rank: int
+    group: list[int]
+    submesh_shape: tuple[int, int]
+
+
+def rank_devices(vllm_config: VllmConfig) -> RankDevices | None:
+    """This DP rank's device group (standard DP only)."""
+    info = runtime_info(vllm_config)
+    groups = info.get("device_groups")
+    if not groups:
+        return None
+    parallel = vllm_config.parallel_config
+    rank = parallel.data_parallel_rank_local
+    if rank is None:
+        rank = parallel.data_parallel_rank
+    if not 0 <= rank < len(groups):
+        raise DataParallelError(f"DP rank {rank} has no device group in {groups}")
+    rows, cols = info["submesh_shape"]
+    return RankDevices(rank, [int(d) for d in groups[rank]], (int(rows), int(cols)))

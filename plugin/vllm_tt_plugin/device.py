@@ -86,7 +86,8 @@ def open_mesh(
             spec.shape,
             describe_fabric_kwargs(kwargs),
         )
-        return OpenedMesh(EmulatedMeshDevice(spec), spec, True, kwargs, False)
+        device = EmulatedMeshDevice(spec, device_ids=physical_device_ids)
+        return OpenedMesh(device, spec, True, kwargs, False)
 
     family = _family_from_cluster(ttnn, spec)
     kwargs = resolve_fabric_kwargs(

@@ -9,7 +9,7 @@ Sampling happens on the device or through vLLM's host sampler, chosen per batch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -63,13 +63,16 @@ class RunnerStats:
     slot_remaps: int = 0
     overlapped_decodes: int = 0
     drains: int = 0
+    # Requests admitted per lane (lane-DP placement).
+    lane_admissions: list[int] = field(default_factory=list)
 
     def summary(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
 class StepMixError(RuntimeError):
-    """A scheduler output mixed prefill and decode work (TT steps are one or the other)."""
+    """A scheduler output TT cannot execute: mixed prefill and decode work (TT steps are one or
+    the other), or work the TT runtime does not do (KV block copies)."""
 
 
 @dataclass
@@ -129,7 +132,7 @@ class TTModelRunner:
         self.num_kv_groups = 1
         self._scheduled: SchedulerOutput | None = None
         self._step_id = 0
-        self.stats = RunnerStats()
+        self.stats = RunnerStats(lane_admissions=[0] * lanes)
         logger.info(
             "TT runner: %d lane(s) x %d slots, decode contract v%d, async decode overlap %s, "
             "sample_on_device_mode=%s, trace_mode=%s",
@@ -172,6 +175,12 @@ class TTModelRunner:
         scheduler_output, self._scheduled = self._scheduled, None
         if scheduler_output is None or scheduler_output.total_num_scheduled_tokens == 0:
             return EMPTY_MODEL_RUNNER_OUTPUT
+        if scheduler_output.kv_cache_block_copies:
+            # Copy-on-write of partially cached blocks needs block copies in the TT KV cache;
+            # it only arises when vLLM hashes at a finer granularity than the block size.
+            raise StepMixError(
+                "KV cache block copies (partial prefix-cache hits) are not supported on TT"
+            )
         rows = [
             _ScheduledRow(
                 self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n
@@ -224,7 +233,9 @@ class TTModelRunner:
                 self.host_sampler.forget(req_id)
         lanes: dict[str, int] = getattr(so, REQ_LANES_ATTR, None) or {}
         for new_req in so.scheduled_new_reqs:
-            self.batch.add(make_request_state(new_req, lanes.get(new_req.req_id, 0)))
+            lane = lanes.get(new_req.req_id, 0)
+            self.batch.add(make_request_state(new_req, lane))
+            self.stats.lane_admissions[lane] += 1
         resumed = self.batch.apply_cached_updates(so)
         for req_id in resumed:
             # A resumed request replays its tokens and is placed again.

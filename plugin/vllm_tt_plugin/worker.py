@@ -8,6 +8,7 @@ for structured output reaches sample_tokens, where the model is called.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -19,7 +20,7 @@ from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
 from vllm_tt_plugin.config import get_tt_options
-from vllm_tt_plugin.data_parallel import lane_layout
+from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
 from vllm_tt_plugin.kv_cache import (
     BlockBudget,
@@ -33,7 +34,7 @@ from vllm_tt_plugin.kv_cache import (
 )
 from vllm_tt_plugin.loader import ResolvedModel, load_model, resolve_model_class
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
 from vllm_tt_plugin.model_runner import TTModelRunner
 
 logger = get_logger(__name__)
@@ -63,9 +64,29 @@ class TTWorker(WorkerBase):
     # --- start-up -----------------------------------------------------------------------------
     def init_device(self) -> None:
         self.resolved = resolve_model_class(self.vllm_config, self.options)
-        self.mesh = open_mesh(
-            self.mesh_spec, self.options, self.resolved.capabilities, visible_device_ids()
-        )
+        device_ids = visible_device_ids()
+        rank = rank_devices(self.vllm_config)
+        if rank is not None:
+            # Standard DP: this rank opens only its discovered group, as a submesh.
+            if device_ids is not None and device_ids != rank.group:
+                raise ValueError(
+                    f"TT_VISIBLE_DEVICES={device_ids} for DP rank {rank.rank} does not match its "
+                    f"discovered device group {rank.group}"
+                )
+            device_ids = rank.group
+            os.environ["TT_VISIBLE_DEVICES"] = ",".join(map(str, rank.group))
+            rows, cols = rank.submesh_shape
+            self.mesh_spec = MeshSpec(
+                f"{self.mesh_spec.name}/dp{rank.rank}", rows, cols, self.mesh_spec.family
+            )
+            logger.info(
+                "TT: DP rank %d uses device group %s (TT_VISIBLE_DEVICES=%s), submesh %s",
+                rank.rank,
+                rank.group,
+                os.environ["TT_VISIBLE_DEVICES"],
+                self.mesh_spec.shape,
+            )
+        self.mesh = open_mesh(self.mesh_spec, self.options, self.resolved.capabilities, device_ids)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
         assert self.resolved is not None and self.mesh is not None, "init_device first"

@@ -59,15 +59,25 @@ class EmulatedMeshDevice:
 
     is_emulated = True
 
-    def __init__(self, spec: MeshSpec, step_time_s: float | None = None) -> None:
+    def __init__(
+        self,
+        spec: MeshSpec,
+        step_time_s: float | None = None,
+        device_ids: list[int] | None = None,
+    ) -> None:
         self.spec = spec
         self.step_time_s = step_time_from_env() if step_time_s is None else step_time_s
+        ids = list(range(spec.num_devices)) if device_ids is None else list(device_ids)
+        if len(ids) != spec.num_devices:
+            raise ValueError(
+                f"emulated mesh {spec.shape} needs {spec.num_devices} device ids, got {ids}"
+            )
+        self._device_ids = ids
         self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
             queue.SimpleQueue()
         )
-        self._thread = threading.Thread(target=self._run, name="tt-emulated-device", daemon=True)
+        self._thread: threading.Thread | None = None  # the "device" starts on first use
         self._closed = False
-        self._thread.start()
 
     # --- the parts of the MeshDevice surface models use -------------------------------------
     @property
@@ -78,13 +88,35 @@ class EmulatedMeshDevice:
         return self.spec.num_devices
 
     def get_device_ids(self) -> list[int]:
-        return list(range(self.spec.num_devices))
+        return list(self._device_ids)
+
+    def create_submeshes(self, shape: tuple[int, int]) -> list[EmulatedMeshDevice]:
+        """Tile the mesh into submeshes of ``shape`` (row-major), like MeshDevice does."""
+        rows, cols = shape
+        if self.spec.rows % rows or self.spec.cols % cols:
+            raise ValueError(f"cannot tile mesh {self.spec.shape} into {shape} submeshes")
+        subs = []
+        for r0 in range(0, self.spec.rows, rows):
+            for c0 in range(0, self.spec.cols, cols):
+                ids = [
+                    self._device_ids[(r0 + r) * self.spec.cols + (c0 + c)]
+                    for r in range(rows)
+                    for c in range(cols)
+                ]
+                spec = MeshSpec(f"{self.spec.name}[{len(subs)}]", rows, cols, self.spec.family)
+                subs.append(EmulatedMeshDevice(spec, self.step_time_s, ids))
+        return subs
 
     # --- the emulated command queue -----------------------------------------------------------
     def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent:
         """Run ``fn`` on the device thread after everything enqueued before it."""
         if self._closed:
             raise RuntimeError("the emulated mesh device is closed")
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="tt-emulated-device", daemon=True
+            )
+            self._thread.start()
         future: Future[T] = Future()
         self._queue.put((fn, future))
         return EmulatedEvent(future)
@@ -115,8 +147,9 @@ class EmulatedMeshDevice:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._queue.put(None)
-            self._thread.join(timeout=30)
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join(timeout=30)
 
     def __repr__(self) -> str:
         return f"EmulatedMeshDevice({self.spec.name}, shape={self.shape})"

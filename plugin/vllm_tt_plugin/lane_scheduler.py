@@ -1,0 +1,290 @@
+"""TTLaneCoordinator: single-process lane data parallelism (Galaxy generators, GPT-OSS).
+
+``--data_parallel_size N --max_num_seqs M`` becomes N in-process lanes of M sequences in one
+engine: the model hosts N KV caches (``tt_data_parallel``) on one device mesh. The coordinator
+owns one TTScheduler per lane, each with its own KV block pool (lane-local block ids). A new
+request goes to the least-loaded lane and stays there; all lanes share the step mode (prefill
+if any lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the
+lanes' scheduler outputs are merged into one step for the worker, which learns each request's
+lane from ``SchedulerOutput.tt_req_lanes``; model outputs are routed back per lane.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from vllm.config import VllmConfig
+from vllm.multimodal import MULTIMODAL_REGISTRY, MultiModalRegistry
+from vllm.v1.core.sched.interface import PauseState, SchedulerInterface
+from vllm.v1.core.sched.output import CachedRequestData, GrammarOutput, SchedulerOutput
+from vllm.v1.engine import EngineCoreOutputs
+from vllm.v1.kv_cache_interface import KVCacheConfig
+from vllm.v1.metrics.stats import PrefixCacheStats, SchedulerStats
+from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+from vllm.v1.request import Request, RequestStatus
+from vllm.v1.structured_output import StructuredOutputManager
+
+from vllm_tt_plugin.config import get_tt_options
+from vllm_tt_plugin.data_parallel import lane_layout
+from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.model_runner import REQ_LANES_ATTR
+from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+
+logger = get_logger(__name__)
+
+
+def _lane_config(vllm_config: VllmConfig, seqs_per_lane: int) -> VllmConfig:
+    """The engine config as one lane sees it: max_num_seqs is the lane's capacity."""
+    lane = copy.copy(vllm_config)
+    lane.scheduler_config = copy.copy(vllm_config.scheduler_config)
+    lane.scheduler_config.max_num_seqs = seqs_per_lane
+    return lane
+
+
+def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> SchedulerOutput:
+    """One SchedulerOutput for the worker, carrying every lane's work."""
+    cached = [o.scheduled_cached_reqs for o in outputs]
+    merged = SchedulerOutput(
+        scheduled_new_reqs=[r for o in outputs for r in o.scheduled_new_reqs],
+        scheduled_cached_reqs=CachedRequestData(
+            req_ids=[r for c in cached for r in c.req_ids],
+            resumed_req_ids=set().union(*(c.resumed_req_ids for c in cached)),
+            new_token_ids=[t for c in cached for t in c.new_token_ids],
+            all_token_ids={k: v for c in cached for k, v in c.all_token_ids.items()},
+            new_block_ids=[b for c in cached for b in c.new_block_ids],
+            num_computed_tokens=[n for c in cached for n in c.num_computed_tokens],
+            num_output_tokens=[n for c in cached for n in c.num_output_tokens],
+        ),
+        num_scheduled_tokens={k: v for o in outputs for k, v in o.num_scheduled_tokens.items()},
+        total_num_scheduled_tokens=sum(o.total_num_scheduled_tokens for o in outputs),
+        scheduled_spec_decode_tokens={},
+        scheduled_encoder_inputs={
+            k: v for o in outputs for k, v in o.scheduled_encoder_inputs.items()
+        },
+        num_common_prefix_blocks=[0] * len(outputs[0].num_common_prefix_blocks),
+        finished_req_ids=set().union(*(o.finished_req_ids for o in outputs)),
+        free_encoder_mm_hashes=[h for o in outputs for h in o.free_encoder_mm_hashes],
+        preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
+        has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
+        pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
+    )
+    scheduled = set(merged.num_scheduled_tokens)
+    setattr(merged, REQ_LANES_ATTR, {r: lane for r, lane in lanes_of.items() if r in scheduled})
+    return merged
+
+
+class TTLaneCoordinator(SchedulerInterface):
+    def __init__(
+        self,
+        vllm_config: VllmConfig,
+        kv_cache_config: KVCacheConfig,
+        structured_output_manager: StructuredOutputManager,
+        block_size: int,
+        hash_block_size: int | None = None,
+        mm_registry: MultiModalRegistry = MULTIMODAL_REGISTRY,
+        include_finished_set: bool = False,
+        log_stats: bool = False,
+    ) -> None:
+        self.vllm_config = vllm_config
+        self.layout = lane_layout(vllm_config)
+        lane_config = _lane_config(vllm_config, self.layout.seqs_per_lane)
+        self.lanes = [
+            TTScheduler(
+                vllm_config=lane_config,
+                kv_cache_config=kv_cache_config,
+                structured_output_manager=structured_output_manager,
+                block_size=block_size,
+                hash_block_size=hash_block_size,
+                mm_registry=mm_registry,
+                include_finished_set=include_finished_set,
+                log_stats=log_stats,
+            )
+            for _ in range(self.layout.lanes)
+        ]
+        options = get_tt_options(vllm_config)
+        self.step_policy = StepPolicy(
+            InterleaveConfig(
+                enabled=options.decode_interleave_enabled,
+                prefill_steps=options.decode_interleave_prefill_steps,
+                decode_steps=options.decode_interleave_decode_steps,
+            )
+        )
+        self.lane_of: dict[str, int] = {}
+        self.connector = None
+        self.last_step_mode = StepMode.IDLE
+        self._pending: dict[int, list[SchedulerOutput]] = {}
+        logger.info(
+            "TT lane coordinator: %d lanes x %d sequences, %d KV blocks per lane",
+            self.layout.lanes,
+            self.layout.seqs_per_lane,
+            kv_cache_config.num_blocks,
+        )
+
+    # --- requests -----------------------------------------------------------------------------
+    def lane_load(self, lane: int) -> int:
+        sched = self.lanes[lane]
+        return len(sched.running) + len(sched.waiting) + len(sched.skipped_waiting)
+
+    def add_request(self, request: Request) -> None:
+        lane = min(range(len(self.lanes)), key=lambda i: (self.lane_load(i), i))
+        self.lane_of[request.request_id] = lane
+        self.lanes[lane].add_request(request)
+
+    def finish_requests(
+        self, request_ids: str | Iterable[str] | None, finished_status: RequestStatus
+    ) -> list[Request]:
+        if request_ids is None:
+            return [r for lane in self.lanes for r in lane.finish_requests(None, finished_status)]
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        by_lane: dict[int, list[str]] = defaultdict(list)
+        for req_id in ids:
+            if req_id in self.lane_of:
+                by_lane[self.lane_of[req_id]].append(req_id)
+        return [
+            r
+            for lane, lane_ids in by_lane.items()
+            for r in self.lanes[lane].finish_requests(lane_ids, finished_status)
+        ]
+
+    # --- steps --------------------------------------------------------------------------------
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        lane_facts = [lane.work_facts() for lane in self.lanes]
+        facts = WorkFacts(
+            prefill_ready=any(f.prefill_ready for f in lane_facts),
+            decode_ready=any(f.decode_ready for f in lane_facts),
+        )
+        mode = self.step_policy.choose(facts)
+        if mode is StepMode.IDLE:
+            outputs = [lane.schedule(throttle_prefills) for lane in self.lanes]
+        else:
+            outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+            if (
+                mode is StepMode.PREFILL
+                and facts.decode_ready
+                and not any(o.total_num_scheduled_tokens for o in outputs)
+            ):
+                # A forced prefill that admits nothing in any lane falls back to decode.
+                for lane, output in zip(self.lanes, outputs, strict=True):
+                    lane._rollback_empty(output)
+                mode = StepMode.DECODE
+                facts = WorkFacts(prefill_ready=False, decode_ready=True)
+                outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+        merged = merge_outputs(outputs, self.lane_of)
+        if merged.total_num_scheduled_tokens == 0:
+            mode = StepMode.IDLE
+        self.step_policy.record(mode, facts)
+        self.last_step_mode = mode
+        self._pending[id(merged)] = outputs
+        return merged
+
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> dict[int, EngineCoreOutputs]:
+        outputs = self._pending.pop(id(scheduler_output))
+        merged: dict[int, EngineCoreOutputs] = {}
+        stats: list[SchedulerStats] = []
+        for lane, lane_output in zip(self.lanes, outputs, strict=True):
+            # Each lane reads only its own requests' rows (the runner output is indexed by id).
+            for client, eco in lane.update_from_output(lane_output, model_runner_output).items():
+                if eco.scheduler_stats is not None:
+                    stats.append(eco.scheduler_stats)
+                    eco.scheduler_stats = None
+                target = merged.setdefault(client, EngineCoreOutputs())
+                target.outputs.extend(eco.outputs)
+                if eco.finished_requests:
+                    target.finished_requests = (target.finished_requests or set()) | set(
+                        eco.finished_requests
+                    )
+        for req_id in scheduler_output.finished_req_ids:
+            self.lane_of.pop(req_id, None)
+        if stats:
+            eco = merged.setdefault(0, EngineCoreOutputs())
+            eco.scheduler_stats = self._merge_stats(stats)
+        return merged
+
+    def get_grammar_bitmask(self, scheduler_output: SchedulerOutput) -> GrammarOutput | None:
+        outputs = self._pending.get(id(scheduler_output), [])
+        parts = [
+            g
+            for lane, o in zip(self.lanes, outputs, strict=True)
+            if (g := lane.get_grammar_bitmask(o)) is not None
+        ]
+        if not parts:
+            return None
+        import numpy as np
+
+        return GrammarOutput(
+            structured_output_request_ids=list(
+                itertools.chain.from_iterable(p.structured_output_request_ids for p in parts)
+            ),
+            grammar_bitmask=np.concatenate([p.grammar_bitmask for p in parts]),
+        )
+
+    @staticmethod
+    def _merge_stats(stats: list[SchedulerStats]) -> SchedulerStats:
+        prefix = PrefixCacheStats()
+        for s in stats:
+            prefix.requests += s.prefix_cache_stats.requests
+            prefix.queries += s.prefix_cache_stats.queries
+            prefix.hits += s.prefix_cache_stats.hits
+            prefix.preempted_requests += s.prefix_cache_stats.preempted_requests
+            prefix.preempted_queries += s.prefix_cache_stats.preempted_queries
+            prefix.preempted_hits += s.prefix_cache_stats.preempted_hits
+        return SchedulerStats(
+            num_running_reqs=sum(s.num_running_reqs for s in stats),
+            num_waiting_reqs=sum(s.num_waiting_reqs for s in stats),
+            num_skipped_waiting_reqs=sum(s.num_skipped_waiting_reqs for s in stats),
+            kv_cache_usage=sum(s.kv_cache_usage for s in stats) / len(stats),
+            prefix_cache_stats=prefix,
+        )
+
+    # --- the rest of the scheduler interface --------------------------------------------------
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        raise ValueError("speculative decoding is not supported on TT")
+
+    def update_draft_token_ids_in_output(
+        self, draft_token_ids: DraftTokenIds, scheduler_output: SchedulerOutput
+    ) -> None:
+        raise ValueError("speculative decoding is not supported on TT")
+
+    def get_num_unfinished_requests(self) -> int:
+        return sum(lane.get_num_unfinished_requests() for lane in self.lanes)
+
+    def has_finished_requests(self) -> bool:
+        return any(lane.has_finished_requests() for lane in self.lanes)
+
+    @property
+    def pause_state(self) -> PauseState:
+        return self.lanes[0].pause_state
+
+    def set_pause_state(self, pause_state: PauseState) -> None:
+        for lane in self.lanes:
+            lane.set_pause_state(pause_state)
+
+    def reset_prefix_cache(
+        self, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
+        return all(
+            lane.reset_prefix_cache(reset_running_requests, reset_connector) for lane in self.lanes
+        )
+
+    def reset_encoder_cache(self) -> None:
+        for lane in self.lanes:
+            lane.reset_encoder_cache()
+
+    def get_request_counts(self) -> tuple[int, int]:
+        counts = [lane.get_request_counts() for lane in self.lanes]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def make_stats(self, *args: Any, **kwargs: Any) -> SchedulerStats | None:
+        stats = [s for lane in self.lanes if (s := lane.make_stats(*args, **kwargs)) is not None]
+        return self._merge_stats(stats) if stats else None
+
+    def shutdown(self) -> None:
+        for lane in self.lanes:
+            lane.shutdown()

@@ -1,0 +1,250 @@
+"""--data_parallel_size on TT: lanes for lane models, standard DP with device groups otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vllm_tt_plugin.data_parallel import lane_layout, rank_devices, runtime_info
+from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.utils.device_discovery import (
+    GROUPS_ENV,
+    DeviceDiscoveryError,
+    discover_device_groups,
+    discover_in_process,
+    submesh_shape,
+)
+
+from tests.conftest import write_checkpoint_config
+from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
+
+FAKES = "tests.unit.fakes.models"
+
+
+def test_lane_model_converts_dp_to_lanes(make_config: Any) -> None:
+    config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=4, max_num_seqs=8)
+    assert config.parallel_config.data_parallel_size == 1
+    assert config.parallel_config.distributed_executor_backend == "uni"
+    assert config.scheduler_config.max_num_seqs == 32
+    assert runtime_info(config) == {"lanes": 4, "seqs_per_lane": 8}
+    assert lane_layout(config).lanes == 4 and lane_layout(config).seqs_per_lane == 8
+    assert (
+        config.scheduler_config.scheduler_cls == "vllm_tt_plugin.lane_scheduler.TTLaneCoordinator"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "lanes"),
+    [
+        ({"TT_LLAMA_TEXT_VER": "llama3_70b_galaxy"}, True),
+        ({"TT_LLAMA_TEXT_VER": "tt_transformers"}, False),
+    ],
+)
+def test_which_registry_targets_are_lane_models(env: dict[str, str], lanes: bool) -> None:
+    from vllm_tt_plugin.data_parallel import is_lane_model
+    from vllm_tt_plugin.model_registry import TTModelRegistry
+
+    target = TTModelRegistry.from_env(env).resolve("TTLlamaForCausalLM")
+    assert target.lane_data_parallel is lanes
+    if lanes:
+        assert is_lane_model(target)  # decided from the registry, no import of tt-metal needed
+
+
+def test_gpt_oss_is_a_lane_model() -> None:
+    from vllm_tt_plugin.model_registry import TTModelRegistry
+
+    assert TTModelRegistry.from_env({}).resolve("TTGptOssForCausalLM").lane_data_parallel
+
+
+def test_dp_one_changes_nothing(make_config: Any) -> None:
+    config = make_config(model_class=f"{FAKES}:LaneModel", max_num_seqs=8)
+    assert runtime_info(config) == {}
+    assert config.scheduler_config.max_num_seqs == 8
+    assert config.scheduler_config.scheduler_cls == "vllm_tt_plugin.scheduler.TTScheduler"
+
+
+def test_standard_dp_discovers_groups(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MESH_DEVICE", "T3K")
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    config = make_config(data_parallel_size=2, tt={"emulated_mesh": True})
+    assert config.parallel_config.data_parallel_size == 2
+    info = runtime_info(config)
+    assert info["device_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert info["submesh_shape"] == [1, 4]
+    config.parallel_config.data_parallel_rank_local = 1
+    rank = rank_devices(config)
+    assert rank is not None and rank.group == [4, 5, 6, 7] and rank.submesh_shape == (1, 4)
+
+
+def test_conflicting_device_ids_fail_before_mesh_creation(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESH_DEVICE", "N300")
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    with pytest.raises(Exception, match="--device-ids \\[1, 0\\] gives DP rank 0 devices \\[1\\]"):
+        make_config(data_parallel_size=2, device_ids=[1, 0], tt={"emulated_mesh": True})
+    # an assignment equal to the discovered groups is accepted
+    config = make_config(data_parallel_size=2, device_ids=[0, 1], tt={"emulated_mesh": True})
+    assert runtime_info(config)["device_groups"] == [[0], [1]]
+
+
+def test_moe_with_standard_dp_is_rejected(make_config: Any, tmp_path: Path) -> None:
+    moe = write_checkpoint_config(
+        tmp_path / "moe",
+        architectures=["ReferenceLlamaForCausalLM"],
+        model_type="mixtral",
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    with pytest.raises(Exception, match="MoE model .* is not supported on TT"):
+        make_config(model=moe, data_parallel_size=2)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dp", "sub"),
+    [
+        ((1, 8), 2, (1, 4)),
+        ((8, 4), 4, (2, 4)),
+        ((1, 2), 2, (1, 1)),
+        ((8, 4), 8, (1, 4)),
+        ((2, 4), 4, (2, 1)),
+    ],
+)
+def test_submesh_shapes(shape: tuple[int, int], dp: int, sub: tuple[int, int]) -> None:
+    assert submesh_shape(*shape, dp) == sub
+
+
+def test_impossible_split_is_named() -> None:
+    with pytest.raises(DeviceDiscoveryError, match="cannot split the \\(1,8\\) mesh .* 3 equal"):
+        submesh_shape(1, 8, 3)
+
+
+def test_emulated_discovery_groups_tile_the_mesh() -> None:
+    groups = discover_in_process(8, 4, 4, emulated=True)
+    assert groups.submesh_shape == (2, 4)
+    assert [list(g) for g in groups.groups] == [
+        list(range(0, 8)),
+        list(range(8, 16)),
+        list(range(16, 24)),
+        list(range(24, 32)),
+    ]
+    groups = discover_in_process(2, 4, 4, emulated=True)  # column split: ids are row-major
+    assert [list(g) for g in groups.groups] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_discovery_subprocess_and_environment_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    spec = MeshSpec("T3K", 1, 8)
+    groups = discover_device_groups(spec, 4, emulated=True)  # runs the discovery subprocess
+    assert [list(g) for g in groups.groups] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    import os
+
+    assert GROUPS_ENV in os.environ
+    # A different (mesh, dp) is discovered again rather than reusing a stale result.
+    assert len(discover_device_groups(spec, 2, emulated=True).groups) == 2
+
+
+def test_real_discovery_without_chips_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    with pytest.raises(DeviceDiscoveryError, match="discovery .* failed"):
+        discover_device_groups(MeshSpec("T3K", 1, 8), 2, emulated=False)
+
+
+# --- the lane coordinator over real vLLM schedulers ------------------------------------------
+
+
+def make_coordinator(config: Any, num_blocks: int) -> TTLaneCoordinator:
+    base = make_scheduler(config, num_blocks)  # builds the KV config the engine would
+    return TTLaneCoordinator(
+        vllm_config=config,
+        kv_cache_config=base.kv_cache_config,
+        structured_output_manager=base.structured_output_manager,
+        block_size=config.cache_config.block_size,
+    )
+
+
+def test_least_loaded_placement_and_sticky_lanes(make_config: Any) -> None:
+    config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=4, max_num_seqs=2)
+    coord = make_coordinator(config, num_blocks=64)
+    reqs = [request(8, 4) for _ in range(8)]
+    for r in reqs:
+        coord.add_request(r)
+    assert [coord.lane_of[r.request_id] for r in reqs] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(len(lane.waiting) == 2 for lane in coord.lanes)
+    out = coord.schedule()
+    assert set(out.tt_req_lanes.values()) == {0, 1, 2, 3}
+    assert all(out.tt_req_lanes[r.request_id] == coord.lane_of[r.request_id] for r in reqs)
+
+
+def test_lanes_share_the_step_mode_and_finish(make_config: Any) -> None:
+    config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=2, max_num_seqs=2)
+    coord = make_coordinator(config, num_blocks=64)
+    emitted: dict[str, list[int]] = {}
+    first = request(8, 6)
+    coord.add_request(first)  # lane 0 starts decoding
+    feed_back_lanes(coord, coord.schedule(), emitted)
+    coord.add_request(request(100, 6))  # lane 1 gets prefill work
+    pattern = ""
+    for _ in range(40):
+        if not coord.has_requests():
+            break
+        out = coord.schedule()
+        kinds = {
+            step_kind(coord.lanes[coord.lane_of[r]], _only(out, r))
+            for r in out.num_scheduled_tokens
+        }
+        assert len(kinds) <= 1, f"lanes diverged in one step: {out.num_scheduled_tokens}"
+        pattern += kinds.pop() if kinds else "."
+        feed_back_lanes(coord, out, emitted)
+    assert "P" in pattern and "D" in pattern
+    assert all(len(tokens) == 6 for tokens in emitted.values())
+
+
+def _only(out: Any, req_id: str) -> Any:
+    from copy import copy
+
+    view = copy(out)
+    view.num_scheduled_tokens = {req_id: out.num_scheduled_tokens[req_id]}
+    return view
+
+
+def feed_back_lanes(coord: TTLaneCoordinator, out: Any, emitted: dict[str, list[int]]) -> None:
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    req_ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for req_id in req_ids:
+        req = coord.lanes[coord.lane_of[req_id]].requests[req_id]
+        done = req.num_computed_tokens >= req.num_tokens
+        sampled.append([7] if done else [])
+        if done:
+            emitted.setdefault(req_id, []).append(7)
+    coord.update_from_output(
+        out,
+        ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={r: i for i, r in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        ),
+    )
+
+
+def test_forced_prefill_admitting_nothing_falls_back_to_decode(make_config: Any) -> None:
+    config = make_config(
+        model_class=f"{FAKES}:LaneModel",
+        data_parallel_size=2,
+        max_num_seqs=2,
+        max_model_len=256,
+        max_num_batched_tokens=256,
+    )
+    coord = make_coordinator(config, num_blocks=5)
+    a, b = request(60, 30), request(60, 30)
+    coord.add_request(a)
+    coord.add_request(b)
+    feed_back_lanes(coord, coord.schedule(), {})
+    coord.add_request(request(250, 2))
+    out = coord.schedule()
+    assert set(out.num_scheduled_tokens) == {a.request_id, b.request_id}
+    assert all(n == 1 for n in out.num_scheduled_tokens.values())
