@@ -1,0 +1,103 @@
+"""Deliberately broken reference models: each breaks one promise of the TT model contract the way
+a real tt-metal model class could, so that tests/engine/test_conformance_catches_faults.py can
+show the conformance suite notices.
+
+Served through the registry exactly as an operator would swap a model class:
+
+    TT_MODEL_CLASS_OVERRIDES="TTReferenceLlamaForCausalLM=tests.engine.broken_models:<Class>"
+
+(the vLLM worker must be able to import ``tests.engine``: put the repository root on PYTHONPATH).
+Every fault goes through the public contract surface (``prefill_forward`` / ``decode_forward``
+arguments), so the reference model's own validation still runs on what it receives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+from vllm_tt_plugin.sampling_params import (
+    NEUTRAL_FREQUENCY,
+    NEUTRAL_PRESENCE,
+    NEUTRAL_REPETITION,
+    TTSamplingParams,
+)
+from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
+
+
+def _without_penalties(params: TTSamplingParams | None) -> TTSamplingParams | None:
+    if params is None:
+        return None
+    return replace(
+        params,
+        presence_penalty=torch.full_like(params.presence_penalty, NEUTRAL_PRESENCE),
+        frequency_penalty=torch.full_like(params.frequency_penalty, NEUTRAL_FREQUENCY),
+        repetition_penalty=torch.full_like(params.repetition_penalty, NEUTRAL_REPETITION),
+    )
+
+
+class IgnoresPenalties(ReferenceLlamaForCausalLM):
+    """Declares device penalties but samples as if every penalty were neutral (a device sampler
+    that never reads the penalty tensors)."""
+
+    def prefill_forward(self, *args: Any, sampling_params: Any = None, **kwargs: Any) -> Any:
+        return super().prefill_forward(
+            *args, sampling_params=_without_penalties(sampling_params), **kwargs
+        )
+
+    def decode_forward(self, *args: Any, sampling_params: Any = None, **kwargs: Any) -> Any:
+        return super().decode_forward(
+            *args, sampling_params=_without_penalties(sampling_params), **kwargs
+        )
+
+
+class KeepsStaleTokens(ReferenceLlamaForCausalLM):
+    """Half-applies ``reload_inputs`` between two decode steps: positions and page tables are
+    reloaded, but the input tokens stay the resident ones (a device that skips the token copy).
+    Harmless while the device samples (its resident tokens are current), wrong after host-sampled
+    steps, which return logits and leave the resident tokens behind.
+
+    (Dropping the whole reload instead also gets caught, but less instructively: the stale page
+    table soon addresses the null block and the engine dies.)"""
+
+    _last_call: str = "none"
+
+    def prefill_forward(self, *args: Any, **kwargs: Any) -> Any:
+        out = super().prefill_forward(*args, **kwargs)
+        self._last_call = "prefill"
+        return out
+
+    def decode_forward(self, tokens: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self._last_call == "decode" and kwargs.get("reload_inputs"):
+            stale = self.resident_snapshot().tokens
+            remap = kwargs.get("slot_remap")
+            tokens = (stale if remap is None else stale[remap]).clone()
+        out = super().decode_forward(tokens, *args, **kwargs)
+        self._last_call = "decode"
+        return out
+
+
+class SwapsSlotRows(ReferenceLlamaForCausalLM):
+    """Loads reloaded inputs into the wrong slots: when slots 0 and 1 are both live, their
+    tokens, positions and page-table rows trade places (a row-order slip in a host->device copy).
+    A request alone is unaffected; two requests in one batch continue each other's text."""
+
+    def decode_forward(
+        self,
+        tokens: torch.Tensor,
+        page_table: torch.Tensor,
+        kv_cache: Any,
+        start_pos: torch.Tensor,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if (
+            kwargs.get("reload_inputs")
+            and start_pos.numel() >= 2
+            and bool((start_pos[:2] >= 0).all())
+        ):
+            order = torch.arange(start_pos.numel())
+            order[0], order[1] = 1, 0
+            tokens, page_table, start_pos = tokens[order], page_table[order], start_pos[order]
+        return super().decode_forward(tokens, page_table, kv_cache, start_pos, *args, **kwargs)

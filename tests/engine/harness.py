@@ -1,0 +1,164 @@
+"""Engine-test helpers: serve on the emulated mesh, query token ids, compute HF references.
+
+Engine tests run the real vLLM OpenAI server with the plugin's real platform, worker, runner
+and scheduler over the host-emulated mesh. Correctness is judged against Hugging Face
+transformers' greedy decoding of the same weights (float32), token for token.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import functools
+import os
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import torch
+from vllm_tt_plugin.emulation.server import EmulatedServer
+
+from tests.conftest import BUNDLED_MODEL, REPO
+
+# Engine tests may point at another checkpoint (same architecture) while developing.
+MODEL_DIR = Path(os.environ.get("TT_ENGINE_TEST_MODEL", str(BUNDLED_MODEL)))
+
+
+@dataclass
+class Served:
+    server: EmulatedServer
+    log_text: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+def serve(
+    tt: dict[str, Any] | None = None,
+    vllm_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    mesh: str = "N300",
+    model: Path = MODEL_DIR,
+) -> EmulatedServer:
+    """An (unstarted) emulated server; use it as a context manager."""
+    return EmulatedServer(
+        model=model,
+        mesh_device=mesh,
+        tt_options=tt or {},
+        vllm_args=list(vllm_args),
+        env={
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            **(env or {}),
+        },
+        served_model_name="ref",
+    )
+
+
+def complete_ids(url: str, prompt_ids: list[int], max_tokens: int, **params: Any) -> list[int]:
+    body = {
+        "model": "ref",
+        "prompt": prompt_ids,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+        **params,
+    }
+    resp = requests.post(f"{url}/v1/completions", json=body, timeout=600)
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["choices"][0]["token_ids"])
+
+
+def complete_many(
+    url: str, prompts: Sequence[list[int]], max_tokens: int, workers: int = 32, **params: Any
+) -> list[list[int]]:
+    """All prompts concurrently (so the server batches them), results in prompt order."""
+    with cf.ThreadPoolExecutor(min(workers, len(prompts))) as pool:
+        return list(pool.map(lambda p: complete_ids(url, p, max_tokens, **params), prompts))
+
+
+def metric(url: str, name: str) -> float:
+    text = requests.get(f"{url}/metrics", timeout=30).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+_STATS_RE = re.compile(r"TT runner stats: (.*)$")
+
+
+def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
+    """The 'TT runner stats' lines the workers log at shutdown (one per engine/rank)."""
+    out = []
+    assert server.log_path is not None
+    for line in server.log_path.read_text(errors="replace").splitlines():
+        match = _STATS_RE.search(line)
+        if match:
+            stats: dict[str, Any] = {}
+            for part in re.findall(r"(\w+)=(\[[^\]]*\]|[^,]+)", match.group(1)):
+                key, value = part
+                stats[key] = ast.literal_eval(value.strip())
+            out.append(stats)
+    return out
+
+
+def log_lines(server: EmulatedServer, needle: str) -> list[str]:
+    assert server.log_path is not None
+    return [l for l in server.log_path.read_text(errors="replace").splitlines() if needle in l]
+
+
+# --- references ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=2)
+def _hf_model(model_dir: str) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return model.eval()
+
+
+def hf_greedy(prompt_ids: list[int], max_tokens: int, model_dir: Path = MODEL_DIR) -> list[int]:
+    """Hugging Face greedy continuation (no EOS stop), float32."""
+    model = _hf_model(str(model_dir))
+    ids = torch.tensor([prompt_ids])
+    out: list[int] = []
+    with torch.no_grad():
+        result = model(ids, use_cache=True)
+        for _ in range(max_tokens):
+            token = int(result.logits[0, -1].argmax())
+            out.append(token)
+            result = model(torch.tensor([[token]]), cache=result.cache, use_cache=True)
+    return out
+
+
+def vocab_size(model_dir: Path = MODEL_DIR) -> int:
+    import json
+
+    return int(json.loads((model_dir / "config.json").read_text())["vocab_size"])
+
+
+def mixed_prompts(n: int, seed: int = 0, max_len: int = 200, min_len: int = 1) -> list[list[int]]:
+    """Deterministic token-id prompts of mixed lengths (1 token to beyond 3 blocks of 64)."""
+    rng = random.Random(seed)
+    vocab = vocab_size()
+    lengths = [min_len, 2, 63, 64, 65, 127, 128, 129, max_len]
+    while len(lengths) < n:
+        lengths.append(rng.randint(min_len, max_len))
+    # Skip the first ids (special tokens) so prompts look like ordinary text to the model.
+    return [[rng.randrange(8, vocab) for _ in range(length)] for length in lengths[:n]]
+
+
+def shared_prefix_prompts(n: int, prefix_len: int, seed: int = 1) -> list[list[int]]:
+    rng = random.Random(seed)
+    vocab = vocab_size()
+    prefix = [rng.randrange(8, vocab) for _ in range(prefix_len)]
+    return [prefix + [rng.randrange(8, vocab) for _ in range(rng.randint(1, 40))] for _ in range(n)]
