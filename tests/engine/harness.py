@@ -112,7 +112,8 @@ def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
 
 def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     assert server.log_path is not None
-    return [l for l in server.log_path.read_text(errors="replace").splitlines() if needle in l]
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    return [line for line in lines if needle in line]
 
 
 # --- references ------------------------------------------------------------------------------
