@@ -1,0 +1,12 @@
+"""Reference TT test models: torch decoders that implement the TT model contract exactly.
+
+- ``llama``: the HF-equivalent Llama decoder (float32), attention supplied by the caller;
+- ``paged_kv``: the per-lane, head-sharded paged KV cache and paged attention;
+- ``sampling``: device sampling emulation (vLLM semantics, seeded by (seed, position));
+- ``resident``: resident decode state and the reload contract (v1 flags, v0 reset_batch);
+- ``inputs``: host-side validation and copies of prefill/decode arguments;
+- ``core``: the contract surface (sizing, allocation, prefill, decode, warm-up);
+- ``reference_llama``: the registered classes; ``variants``: capability variants.
+
+Nothing here is imported by the plugin unless a test model is actually served.
+"""

@@ -1,0 +1,790 @@
+"""The reference model's contract surface: construction, sizing, KV allocation, prefill, decode,
+warm-up. ``reference_llama.py`` adds the optional parts (per-layer KV allocation, async
+read-back) and names the registered classes; ``variants.py`` builds capability variants.
+
+Device work runs on the mesh's command queue: ``mesh_device.run(fn)`` for synchronous calls,
+``mesh_device.enqueue(fn)`` for an async decode submit. All device state (KV cache, resident
+decode state) is touched only inside those closures, after the host has validated and copied
+the call's inputs, so async submission and read-back are real and ordered.
+
+Readings of the contract this model commits to (docs/TT_MODEL_CONTRACT.md,
+docs/DECODE_RELOAD_CONTRACT.md):
+
+- Decode inputs are the full global batch (``lanes x per-lane slots`` rows, slot-indexed);
+  prefill rows find their lane from ``empty_slots`` (required when there is more than one lane).
+- With device sampling a decode step samples with the *resident* sampling parameters; a
+  ``sampling_params`` argument only replaces them when ``reload_sampling_params`` is set. Whether
+  a step samples at all is decided by ``sampling_params`` being sent.
+- Host-sampled steps (logits returned) do not advance resident tokens/positions: there is no
+  sampled token to feed back, and the plugin reloads inputs on every host-sampled step.
+- The seeded draw for the token that follows position ``p`` uses ``(seed, p)``: the last prompt
+  position for a prefill, ``start_pos`` for a decode, so a preempted-and-replayed request draws
+  exactly what it would have drawn.
+- Prefill penalties: the history is the row's whole sequence ``[0, prompt_lens)`` (the part
+  before ``start_pos`` is read back from the token record of the cached blocks), counted as
+  prompt tokens. A caller may send ``prompt_tokens``/``output_tokens`` (decode's format) to
+  prefill as well, which then define the history exactly (a replayed request's generated tokens
+  count as output for presence/frequency).
+- A device-sampled prefill also leaves its token and the position it is consumed at in the
+  resident slot named by ``empty_slots`` (the next decode reloads anyway under v1).
+- Decode logits cover every slot; empty slots (``start_pos == -1``) get zeros, are never computed
+  and never advance. Tokens/positions sent on a call that does not reload inputs are ignored
+  (and not validated: the host's copies are stale by design).
+- ``reset_sampling_state`` while the resident parameters carry penalties requires
+  ``prompt_tokens`` or ``output_tokens``; without penalties the history is simply cleared.
+- Contract v0: ``reset_batch=True`` means all of reload_inputs, reload_sampling_params and
+  reset_sampling_state; ``reset_batch=False`` means none. v0 models reject the v1 flags and
+  ``slot_remap``; v1 models reject ``reset_batch`` and require all four flags on every call.
+- Real rows may never address the null block 0 for a position they write or attend to (checked);
+  warm-up runs in block 0 and on scratch resident state, so it leaves nothing behind.
+- KV storage and all compute are float32 whatever ``dtype`` the allocation asks for (recorded on
+  the cache), so greedy output equals Hugging Face float32 output; tt-metal models likewise pick
+  their own cache formats.
+- Capability declarations are enforced, so a plugin that ignores one fails loudly: sampling
+  without ``supports_sample_on_device``, async submit without ``supports_async_decode``,
+  penalties/top-k/logprobs beyond the declared limits, ``start_pos > 0`` when neither prefix
+  caching nor chunked prefill is declared; without prefix caching a ``start_pos > 0`` must
+  continue the previous chunk of the same request (same first block, previous chunk end);
+  without chunked prefill it must be block-aligned (a prefix-cache hit).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import torch
+
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.contract import decode_contract_version
+from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.test_models.inputs import (
+    FLAG_NAMES,
+    Geometry,
+    PrefillBatch,
+    PrefillRow,
+    parse_decode,
+    parse_decode_update,
+    parse_prefill,
+    reject_unknown,
+)
+from vllm_tt_plugin.test_models.llama import LlamaDecoder
+from vllm_tt_plugin.test_models.paged_kv import (
+    HeadSharding,
+    KVCacheError,
+    LayerLayout,
+    ReferenceKVCache,
+    check_page_rows,
+    paged_attention,
+    read_tokens,
+    write_kv,
+    write_tokens,
+)
+from vllm_tt_plugin.test_models.resident import DecodeInputs, DecodeUpdate, ResidentDecodeState
+from vllm_tt_plugin.test_models.sampling import PenaltyHistory, SamplerLimits, device_sample
+
+T = TypeVar("T")
+
+MAX_TOKENS_ENV = "TT_REFERENCE_MAX_TOKENS_ALL_USERS"
+DEFAULT_REFERENCE_MAX_TOKENS = 32768
+DEFAULT_MAX_SEQ_LEN = 131072
+CALL_LOG_SIZE = 4096
+OPTIMIZATIONS = (None, "performance", "accuracy")
+
+
+class ReferenceModelError(ValueError):
+    """The plugin used the reference model outside the contract or its declared capabilities."""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One accepted contract call, as tests inspect it (``model.call_log``)."""
+
+    method: str
+    enable_trace: bool | None = None
+    read_from_device: bool | None = None
+    device_sampling: bool | None = None
+    rows: int | None = None
+    start_pos: tuple[int, ...] | None = None
+    reload_inputs: bool | None = None
+    reload_page_table: bool | None = None
+    reload_sampling_params: bool | None = None
+    reset_sampling_state: bool | None = None
+    reset_batch: bool | None = None
+    slot_remap: tuple[int, ...] | None = None
+
+
+class DecodeHandle:
+    """What an async decode submit returns in place of device output tensors."""
+
+    def __init__(self, owner: int, step: int, is_tokens: bool) -> None:
+        self.owner = owner
+        self.step = step
+        self.is_tokens = is_tokens
+        self.event: Any = None
+        self.output: Any = None
+        self.read = False
+        self.processed = False
+
+    def __repr__(self) -> str:
+        return f"DecodeHandle(step={self.step}, is_tokens={self.is_tokens})"
+
+
+def wait_event(event: Any) -> None:
+    if hasattr(event, "synchronize"):
+        event.synchronize()
+    elif callable(event):
+        event()
+
+
+class ReferenceLlamaCore:
+    """A tt-metal-style model class in torch; see the module docstring for its contract reading."""
+
+    model_capabilities: ClassVar[dict[str, Any]] = {
+        "supports_sample_on_device": True,
+        "supports_async_decode": True,
+        "supports_prefix_caching": True,
+        "supports_chunked_prefill": True,
+        "supports_device_penalties": True,
+        "max_device_logprobs": 20,
+    }
+    decode_input_update_contract: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        decoder: LlamaDecoder,
+        mesh_device: Any,
+        max_batch_size: int,
+        max_seq_len: int = DEFAULT_MAX_SEQ_LEN,
+        tt_data_parallel: int = 1,
+        optimizations: str | None = None,
+    ) -> None:
+        name = type(self).__qualname__
+        for method in ("get_num_devices", "run", "enqueue"):
+            if not callable(getattr(mesh_device, method, None)):
+                raise ReferenceModelError(
+                    f"{name}: mesh_device {mesh_device!r} has no {method}(); the reference model "
+                    "runs only on a host-emulated mesh"
+                )
+        for label, value in (("max_batch_size", max_batch_size), ("max_seq_len", max_seq_len)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ReferenceModelError(f"{name}: {label}={value!r} must be a positive integer")
+        if isinstance(tt_data_parallel, bool) or not isinstance(tt_data_parallel, int):
+            raise ReferenceModelError(
+                f"{name}: tt_data_parallel={tt_data_parallel!r} is not an int"
+            )
+        num_devices = int(mesh_device.get_num_devices())
+        if tt_data_parallel < 1 or num_devices % tt_data_parallel:
+            raise ReferenceModelError(
+                f"{name}: tt_data_parallel={tt_data_parallel} lanes do not divide the mesh's "
+                f"{num_devices} devices"
+            )
+        if max_batch_size % tt_data_parallel:
+            raise ReferenceModelError(
+                f"{name}: max_batch_size={max_batch_size} is not a multiple of "
+                f"tt_data_parallel={tt_data_parallel} (it is lanes x per-lane sequences)"
+            )
+        if optimizations not in OPTIMIZATIONS:
+            raise ReferenceModelError(
+                f"{name}: optimizations={optimizations!r} must be one of {OPTIMIZATIONS}"
+            )
+        self.decoder = decoder
+        self.dims = decoder.dims
+        self.mesh_device = mesh_device
+        self.max_batch_size = max_batch_size
+        self.max_seq_len = max_seq_len
+        self.num_lanes = tt_data_parallel
+        self.optimizations = optimizations
+        self.devices_per_lane = num_devices // tt_data_parallel
+        self.sharding = HeadSharding.for_lane(
+            self.devices_per_lane, self.dims.num_kv_heads, self.dims.q_per_kv
+        )
+        self.capabilities = ModelCapabilities.from_model_class(type(self))
+        self.limits = SamplerLimits(
+            max_top_k=self.capabilities.max_device_top_k,
+            max_logprobs=self.capabilities.max_device_logprobs,
+            penalties=self.capabilities.supports_device_penalties,
+        )
+        self.call_log: deque[CallRecord] = deque(maxlen=CALL_LOG_SIZE)
+        self.kv_cache: ReferenceKVCache | None = None
+        self._scale = self.dims.head_dim**-0.5
+        self._steps = itertools.count()
+        # Device state: touched only inside mesh closures.
+        self._resident = ResidentDecodeState.empty(max_batch_size, 1, self.dims.vocab_size)
+        # Host bookkeeping, advanced in call order when a call is accepted.
+        self._params_loaded = False
+        self._chunk_ends: list[dict[int, int]] = [{} for _ in range(tt_data_parallel)]
+
+    # --- construction and sizing -------------------------------------------------------------
+    @classmethod
+    def initialize_vllm_model(
+        cls,
+        hf_config: Any,
+        mesh_device: Any,
+        max_batch_size: int,
+        max_seq_len: int = DEFAULT_MAX_SEQ_LEN,
+        tt_data_parallel: int = 1,
+        optimizations: str | None = None,
+    ) -> ReferenceLlamaCore:
+        return cls(
+            LlamaDecoder.from_hf_config(hf_config),
+            mesh_device,
+            max_batch_size,
+            max_seq_len=max_seq_len,
+            tt_data_parallel=tt_data_parallel,
+            optimizations=optimizations,
+        )
+
+    @classmethod
+    def get_max_tokens_all_users(
+        cls,
+        model_name: str,
+        num_devices: int,
+        tt_data_parallel: int,
+        max_model_len: int,
+        max_num_seqs: int | None = None,
+    ) -> int:
+        """Token budget of one lane's KV cache: 32768, or ``TT_REFERENCE_MAX_TOKENS_ALL_USERS``."""
+        raw = os.environ.get(MAX_TOKENS_ENV, "").strip()
+        if not raw:
+            return DEFAULT_REFERENCE_MAX_TOKENS
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ReferenceModelError(f"{MAX_TOKENS_ENV}={raw!r} must be a positive integer")
+        return value
+
+    # --- properties tests and the plugin may read ---------------------------------------------
+    @property
+    def num_slots(self) -> int:
+        return self.max_batch_size
+
+    @property
+    def slots_per_lane(self) -> int:
+        return self.max_batch_size // self.num_lanes
+
+    def geometry(self, kv: ReferenceKVCache | None = None) -> Geometry:
+        groups = kv.num_groups if kv is not None else 1
+        return Geometry(
+            self.max_batch_size,
+            self.num_lanes,
+            self.dims.vocab_size,
+            groups,
+            self.max_seq_len,
+            self.limits,
+        )
+
+    def resident_snapshot(self) -> ResidentDecodeState:
+        """The resident decode state as the device holds it after all queued work (for tests)."""
+        return self.mesh_device.run(lambda: self._resident)
+
+    def _log(self, record: CallRecord) -> None:
+        self.call_log.append(record)
+
+    # --- KV cache ------------------------------------------------------------------------------
+    def layer_sliding_window(self, layer: int) -> int | None:
+        """Hook for hybrid variants: the attention window of ``layer`` (None = full)."""
+        return None
+
+    def allocate_kv_cache(
+        self, kv_cache_shape: tuple[int, ...], dtype: torch.dtype, num_layers: int
+    ) -> ReferenceKVCache:
+        """Legacy allocation: one uniform shape ``(blocks, kv_heads_per_device, block, head)``."""
+        what = "allocate_kv_cache"
+        shape = tuple(kv_cache_shape)
+        if len(shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) for x in shape):
+            raise KVCacheError(
+                f"{what}: kv_cache_shape={kv_cache_shape!r} must be 4 ints "
+                "(num_blocks, num_kv_heads_per_device, block_size, head_size)"
+            )
+        if num_layers != self.dims.num_layers:
+            raise KVCacheError(
+                f"{what}: num_layers={num_layers} but the model has {self.dims.num_layers}"
+            )
+        if any(self.layer_sliding_window(i) is not None for i in range(num_layers)):
+            raise KVCacheError(f"{what}: sliding-window layers need allocate_kv_cache_per_layer")
+        num_blocks, heads, block_size, head_size = shape
+        self._check_layer_shape(what, heads, head_size, num_blocks, block_size)
+        layouts = [LayerLayout(0, num_blocks, block_size) for _ in range(num_layers)]
+        return self._allocate(layouts, dtype, what)
+
+    def _check_layer_shape(
+        self, what: str, heads: int, head_size: int, num_blocks: int, block_size: int
+    ) -> None:
+        if heads != self.sharding.kv_heads_per_shard:
+            raise KVCacheError(
+                f"{what}: num_kv_heads={heads} per device, but {self.dims.num_kv_heads} KV heads "
+                f"over {self.sharding.num_shards} shard(s) of a {self.devices_per_lane}-device "
+                f"lane give {self.sharding.kv_heads_per_shard}"
+            )
+        if head_size != self.dims.head_dim:
+            raise KVCacheError(f"{what}: head_size={head_size} but head_dim={self.dims.head_dim}")
+        if num_blocks < 2 or block_size < 1:
+            raise KVCacheError(
+                f"{what}: num_blocks={num_blocks} (need >= 2: block 0 is the null block) and "
+                f"block_size={block_size} (need >= 1)"
+            )
+
+    def _allocate(
+        self, layouts: list[LayerLayout], dtype: torch.dtype, allocated_by: str
+    ) -> ReferenceKVCache:
+        if not isinstance(dtype, torch.dtype):
+            raise KVCacheError(f"{allocated_by}: dtype={dtype!r} is not a torch.dtype")
+
+        def allocate() -> ReferenceKVCache:
+            kv = ReferenceKVCache(
+                layouts,
+                self.sharding,
+                self.dims.head_dim,
+                self.num_lanes,
+                dtype,
+                owner=id(self),
+                allocated_by=allocated_by,
+            )
+            self._resident = ResidentDecodeState.empty(
+                self.max_batch_size, kv.num_groups, self.dims.vocab_size
+            )
+            return kv
+
+        kv = self.mesh_device.run(allocate)
+        self.kv_cache = kv
+        self._params_loaded = False
+        self._chunk_ends = [{} for _ in range(self.num_lanes)]
+        self._log(CallRecord(allocated_by))
+        return kv
+
+    def _check_kv(self, kv_cache: Any, what: str) -> ReferenceKVCache:
+        if not isinstance(kv_cache, ReferenceKVCache) or kv_cache.owner != id(self):
+            raise ReferenceModelError(
+                f"{what}: kv_cache must be the object this model's allocate call returned, got "
+                f"{type(kv_cache).__name__}"
+            )
+        return kv_cache
+
+    # --- prefill -----------------------------------------------------------------------------
+    def prefill_forward(
+        self,
+        tokens: torch.Tensor,
+        page_table: torch.Tensor,
+        kv_cache: Any,
+        enable_trace: bool,
+        prompt_lens: list[int] | torch.Tensor,
+        start_pos: list[int] | torch.Tensor,
+        page_tables_per_group: list[torch.Tensor] | None = None,
+        sampling_params: TTSamplingParams | None = None,
+        empty_slots: list[int] | None = None,
+        prompt_tokens: torch.Tensor | None = None,
+        output_tokens: torch.Tensor | None = None,
+        **multimodal_kwargs: Any,
+    ) -> Any:
+        what = "prefill_forward"
+        kv = self._check_kv(kv_cache, what)
+        reject_unknown(multimodal_kwargs, what)
+        if sampling_params is not None and not self.capabilities.supports_sample_on_device:
+            raise ReferenceModelError(
+                f"{what}: sampling_params sent to a model without supports_sample_on_device"
+            )
+        batch = parse_prefill(
+            tokens,
+            page_table,
+            prompt_lens,
+            start_pos,
+            page_tables_per_group,
+            sampling_params,
+            empty_slots,
+            prompt_tokens,
+            output_tokens,
+            self.geometry(kv),
+        )
+        self._check_prefill_starts(kv, batch)
+        self._log(
+            CallRecord(
+                what,
+                enable_trace=bool(enable_trace),
+                device_sampling=batch.sampling_params is not None,
+                rows=len(batch.rows),
+                start_pos=tuple(row.start for row in batch.rows),
+            )
+        )
+        return self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+
+    def _check_prefill_starts(self, kv: ReferenceKVCache, batch: PrefillBatch) -> None:
+        caps = self.capabilities
+        group = kv.history_group()
+        block_size = kv.group_layout(group).block_size
+        for row in batch.rows:
+            if row.start == 0:
+                continue
+            where = f"prefill_forward: row {row.index} start_pos={row.start}"
+            if not caps.supports_chunked_prefill and not caps.supports_prefix_caching:
+                raise ReferenceModelError(
+                    f"{where} > 0, but the model declares neither supports_chunked_prefill nor "
+                    "supports_prefix_caching"
+                )
+            first_block = int(row.page_rows[group][0])
+            if not caps.supports_prefix_caching:
+                if self._chunk_ends[row.lane].get(first_block) != row.start:
+                    raise ReferenceModelError(
+                        f"{where} does not continue an earlier chunk of the same request (a "
+                        "prefix-cache hit?), but the model declares supports_prefix_caching=False"
+                    )
+            elif not caps.supports_chunked_prefill and row.start % block_size:
+                raise ReferenceModelError(
+                    f"{where} is not block-aligned (a chunk continuation?), but the model "
+                    "declares supports_chunked_prefill=False"
+                )
+        for row in batch.rows:
+            first_block = int(row.page_rows[group][0])
+            if first_block:
+                self._chunk_ends[row.lane][first_block] = row.end
+
+    def _prefill_step(self, kv: ReferenceKVCache, batch: PrefillBatch) -> Any:
+        logits = self._prefill_logits(kv, batch.rows, allow_null=False)
+        params = batch.sampling_params
+        if params is None:
+            return logits
+        history = self._prefill_history(kv, batch) if params.any_penalties else None
+        positions = torch.tensor([row.end - 1 for row in batch.rows], dtype=torch.int64)
+        result = device_sample(logits, params, history, positions)
+        tokens = result[0] if isinstance(result, tuple) else result
+        placed = [row for row in batch.rows if row.slot is not None]
+        if placed:
+            index = torch.tensor([row.index for row in placed])
+            self._resident = self._resident.with_prefilled(
+                torch.tensor([row.slot for row in placed]),
+                tokens[index],
+                torch.tensor([row.end for row in placed], dtype=torch.int64),
+            )
+        return result
+
+    def _prefill_logits(
+        self, kv: ReferenceKVCache, rows: tuple[PrefillRow, ...], allow_null: bool
+    ) -> torch.Tensor:
+        logits = torch.empty((len(rows), self.dims.vocab_size), dtype=torch.float32)
+        for r, row in enumerate(rows):
+            lane = kv.lanes[row.lane]
+            positions = torch.arange(row.start, row.end, dtype=torch.int64)
+            first, last = positions[:1], positions[-1:]
+            where: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+            for group in range(kv.num_groups):
+                layout = kv.group_layout(group)
+                page_row = row.page_rows[group]
+                check_page_rows(
+                    page_row[None],
+                    first,
+                    last,
+                    layout,
+                    f"prefill_forward row {row.index} (KV group {group})",
+                    allow_null,
+                )
+                blocks = page_row.long()[positions // layout.block_size]
+                offsets = positions % layout.block_size
+                write_tokens(lane, group, blocks, offsets, row.tokens)
+                where[group] = (blocks, offsets)
+
+            def attend(
+                layer: int,
+                q: torch.Tensor,
+                k: torch.Tensor,
+                v: torch.Tensor,
+                row: PrefillRow = row,
+                lane: Any = lane,
+                positions: torch.Tensor = positions,
+                where: dict[int, tuple[torch.Tensor, torch.Tensor]] = where,
+            ) -> torch.Tensor:
+                layout = kv.layers[layer]
+                blocks, offsets = where[layout.group_id]
+                write_kv(lane, kv.sharding, layer, blocks, offsets, k, v)
+                table = row.page_rows[layout.group_id][None]
+                out = paged_attention(
+                    lane, kv.sharding, layer, layout, table, q[None], positions[None], self._scale
+                )
+                return out[0]
+
+            hidden = self.decoder.hidden_states(row.tokens, positions, attend)
+            logits[r] = self.decoder.logits(hidden[-1:])[0]
+        return logits
+
+    def _prefill_history(self, kv: ReferenceKVCache, batch: PrefillBatch) -> PenaltyHistory:
+        rows, vocab = len(batch.rows), self.dims.vocab_size
+        if batch.prompt_tokens is not None or batch.output_tokens is not None:
+            return PenaltyHistory.from_padded(batch.prompt_tokens, batch.output_tokens, rows, vocab)
+        group = kv.history_group()
+        longest = max(row.end for row in batch.rows)
+        prompt = torch.full((rows, longest), -1, dtype=torch.int64)
+        for row in batch.rows:
+            lane = kv.lanes[row.lane]
+            prompt[row.index, : row.end] = read_tokens(lane, group, row.page_rows[group], row.end)
+        return PenaltyHistory.from_padded(prompt, None, rows, vocab)
+
+    # --- decode ------------------------------------------------------------------------------
+    def decode_forward(
+        self,
+        tokens: torch.Tensor,
+        page_table: torch.Tensor,
+        kv_cache: Any,
+        start_pos: torch.Tensor,
+        page_tables_per_group: list[torch.Tensor] | None = None,
+        enable_trace: bool = False,
+        read_from_device: bool = True,
+        sampling_params: TTSamplingParams | None = None,
+        prompt_tokens: torch.Tensor | None = None,
+        output_tokens: torch.Tensor | None = None,
+        reload_inputs: bool | None = None,
+        reload_page_table: bool | None = None,
+        reload_sampling_params: bool | None = None,
+        reset_sampling_state: bool | None = None,
+        slot_remap: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        what = "decode_forward"
+        kv = self._check_kv(kv_cache, what)
+        flags = dict(
+            zip(
+                FLAG_NAMES,
+                (reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state),
+                strict=True,
+            )
+        )
+        update = parse_decode_update(
+            decode_contract_version(self), flags, slot_remap, kwargs, self.geometry(kv)
+        )
+        reject_unknown(kwargs, what)
+        device_sampling = sampling_params is not None
+        if device_sampling and not self.capabilities.supports_sample_on_device:
+            raise ReferenceModelError(
+                f"{what}: sampling_params sent to a model without supports_sample_on_device"
+            )
+        if not read_from_device and not self.capabilities.supports_async_decode:
+            raise ReferenceModelError(
+                f"{what}: read_from_device=False (async submit) on a model without "
+                "supports_async_decode"
+            )
+        inputs = parse_decode(
+            tokens,
+            page_table,
+            start_pos,
+            page_tables_per_group,
+            sampling_params,
+            prompt_tokens,
+            output_tokens,
+            self.geometry(kv),
+            check_values=update.reload_inputs,
+        )
+        if device_sampling and not update.reload_sampling_params and not self._params_loaded:
+            raise ReferenceModelError(
+                f"{what}: device sampling with reload_sampling_params=False, but no sampling "
+                "parameters are resident yet"
+            )
+        if update.reload_sampling_params:
+            self._params_loaded = device_sampling
+        self._log(self._decode_record(enable_trace, read_from_device, device_sampling, update))
+        if read_from_device:
+            return self.mesh_device.run(lambda: self._decode_step(kv, update, inputs, None))
+        handle = DecodeHandle(id(self), next(self._steps), is_tokens=device_sampling)
+        handle.event = self.mesh_device.enqueue(
+            lambda: self._decode_step(kv, update, inputs, handle)
+        )
+        return handle
+
+    def _decode_record(
+        self, enable_trace: bool, read_from_device: bool, sampling: bool, update: DecodeUpdate
+    ) -> CallRecord:
+        legacy = decode_contract_version(self) == 0
+        remap = update.slot_remap
+        return CallRecord(
+            "decode_forward",
+            enable_trace=bool(enable_trace),
+            read_from_device=bool(read_from_device),
+            device_sampling=sampling,
+            rows=self.max_batch_size,
+            reload_inputs=None if legacy else update.reload_inputs,
+            reload_page_table=None if legacy else update.reload_page_table,
+            reload_sampling_params=None if legacy else update.reload_sampling_params,
+            reset_sampling_state=None if legacy else update.reset_sampling_state,
+            reset_batch=update.reload_inputs if legacy else None,
+            slot_remap=None if remap is None else tuple(remap.tolist()),
+        )
+
+    def _decode_step(
+        self,
+        kv: ReferenceKVCache,
+        update: DecodeUpdate,
+        inputs: DecodeInputs,
+        handle: DecodeHandle | None,
+    ) -> Any:
+        """Device side of one decode call; commits the new resident state only on success."""
+        state = self._resident.updated(update, inputs, self.dims.vocab_size)
+        logits, rows = self._decode_logits(kv, state, allow_null=False)
+        if inputs.sampling_params is None:
+            result: Any = logits
+        else:
+            if state.params is None:
+                raise ReferenceModelError("decode_forward: no resident sampling parameters")
+            history = state.history if state.params.any_penalties else None
+            result = device_sample(logits, state.params, history, state.positions)
+            sampled = result[0] if isinstance(result, tuple) else result
+            state = state.advanced(rows, sampled[rows])
+        self._resident = state
+        if handle is not None:
+            handle.output = result
+        return result
+
+    def _decode_logits(
+        self, kv: ReferenceKVCache, state: ResidentDecodeState, allow_null: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits [slots, vocab] (zeros in empty slots) and the active slot ids."""
+        logits = torch.zeros((self.max_batch_size, self.dims.vocab_size), dtype=torch.float32)
+        rows = state.active.nonzero().flatten()
+        if rows.numel() == 0:
+            return logits, rows
+        tokens, positions = state.tokens[rows], state.positions[rows]
+        lane_of = rows // self.slots_per_lane
+        lanes = [
+            (lane, (lane_of == lane).nonzero().flatten()) for lane in lane_of.unique().tolist()
+        ]
+        tables = [table[rows] for table in state.page_tables]
+        where: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for group in range(kv.num_groups):
+            layout = kv.group_layout(group)
+            for lane, sel in lanes:
+                check_page_rows(
+                    tables[group][sel],
+                    positions[sel],
+                    positions[sel],
+                    layout,
+                    f"decode_forward slots {rows[sel].tolist()} (lane {lane}, KV group {group})",
+                    allow_null,
+                )
+            col = (positions // layout.block_size)[:, None]
+            blocks = tables[group].long().gather(1, col)[:, 0]
+            offsets = positions % layout.block_size
+            for lane, sel in lanes:
+                write_tokens(kv.lanes[lane], group, blocks[sel], offsets[sel], tokens[sel])
+            where[group] = (blocks, offsets)
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            layout = kv.layers[layer]
+            blocks, offsets = where[layout.group_id]
+            table = tables[layout.group_id]
+            out = q.new_empty((q.shape[0], q.shape[1] * q.shape[2]))
+            for lane, sel in lanes:
+                cache = kv.lanes[lane]
+                write_kv(cache, kv.sharding, layer, blocks[sel], offsets[sel], k[sel], v[sel])
+                out[sel] = paged_attention(
+                    cache,
+                    kv.sharding,
+                    layer,
+                    layout,
+                    table[sel],
+                    q[sel][:, None],
+                    positions[sel][:, None],
+                    self._scale,
+                )[:, 0]
+            return out
+
+        hidden = self.decoder.hidden_states(tokens, positions, attend)
+        logits[rows] = self.decoder.logits(hidden)
+        return logits, rows
+
+    # --- warm-up -----------------------------------------------------------------------------
+    def warmup_model_prefill(
+        self, kv_cache: Any, enable_trace: bool, can_sample_on_device: bool
+    ) -> None:
+        """Runs a prefill per lane in the null block; touches no resident or host bookkeeping."""
+        kv = self._check_kv(kv_cache, "warmup_model_prefill")
+        self._log(
+            CallRecord(
+                "warmup_model_prefill",
+                enable_trace=bool(enable_trace),
+                device_sampling=bool(can_sample_on_device),
+            )
+        )
+        length = min(2 * kv.layers[0].block_size, self.max_seq_len)
+        tokens = torch.arange(length, dtype=torch.int64) % self.dims.vocab_size
+
+        def run() -> None:
+            for lane in range(self.num_lanes):
+                width = -(-length // kv.group_layout(0).block_size)
+                tables = tuple(torch.zeros(width, dtype=torch.int32) for _ in range(kv.num_groups))
+                row = PrefillRow(0, lane, None, 0, length, tokens, tables)
+                logits = self._prefill_logits(kv, (row,), allow_null=True)
+                if can_sample_on_device:
+                    self._warmup_sample(logits, torch.tensor([length - 1]))
+
+        self._run_device(run)
+
+    def warmup_model_decode(
+        self,
+        kv_cache: Any,
+        enable_trace: bool,
+        max_batch_size: int,
+        num_blocks: int,
+        can_sample_on_device: bool,
+    ) -> None:
+        """Runs a full-batch decode on scratch state in the null block; resident state stays."""
+        what = "warmup_model_decode"
+        kv = self._check_kv(kv_cache, what)
+        if max_batch_size != self.max_batch_size:
+            raise ReferenceModelError(
+                f"{what}: max_batch_size={max_batch_size} but the model was built for "
+                f"{self.max_batch_size}"
+            )
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+            raise ReferenceModelError(f"{what}: num_blocks={num_blocks!r} must be a positive int")
+        self._log(
+            CallRecord(
+                what,
+                enable_trace=bool(enable_trace),
+                device_sampling=bool(can_sample_on_device),
+                rows=max_batch_size,
+            )
+        )
+        slots = self.max_batch_size
+
+        def run() -> None:
+            scratch = ResidentDecodeState(
+                tokens=torch.zeros(slots, dtype=torch.int64),
+                positions=torch.zeros(slots, dtype=torch.int64),
+                page_tables=tuple(
+                    torch.zeros((slots, 1), dtype=torch.int32) for _ in range(kv.num_groups)
+                ),
+                params=None,
+                history=PenaltyHistory.empty(slots, self.dims.vocab_size),
+            )
+            logits, _ = self._decode_logits(kv, scratch, allow_null=True)
+            if can_sample_on_device:
+                self._warmup_sample(logits, scratch.positions)
+
+        self._run_device(run)
+
+    def _warmup_sample(self, logits: torch.Tensor, positions: torch.Tensor) -> None:
+        """Exercise every sampler path (greedy, random, top-k/p, penalties, logprobs)."""
+        if not self.capabilities.supports_sample_on_device:
+            return
+        rows = logits.shape[0]
+        top_k = min(5, self.limits.max_top_k or 5)
+        penalty = 1.1 if self.limits.penalties else 1.0
+        params = TTSamplingParams.from_rows(
+            [
+                DeviceSamplingRow(
+                    temperature=0.0 if i % 2 == 0 else 0.8,
+                    top_k=top_k,
+                    top_p=0.9,
+                    repetition_penalty=penalty,
+                    seed=i,
+                    num_logprobs=min(1, self.limits.max_logprobs),
+                )
+                for i in range(rows)
+            ]
+        )
+        device_sample(logits, params, PenaltyHistory.empty(rows, self.dims.vocab_size), positions)
+
+    def _run_device(self, fn: Callable[[], T]) -> T:
+        return self.mesh_device.run(fn)

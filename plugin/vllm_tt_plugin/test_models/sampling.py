@@ -1,0 +1,261 @@
+"""Device sampling emulation with vLLM's sampler semantics (docs/TT_MODEL_CONTRACT.md).
+
+Order, as in vLLM's v1 sampler: raw logprobs from the raw logits; penalties on the raw logits
+(repetition over prompt and output tokens: positive logits divided, negative multiplied;
+frequency and presence over output tokens, OpenAI style); greedy rows (temperature < 1e-5) take
+the argmax of the penalised logits; the others divide by temperature, apply top-k (keep values >=
+the k-th largest) then top-p (drop the low tail whose cumulative probability is <= 1 - p, always
+keeping the top token), and draw with exponential noise: ``argmax(probs / q)``, q ~ Exp(1)
+(the Gumbel-max trick vLLM uses, so the draw follows ``probs`` exactly).
+
+Randomness is a pure function of (seed, position of the input token): each random row gets a
+fresh generator seeded from both, so a draw does not depend on batch composition, slot, reloads
+or preemption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+from vllm_tt_plugin.sampling_params import TTLogprobs, TTSamplingParams
+
+SAMPLING_EPS = 1e-5  # vLLM's threshold below which a temperature means greedy
+_MASK64 = (1 << 64) - 1
+
+_DTYPES: dict[str, torch.dtype] = {
+    "temperature": torch.float32,
+    "top_k": torch.int32,
+    "top_p": torch.float32,
+    "presence_penalty": torch.float32,
+    "frequency_penalty": torch.float32,
+    "repetition_penalty": torch.float32,
+    "seed": torch.int64,
+    "num_logprobs": torch.int32,
+}
+
+
+class SamplingParamsError(ValueError):
+    """Device sampling parameters the reference model cannot or must not take."""
+
+
+@dataclass(frozen=True)
+class SamplerLimits:
+    """What the model declared in ``model_capabilities``."""
+
+    max_top_k: int | None
+    max_logprobs: int
+    penalties: bool
+
+
+def copy_params(params: TTSamplingParams) -> TTSamplingParams:
+    return TTSamplingParams(**{f.name: getattr(params, f.name).clone() for f in fields(params)})
+
+
+def select_params(params: TTSamplingParams, index: torch.Tensor) -> TTSamplingParams:
+    return TTSamplingParams(**{f.name: getattr(params, f.name)[index] for f in fields(params)})
+
+
+def validate_params(params: Any, rows: int, limits: SamplerLimits, what: str) -> None:
+    """Host-side check of a ``sampling_params`` argument before it reaches the device."""
+    if not isinstance(params, TTSamplingParams):
+        raise SamplingParamsError(
+            f"{what}: sampling_params must be a TTSamplingParams, got {type(params).__name__}"
+        )
+    for name, dtype in _DTYPES.items():
+        tensor = getattr(params, name)
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype:
+            raise SamplingParamsError(f"{what}: sampling_params.{name} must be a {dtype} tensor")
+        if tuple(tensor.shape) != (rows,):
+            raise SamplingParamsError(
+                f"{what}: sampling_params.{name} has shape {tuple(tensor.shape)}, expected "
+                f"({rows},)"
+            )
+    if bool((params.temperature < 0).any()) or not bool(params.temperature.isfinite().all()):
+        raise SamplingParamsError(f"{what}: sampling_params.temperature must be finite and >= 0")
+    if bool((params.top_k < 0).any()):
+        raise SamplingParamsError(f"{what}: sampling_params.top_k must be >= 0 (0 = off)")
+    if bool(((params.top_p <= 0) | (params.top_p > 1)).any()):
+        raise SamplingParamsError(f"{what}: sampling_params.top_p must be in (0, 1]")
+    if bool((params.repetition_penalty <= 0).any()):
+        raise SamplingParamsError(f"{what}: sampling_params.repetition_penalty must be > 0")
+    if limits.max_top_k is not None and int(params.top_k.max()) > limits.max_top_k:
+        raise SamplingParamsError(
+            f"{what}: sampling_params.top_k={int(params.top_k.max())} exceeds this model's "
+            f"max_device_top_k={limits.max_top_k}"
+        )
+    if int(params.num_logprobs.max()) > limits.max_logprobs:
+        raise SamplingParamsError(
+            f"{what}: sampling_params.num_logprobs={int(params.num_logprobs.max())} exceeds "
+            f"this model's max_device_logprobs={limits.max_logprobs}"
+        )
+    if not limits.penalties and params.any_penalties:
+        raise SamplingParamsError(
+            f"{what}: sampling_params carry penalties but this model declares "
+            "supports_device_penalties=False"
+        )
+
+
+@dataclass(frozen=True)
+class PenaltyHistory:
+    """Per-row penalty state: which tokens the prompt holds, how often each was generated."""
+
+    prompt_mask: torch.Tensor  # bool [R, V]
+    output_counts: torch.Tensor  # int32 [R, V]
+
+    @classmethod
+    def empty(cls, rows: int, vocab: int) -> PenaltyHistory:
+        return cls(
+            torch.zeros((rows, vocab), dtype=torch.bool),
+            torch.zeros((rows, vocab), dtype=torch.int32),
+        )
+
+    @classmethod
+    def from_padded(
+        cls,
+        prompt_tokens: torch.Tensor | None,
+        output_tokens: torch.Tensor | None,
+        rows: int,
+        vocab: int,
+    ) -> PenaltyHistory:
+        """Build from int64 [R, L] token tensors padded with -1 (either may be absent)."""
+        history = cls.empty(rows, vocab)
+        if prompt_tokens is not None and prompt_tokens.numel():
+            valid = prompt_tokens >= 0
+            row_idx = torch.arange(rows)[:, None].expand_as(prompt_tokens)
+            history.prompt_mask[row_idx[valid], prompt_tokens[valid]] = True
+        if output_tokens is not None and output_tokens.numel():
+            valid = output_tokens >= 0
+            ids = torch.where(valid, output_tokens, 0)
+            history.output_counts.scatter_add_(1, ids, valid.to(torch.int32))
+        return history
+
+    def select(self, index: torch.Tensor) -> PenaltyHistory:
+        return PenaltyHistory(self.prompt_mask[index], self.output_counts[index])
+
+    def with_outputs(self, rows: torch.Tensor, tokens: torch.Tensor) -> PenaltyHistory:
+        """A copy where each of ``rows`` also generated its token in ``tokens``."""
+        counts = self.output_counts.clone()
+        counts[rows, tokens] += 1
+        return PenaltyHistory(self.prompt_mask, counts)
+
+
+def check_token_ids(tokens: torch.Tensor | None, vocab: int, name: str, what: str) -> None:
+    if tokens is None or tokens.numel() == 0:
+        return
+    if bool((tokens >= vocab).any()) or bool((tokens < -1).any()):
+        raise SamplingParamsError(
+            f"{what}: {name} holds ids outside [0, {vocab}) other than the -1 padding"
+        )
+
+
+def apply_penalties(
+    logits: torch.Tensor, params: TTSamplingParams, history: PenaltyHistory
+) -> torch.Tensor:
+    rep = params.repetition_penalty[:, None]
+    seen = history.prompt_mask | (history.output_counts > 0)
+    penalty = torch.where(seen, rep, torch.ones_like(rep))
+    logits = torch.where(logits > 0, logits / penalty, logits * penalty)
+    counts = history.output_counts.to(logits.dtype)
+    logits = logits - params.frequency_penalty[:, None] * counts
+    return logits - params.presence_penalty[:, None] * (counts > 0).to(logits.dtype)
+
+
+def _apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+    vocab = logits.shape[1]
+    k = top_k.to(torch.int64)
+    active = (k > 0) & (k < vocab)
+    if not bool(active.any()):
+        return logits
+    k = torch.where(active, k, 1)
+    kth = logits.topk(int(k.max()), dim=1).values.gather(1, (k - 1)[:, None])
+    drop = (logits < kth) & active[:, None]
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def _apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    if not bool((top_p < 1.0).any()):
+        return logits
+    ascending, order = logits.sort(dim=1)
+    cumulative = ascending.softmax(dim=1).cumsum(dim=1)
+    drop = cumulative <= (1.0 - top_p)[:, None]
+    drop[:, -1] = False  # the most likely token always survives
+    drop &= (top_p < 1.0)[:, None]
+    ascending = ascending.masked_fill(drop, float("-inf"))
+    return torch.empty_like(logits).scatter_(1, order, ascending)
+
+
+def mix_seed(seed: int, position: int) -> int:
+    """A 64-bit generator seed from (seed, position) (two splitmix64 rounds)."""
+
+    def splitmix(x: int) -> int:
+        x = (x + 0x9E3779B97F4A7C15) & _MASK64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return x ^ (x >> 31)
+
+    return splitmix(splitmix(seed & _MASK64) ^ (position & _MASK64))
+
+
+def sample(
+    raw_logits: torch.Tensor,
+    params: TTSamplingParams,
+    history: PenaltyHistory | None,
+    positions: torch.Tensor,
+) -> torch.Tensor:
+    """Sample one token per row. positions: int64 [R], the position of each row's input token."""
+    logits = raw_logits
+    if history is not None and params.any_penalties:
+        logits = apply_penalties(logits, params, history)
+    tokens = logits.argmax(dim=1)
+    random_rows = (params.temperature >= SAMPLING_EPS).nonzero().flatten()
+    if random_rows.numel() == 0:
+        return tokens
+    sub = logits[random_rows] / params.temperature[random_rows, None]
+    sub = _apply_top_k(sub, params.top_k[random_rows])
+    sub = _apply_top_p(sub, params.top_p[random_rows])
+    probs = sub.softmax(dim=1)
+    vocab = probs.shape[1]
+    noise = torch.stack(
+        [
+            exponential_noise(int(params.seed[row]), int(positions[row]), vocab)
+            for row in random_rows.tolist()
+        ]
+    )
+    tokens[random_rows] = (probs / noise).argmax(dim=1)
+    return tokens
+
+
+def exponential_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
+    """Exp(1) noise [vocab] for the draw after ``position``: ``-log(1 - U)``, U ~ U[0, 1) from a
+    generator seeded with ``mix_seed(seed, position)`` (4x cheaper than ``exponential_``)."""
+    generator = torch.Generator().manual_seed(mix_seed(seed, position))
+    return torch.rand(vocab, generator=generator).neg_().log1p_().neg_()
+
+
+def logprobs_for(raw_logits: torch.Tensor, tokens: torch.Tensor, k: int) -> TTLogprobs:
+    """vLLM's layout from the raw logits: sampled token first, then the top ``k`` descending."""
+    logprobs = raw_logits.log_softmax(dim=1)
+    sampled = logprobs.gather(1, tokens[:, None])
+    top = logprobs.topk(min(k, logprobs.shape[1]), dim=1)
+    return TTLogprobs(
+        token_ids=torch.cat((tokens[:, None], top.indices), dim=1).to(torch.int64),
+        logprobs=torch.cat((sampled, top.values), dim=1).to(torch.float32),
+        ranks=(logprobs >= sampled).sum(dim=1).to(torch.int64),
+    )
+
+
+def device_sample(
+    raw_logits: torch.Tensor,
+    params: TTSamplingParams,
+    history: PenaltyHistory | None,
+    positions: torch.Tensor,
+) -> torch.Tensor | tuple[torch.Tensor, TTLogprobs]:
+    """What a device sampling step returns: tokens, or (tokens, logprobs) if any row asks."""
+    tokens = sample(raw_logits, params, history, positions)
+    k = params.max_num_logprobs
+    if k < 0:
+        return tokens
+    return tokens, logprobs_for(raw_logits, tokens, k)

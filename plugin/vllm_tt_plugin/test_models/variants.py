@@ -1,0 +1,120 @@
+"""Capability variants of the reference Llama, generated from one declarative table.
+
+Select one at launch without editing code::
+
+    TT_MODEL_CLASS_OVERRIDES="TTReferenceLlamaForCausalLM=vllm_tt_plugin.test_models.variants:NoAsyncDecode"
+
+A small KV pool is not a variant: set ``TT_REFERENCE_MAX_TOKENS_ALL_USERS``. Each variant
+enforces what it declares (see ``core.py``), so a plugin that ignores a declaration fails loudly.
+A hybrid sliding-window variant overrides ``layer_sliding_window`` (the KV cache, page-table
+checks, attention masks and ``page_tables_per_group`` handling are already per group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
+from vllm_tt_plugin.test_models.reference_llama import WithAsyncReadback, WithPerLayerKVAllocation
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    doc: str
+    capabilities: dict[str, Any] = field(default_factory=dict)  # overrides of the full set
+    decode_contract: int = 1  # 0 = legacy reset_batch
+    per_layer_kv: bool = True  # has allocate_kv_cache_per_layer (else legacy allocate_kv_cache)
+    async_readback: bool = True  # has read_decode_output / process_decode_output_host
+
+
+VARIANTS: tuple[VariantSpec, ...] = (
+    VariantSpec(
+        "HostSamplingOnly",
+        "No device sampling: every step returns logits for vLLM's host sampler.",
+        {"supports_sample_on_device": False},
+    ),
+    VariantSpec(
+        "NoAsyncDecode",
+        "Synchronous decode only: no read_from_device=False, no read-back methods.",
+        {"supports_async_decode": False},
+        async_readback=False,
+    ),
+    VariantSpec(
+        "NoPrefixCaching",
+        "start_pos > 0 only to continue a chunked prefill.",
+        {"supports_prefix_caching": False},
+    ),
+    VariantSpec(
+        "NoChunkedPrefill",
+        "Whole prompts per prefill; start_pos > 0 only at block-aligned prefix-cache hits.",
+        {"supports_chunked_prefill": False},
+    ),
+    VariantSpec(
+        "WholePromptPrefill",
+        "Neither prefix caching nor chunked prefill: start_pos is always 0.",
+        {"supports_prefix_caching": False, "supports_chunked_prefill": False},
+    ),
+    VariantSpec(
+        "NoDevicePenalties",
+        "Device sampling without presence/frequency/repetition penalties.",
+        {"supports_device_penalties": False},
+    ),
+    VariantSpec(
+        "LimitedDeviceSampler",
+        "Device sampler limited to top_k <= 8 and 5 logprobs (larger requests go to the host).",
+        {"max_device_top_k": 8, "max_device_logprobs": 5},
+    ),
+    VariantSpec(
+        "LegacyDecodeContract",
+        "Predates the reload contract: receives sticky reset_batch, allocates with the legacy "
+        "allocate_kv_cache.",
+        decode_contract=0,
+        per_layer_kv=False,
+    ),
+    VariantSpec(
+        "LaneDataParallel",
+        "Serves --data_parallel_size as in-process lanes (tt_data_parallel KV caches).",
+        {"supports_lane_data_parallel": True},
+    ),
+)
+
+
+def build_variant(spec: VariantSpec) -> type[ReferenceLlamaCore]:
+    bases: list[type[ReferenceLlamaCore]] = []
+    if spec.per_layer_kv:
+        bases.append(WithPerLayerKVAllocation)
+    if spec.async_readback:
+        bases.append(WithAsyncReadback)
+    if not bases:
+        bases.append(ReferenceLlamaCore)
+    unknown = set(spec.capabilities) - set(_KNOWN_CAPABILITIES)
+    if unknown:
+        raise ValueError(f"variant {spec.name}: unknown capability keys {sorted(unknown)}")
+    attrs: dict[str, Any] = {
+        "__doc__": spec.doc,
+        "__module__": __name__,
+        "__qualname__": spec.name,
+        "model_capabilities": {**ReferenceLlamaCore.model_capabilities, **spec.capabilities},
+        "decode_input_update_contract": spec.decode_contract,
+    }
+    return type(spec.name, tuple(bases), attrs)
+
+
+_KNOWN_CAPABILITIES = (
+    "supports_sample_on_device",
+    "supports_async_decode",
+    "supports_prefix_caching",
+    "supports_chunked_prefill",
+    "supports_device_penalties",
+    "supports_lane_data_parallel",
+    "max_device_top_k",
+    "max_device_logprobs",
+)
+
+VARIANT_CLASSES: dict[str, type[ReferenceLlamaCore]] = {
+    spec.name: build_variant(spec) for spec in VARIANTS
+}
+globals().update(VARIANT_CLASSES)
+__all__ = ["VARIANTS", "VARIANT_CLASSES", "VariantSpec", "build_variant", *VARIANT_CLASSES]
