@@ -86,6 +86,10 @@ class TTWorker(WorkerBase):
                 os.environ["TT_VISIBLE_DEVICES"],
                 self.mesh_spec.shape,
             )
+        if self.options.emulated_mesh:
+            # The emulated device thread and the host share this process's cores; one torch
+            # thread each avoids oversubscription (measured 5-20x faster decode steps here).
+            torch.set_num_threads(1)
         self.mesh = open_mesh(self.mesh_spec, self.options, self.resolved.capabilities, device_ids)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
