@@ -43,10 +43,19 @@ class BlockBudget:
     budget_blocks: int
     sequence_headroom: int
     sliding_headroom: int
+    # vLLM keeps block 0 as its null block: it is in the pool but never holds tokens.
+    null_blocks: int = 1
 
     @property
     def num_blocks(self) -> int:
-        return self.budget_blocks + self.sequence_headroom + self.sliding_headroom
+        return (
+            self.budget_blocks + self.sequence_headroom + self.sliding_headroom + self.null_blocks
+        )
+
+    @property
+    def usable_tokens(self) -> int:
+        """Tokens one request can hold when it has the whole pool (full attention)."""
+        return (self.num_blocks - self.null_blocks) * self.block_size
 
 
 def sliding_windows(specs: dict[str, KVCacheSpec]) -> list[int]:

@@ -145,6 +145,7 @@ class TTWorker(WorkerBase):
         """
         budget = self.get_num_available_blocks_tt()
         self.block_budget = budget
+        self._fit_max_model_len(budget)
         self.cache_config.num_gpu_blocks_override = budget.num_blocks
         per_block = pool_bytes_per_block(self.vllm_config, self.get_kv_cache_spec())
         logger.info(
@@ -159,6 +160,33 @@ class TTWorker(WorkerBase):
         )
         return budget.num_blocks * per_block
 
+    def _fit_max_model_len(self, budget: BlockBudget) -> None:
+        """Keep max_model_len servable by one request holding the whole pool.
+
+        vLLM's capacity check and its -1 auto-fit count the null block as usable, so without
+        this a request exactly at max_model_len could need one block more than exists and wait
+        forever. -1 is fitted here (vLLM's auto-fit then finds it fits); an explicit or
+        HF-derived length beyond the pool fails start-up with the servable estimate.
+        """
+        if budget.sliding_headroom:
+            return  # hybrid pools are checked per group by vLLM's planner
+        model_config = self.model_config
+        limit = budget.usable_tokens
+        if model_config.max_model_len <= limit:
+            return
+        if getattr(model_config, "original_max_model_len", None) == -1:
+            logger.info(
+                "TT: fitting max_model_len %d to the KV pool: %d", model_config.max_model_len, limit
+            )
+            self.update_max_model_len(limit)
+            return
+        raise ValueError(
+            f"max_model_len {model_config.max_model_len} does not fit the TT KV pool: "
+            f"{budget.num_blocks - budget.null_blocks} usable blocks of {budget.block_size} "
+            f"tokens; the estimated maximum model length is {limit}. Lower --max-model-len, "
+            "raise the model's max_tokens_all_users, or lower --max-num-seqs."
+        )
+
     def update_max_model_len(self, max_model_len: int) -> None:
         self.model_config.max_model_len = max_model_len
         if self.model_runner is not None:
@@ -167,6 +195,21 @@ class TTWorker(WorkerBase):
     def initialize_from_config(self, kv_cache_config: KVCacheConfig) -> None:
         assert self.model_runner is not None
         self.cache_config.num_gpu_blocks = kv_cache_config.num_blocks
+        for group_id, group in enumerate(kv_cache_config.kv_cache_groups):
+            # What vLLM's KV manager lets one request hold per group (hybrid models: a sliding
+            # group holds about a window's worth, a full group max_model_len).
+            spec = group.kv_cache_spec
+            max_bytes = spec.max_memory_usage_bytes(self.vllm_config)
+            logger.info(
+                "TT KV cache group %d: %s x %d layer(s), sliding_window=%s; one request holds "
+                "at most %d blocks = %d bytes per layer",
+                group_id,
+                type(spec).__name__,
+                len(group.layer_names),
+                getattr(spec, "sliding_window", None),
+                max_bytes // spec.page_size_bytes,
+                max_bytes,
+            )
         specs = layer_specs_for_model(kv_cache_config, self.devices_per_lane)
         kv_cache = allocate_kv_cache(self.model, specs)
         self.model_runner.set_kv_cache(kv_cache, len(kv_cache_config.kv_cache_groups))

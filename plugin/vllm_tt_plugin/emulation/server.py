@@ -138,10 +138,16 @@ class EmulatedServer:
         return self
 
     def log_tail(self, lines: int = 60) -> str:
+        """The root-cause error lines of the log (the first of each kind), then its tail."""
         if self.log_path is None or not self.log_path.exists():
             return ""
         text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
+        causes: list[str] = []
+        for line in text:
+            if "Error:" in line and "Triton" not in line and line not in causes:
+                causes.append(line)
+        head = ["root cause(s):", *causes[:5], "log tail:"] if causes else []
+        return "\n".join(head + text[-lines:])
 
     def _wait_healthy(self) -> None:
         assert self._proc is not None
