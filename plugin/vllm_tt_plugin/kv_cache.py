@@ -68,10 +68,22 @@ def compute_block_budget(
     block_size: int,
     seqs_per_lane: int,
     windows: list[int] | None = None,
+    max_in_flight_tokens: int = 0,
 ) -> BlockBudget:
+    """Blocks of one lane's pool.
+
+    Sliding-window groups draw from the same pool: per sliding group, every sequence holds at
+    most its window of settled tokens (``ceil(window / block) + 1`` blocks, the +1 because the
+    window need not start on a block boundary) and all sequences together at most
+    ``max_in_flight_tokens`` scheduled-but-unsettled tokens (vLLM frees out-of-window blocks on
+    the processed-token basis).
+    """
     if max_tokens_all_users <= 0:
         raise ValueError(f"max_tokens_all_users must be positive, got {max_tokens_all_users}")
-    sliding = sum(seqs_per_lane * (math.ceil(w / block_size) + 1) for w in windows or [])
+    per_group_in_flight = math.ceil(max_in_flight_tokens / block_size)
+    sliding = sum(
+        seqs_per_lane * (math.ceil(w / block_size) + 1) + per_group_in_flight for w in windows or []
+    )
     return BlockBudget(
         max_tokens_all_users=max_tokens_all_users,
         block_size=block_size,

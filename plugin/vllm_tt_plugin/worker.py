@@ -135,6 +135,7 @@ class TTWorker(WorkerBase):
             self.cache_config.block_size,
             self.layout.seqs_per_lane,
             sliding_windows(self.get_kv_cache_spec()),
+            self.vllm_config.max_in_flight_tokens,
         )
 
     def determine_available_memory(self) -> int:

@@ -119,9 +119,12 @@ def test_host_device_switches_inside_one_run() -> None:
     want = [hf_greedy(p, max_tokens) for p in prompts]
     import concurrent.futures as cf
 
-    with serve(
-        tt={"sample_on_device_mode": "all"}, vllm_args=[*BASE_ARGS, "--async-scheduling"]
-    ) as server, cf.ThreadPoolExecutor(16) as pool:
+    with (
+        serve(
+            tt={"sample_on_device_mode": "all"}, vllm_args=[*BASE_ARGS, "--async-scheduling"]
+        ) as server,
+        cf.ThreadPoolExecutor(16) as pool,
+    ):
         greedy = [pool.submit(complete_ids, server.url, p, max_tokens) for p in prompts]
         companions = []
         for i in range(6):

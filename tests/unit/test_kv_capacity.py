@@ -30,6 +30,9 @@ def test_budget_arithmetic() -> None:
 def test_sliding_window_headroom_per_group() -> None:
     budget = compute_block_budget(4096, 64, 8, windows=[512, 1000])
     assert budget.sliding_headroom == 8 * (8 + 1) + 8 * (16 + 1)
+    # in-flight tokens (a prefill chunk per concurrent batch) add to every sliding group
+    in_flight = compute_block_budget(4096, 64, 8, windows=[512, 1000], max_in_flight_tokens=4096)
+    assert in_flight.sliding_headroom == budget.sliding_headroom + 2 * 64
     assert budget.num_blocks == 64 + 8 + budget.sliding_headroom + 1
 
 

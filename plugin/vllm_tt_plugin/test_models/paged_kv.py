@@ -232,22 +232,39 @@ def paged_attention(
     rows: int [n, W]; q: [n, Tq, H, D]; q_pos: int64 [n, Tq] (the position of each query; keys
     at positions <= it are visible, within the sliding window if the layer has one).
     Returns [n, Tq, H * D], shards concatenated along heads as after the lane's all-gather.
+
+    Like a TT kernel, each row reads only the page-table columns its queries can see: blocks
+    before a sliding window are never addressed (vLLM frees them; their entries become the null
+    block or are reused), and key/value slots no query of the row may see are zeroed before use,
+    so whatever such a slot holds (garbage, NaN) cannot leak into the output.
     """
     n, tq, _, d = q.shape
     bs = layout.block_size
-    kv_len = int(q_pos.max()) + 1
-    blocks = rows[:, : (kv_len + bs - 1) // bs].long()
-    t = blocks.shape[1] * bs
-    key_pos = torch.arange(t)
-    visible = key_pos[None, None, :] <= q_pos[:, :, None]  # [n, Tq, t]
+    last = q_pos.max(dim=1).values // bs  # [n]
+    if layout.sliding_window is None:
+        first = torch.zeros_like(last)
+    else:
+        first = (q_pos.min(dim=1).values - layout.sliding_window + 1).clamp(min=0) // bs
+    width = int((last - first).max()) + 1
+    cols = first[:, None] + torch.arange(width)[None, :]  # [n, width]
+    in_range = cols <= last[:, None]
+    cols = torch.minimum(cols, last[:, None])  # past a row's last column: masked below
+    blocks = rows.long().gather(1, cols)
+    t = width * bs
+    key_pos = (cols[:, :, None] * bs + torch.arange(bs)).reshape(n, t)  # [n, t]
+    key_ok = in_range[:, :, None].expand(n, width, bs).reshape(n, t)
+    visible = (key_pos[:, None, :] <= q_pos[:, :, None]) & key_ok[:, None, :]
     if layout.sliding_window is not None:
-        visible &= key_pos[None, None, :] > q_pos[:, :, None] - layout.sliding_window
+        visible &= key_pos[:, None, :] > q_pos[:, :, None] - layout.sliding_window
+    seen = visible.any(dim=1)  # [n, t]
     g = sharding.q_heads_per_shard // sharding.kv_heads_per_shard
     outputs = []
     for shard in range(sharding.num_shards):
         hk = sharding.kv_heads_per_shard
         keys = lane.keys[layer][shard][blocks].permute(0, 2, 1, 3, 4).reshape(n, hk, t, d)
         values = lane.values[layer][shard][blocks].permute(0, 2, 1, 3, 4).reshape(n, hk, t, d)
+        keys = torch.where(seen[:, None, :, None], keys, 0.0)
+        values = torch.where(seen[:, None, :, None], values, 0.0)
         qs = q[:, :, sharding.q_heads(shard)].reshape(n, tq, hk, g, d)
         scores = torch.einsum("nqhgd,nhtd->nhgqt", qs, keys) * scale
         scores = scores.masked_fill(~visible[:, None, None], float("-inf"))

@@ -4,22 +4,34 @@
 contract v1, per-layer KV allocation, split async read-back. The optional surfaces are mixins
 over ``ReferenceLlamaCore`` so variants (``variants.py``) can leave them out, as real tt-metal
 classes that predate them do: the plugin probes them with ``hasattr``.
+
+``ReferenceHybridForCausalLM`` adds mixed sliding-window / full attention (``hybrid.py``): it
+exposes ``get_kv_cache_spec``, so vLLM's hybrid KV cache manager gives it one KV cache group per
+attention type and the plugin sends ``page_tables_per_group``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm_tt_plugin.contract import TTLayerKVSpec
 from vllm_tt_plugin.test_models.core import (
+    DEFAULT_MAX_SEQ_LEN,
     CallRecord,
     DecodeHandle,
     ReferenceLlamaCore,
     ReferenceModelError,
     wait_event,
 )
+from vllm_tt_plugin.test_models.hybrid import HybridLayers, check_zero_attention_biases
+from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError, checkpoint_dir
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError, LayerLayout, ReferenceKVCache
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.kv_cache_interface import KVCacheSpec
 
 
 class WithPerLayerKVAllocation(ReferenceLlamaCore):
@@ -130,3 +142,65 @@ class ReferenceLlamaLanesForCausalLM(ReferenceLlamaForCausalLM):
         **ReferenceLlamaForCausalLM.model_capabilities,
         "supports_lane_data_parallel": True,
     }
+
+
+class ReferenceHybridForCausalLM(ReferenceLlamaForCausalLM):
+    """Mixed sliding-window / full attention from ``hf_config.layer_types`` (a Qwen2 checkpoint
+    with zero q/k/v biases), registered as TTReferenceHybridForCausalLM.
+
+    Each layer attends through its own group's page table (``page_tables_per_group``); the core
+    already keeps KV, token records, page-table checks and masks per group, so this class only
+    names the windows, the per-layer specs, and checks that the checkpoint is Llama math.
+    """
+
+    hybrid_layers: HybridLayers
+
+    @classmethod
+    def get_kv_cache_spec(cls, vllm_config: VllmConfig) -> dict[str, KVCacheSpec]:
+        layers = HybridLayers.from_hf_config(vllm_config.model_config.hf_config)
+        return layers.kv_cache_spec(vllm_config)
+
+    @classmethod
+    def initialize_vllm_model(
+        cls,
+        hf_config: Any,
+        mesh_device: Any,
+        max_batch_size: int,
+        max_seq_len: int = DEFAULT_MAX_SEQ_LEN,
+        tt_data_parallel: int = 1,
+        optimizations: str | None = None,
+    ) -> ReferenceHybridForCausalLM:
+        layers = HybridLayers.from_hf_config(hf_config)
+        check_zero_attention_biases(checkpoint_dir(hf_config))
+        model = super().initialize_vllm_model(
+            hf_config,
+            mesh_device,
+            max_batch_size,
+            max_seq_len=max_seq_len,
+            tt_data_parallel=tt_data_parallel,
+            optimizations=optimizations,
+        )
+        if layers.num_layers != model.dims.num_layers:
+            raise ReferenceModelConfigError(
+                f"layer_types lists {layers.num_layers} layers, the checkpoint has "
+                f"{model.dims.num_layers}"
+            )
+        assert isinstance(model, ReferenceHybridForCausalLM)
+        model.hybrid_layers = layers
+        return model
+
+    def layer_sliding_window(self, layer: int) -> int | None:
+        return self.hybrid_layers.windows[layer]
+
+    def allocate_kv_cache_per_layer(
+        self, per_layer_specs: Sequence[TTLayerKVSpec]
+    ) -> ReferenceKVCache:
+        """Also accepts ``sliding_window=None`` for a sliding layer: vLLM without its hybrid
+        manager (``--disable-hybrid-kv-cache-manager``) gives every layer full-length blocks;
+        the layer still attends within its own window, as HF does."""
+        specs = list(per_layer_specs)
+        for index, spec in enumerate(specs[: self.dims.num_layers]):
+            window = self.layer_sliding_window(index)
+            if isinstance(spec, TTLayerKVSpec) and spec.sliding_window is None and window:
+                specs[index] = dataclasses.replace(spec, sliding_window=window)
+        return super().allocate_kv_cache_per_layer(specs)
