@@ -62,7 +62,7 @@ class HostSampler:
         for state in states:
             index = self.batch.req_id_to_index.get(state.req_id)
             if index is None:
-                self.batch.add_request(
+                index = self.batch.add_request(
                     CachedRequestState(
                         req_id=state.req_id,
                         prompt_token_ids=state.prompt_token_ids,
@@ -74,6 +74,12 @@ class HostSampler:
                         output_token_ids=state.output_token_ids,
                     )
                 )
+                mask = self.batch.allowed_token_ids_mask_cpu_tensor
+                if mask is not None and not state.sampling_params.allowed_token_ids:
+                    # vLLM's condense() copies a moved row's mask but never clears the row it
+                    # vacates, and add_request only writes masks for requests that have one:
+                    # without this, a reused row restricts an unrelated request (ledger W10).
+                    mask[index].fill_(False)
             else:
                 # Penalties read the shared output list; condense() copies token_ids_cpu rows
                 # up to num_tokens_no_spec, so keep that count current.

@@ -12,11 +12,11 @@ lane from ``SchedulerOutput.tt_req_lanes``; model outputs are routed back per la
 from __future__ import annotations
 
 import copy
-import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 from vllm.config import VllmConfig
 from vllm.multimodal import MULTIMODAL_REGISTRY, MultiModalRegistry
 from vllm.v1.core.sched.interface import PauseState, SchedulerInterface
@@ -209,20 +209,19 @@ class TTLaneCoordinator(SchedulerInterface):
 
     def get_grammar_bitmask(self, scheduler_output: SchedulerOutput) -> GrammarOutput | None:
         outputs = self._pending.get(id(scheduler_output), [])
-        parts = [
-            g
-            for lane, o in zip(self.lanes, outputs, strict=True)
-            if (g := lane.get_grammar_bitmask(o)) is not None
-        ]
-        if not parts:
+        ids: list[str] = []
+        masks: list[np.ndarray] = []
+        for lane, output in zip(self.lanes, outputs, strict=True):
+            part = lane.get_grammar_bitmask(output)
+            if part is not None:
+                ids.extend(part.structured_output_request_ids)
+                # The manager fills one shared buffer and returns a view of it: copy before the
+                # next lane's call overwrites it.
+                masks.append(np.array(part.grammar_bitmask, copy=True))
+        if not ids:
             return None
-        import numpy as np
-
         return GrammarOutput(
-            structured_output_request_ids=list(
-                itertools.chain.from_iterable(p.structured_output_request_ids for p in parts)
-            ),
-            grammar_bitmask=np.concatenate([p.grammar_bitmask for p in parts]),
+            structured_output_request_ids=ids, grammar_bitmask=np.concatenate(masks)
         )
 
     @staticmethod
