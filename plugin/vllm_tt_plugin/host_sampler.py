@@ -22,6 +22,7 @@ from vllm.v1.structured_output.utils import apply_grammar_bitmask
 from vllm.v1.worker.gpu_input_batch import CachedRequestState, InputBatch
 
 from vllm_tt_plugin.input_batch import TTRequestState
+from vllm_tt_plugin.sampling_params import seeded_draw_seed
 
 
 @dataclass
@@ -103,6 +104,13 @@ class HostSampler:
         if not states:
             return HostSampleResult([], None)
         self._sync(states)
+        for state in states:
+            if state.generator is not None:
+                # The TT seeding convention: the draw depends on (seed, position) only, so it
+                # matches the device sampler's and survives route switches and preemption.
+                state.generator.manual_seed(
+                    seeded_draw_seed(state.device_seed, state.num_tokens - 1)
+                )
         order = [self.batch.req_id_to_index[s.req_id] for s in states]  # caller row -> batch row
         batch_logits = torch.empty((len(states), logits.shape[-1]), dtype=torch.float32)
         batch_logits[order] = logits.to(torch.float32)

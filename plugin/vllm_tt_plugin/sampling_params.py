@@ -92,6 +92,29 @@ class TTSamplingParams:
         )
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def seeded_draw_seed(seed: int, position: int) -> int:
+    """The generator seed of a seeded request's draw after the token at ``position``.
+
+    The TT seeding convention (docs/TT_MODEL_CONTRACT.md): a random row draws vLLM's
+    exponential race ``argmax(probs / q)`` with ``q`` from ``torch.Tensor.exponential_`` on a
+    generator seeded with this value (two splitmix64 rounds of seed and position). The plugin's
+    host sampler reseeds each seeded request's generator the same way every step, so a seeded
+    request gets the same tokens whether its batch samples on the device or on the host, and
+    regardless of batch composition, slot, reloads or preemption.
+    """
+
+    def splitmix(x: int) -> int:
+        x = (x + 0x9E3779B97F4A7C15) & _MASK64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return x ^ (x >> 31)
+
+    return splitmix(splitmix(seed & _MASK64) ^ (position & _MASK64))
+
+
 class TTLogprobs(NamedTuple):
     """Device logprobs in vLLM's layout: sampled token in column 0, then the top K."""
 

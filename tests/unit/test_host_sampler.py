@@ -72,8 +72,10 @@ def test_seeded_rows_are_reproducible(make_config: Any) -> None:
         s = state("s", temperature=1.0, seed=3)
         s.generator = torch.Generator().manual_seed(3)
         flat = torch.zeros((1, VOCAB))
-        return [sampler.sample([s], flat, SchedulerOutput.make_empty(), None).token_ids[0]
-                for _ in range(5)]
+        for _ in range(5):
+            token = sampler.sample([s], flat, SchedulerOutput.make_empty(), None).token_ids[0]
+            s.output_token_ids.append(token)  # the next draw is at the next position
+        return list(s.output_token_ids)
 
     first = run()
     assert first == run()

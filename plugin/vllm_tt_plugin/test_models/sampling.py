@@ -9,8 +9,9 @@ keeping the top token), and draw with exponential noise: ``argmax(probs / q)``, 
 (the Gumbel-max trick vLLM uses, so the draw follows ``probs`` exactly).
 
 Randomness is a pure function of (seed, position of the input token): each random row gets a
-fresh generator seeded from both, so a draw does not depend on batch composition, slot, reloads
-or preemption.
+fresh generator seeded from both (``seeded_draw_seed``, the TT seeding convention) and draws its
+noise with ``exponential_`` as vLLM's sampler does, so a draw does not depend on batch
+composition, slot, reloads or preemption, and equals the plugin's host-route draw.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.sampling_params import TTLogprobs, TTSamplingParams
+from vllm_tt_plugin.sampling_params import TTLogprobs, TTSamplingParams, seeded_draw_seed
 
 SAMPLING_EPS = 1e-5  # vLLM's threshold below which a temperature means greedy
-_MASK64 = (1 << 64) - 1
 
 _DTYPES: dict[str, torch.dtype] = {
     "temperature": torch.float32,
@@ -187,18 +187,6 @@ def _apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(logits).scatter_(1, order, ascending)
 
 
-def mix_seed(seed: int, position: int) -> int:
-    """A 64-bit generator seed from (seed, position) (two splitmix64 rounds)."""
-
-    def splitmix(x: int) -> int:
-        x = (x + 0x9E3779B97F4A7C15) & _MASK64
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-        return x ^ (x >> 31)
-
-    return splitmix(splitmix(seed & _MASK64) ^ (position & _MASK64))
-
-
 def sample(
     raw_logits: torch.Tensor,
     params: TTSamplingParams,
@@ -229,10 +217,11 @@ def sample(
 
 
 def exponential_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
-    """Exp(1) noise [vocab] for the draw after ``position``: ``-log(1 - U)``, U ~ U[0, 1) from a
-    generator seeded with ``mix_seed(seed, position)`` (4x cheaper than ``exponential_``)."""
-    generator = torch.Generator().manual_seed(mix_seed(seed, position))
-    return torch.rand(vocab, generator=generator).neg_().log1p_().neg_()
+    """Exp(1) noise [vocab] for the draw after ``position``, exactly as vLLM's sampler draws it
+    for a seeded row (``exponential_`` on the row's generator), with the generator seeded by the
+    TT seeding convention: device and host draws of a seeded request then agree."""
+    generator = torch.Generator().manual_seed(seeded_draw_seed(seed, position))
+    return torch.empty(vocab, dtype=torch.float32).exponential_(generator=generator)
 
 
 def logprobs_for(raw_logits: torch.Tensor, tokens: torch.Tensor, k: int) -> TTLogprobs:
