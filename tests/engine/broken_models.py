@@ -101,3 +101,14 @@ class SwapsSlotRows(ReferenceLlamaForCausalLM):
             order[0], order[1] = 1, 0
             tokens, page_table, start_pos = tokens[order], page_table[order], start_pos[order]
         return super().decode_forward(tokens, page_table, kv_cache, start_pos, *args, **kwargs)
+
+
+class SkipsPenaltyReset(ReferenceLlamaForCausalLM):
+    """Ignores ``reset_sampling_state``: the per-slot penalty history is never rebuilt from the
+    ``prompt_tokens`` / ``output_tokens`` the plugin sends, so a request inherits the history of
+    whatever occupied its slot before and misses tokens sampled on the host."""
+
+    def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("reset_sampling_state"):
+            kwargs = {**kwargs, "reset_sampling_state": False}
+        return super().decode_forward(*args, **kwargs)

@@ -3,8 +3,12 @@
 against it; the checks aimed at the fault must fail, and a control check unrelated to it must
 still pass (so the failures are the fault's, not a dead server's).
 
-One server start per fault; the checks run in a pytest subprocess (no xdist), exactly as a user
-runs them, and the test reads the run's report JSON. Needs the bundled checkpoint
+Faults: IgnoresPenalties (device sampler drops penalties -> test_penalties), KeepsStaleTokens
+(half-applied reload after host-sampled steps -> test_decode_reload host switches,
+test_sampling_fallback), SkipsPenaltyReset (penalty history never rebuilt -> mixed penalties,
+penalised long request through arrivals), SwapsSlotRows (two live slots trade inputs ->
+test_isolation). One server start per fault; the checks run in a pytest subprocess (no xdist),
+exactly as a user runs them, and the test reads the run's report JSON. Needs the bundled checkpoint
 fixtures/models/tt-reference-llama (a trained model: penalty and fallback checks need an LM).
 """
 
@@ -58,10 +62,23 @@ FAULTS = (
             f"{CHECKS}.test_seeding::test_same_seed_reproduces",
         ),
         (
-            "*test_decode_reload::test_host_sampling_switches",
+            "*test_decode_reload::test_host_sampling_switches[greedy]",
+            "*test_decode_reload::test_host_sampling_switches[penalised]",
             "*test_sampling_fallback::test_feature_in_device_batch[min_p]",
         ),
         ("*test_seeding::test_same_seed_reproduces",),
+    ),
+    Fault(
+        "SkipsPenaltyReset",
+        (
+            f"{CHECKS}.test_penalties::test_mixed_penalties_match_solo",
+            f"{CHECKS}.test_decode_reload::test_companions_arrive_and_leave",
+        ),
+        (
+            "*test_penalties::test_mixed_penalties_match_solo",
+            "*test_decode_reload::test_companions_arrive_and_leave[penalised]",
+        ),
+        ("*test_decode_reload::test_companions_arrive_and_leave[greedy]",),
     ),
     Fault(
         "SwapsSlotRows",

@@ -1,0 +1,133 @@
+"""Request isolation: a request's output does not depend on what else is in the batch.
+
+Promise: a greedy request, and a seeded sampled request, produce the same tokens whether they
+run alone, in a full batch of unrelated requests with other sampling settings (temperatures,
+top-k/top-p, penalties, logprobs, unseeded sampling), or in the same batch submitted in another
+order (so they land in other slots). Why: TT models run the batch as one padded device tensor
+with per-slot sampling parameters and penalty state; a wrong slot index, a parameter applied to
+the wrong row or state leaking between slots shows up as a changed output here.
+
+Every request of the mixed batch is eligible for device sampling (logprobs <= 5, top-k <= 20),
+so the batch stays on the device path; host fallback is covered by test_sampling_fallback.
+Requests end at different lengths, so the batch layout changes while the compared ones decode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tt_conformance.checks._support import (
+    PLAIN_PROMPTS,
+    Body,
+    capacity,
+    complete_all,
+    complete_each,
+    describe_body,
+    fill,
+    greedy,
+    mismatches,
+    shuffled,
+    unshuffle,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from tt_conformance.server import ServerInfo
+
+pytestmark = pytest.mark.isolation
+
+MAX_TOKENS = 24
+
+# (template, compared): compared requests are deterministic (greedy or seeded); the others are
+# unseeded companions whose outputs are free but whose presence must not matter.
+MIXED: tuple[tuple[Body, bool], ...] = (
+    ({"temperature": 0.0, "max_tokens": MAX_TOKENS}, True),
+    ({"temperature": 1.0, "max_tokens": 8}, False),
+    ({"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 1234, "max_tokens": MAX_TOKENS}, True),
+    ({"temperature": 0.0, "repetition_penalty": 1.3, "max_tokens": MAX_TOKENS}, True),
+    ({"temperature": 0.5, "top_p": 0.5, "max_tokens": 40}, False),
+    ({"temperature": 0.0, "logprobs": 5, "max_tokens": MAX_TOKENS}, True),
+    (
+        {
+            "temperature": 1.2,
+            "top_k": 5,
+            "seed": 7,
+            "presence_penalty": 0.5,
+            "max_tokens": MAX_TOKENS,
+        },
+        True,
+    ),
+    ({"temperature": 0.7, "top_k": 3, "frequency_penalty": 0.4, "max_tokens": 16}, False),
+)
+
+
+def mixed_batch(size: int) -> tuple[list[Body], list[bool]]:
+    templates = [{**t, "ignore_eos": True} for t, _ in MIXED]
+    requests = fill(templates, size)
+    compared = [MIXED[i % len(MIXED)][1] for i in range(size)]
+    return requests, compared
+
+
+@pytest.mark.xdist_group("exclusive")
+def test_mixed_batch_matches_solo(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+    """Greedy and seeded requests give their solo tokens in a full mixed batch, in two orders.
+
+    Runs alone: a host-only request from another check in the batch would move the seeded
+    requests to the host sampler (see test_sampling_fallback::test_seeded_companion_*)."""
+    requests, compared = mixed_batch(capacity(server))
+    picked = [i for i, c in enumerate(compared) if c]
+    solo = complete_each(async_openai_client, server.model, [requests[i] for i in picked])
+    batched = complete_all(async_openai_client, server.model, requests)
+    reordered, order = shuffled(requests)
+    again = unshuffle(complete_all(async_openai_client, server.model, reordered), order)
+    labels = [f"#{i} ({describe_body(requests[i])})" for i in picked]
+    problems = mismatches(labels, solo, [batched[i] for i in picked])
+    problems += [
+        line.replace("batched:", "shuffled:")
+        for line in mismatches(labels, solo, [again[i] for i in picked])
+    ]
+    assert not problems, (
+        f"{len(problems)} deterministic request(s) changed output when batched with "
+        f"{len(requests) - 1} others:\n" + "\n".join(problems)
+    )
+    for i, out in enumerate(batched + again):
+        req = requests[i % len(requests)]
+        assert out.finish_reason == "length" and len(out.token_ids) == req["max_tokens"], (
+            f"request {describe_body(req)} ended early: {out.describe()}"
+        )
+
+
+def test_same_prompt_in_every_slot(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+    """One greedy prompt sent to every slot at once gives the solo output in each slot."""
+    request = greedy(PLAIN_PROMPTS[1], MAX_TOKENS, ignore_eos=True)
+    solo = complete_each(async_openai_client, server.model, [request])[0]
+    outputs = complete_all(async_openai_client, server.model, [request] * capacity(server))
+    differing = [i for i, out in enumerate(outputs) if out.token_ids != solo.token_ids]
+    assert not differing, (
+        f"{len(differing)} of {len(outputs)} copies differ from the solo output "
+        f"{solo.describe()}; first: {outputs[differing[0]].describe()}"
+    )
+
+
+@pytest.mark.parametrize("fraction", ["half", "full"])
+def test_distinct_greedy_prompts_batched(
+    server: ServerInfo, async_openai_client: AsyncOpenAI, fraction: str
+) -> None:
+    """Distinct greedy prompts batched together each give their solo output."""
+    size = capacity(server) if fraction == "full" else max(2, capacity(server) // 2)
+    requests = [greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], MAX_TOKENS) for i in range(size)]
+    distinct = list({r["prompt"]: r for r in requests}.values())
+    solo = dict(
+        zip(
+            [r["prompt"] for r in distinct],
+            complete_each(async_openai_client, server.model, distinct),
+            strict=True,
+        )
+    )
+    batched = complete_all(async_openai_client, server.model, requests)
+    labels = [f"#{i} prompt {r['prompt']!r}" for i, r in enumerate(requests)]
+    problems = mismatches(labels, [solo[r["prompt"]] for r in requests], batched)
+    assert not problems, "greedy outputs changed when batched:\n" + "\n".join(problems)

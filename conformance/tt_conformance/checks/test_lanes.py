@@ -1,0 +1,73 @@
+"""Lanes: a lane data-parallel server (``--data_parallel_size N`` served as N in-process TT lanes,
+``--max-num-seqs`` per lane) runs N x max_num_seqs requests at once, and every lane computes the
+same thing.
+
+Promises:
+- lanes x max_num_seqs concurrent requests all finish with their full length;
+- the same greedy prompt sent lanes x max_num_seqs times at once gives the solo output in every
+  copy, whichever lane and slot it lands in; the same holds for a seeded sampled prompt.
+Why: each lane has its own KV cache and slot range inside one global decode batch; a lane offset
+applied wrongly sends a request to another lane's cache or sampling row.
+Runs only against servers started with lanes (``--tt-lanes N``); the checks fill the server, so
+they run alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tt_conformance.checks._support import (
+    PLAIN_PROMPTS,
+    VARIED_PROMPT,
+    body,
+    capacity,
+    complete_all,
+    complete_each,
+    greedy,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from tt_conformance.server import ServerInfo
+
+pytestmark = [
+    pytest.mark.lanes,
+    pytest.mark.requires_lanes(2),
+    pytest.mark.xdist_group("exclusive"),
+]
+
+MAX_TOKENS = 24
+
+
+def test_every_lane_slot_finishes(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+    n = capacity(server)
+    requests = [
+        greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], MAX_TOKENS, ignore_eos=True) for i in range(n)
+    ]
+    outputs = complete_all(async_openai_client, server.model, requests)
+    short = [i for i, out in enumerate(outputs) if len(out.token_ids) != MAX_TOKENS]
+    assert not short, f"{len(short)} of {n} requests on {server.lanes} lanes ended early: {short}"
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        pytest.param(greedy(PLAIN_PROMPTS[2], MAX_TOKENS, ignore_eos=True), id="greedy"),
+        pytest.param(
+            body(VARIED_PROMPT, MAX_TOKENS, temperature=1.0, seed=31, ignore_eos=True), id="seeded"
+        ),
+    ],
+)
+def test_same_output_on_every_lane(
+    server: ServerInfo, async_openai_client: AsyncOpenAI, request_body: dict
+) -> None:
+    solo = complete_each(async_openai_client, server.model, [request_body])[0]
+    outputs = complete_all(async_openai_client, server.model, [request_body] * capacity(server))
+    differing = [i for i, out in enumerate(outputs) if out.token_ids != solo.token_ids]
+    assert not differing, (
+        f"{len(differing)} of {len(outputs)} copies across {server.lanes} lanes differ from the "
+        f"solo output {solo.describe()}; e.g. {outputs[differing[0]].describe()}"
+    )

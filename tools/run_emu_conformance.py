@@ -1,0 +1,217 @@
+"""Run the conformance suite against the bundled reference model on the host-emulated mesh, then
+gate the report against the committed baseline (`tox -e emu`).
+
+    python tools/run_emu_conformance.py [--model DIR] [--workers 2] [--update-baseline]
+                                        [-- EXTRA PYTEST ARGS]
+
+1. starts `vllm serve` on 127.0.0.1 (free port) with the default server options below;
+2. runs `pytest --pyargs tt_conformance.checks -n WORKERS --dist loadgroup` against it, writing
+   the report (JSON + Markdown + JUnit) to reports/<model>/emulated/ and applying the committed
+   expectations reports/baselines/<model>/emulated/expectations.json;
+3. stops the server (always, also when pytest or the start fails);
+4. gates the new report against reports/baselines/<model>/emulated/baseline.json with
+   tt-conformance-gate.
+
+Exit status: pytest's usage/internal errors (>= 2) as they are (3 also when the suite exceeds
+--timeout); otherwise the gate's status when it is non-zero, else pytest's (so a failing check
+that is new to the baseline also fails).
+``--update-baseline`` copies the new report to baseline.json instead of gating (review the diff).
+This driver may import the plugin (it launches the server); the checks never do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tt_conformance._names import mesh_shape_for
+from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
+
+REPO = Path(__file__).resolve().parents[1]
+DEVICE = "emulated"
+DEFAULT_SUITE_TIMEOUT_S = 2400.0  # far above the few minutes the suite takes; CI has 90 minutes
+EXIT_TIMEOUT = 3
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What the suite runs against by default, recorded in the report via --tt-server-options.
+
+    Device sampling on (batches needing host-only features fall back per batch), async decode
+    on (the reload contract's resident-input path), 8 sequences and 1024 tokens of context (a
+    full batch and the context-length edge stay cheap on a CPU), and a KV pool of 2048 tokens
+    per lane so that a full batch of long requests forces preemption.
+    """
+
+    mesh: str = "N300"
+    tt: dict[str, object] = field(default_factory=lambda: {"sample_on_device_mode": "all"})
+    max_num_seqs: int = 8
+    max_model_len: int = 1024
+    async_scheduling: bool = True
+    kv_tokens_per_lane: int = 2048
+
+    def vllm_args(self) -> list[str]:
+        args = [f"--max-num-seqs={self.max_num_seqs}", f"--max-model-len={self.max_model_len}"]
+        return [*args, "--async-scheduling"] if self.async_scheduling else args
+
+    def env(self) -> dict[str, str]:
+        return {"TT_REFERENCE_MAX_TOKENS_ALL_USERS": str(self.kv_tokens_per_lane)}
+
+    def record(self, model: Path) -> str:
+        return json.dumps(
+            {
+                "model": str(model.name),
+                "mesh_device": self.mesh,
+                "additional_config.tt": self.tt,
+                "vllm_args": self.vllm_args(),
+                "env": {"TT_REFERENCE_MAX_TOKENS_ALL_USERS": self.kv_tokens_per_lane},
+            },
+            sort_keys=True,
+        )
+
+
+def report_files(directory: Path) -> set[Path]:
+    if not directory.is_dir():
+        return set()
+    return {p for p in directory.glob("*.json") if p.name != "latest.json"}
+
+
+def pytest_command(
+    server: EmulatedServer,
+    options: ServerOptions,
+    model: Path,
+    report_dir: Path,
+    expectations: Path,
+    workers: int,
+    extra: Sequence[str],
+) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", "tt_conformance.checks",
+        "--tt-server-url", server.url,
+        "--tt-model-name", server.model_name,
+        "--tt-device", DEVICE,
+        "--tt-max-num-seqs", str(options.max_num_seqs),
+        "--tt-server-options", options.record(model),
+        "--tt-report-dir", str(report_dir),
+        "-rfEsxX",
+    ]  # fmt: skip
+    mesh_shape = mesh_shape_for(options.mesh)
+    if mesh_shape:
+        cmd += ["--tt-mesh-shape", mesh_shape]
+    if expectations.is_file():
+        cmd += ["--tt-expectations", str(expectations)]
+    if workers > 0:
+        cmd += ["-n", str(workers), "--dist", "loadgroup"]
+    return cmd + list(extra)
+
+
+def run_suite(cmd: list[str], timeout_s: float) -> int:
+    """Run pytest in its own process group; on timeout kill the group (xdist workers too)."""
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        print(f"[emu] the suite exceeded {timeout_s:.0f} s; killing it", flush=True)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return EXIT_TIMEOUT
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, default=BUNDLED_MODEL, help="checkpoint directory")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (0 = none)")
+    parser.add_argument("--reports", type=Path, default=REPO / "reports", help="reports root")
+    parser.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help="store the new report as the baseline instead of gating against it",
+    )
+    parser.add_argument("--server-log", type=Path, default=None, help="keep the server log here")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_SUITE_TIMEOUT_S,
+        help=f"kill the suite after this many seconds (default {DEFAULT_SUITE_TIMEOUT_S:.0f})",
+    )
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- extra pytest arguments")
+    args = parser.parse_args(argv)
+    extra = list(args.pytest_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    if not (args.model / "config.json").is_file():
+        parser.error(f"--model {args.model}: no config.json there (is the checkpoint generated?)")
+    if args.workers < 0:
+        parser.error(f"--workers must be >= 0, got {args.workers}")
+    if args.timeout <= 0:
+        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
+
+    options = ServerOptions()
+    name = args.model.name
+    report_dir = args.reports / name / DEVICE
+    baseline_dir = args.reports / "baselines" / name / DEVICE
+    baseline, expectations = baseline_dir / "baseline.json", baseline_dir / "expectations.json"
+    server = EmulatedServer(
+        model=args.model,
+        mesh_device=options.mesh,
+        tt_options=options.tt,
+        vllm_args=options.vllm_args(),
+        env=options.env(),
+        served_model_name=name,
+        log_path=args.server_log,
+    )
+    before = report_files(report_dir)
+    started = time.monotonic()
+    with server:
+        print(
+            f"[emu] server {name} healthy at {server.url} after "
+            f"{time.monotonic() - started:.1f} s (log {server.log_path})",
+            flush=True,
+        )
+        suite_start = time.monotonic()
+        cmd = pytest_command(
+            server, options, args.model, report_dir, expectations, args.workers, extra
+        )
+        pytest_rc = run_suite(cmd, args.timeout)
+        print(
+            f"[emu] suite finished in {time.monotonic() - suite_start:.1f} s "
+            f"(pytest exit {pytest_rc}); stopping the server",
+            flush=True,
+        )
+    new = sorted(report_files(report_dir) - before)
+    if pytest_rc >= 2 or not new:
+        print(f"[emu] no usable report (pytest exit {pytest_rc}, new reports {new})", flush=True)
+        return pytest_rc if pytest_rc >= 2 else 2
+    report = new[-1]
+    if args.update_baseline:
+        baseline_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(report, baseline)
+        print(f"[emu] baseline updated: {baseline} <- {report}")
+        return pytest_rc
+    gate = ["tt-conformance-gate", "--baseline", str(baseline), "--candidate", str(report)]
+    if expectations.is_file():
+        gate += ["--expectations", str(expectations)]
+    gate_exe = shutil.which("tt-conformance-gate")
+    if gate_exe is None:  # not on PATH (e.g. run outside tox): same entry point via -m
+        gate = [sys.executable, "-m", "tt_conformance.gate", *gate[1:]]
+    gate_rc = subprocess.call(gate, cwd=REPO)
+    return gate_rc or pytest_rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
