@@ -180,6 +180,16 @@ def _compare_perf(
     )
 
 
+def _change_text(worse_by: float | None) -> str:
+    if worse_by is None:
+        return "—"
+    if worse_by > 0:
+        return f"{_pct(worse_by)} worse"
+    if worse_by < 0:
+        return f"{_pct(-worse_by)} better"
+    return "unchanged"
+
+
 def _worse_by(baseline: float, candidate: float, better: str) -> float:
     """Relative change in the bad direction (0.2 = 20 % worse; negative = better)."""
     delta = candidate - baseline
@@ -233,7 +243,7 @@ def render(result: GateResult, baseline: Report, candidate: Report) -> str:
                         p.name,
                         f"{format_number(p.baseline)} {p.unit}",
                         "—" if p.candidate is None else f"{format_number(p.candidate)} {p.unit}",
-                        "—" if p.worse_by is None else _pct(p.worse_by) + " worse",
+                        _change_text(p.worse_by),
                         "—" if p.tolerance is None else _pct(p.tolerance),
                         p.verdict,
                     ]

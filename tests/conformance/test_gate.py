@@ -215,3 +215,12 @@ def test_cli_bad_expectations_and_mismatch(tmp_path: Path, make_report, capsys) 
         ["--baseline", str(b), "--candidate", str(b), "--default-perf-tolerance", "-1"]
     )
     assert code == gate.EXIT_BAD_INPUT
+
+
+def test_perf_table_words_the_direction() -> None:
+    from tt_conformance.gate import _change_text
+
+    assert _change_text(0.25) == "25.0% worse"
+    assert _change_text(-0.2) == "20.0% better"
+    assert _change_text(0.0) == "unchanged"
+    assert _change_text(None) == "—"
