@@ -51,8 +51,13 @@ class Measurement:
 
 
 def timed_batch(url: str, batch: int, max_tokens: int) -> float:
-    body = {"model": "ref", "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0,
-            "ignore_eos": True}
+    body = {
+        "model": "ref",
+        "prompt": PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
 
     def one(_: int) -> None:
         r = requests.post(f"{url}/v1/completions", json=body, timeout=900)
@@ -89,7 +94,9 @@ def measure(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--steps-ms", type=float, nargs="+", default=[17.0, 40.0])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--batch", type=int, default=32)
@@ -118,8 +125,15 @@ def main() -> int:
     print(
         tabulate(
             rows,
-            headers=["device step ms", "async", "decode step ms", "tok/s", "device limit tok/s",
-                     "ratio to limit", "host overhead ms/step"],
+            headers=[
+                "device step ms",
+                "async",
+                "decode step ms",
+                "tok/s",
+                "device limit tok/s",
+                "ratio to limit",
+                "host overhead ms/step",
+            ],
         )
     )
     base = results[(0.0, False)]

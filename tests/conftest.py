@@ -85,6 +85,7 @@ def make_config(
         **engine_args: Any,
     ) -> Any:
         from vllm.engine.arg_utils import EngineArgs
+
         from vllm_tt_plugin.model_registry import reset_registry
 
         if model_class is not None:

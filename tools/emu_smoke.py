@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import requests
+
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tt_conformance._names import default_expectations_path, path_component
 from tt_conformance.expectations import (
     ExpectationsError,

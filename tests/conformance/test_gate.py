@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tt_conformance import gate
 from tt_conformance.expectations import expectations_from_dict
 from tt_conformance.report import CollectionError, write_report

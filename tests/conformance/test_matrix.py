@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tt_conformance import matrix
 from tt_conformance.report import CollectionError, write_report
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tt_conformance.report import load_report
 
 CHECKS_MIXED = """

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from tt_conformance import report as report_mod
 from tt_conformance.report import (
     ReportError,

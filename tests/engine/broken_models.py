@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+
 from vllm_tt_plugin.sampling_params import (
     NEUTRAL_FREQUENCY,
     NEUTRAL_PRESENCE,

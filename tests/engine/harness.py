@@ -20,9 +20,9 @@ from typing import Any
 
 import requests
 import torch
-from vllm_tt_plugin.emulation.server import EmulatedServer
 
 from tests.conftest import BUNDLED_MODEL, REPO
+from vllm_tt_plugin.emulation.server import EmulatedServer
 
 # Engine tests may point at another checkpoint (same architecture) while developing.
 MODEL_DIR = Path(os.environ.get("TT_ENGINE_TEST_MODEL", str(BUNDLED_MODEL)))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tt_conformance.report import load_report
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, HOST_STUBS, EmulatedServer
 

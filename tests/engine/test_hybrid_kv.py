@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vllm_tt_plugin.kv_cache import compute_block_budget
 
 from tests.conftest import REPO
 from tests.engine.harness import (
@@ -31,6 +30,7 @@ from tests.engine.harness import (
     runner_stats,
     serve,
 )
+from vllm_tt_plugin.kv_cache import compute_block_budget
 
 # Engine tests may point at another hybrid checkpoint (same format) while developing.
 MODEL = Path(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import requests
-from vllm_tt_plugin.emulation.server import ServerStartError
 
 from tests.engine.harness import complete_ids, serve
+from vllm_tt_plugin.emulation.server import ServerStartError
 
 SMALL_POOL = {"TT_REFERENCE_MAX_TOKENS_ALL_USERS": "512"}  # 8 blocks of 64 (+ headroom)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from vllm_tt_plugin.config import (
     TTConfigError,
     TTOptions,

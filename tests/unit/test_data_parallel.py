@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import write_checkpoint_config
+from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices, runtime_info
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
 from vllm_tt_plugin.mesh_spec import MeshSpec
@@ -16,9 +19,6 @@ from vllm_tt_plugin.utils.device_discovery import (
     discover_in_process,
     submesh_shape,
 )
-
-from tests.conftest import write_checkpoint_config
-from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
 
 FAKES = "tests.unit.fakes.models"
 

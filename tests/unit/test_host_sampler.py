@@ -1,4 +1,4 @@
-"""The host sampling path: vLLM's InputBatch and Sampler driven the way the TT runner drives them."""
+"""The host sampling path: vLLM's InputBatch and Sampler, driven the way the TT runner does."""
 
 from __future__ import annotations
 

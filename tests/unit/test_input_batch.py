@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from vllm.sampling_params import SamplingParams
+
 from vllm_tt_plugin.input_batch import (
     LaneSlots,
     TTInputBatch,

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+
+from tests.conftest import write_checkpoint_config
 from vllm_tt_plugin.kv_cache import (
     compute_block_budget,
     model_max_tokens_all_users,
     pool_bytes_per_block,
     uniform_kv_cache_spec,
 )
-
-from tests.conftest import write_checkpoint_config
 
 
 def test_budget_arithmetic() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import ttnn
+
 from vllm_tt_plugin.fabric import HARDWARE_DEFAULTS, resolve_fabric_kwargs
 from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpecError, parse_mesh_device
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from vllm_tt_plugin import model_registry
 from vllm_tt_plugin.model_registry import (
     RegistryError,

@@ -102,6 +102,7 @@ def test_operational_constraints_are_rejected(
 
 def test_prompt_logprobs_rejected_at_request_validation() -> None:
     from vllm.sampling_params import SamplingParams
+
     from vllm_tt_plugin.platform import TTPlatform
 
     TTPlatform.validate_request({}, SamplingParams(max_tokens=4))

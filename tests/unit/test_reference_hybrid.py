@@ -27,6 +27,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM, Qwen2ForCausalLM
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+
+from tests.conftest import REPO
 from vllm_tt_plugin.contract import TTLayerKVSpec
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.kv_cache import compute_block_budget, layer_name, sliding_windows
@@ -36,8 +38,6 @@ from vllm_tt_plugin.test_models.inputs import ContractInputError
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError
 from vllm_tt_plugin.test_models.reference_llama import ReferenceHybridForCausalLM
-
-from tests.conftest import REPO
 
 BS = 16  # block size
 WINDOW = 24  # not a multiple of BS: the window's first block is partly outside it
@@ -490,6 +490,7 @@ def hybrid_vllm_config(checkpoint, clean_registry):
 
 def test_kv_cache_spec_per_layer_and_vllm_groups(hybrid_vllm_config):
     from vllm.v1.core import kv_cache_utils
+
     from vllm_tt_plugin.kv_cache import layer_specs_for_model
 
     config = hybrid_vllm_config(max_model_len=MAX_LEN, max_num_seqs=4)
@@ -521,6 +522,7 @@ def test_without_vllm_hybrid_manager_one_group_carries_no_window(hybrid_vllm_con
     """--disable-hybrid-kv-cache-manager: vLLM merges every layer into one full-attention group
     and the plugin passes sliding_window=None, which the model accepts (see the model test)."""
     from vllm.v1.core import kv_cache_utils
+
     from vllm_tt_plugin.kv_cache import layer_specs_for_model
 
     config = hybrid_vllm_config(

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
+
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import TTLayerKVSpec, decode_contract_version
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice

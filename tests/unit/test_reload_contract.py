@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vllm_tt_plugin.reload_contract import (
     FULL_RELOAD,
     HOST_STEP_RELOAD,

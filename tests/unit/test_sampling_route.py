@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route, host_only_feature

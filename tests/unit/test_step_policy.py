@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
 
 BOTH = WorkFacts(prefill_ready=True, decode_ready=True)

@@ -23,6 +23,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
+
 from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
 from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
 from vllm_tt_plugin.step_policy import StepMode
