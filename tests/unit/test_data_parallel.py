@@ -248,3 +248,23 @@ def test_forced_prefill_admitting_nothing_falls_back_to_decode(make_config: Any)
     out = coord.schedule()
     assert set(out.num_scheduled_tokens) == {a.request_id, b.request_id}
     assert all(n == 1 for n in out.num_scheduled_tokens.values())
+
+
+def test_kv_budget_is_per_lane(make_config: Any) -> None:
+    """Each lane has its own KV pool: headroom is one block per sequence of a lane."""
+    from tests.unit.fakes.models import LaneModel
+    from vllm_tt_plugin.capabilities import ModelCapabilities
+    from vllm_tt_plugin.loader import ResolvedModel
+    from vllm_tt_plugin.model_registry import ModelTarget
+    from vllm_tt_plugin.worker import TTWorker
+
+    config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=4, max_num_seqs=8)
+    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
+    worker.resolved = ResolvedModel(
+        ModelTarget("TTReferenceLlamaForCausalLM", f"{FAKES}:LaneModel", "override"),
+        LaneModel,
+        ModelCapabilities.from_model_class(LaneModel),
+    )
+    budget = worker.get_num_available_blocks_tt()
+    assert budget.seqs_per_lane == 8  # not the global 32
+    assert budget.num_blocks == 131072 // 64 + 8 + 1
