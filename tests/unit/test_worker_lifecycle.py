@@ -1,0 +1,132 @@
+"""TTWorker's start-up sequence with the real reference model on the emulated mesh (no engine).
+
+The same calls, in the same order, that vLLM's engine makes: init_device, load_model,
+get_kv_cache_spec, determine_available_memory, initialize_from_config,
+compile_or_warm_up_model. The reference model records every contract call, so the test sees
+which warm-up phases ran and with which trace setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
+
+from vllm_tt_plugin.worker import TTWorker
+
+TINY = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=512,
+)
+
+
+@pytest.fixture(scope="module")
+def weights_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import json
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("ref-weights")
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**TINY, tie_word_embeddings=False)).save_pretrained(path)
+    config = json.loads((path / "config.json").read_text())
+    config["architectures"] = ["ReferenceLlamaForCausalLM"]
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def start_worker(make_config: Any, checkpoint: Path, **tt: Any) -> TTWorker:
+    config = make_config(
+        model=checkpoint,
+        model_class=None,
+        tt={"register_test_models": True, "emulated_mesh": True, **tt},
+        max_num_seqs=4,
+        max_model_len=256,
+    )
+    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
+    worker.init_device()
+    worker.load_model()
+    specs = worker.get_kv_cache_spec()
+    available = worker.determine_available_memory()
+    kv_config = get_kv_cache_configs(config, [specs], [available])[0]
+    worker.initialize_from_config(kv_config)
+    worker.compile_or_warm_up_model()
+    return worker
+
+
+def warmups(worker: TTWorker) -> list[tuple[str, bool]]:
+    return [
+        (r.method, bool(r.enable_trace))
+        for r in worker.model.call_log
+        if r.method.startswith("warmup_model")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("trace_mode", "expected"),
+    [
+        (
+            "all",
+            [
+                ("warmup_model_prefill", False),
+                ("warmup_model_decode", False),
+                ("warmup_model_prefill", True),
+                ("warmup_model_decode", True),
+            ],
+        ),
+        (
+            "decode_only",
+            [
+                ("warmup_model_prefill", False),
+                ("warmup_model_decode", False),
+                ("warmup_model_decode", True),
+            ],
+        ),
+        ("none", [("warmup_model_prefill", False), ("warmup_model_decode", False)]),
+    ],
+)
+def test_two_phase_warmup_follows_trace_mode(
+    make_config: Any, weights_checkpoint: Path, trace_mode: str, expected: list[tuple[str, bool]]
+) -> None:
+    worker = start_worker(make_config, weights_checkpoint, trace_mode=trace_mode)
+    try:
+        assert warmups(worker) == expected
+        runner = worker.model_runner
+        assert runner is not None
+        assert runner.prefill_trace is (trace_mode == "all")
+        assert runner.decode_trace is (trace_mode in ("all", "decode_only"))
+    finally:
+        worker.shutdown()
+
+
+def test_warmup_can_be_disabled(make_config: Any, weights_checkpoint: Path) -> None:
+    worker = start_worker(make_config, weights_checkpoint, enable_model_warmup=False)
+    try:
+        assert warmups(worker) == []
+    finally:
+        worker.shutdown()
+
+
+def test_block_budget_is_published_as_override_and_bytes(
+    make_config: Any, weights_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TT_REFERENCE_MAX_TOKENS_ALL_USERS", "1024")
+    worker = start_worker(make_config, weights_checkpoint)
+    try:
+        budget = worker.block_budget
+        assert budget is not None
+        assert budget.num_blocks == 1024 // 64 + 4 + 1
+        assert worker.cache_config.num_gpu_blocks_override == budget.num_blocks
+        assert worker.cache_config.num_gpu_blocks == budget.num_blocks
+    finally:
+        worker.shutdown()
+    assert worker.mesh is None  # shutdown closed the mesh
