@@ -70,7 +70,7 @@ class RunnerStats:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
-class StepMixError(RuntimeError):
+class UnsupportedStepError(RuntimeError):
     """A scheduler output TT cannot execute: mixed prefill and decode work (TT steps are one or
     the other), or work the TT runtime does not do (KV block copies)."""
 
@@ -178,7 +178,7 @@ class TTModelRunner:
         if scheduler_output.kv_cache_block_copies:
             # Copy-on-write of partially cached blocks needs block copies in the TT KV cache;
             # it only arises when vLLM hashes at a finer granularity than the block size.
-            raise StepMixError(
+            raise UnsupportedStepError(
                 "KV cache block copies (partial prefix-cache hits) are not supported on TT"
             )
         rows = [
@@ -189,20 +189,18 @@ class TTModelRunner:
         ]
         kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
         if len(kinds) > 1:
-            raise StepMixError(
+            raise UnsupportedStepError(
                 "TT steps are prefill-only or decode-only, but this scheduler output mixes "
                 f"both: {dict(scheduler_output.num_scheduled_tokens)}"
             )
         self._step_id += 1
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
-        self._drain()
+        self.drain()
         return self._run_prefill(rows, scheduler_output, grammar_output)
 
     def drain(self) -> None:
-        self._drain()
-
-    def _drain(self) -> None:
+        """Read back every in-flight decode step (the host then knows every latest token)."""
         if len(self.inflight):
             self.stats.drains += 1
             self.inflight.drain()
@@ -382,7 +380,7 @@ class TTModelRunner:
         command = self.planner.plan(step)
         if command.reload_inputs or self.contract_version < 1:
             # The host must know every slot's latest token before it sends inputs.
-            self._drain()
+            self.drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
         handle = self._submit_decode(active, step, command, decision, read_from_device=not overlap)
         # Accepted: the device now holds this layout.
