@@ -125,10 +125,6 @@ class ReloadPlanner:
             command = replace(command, slot_remap=step.slot_remap)
         return command
 
-    def needs_drain(self, step: DecodeStep) -> bool:
-        """True when in-flight async work must be read back before this step is built."""
-        return self.plan(step).reload_inputs
-
     @staticmethod
     def legacy_reset_batch(command: ReloadCommand) -> bool:
         """v0 models get one flag for any reload. It is sticky for free: the view only
