@@ -176,10 +176,10 @@ def test_hybrid_parity_device_sampling_async_prefix_cache_and_preemption(
     max_tokens = 48
     want = hf_reference(prompts, max_tokens)
     args = ["--max-num-seqs", str(SEQS), "--max-model-len", "512", "--async-scheduling"]
-    args += ["--enable-prefix-caching"]
-    # A 64-token budget: 1 budget block + 8 sequence + 24 sliding headroom blocks (+ the null
-    # block) for 8 sequences of up to ~340 tokens (6 full + 3-4 sliding blocks each), so decode
-    # growth preempts (4-5 preemptions measured).
+    args += ["--enable-prefix-caching", "--max-num-batched-tokens", "128"]
+    # A 64-token budget: 1 budget block + 8 sequence + 24 sliding + 4 in-flight headroom blocks
+    # (2 async batches of 128 tokens) + the null block, for 8 sequences of up to ~340 tokens
+    # (6 full + 3-4 sliding blocks each), so decode growth preempts.
     env = {"TT_REFERENCE_MAX_TOKENS_ALL_USERS": "64"}
     with serve(model=MODEL, tt={"sample_on_device_mode": "all"}, vllm_args=args, env=env) as server:
         first = complete_ids(server.url, prompts[0], max_tokens)  # fills the prefix cache
