@@ -290,7 +290,7 @@ class TTModelRunner:
                 kwargs.update(self._penalty_kwargs(states))
         try:
             out = self.model.prefill_forward(
-                tokens,
+                tokens=tokens,
                 kv_cache=self.kv_cache,
                 enable_trace=self.prefill_trace,
                 prompt_lens=[r.end for r in rows],
@@ -430,7 +430,7 @@ class TTModelRunner:
         else:
             kwargs["reset_batch"] = ReloadPlanner.legacy_reset_batch(command)
         return self.model.decode_forward(
-            tokens,
+            tokens=tokens,
             kv_cache=self.kv_cache,
             start_pos=start_pos,
             enable_trace=self.decode_trace,
