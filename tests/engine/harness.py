@@ -54,6 +54,9 @@ def serve(
         vllm_args=list(vllm_args),
         env={
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            # The assertions read the plugin's INFO lines (runner stats, DP groups, KV groups),
+            # whatever level the calling environment sets (tox sets WARNING).
+            "VLLM_LOGGING_LEVEL": "INFO",
             **(env or {}),
         },
         served_model_name="ref",
