@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.contract import TTModel
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_registry import ModelTarget, get_registry
 
@@ -38,14 +39,27 @@ def resolve_model_class(vllm_config: VllmConfig, options: TTOptions) -> Resolved
     return ResolvedModel(target, model_cls, ModelCapabilities.from_model_class(model_cls))
 
 
+class ModelContractError(TypeError):
+    """A TT model class or object lacks part of the contract the plugin calls."""
+
+
+def check_model_class(model_cls: type) -> None:
+    if not callable(getattr(model_cls, "initialize_vllm_model", None)):
+        raise ModelContractError(
+            f"{model_cls.__qualname__} has no initialize_vllm_model classmethod "
+            "(docs/TT_MODEL_CONTRACT.md)"
+        )
+
+
 def load_model(
     vllm_config: VllmConfig,
     resolved: ResolvedModel,
     mesh_device: Any,
     options: TTOptions,
     lanes: int,
-) -> Any:
+) -> TTModel:
     """``initialize_vllm_model`` with the contract's arguments."""
+    check_model_class(resolved.model_cls)
     model_config = vllm_config.model_config
     max_batch_size = vllm_config.scheduler_config.max_num_seqs  # global: lanes x per-lane
     logger.info(
@@ -56,7 +70,7 @@ def load_model(
         lanes,
         options.optimizations,
     )
-    return resolved.model_cls.initialize_vllm_model(
+    model = resolved.model_cls.initialize_vllm_model(
         model_config.hf_config,
         mesh_device,
         max_batch_size,
@@ -64,3 +78,10 @@ def load_model(
         tt_data_parallel=lanes,
         optimizations=options.optimizations,
     )
+    if not isinstance(model, TTModel):
+        raise ModelContractError(
+            f"{resolved.model_cls.__qualname__}.initialize_vllm_model returned "
+            f"{type(model).__qualname__}, which lacks prefill_forward/decode_forward "
+            "(docs/TT_MODEL_CONTRACT.md)"
+        )
+    return model

@@ -25,7 +25,7 @@ from vllm_tt_plugin.async_decode import (
 )
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.contract import decode_contract_version
+from vllm_tt_plugin.contract import TTModel, decode_contract_version
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -95,7 +95,7 @@ class TTModelRunner:
     def __init__(
         self,
         vllm_config: VllmConfig,
-        model: Any,
+        model: TTModel,
         model_cls: type,
         capabilities: ModelCapabilities,
         options: TTOptions,

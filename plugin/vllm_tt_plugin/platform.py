@@ -258,6 +258,15 @@ def _gate_on_capabilities(
             "model_capabilities['supports_async_decode']. Remove --async-scheduling."
         )
 
+    if caps.output_tokens_per_step > 1:
+        # Block-output models (DiffusionGemma) need the block-serving contract, which this
+        # plugin version does not implement.
+        raise TTConfigurationError(
+            f"{arch} declares model_capabilities['output_tokens_per_step']="
+            f"{caps.output_tokens_per_step} (a block-output model); block serving is not "
+            "supported by this plugin version."
+        )
+
     if options.sample_on_device_mode is not None and not caps.supports_sample_on_device:
         raise TTConfigurationError(
             f"TT option 'sample_on_device_mode'={options.sample_on_device_mode!r} is not "

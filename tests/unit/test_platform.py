@@ -174,3 +174,8 @@ def test_graph_compilation_is_off(make_config: Any) -> None:
     config = make_config()
     assert config.compilation_config.mode == CompilationMode.NONE
     assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
+
+
+def test_block_output_models_are_refused_clearly(make_config: Any) -> None:
+    with pytest.raises(Exception, match="output_tokens_per_step.*block serving is not supported"):
+        make_config(model_class=f"{FAKES}:BlockOutputModel")

@@ -130,3 +130,13 @@ def test_block_budget_is_published_as_override_and_bytes(
     finally:
         worker.shutdown()
     assert worker.mesh is None  # shutdown closed the mesh
+
+
+def test_loader_checks_the_contract_surface() -> None:
+    from vllm_tt_plugin.loader import ModelContractError, check_model_class
+
+    class NotAModel:
+        pass
+
+    with pytest.raises(ModelContractError, match="NotAModel has no initialize_vllm_model"):
+        check_model_class(NotAModel)

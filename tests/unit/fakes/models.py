@@ -46,3 +46,10 @@ class FabricModel(CapableModel):
 
 class MalformedCapabilities(_FakeModelBase):
     model_capabilities: ClassVar[dict[str, Any]] = {"supports_async_decode": "yes"}
+
+
+class BlockOutputModel(CapableModel):
+    model_capabilities: ClassVar[dict[str, Any]] = {
+        **CapableModel.model_capabilities,
+        "output_tokens_per_step": 256,
+    }
