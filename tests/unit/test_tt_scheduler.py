@@ -12,8 +12,10 @@ import itertools
 from typing import Any
 
 import pytest
+from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import get_hash_fn_by_name
+from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
 from vllm.v1.core.kv_cache_utils import (
     get_kv_cache_configs,
     get_request_block_hasher,
@@ -215,3 +217,58 @@ def test_decode_ready_classification(make_config: Any, async_scheduling: bool) -
     if not async_scheduling:
         feed_back(sched, out, {})
     assert is_decode_ready(r)  # one generated token (or its placeholder) left to compute
+
+
+def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
+    """A prompt with image placeholders at (offset, length); the encoder data itself is not
+    needed to schedule, only the positions."""
+    req = request(prompt_len, 2)
+    req.mm_features = [
+        MultiModalFeatureSpec(
+            data=None,
+            modality="image",
+            identifier=f"{req.request_id}-img{i}",
+            mm_position=PlaceholderRange(offset=offset, length=length),
+        )
+        for i, (offset, length) in enumerate(items)
+    ]
+    return req
+
+
+def prefill_chunks(sched: TTScheduler, req: Request) -> list[tuple[int, int]]:
+    """Run the request's prefill to completion; the [start, end) token range of each chunk."""
+    sched.add_request(req)
+    chunks = []
+    while req.num_computed_tokens < req.num_prompt_tokens:
+        start = req.num_computed_tokens
+        out = sched.schedule()
+        n = out.num_scheduled_tokens.get(req.request_id, 0)
+        assert n > 0, f"prefill stalled at {start}"
+        chunks.append((start, start + n))
+        feed_back(sched, out, {})
+    return chunks
+
+
+@pytest.mark.parametrize("tt_rule", [True, False])
+def test_chunked_prefill_never_splits_a_multimodal_item(make_config: Any, tt_rule: bool) -> None:
+    """TT keeps each image's tokens in one prefill chunk (the platform sets vLLM's
+    disable_chunked_mm_input); the control run without the rule shows the same prompt would
+    otherwise be cut inside an image."""
+    config = make_config(max_num_seqs=2, max_model_len=512, max_num_batched_tokens=64)
+    assert config.scheduler_config.disable_chunked_mm_input
+    config.scheduler_config.disable_chunked_mm_input = tt_rule
+    sched = make_scheduler(config, num_blocks=32)
+    # The checkpoint is text-only, so vLLM gave the scheduler no encoder budget: give it one as
+    # a multimodal model config would (room for every item of the prompt).
+    sched.max_num_encoder_input_tokens = 256
+    sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)
+    items = [(50, 40), (100, 60), (170, 20)]
+    chunks = prefill_chunks(sched, mm_request(220, items))
+    assert chunks[-1][1] == 220 and all(a[1] == b[0] for a, b in itertools.pairwise(chunks))
+    cuts = {end for _, end in chunks[:-1]}
+    split = [(o, n) for o, n in items if any(o < c < o + n for c in cuts)]
+    if tt_rule:
+        assert not split, f"chunks {chunks} split images {split}"
+        assert all(end - start <= 64 for start, end in chunks)
+    else:
+        assert split, f"control run: chunks {chunks} never cut an image"
