@@ -61,6 +61,40 @@ def _default_async_scheduling_off() -> None:
     EngineArgs.create_engine_config = create_engine_config  # type: ignore[method-assign]
 
 
+def _raise_unchunked_prefill_budget() -> None:
+    """P4: with ``--no-enable-chunked-prefill`` a budget below ``max_model_len`` is raised to it.
+
+    The TT rule is that a whole prompt then fits one prefill step. vLLM instead rejects an
+    explicit ``--max-num-batched-tokens`` below ``max_model_len`` while building its
+    SchedulerConfig, before any platform hook runs, so the raise happens right after vLLM sets
+    its batch defaults. (A model that lacks chunked prefill is handled later, in the platform:
+    chunking is still on when vLLM validates.) Drop when vLLM lets a platform adjust the budget
+    before validation.
+    """
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs._set_default_max_num_seqs_and_batched_tokens_args
+    if getattr(original, "_tt_patched", False):
+        return
+
+    def set_defaults(self: EngineArgs, usage_context: Any, model_config: Any, *args: Any) -> None:
+        original(self, usage_context, model_config, *args)
+        budget, max_len = self.max_num_batched_tokens, model_config.max_model_len
+        if self.enable_chunked_prefill is False and budget is not None and budget < max_len:
+            logger.info(
+                "TT: chunked prefill is off, so a whole prompt must fit one prefill step: "
+                "max_num_batched_tokens raised from %d to max_model_len %d",
+                budget,
+                max_len,
+            )
+            self.max_num_batched_tokens = max_len
+            if self.max_num_scheduled_tokens is not None:
+                self.max_num_scheduled_tokens = max(self.max_num_scheduled_tokens, max_len)
+
+    set_defaults._tt_patched = True  # type: ignore[attr-defined]
+    EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = set_defaults  # type: ignore[method-assign]
+
+
 def pin_v1_model_runner() -> None:
     """P3: the plugin implements the V1 model-runner contract only; V2 is refused.
 
@@ -81,4 +115,5 @@ def apply() -> None:
         return
     _guard_accelerator_empty_cache()
     _default_async_scheduling_off()
+    _raise_unchunked_prefill_budget()
     _applied = True

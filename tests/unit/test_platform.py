@@ -125,9 +125,18 @@ def test_chunked_prefill_disabled_without_capability_and_budget_raised(make_conf
 
 
 def test_no_enable_chunked_prefill_raises_small_budget(make_config: Any) -> None:
-    config = make_config(enable_chunked_prefill=False, max_model_len=1024)
+    # Plain vLLM refuses this combination outright (SchedulerConfig validation); TT raises the
+    # budget so a whole prompt fits one prefill step (ledger P4).
+    config = make_config(
+        enable_chunked_prefill=False, max_model_len=1024, max_num_batched_tokens=256
+    )
     assert not config.scheduler_config.enable_chunked_prefill
-    assert config.scheduler_config.max_num_batched_tokens >= 1024
+    assert config.scheduler_config.max_num_batched_tokens == 1024
+    # A budget that already covers max_model_len is left as given.
+    config = make_config(
+        enable_chunked_prefill=False, max_model_len=1024, max_num_batched_tokens=4096
+    )
+    assert config.scheduler_config.max_num_batched_tokens == 4096
 
 
 def test_prefix_caching_only_when_declared(make_config: Any) -> None:
