@@ -35,6 +35,7 @@ class TTRequestState:
     output_token_ids: list[int] = field(default_factory=list)
     slot: int | None = None  # lane-local decode slot
     mm_features: list = field(default_factory=list)
+    rope_delta: int | None = None  # mRoPE models: set by prefill (multimodal.py)
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -35,6 +35,11 @@ from vllm_tt_plugin.input_batch import (
     padded_token_lists,
 )
 from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.multimodal import (
+    decode_rope_deltas,
+    prefill_multimodal_kwargs,
+    split_mrope_output,
+)
 from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
 from vllm_tt_plugin.runner_outputs import (
     build_output,
@@ -119,6 +124,7 @@ class TTModelRunner:
                 type(model).__qualname__,
             )
         self.hybrid = hasattr(model_cls, "get_kv_cache_spec")
+        self.uses_mrope = bool(vllm_config.model_config.uses_mrope)
         self.async_decode = bool(
             vllm_config.scheduler_config.async_scheduling and capabilities.supports_async_decode
         )
@@ -282,6 +288,7 @@ class TTModelRunner:
             tokens[i, : r.num_tokens] = torch.tensor(r.state.token_slice(r.start, r.end))
         kwargs: dict[str, Any] = self._kv_kwargs(states, width)
         kwargs["empty_slots"] = empty_slots
+        kwargs.update(prefill_multimodal_kwargs(states, so.scheduled_encoder_inputs))
         on_device = decision.on_device and bool(sampling_states)
         if on_device:
             params = TTSamplingParams.from_rows(device_rows(states))
@@ -301,6 +308,10 @@ class TTModelRunner:
             for state in new_slots:
                 self.batch.release_slot(state)
             raise
+        if self.uses_mrope:
+            out, deltas = split_mrope_output(out, len(rows))
+            for state, delta in zip(states, deltas, strict=True):
+                state.rope_delta = delta
         self.planner.commit_prefill()
         self.stats.prefill_steps += 1
         if sampling_states:
@@ -352,6 +363,7 @@ class TTModelRunner:
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
         scheduled = {r.state.req_id: r for r in rows}
+        new_slots = [r.state for r in rows if r.state.slot is None]
         for r in rows:
             self.batch.ensure_slot(r.state)
         current = self.batch.slot_states()
@@ -382,7 +394,15 @@ class TTModelRunner:
             # The host must know every slot's latest token before it sends inputs.
             self.drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
-        handle = self._submit_decode(active, step, command, decision, read_from_device=not overlap)
+        try:
+            handle = self._submit_decode(
+                active, step, command, decision, read_from_device=not overlap
+            )
+        except Exception:
+            # Not accepted: slots taken for this step are not owned yet.
+            for state in new_slots:
+                self.batch.release_slot(state)
+            raise
         # Accepted: the device now holds this layout.
         self.planner.commit_decode(step)
         if remap is not None:
@@ -429,6 +449,10 @@ class TTModelRunner:
                 kwargs["slot_remap"] = torch.tensor(command.slot_remap, dtype=torch.int64)
         else:
             kwargs["reset_batch"] = ReloadPlanner.legacy_reset_batch(command)
+        if self.uses_mrope:
+            kwargs["rope_deltas"] = decode_rope_deltas(
+                [None if s is None else s.rope_delta for s in active]
+            )
         return self.model.decode_forward(
             tokens=tokens,
             kv_cache=self.kv_cache,

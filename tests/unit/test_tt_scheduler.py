@@ -221,18 +221,24 @@ def test_decode_ready_classification(make_config: Any, async_scheduling: bool) -
 
 def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
     """A prompt with image placeholders at (offset, length); the encoder data itself is not
-    needed to schedule, only the positions."""
-    req = request(prompt_len, 2)
-    req.mm_features = [
-        MultiModalFeatureSpec(
-            data=None,
-            modality="image",
-            identifier=f"{req.request_id}-img{i}",
-            mm_position=PlaceholderRange(offset=offset, length=length),
-        )
-        for i, (offset, length) in enumerate(items)
-    ]
-    return req
+    needed to schedule, only the positions (and identifiers, for the block hashes)."""
+    rid = f"r{next(_ids)}"
+    return Request(
+        request_id=rid,
+        prompt_token_ids=[5] * prompt_len,
+        sampling_params=SamplingParams(max_tokens=2, ignore_eos=True),
+        pooling_params=None,
+        mm_features=[
+            MultiModalFeatureSpec(
+                data=None,
+                modality="image",
+                identifier=f"{rid}-img{i}",
+                mm_position=PlaceholderRange(offset=offset, length=length),
+            )
+            for i, (offset, length) in enumerate(items)
+        ],
+        block_hasher=_BLOCK_HASHER,
+    )
 
 
 def prefill_chunks(sched: TTScheduler, req: Request) -> list[tuple[int, int]]:

@@ -1,0 +1,213 @@
+"""Multimodal prefill inputs and mRoPE deltas: the pure helpers, then the real runner.
+
+The runner test drives TTScheduler (vLLM's scheduler) and TTWorker (the reference model on the
+emulated mesh) in-process, step by step as vLLM's engine core does, with requests that carry
+image items. It checks that each item's processed tensors reach ``prefill_forward`` exactly
+once, in the chunk that covers its placeholder, and that an mRoPE model's rope deltas come back
+on every decode step, per slot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from vllm.multimodal.inputs import (
+    MultiModalFeatureSpec,
+    MultiModalFieldElem,
+    MultiModalKwargsItem,
+    MultiModalSharedField,
+    PlaceholderRange,
+)
+from vllm.sampling_params import SamplingParams
+from vllm.utils.hashing import get_hash_fn_by_name
+from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
+from vllm.v1.core.kv_cache_utils import (
+    get_kv_cache_configs,
+    get_request_block_hasher,
+    init_none_hash,
+)
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+from tests.unit.fakes.multimodal_models import RecordingVisionModel, rope_delta_of
+from vllm_tt_plugin.multimodal import (
+    decode_rope_deltas,
+    prefill_multimodal_kwargs,
+    split_mrope_output,
+)
+from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.worker import TTWorker
+
+_ids = itertools.count()
+
+
+def image(req_id: str, index: int, offset: int, length: int, fill: float) -> MultiModalFeatureSpec:
+    elem = MultiModalFieldElem(
+        data=torch.full((3, 4, 4), fill), field=MultiModalSharedField(batch_size=1)
+    )
+    return MultiModalFeatureSpec(
+        data=MultiModalKwargsItem({"pixel_values": elem}),
+        modality="image",
+        identifier=f"{req_id}-img{index}",
+        mm_position=PlaceholderRange(offset=offset, length=length),
+    )
+
+
+class Row:
+    def __init__(self, req_id: str, mm_features: list[Any]) -> None:
+        self.req_id = req_id
+        self.mm_features = mm_features
+
+
+def test_kwargs_carry_exactly_the_scheduled_items_per_row() -> None:
+    a = Row("a", [image("a", 0, 5, 10, 1.0), image("a", 1, 30, 10, 2.0)])
+    b = Row("b", [])
+    c = Row("c", [image("c", 0, 0, 8, 3.0)])
+    assert prefill_multimodal_kwargs([a, b, c], {}) == {}
+    kwargs = prefill_multimodal_kwargs([a, b, c], {"a": [1], "c": [0]})
+    assert list(kwargs) == ["pixel_values"]
+    row_a, row_b, row_c = kwargs["pixel_values"]
+    assert row_b is None
+    assert row_a is not None and row_c is not None
+    assert [float(t[0, 0, 0]) for t in row_a] == [2.0]  # only the item scheduled this step
+    assert [float(t[0, 0, 0]) for t in row_c] == [3.0]
+    both = prefill_multimodal_kwargs([a], {"a": [1, 0]})["pixel_values"][0]
+    assert both is not None and [float(t[0, 0, 0]) for t in both] == [1.0, 2.0]  # prompt order
+
+
+def test_item_without_data_is_refused_by_name() -> None:
+    feature = image("x", 0, 0, 4, 1.0)
+    feature.data = None
+    with pytest.raises(ValueError, match="request x: image item 0 .* without its processed data"):
+        prefill_multimodal_kwargs([Row("x", [feature])], {"x": [0]})
+
+
+def test_mrope_output_split() -> None:
+    out, deltas = split_mrope_output(("logits", torch.tensor([[3], [-2]])), 2)
+    assert out == "logits" and deltas == [3, -2]
+    with pytest.raises(TypeError, match=r"must return \(out, rope_deltas\)"):
+        split_mrope_output(torch.zeros(2, 5), 2)
+    with pytest.raises(ValueError, match="1 rope_deltas for 2 rows"):
+        split_mrope_output(("x", torch.tensor([1])), 2)
+    assert decode_rope_deltas([None, 4, None]).tolist() == [0, 4, 0]
+
+
+# --- the real runner ----------------------------------------------------------------------------
+TINY = dict(
+    vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def mrope_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("ref-mrope")
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**TINY, tie_word_embeddings=False)).save_pretrained(path)
+    config = json.loads((path / "config.json").read_text())
+    config["architectures"] = ["ReferenceLlamaForCausalLM"]
+    # vLLM reads mrope_section as "this model uses mRoPE" (model_config.uses_mrope).
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
+    config["rope_parameters"]["mrope_section"] = [2, 3, 3]
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+_HASH = get_hash_fn_by_name("sha256")
+init_none_hash(_HASH)
+# As the engine core does (prefix caching): block hashes include the image identifiers.
+_BLOCK_HASHER = get_request_block_hasher(64, _HASH)
+
+
+def request(prompt_len: int, images: list[tuple[int, int]], max_tokens: int) -> Request:
+    rid = f"r{next(_ids)}"
+    return Request(
+        request_id=rid,
+        prompt_token_ids=[(7 * i + prompt_len) % 100 + 5 for i in range(prompt_len)],
+        sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0),
+        pooling_params=None,
+        mm_features=[
+            image(rid, i, offset, length, float(10 * len(rid) + i))
+            for i, (offset, length) in enumerate(images)
+        ],
+        block_hasher=_BLOCK_HASHER,
+    )
+
+
+def test_runner_sends_each_image_once_and_rope_deltas_every_decode(
+    make_config: Any, mrope_checkpoint: Path
+) -> None:
+    config = make_config(
+        model=mrope_checkpoint,
+        model_class="tests.unit.fakes.multimodal_models:RecordingVisionModel",
+        tt={"emulated_mesh": True},
+        max_num_seqs=4,
+        max_model_len=256,
+        max_num_batched_tokens=64,
+    )
+    assert config.model_config.uses_mrope
+    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
+    worker.init_device()
+    worker.load_model()
+    try:
+        kv = get_kv_cache_configs(
+            config, [worker.get_kv_cache_spec()], [worker.determine_available_memory()]
+        )[0]
+        worker.initialize_from_config(kv)
+        sched = TTScheduler(
+            vllm_config=config,
+            kv_cache_config=kv,
+            structured_output_manager=StructuredOutputManager(config),
+            block_size=config.cache_config.block_size,
+        )
+        # A text-only checkpoint gives the scheduler no encoder budget; a vision model would.
+        sched.max_num_encoder_input_tokens = 256
+        sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)
+        with_images = request(150, [(40, 30), (100, 20)], max_tokens=4)
+        plain = request(20, [], max_tokens=4)
+        for r in (with_images, plain):
+            sched.add_request(r)
+        model = worker.get_model()
+        assert isinstance(model, RecordingVisionModel)
+        slot_of: dict[str, int] = {}
+        decodes = 0
+        while sched.has_requests():
+            out = sched.schedule()
+            result = worker.execute_model(out)
+            if result is None:  # a step with work: the model runs in sample_tokens
+                result = worker.sample_tokens(None)
+            sched.update_from_output(out, result)
+            runner = worker.model_runner
+            assert runner is not None
+            for req_id in out.num_scheduled_tokens:
+                state = runner.batch.requests.get(req_id)
+                if state is not None and state.slot is not None:
+                    slot_of[req_id] = state.slot
+            decodes = len(model.decode_rope_deltas)
+    finally:
+        worker.shutdown()
+
+    # Each image reached prefill exactly once, in the row of its request, in its own chunk.
+    delivered = [
+        [float(t[0, 0, 0]) for items in rows if items is not None for t in items]
+        for rows in (call.get("pixel_values") for call in model.prefill_mm)
+        if rows is not None
+    ]
+    base = 10 * len(with_images.request_id)
+    assert sorted(v for step in delivered for v in step) == [base, base + 1]
+    assert all(len(step) == 1 for step in delivered), delivered
+    # Every decode step carried each live slot's delta (0 for empty slots).
+    assert decodes >= 3
+    want = {rope_delta_of(150): slot_of[with_images.request_id]}
+    want[rope_delta_of(20)] = slot_of[plain.request_id]
+    for step in model.decode_rope_deltas:
+        live = {d: i for i, d in enumerate(step) if d != 0}
+        assert set(live) <= set(want) and all(live[d] == want[d] for d in live), step
+    assert any(len([d for d in s if d]) == 2 for s in model.decode_rope_deltas)
