@@ -107,7 +107,13 @@ def open_mesh(
     }
     if physical_device_ids is not None:
         open_kwargs["physical_device_ids"] = physical_device_ids
-    device = ttnn.open_mesh_device(**open_kwargs)
+    try:
+        device = ttnn.open_mesh_device(**open_kwargs)
+    except Exception:
+        if kwargs is not None:
+            # Leave the process as it was: a later open (or another model) starts clean.
+            ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+        raise
     logger.info(
         "TT: opened mesh %s %s; fabric: %s", spec.name, spec.shape, describe_fabric_kwargs(kwargs)
     )
