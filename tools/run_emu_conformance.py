@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from tt_conformance._names import mesh_shape_for
@@ -102,6 +103,8 @@ def pytest_command(
         "--tt-max-num-seqs", str(options.max_num_seqs),
         "--tt-server-options", options.record(model),
         "--tt-report-dir", str(report_dir),
+        # The server runs this checkout's plugin; the harness cannot see that over HTTP.
+        "--tt-plugin-version", metadata.version("vllm-tt-plugin"),
         "-rfEsxX",
     ]  # fmt: skip
     mesh_shape = mesh_shape_for(options.mesh)

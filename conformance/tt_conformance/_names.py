@@ -65,6 +65,8 @@ def default_expectations_path(baselines_dir: Path, model: str, device: str) -> P
 
 
 def installed_version(distribution: str = DISTRIBUTION) -> str:
+    """The installed version of ``distribution`` (default: the one shipping this harness), which
+    is the harness's version; it says nothing about the plugin build of a remote server."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:

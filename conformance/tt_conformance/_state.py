@@ -15,7 +15,6 @@ import pytest
 from tt_conformance._names import (
     default_expectations_path,
     default_report_dir,
-    installed_version,
     mesh_shape_for,
 )
 from tt_conformance.collector import ResultCollector
@@ -90,7 +89,9 @@ class HarnessOptions:
             expectations=path_opt("tt_expectations"),
             baselines_dir=path_opt("tt_baselines_dir") or base / "reports" / "baselines",
             tt_metal_version=config.getoption("tt_tt_metal_version") or "unknown",
-            plugin_version=config.getoption("tt_plugin_version") or installed_version(),
+            # The server under test may run any plugin build (or none): only the caller knows
+            # which, so the harness's own installed version is never substituted for it.
+            plugin_version=config.getoption("tt_plugin_version") or "unknown",
             server_options=_parse_server_options(config.getoption("tt_server_options")),
             flaky_retries=config.getoption("tt_flaky_retries"),
             require_server=bool(config.getoption("tt_require_server")),

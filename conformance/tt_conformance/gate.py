@@ -1,24 +1,30 @@
 """Release gate: compare a candidate report with the stored baseline.
 
 Usage: tt-conformance-gate --baseline B --candidate C [--expectations E]
-                           [--default-perf-tolerance 0.10] [--allow-mismatch]
+                           [--default-perf-tolerance T] [--allow-mismatch]
 
 Exit codes
     0  no regression (improvements, expected failures and flaky passes may be listed)
     1  regression: a check that passed in the baseline fails, errors or is skipped now; a
-       baseline check is missing from the candidate; the candidate has collection errors; or a
+       baseline check is missing from the candidate; it is an expected failure (xfail) now
+       although the expectations do not list it; the candidate has collection errors; or a
        gated perf figure is worse than its tolerance (or missing)
-    2  bad input: a report or the expectations file is missing or malformed, the reports are
-       for different models/devices (unless --allow-mismatch), or a perf figure changed unit
-       or direction. The gate fails closed: it never answers "ok" when it could not compare.
+    2  bad input: a report or the expectations file is missing or malformed, the baseline has
+       no checks, the reports are for different models/devices (unless --allow-mismatch), or a
+       perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
+       it could not compare.
 
 Expectations default to ``expectations.json`` next to the baseline when that file exists.
 A check the expectations list as an expected failure is not a regression when it fails; one
 listed as flaky is not a regression when it passed on a retry (outcome "flaky"), but it is when
-it failed every attempt. Perf tolerances are relative and direction-aware: for a "lower is
-better" figure, candidate > baseline * (1 + tolerance) regresses; for "higher is better",
-candidate < baseline * (1 - tolerance) does. Tolerance per figure comes from the expectations
-(null = informational, never gated), else their default_perf_tolerance, else the CLI default.
+it failed every attempt. Only the gate's expectations can excuse a check that passed in the
+baseline: an ``xfail`` the run got from elsewhere (a marker, other expectations) is a regression.
+
+Serving figures are informational unless the gate sets a tolerance. Tolerance per figure comes
+from the expectations (null = informational), else their default_perf_tolerance, else
+--default-perf-tolerance; with none of these a figure is shown but not gated. Tolerances are
+relative and direction-aware: for a "lower is better" figure, candidate > baseline *
+(1 + tolerance) regresses; for "higher is better", candidate < baseline * (1 - tolerance) does.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ from tt_conformance.report import FAILING, PASSING, PerfFigure, Report, ReportEr
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
-DEFAULT_PERF_TOLERANCE = 0.10
+# Perf figures are informational unless the expectations or the CLI give a tolerance.
+DEFAULT_PERF_TOLERANCE: float | None = None
 
 
 class GateInputError(Exception):
@@ -78,6 +85,11 @@ def compare(
     expectations: Expectations | None = None,
     default_tolerance: float | None = DEFAULT_PERF_TOLERANCE,
 ) -> GateResult:
+    if not baseline.checks:
+        # Nothing to compare against would let any candidate through: fail closed instead.
+        raise GateInputError(
+            f"baseline {baseline.run_id} has no checks: it cannot gate anything (regenerate it)"
+        )
     exp = expectations or Expectations()
     result = GateResult()
     for error in candidate.collection_errors:
@@ -119,8 +131,16 @@ def _compare_check(
         else:
             out.notes.append(f"{check_id}: still failing ({transition}): {c.reason}")
     elif c.outcome == "xfail":
-        why = "newly expected failure" if b.outcome in PASSING else "expected failure"
-        out.expected.append(f"{check_id}: {transition}, {why}: {c.reason}")
+        if b.outcome in PASSING and expected is None:
+            # Only the gate's expectations may excuse a check that used to pass; an xfail from
+            # a code marker or another expectations file would otherwise hide a regression.
+            out.regressions.append(
+                f"{check_id}: {transition}, not an expected failure in the gate's expectations: "
+                f"{c.reason}"
+            )
+        else:
+            why = "newly expected failure" if b.outcome in PASSING else "expected failure"
+            out.expected.append(f"{check_id}: {transition}, {why}: {c.reason}")
     elif c.outcome == "skip":
         if b.outcome in PASSING:
             # A check that silently stops running hides whatever it used to verify.
@@ -274,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--default-perf-tolerance",
         type=float,
         default=DEFAULT_PERF_TOLERANCE,
-        help="relative tolerance for perf figures the expectations do not mention (default 0.10)",
+        help="relative tolerance (e.g. 0.10) for perf figures the expectations give none for "
+        "(default: none, such figures are informational)",
     )
     parser.add_argument(
         "--allow-mismatch",
@@ -283,7 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        if not math.isfinite(args.default_perf_tolerance) or args.default_perf_tolerance < 0:
+        tol = args.default_perf_tolerance
+        if tol is not None and (not math.isfinite(tol) or tol < 0):
             raise GateInputError(
                 f"--default-perf-tolerance must be a finite number >= 0, got "
                 f"{args.default_perf_tolerance}"

@@ -20,7 +20,9 @@ Options
     --tt-report-dir DIR      default reports/<model>/<device>/ (names made path-safe)
     --tt-expectations FILE   default <baselines>/<model>/<device>/expectations.json if present
     --tt-baselines-dir DIR   default reports/baselines
-    --tt-tt-metal-version V, --tt-plugin-version V (default: installed vllm-tt-plugin version)
+    --tt-tt-metal-version V, --tt-plugin-version V   versions of the server's tt-metal and
+                             vllm-tt-plugin, recorded in the report (default "unknown": the
+                             harness cannot see them and never assumes its own version)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
     --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
@@ -150,7 +152,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tt-plugin-version",
         dest="tt_plugin_version",
         default=None,
-        help="vllm-tt-plugin version (default: the installed distribution's)",
+        help="vllm-tt-plugin version of the server, recorded in the report (default unknown)",
     )
     group.addoption(
         "--tt-server-options",

@@ -71,6 +71,26 @@ def test_expected_failure_per_expectations_is_not_a_regression(make_report) -> N
         assert len(result.expected) == 2  # m::a and the already-expected m::d
 
 
+def test_xfail_not_in_gate_expectations_is_a_regression(make_report) -> None:
+    # The run turned m::a into xfail (a code marker or other expectations), but the gate's
+    # expectations do not list it: a check that passed in the baseline is no longer verified.
+    candidate = make_report({**BASE, "m::a": "xfail"})
+    result = gate.compare(make_report(BASE), candidate)
+    assert result.exit_code == gate.EXIT_REGRESSION
+    assert result.regressions == [
+        "m::a: pass -> xfail, not an expected failure in the gate's expectations: why xfail"
+    ]
+    # Listed by the gate's expectations: accepted. Already xfail in the baseline: still expected.
+    listed = _exp(expected_failures=[{"check": "m::*", "reason": "known"}])
+    assert gate.compare(make_report(BASE), candidate, listed).exit_code == gate.EXIT_OK
+    assert "m::d: xfail -> xfail, expected failure: why xfail" in result.expected
+
+
+def test_empty_baseline_fails_closed(make_report) -> None:
+    with pytest.raises(gate.GateInputError, match="has no checks"):
+        gate.compare(make_report({}), make_report(BASE))
+
+
 def test_flaky_pass_is_not_a_regression_but_flaky_total_failure_is(make_report) -> None:
     exp = _exp(flaky=[{"check": "m::a", "reason": "timing"}])
     ok = gate.compare(make_report(BASE), make_report({**BASE, "m::a": "flaky"}), exp)
@@ -111,6 +131,23 @@ def test_perf_tolerance_is_direction_aware(make_report, better, base, cand, verd
     assert (result.exit_code == gate.EXIT_REGRESSION) == (verdict == "regression")
 
 
+def test_perf_is_informational_without_a_tolerance(make_report) -> None:
+    # The spec: serving figures are informational unless the gate sets a tolerance.
+    result = gate.compare(
+        make_report(BASE, perf={"ttft": (100.0, "ms", "lower"), "tput": (50.0, "tok/s", "higher")}),
+        make_report(BASE, perf={"ttft": (900.0, "ms", "lower"), "tput": (5.0, "tok/s", "higher")}),
+    )
+    assert [(p.verdict, p.tolerance) for p in result.perf] == [("not gated", None)] * 2
+    assert result.exit_code == gate.EXIT_OK and result.regressions == []
+    # A default_perf_tolerance in the expectations gates them.
+    gated = gate.compare(
+        make_report(BASE, perf={"ttft": (100.0, "ms", "lower")}),
+        make_report(BASE, perf={"ttft": (900.0, "ms", "lower")}),
+        _exp(default_perf_tolerance=0.5),
+    )
+    assert [p.verdict for p in gated.perf] == ["regression"]
+
+
 def test_perf_tolerance_from_expectations(make_report) -> None:
     perf_b = {"ttft": (100.0, "ms", "lower"), "tpot": (10.0, "ms", "lower")}
     perf_c = {"ttft": (125.0, "ms", "lower"), "tpot": (30.0, "ms", "lower")}
@@ -122,10 +159,11 @@ def test_perf_tolerance_from_expectations(make_report) -> None:
 
 def test_missing_perf_figure(make_report) -> None:
     base = make_report(BASE, perf={"ttft": (100.0, "ms", "lower")})
-    result = gate.compare(base, make_report(BASE))
+    result = gate.compare(base, make_report(BASE), default_tolerance=0.10)
     assert result.regressions == ["perf ttft: missing from the candidate"]
-    ungated = gate.compare(base, make_report(BASE), _exp(perf_tolerances={"ttft": None}))
+    ungated = gate.compare(base, make_report(BASE), _exp(perf_tolerances={"ttft": None}), 0.10)
     assert ungated.exit_code == gate.EXIT_OK
+    assert gate.compare(base, make_report(BASE)).exit_code == gate.EXIT_OK  # no tolerance at all
 
 
 def test_perf_unit_change_is_bad_input(make_report) -> None:
@@ -153,13 +191,34 @@ def test_cli_regression_diff_and_exit_code(tmp_path: Path, make_report, capsys) 
         tt_metal="v2",
     )
     c = _write(tmp_path, "cand", candidate)
-    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_REGRESSION
+    args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.1"]
+    assert gate.main(args) == gate.EXIT_REGRESSION
     out = capsys.readouterr().out
     assert out.startswith("tt-conformance gate: REGRESSION (2 found)")
     assert "tt-metal v1" in out and "tt-metal v2" in out
     assert "  - m::b: pass -> fail: why fail" in out
     assert "  - perf tpot: 10 -> 13 ms (30.0% worse, tolerance 10.0%)" in out
     assert "  + m::c: fail -> pass" in out
+
+
+def test_cli_perf_is_not_gated_by_default(tmp_path: Path, make_report, capsys) -> None:
+    b = _write(tmp_path, "base", make_report(BASE, perf={"tpot": (10.0, "ms", "lower")}))
+    c = _write(tmp_path, "cand", make_report(BASE, perf={"tpot": (100.0, "ms", "lower")}))
+    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+    out = capsys.readouterr().out
+    assert "OK (no regression)" in out
+    assert "900.0% worse" in out and "not gated" in out
+    args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.5"]
+    assert gate.main(args) == gate.EXIT_REGRESSION
+    assert "  - perf tpot: 10 -> 100 ms (900.0% worse, tolerance 50.0%)" in capsys.readouterr().out
+
+
+def test_cli_empty_baseline_fails_closed(tmp_path: Path, make_report, capsys) -> None:
+    b = _write(tmp_path, "base", make_report({}))
+    c = _write(tmp_path, "cand", make_report(BASE))
+    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "failing closed" in err and "has no checks" in err
 
 
 def test_cli_ok_uses_expectations_next_to_baseline(tmp_path: Path, make_report, capsys) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tt_conformance._names import installed_version
 from tt_conformance.report import load_report
 
 CHECKS_MIXED = """
@@ -79,6 +80,9 @@ def test_report_records_every_outcome(pytester: pytest.Pytester, fake_server, ha
     assert report.perf["ttft_p50@c1"].check == "test_mixed::test_pass"
     assert (report.model, report.device, report.mesh_shape) == ("fake/tiny-model", "N150", "1x1")
     assert report.versions.vllm == "0.26.0"
+    # The server's plugin build is invisible over HTTP: never the harness's own version.
+    assert report.versions.plugin == "unknown"
+    assert report.versions.harness == installed_version()
     assert report.server.max_model_len == 2048
     assert report.exit_status == 1
     # Markdown and JUnit land next to the JSON by default.
@@ -96,7 +100,13 @@ def test_each_run_gets_its_own_files_and_latest_follows(
     pytester: pytest.Pytester, fake_server, harness_args
 ):
     pytester.makepyfile(test_one="def test_a(server):\n    pass\n")
-    args = [*harness_args, f"--tt-server-url={fake_server.url}/v1/", "--tt-device=T3K"]
+    args = [
+        *harness_args,
+        f"--tt-server-url={fake_server.url}/v1/",
+        "--tt-device=T3K",
+        "--tt-plugin-version=9.8.7",
+        "--tt-tt-metal-version=abc123",
+    ]
     pytester.runpytest(*args).assert_outcomes(passed=1)
     pytester.runpytest(*args).assert_outcomes(passed=1)
     # Default location: reports/<model, path-safe>/<device>/ under the invocation directory.
@@ -107,6 +117,7 @@ def test_each_run_gets_its_own_files_and_latest_follows(
     latest = load_report(report_dir / "latest.json")
     assert latest.run_id == load_report(second).run_id
     assert latest.mesh_shape == "1x8"
+    assert (latest.versions.plugin, latest.versions.tt_metal) == ("9.8.7", "abc123")
     assert latest.server.url == fake_server.url  # "/v1/" suffix normalised away
     assert sorted(p.suffix for p in report_dir.glob(f"{second.stem}.*")) == [".json", ".md", ".xml"]
 

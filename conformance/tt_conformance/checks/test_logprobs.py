@@ -117,23 +117,31 @@ def test_logprobs_shape_and_values(
     server: ServerInfo, async_openai_client: AsyncOpenAI, fraction: str
 ) -> None:
     """Every k, greedy and sampled: each alone, then mixed in batches of half and all slots;
-    ``full_host`` adds min_p to one request, so the whole batch is sampled (and its logprobs
-    computed) by vLLM's host sampler instead of the device."""
+    ``full_host`` adds min_p to one request per batch, so the whole batch is sampled (and its
+    logprobs computed) by vLLM's host sampler instead of the device."""
     if fraction == "one":
         requests = [logprob_request(i, k, sampled=i % 2 == 1) for i, k in enumerate(KS)]
         outputs = complete_each(async_openai_client, server.model, requests)
-    else:
-        size = capacity(server) if fraction.startswith("full") else max(2, capacity(server) // 2)
-        # Alternate greedy/sampled, shifted every len(KS) requests so each k gets both.
-        requests = [
-            logprob_request(i, KS[i % len(KS)], sampled=(i + i // len(KS)) % 2 == 1)
-            for i in range(size)
-        ]
+        for request, out in zip(requests, outputs, strict=True):
+            check_logprobs(request, out)
+        return
+    size = capacity(server) if fraction.startswith("full") else max(2, capacity(server) // 2)
+    # k cycles through KS across consecutive batches of ``size``, so every fraction covers every
+    # k even when a batch is smaller than len(KS) (half of 8 slots: two batches of 4).
+    # Alternate greedy/sampled, shifted every len(KS) requests so each k gets both when the
+    # batch is large enough.
+    requests = [
+        logprob_request(i, KS[i % len(KS)], sampled=(i + i // len(KS)) % 2 == 1)
+        for i in range(size * math.ceil(len(KS) / size))
+    ]
+    for start in range(0, len(requests), size):
+        batch = requests[start : start + size]
         if fraction == "full_host":
-            requests[1] = {**requests[1], "min_p": 0.05}  # sampled, k=1
-        outputs = complete_all(async_openai_client, server.model, requests)
-    for request, out in zip(requests, outputs, strict=True):
-        check_logprobs(request, out)
+            j = min(1, len(batch) - 1)
+            batch[j] = {**batch[j], "min_p": 0.05}
+        outputs = complete_all(async_openai_client, server.model, batch)
+        for request, out in zip(batch, outputs, strict=True):
+            check_logprobs(request, out)
 
 
 def test_logprobs_same_alone_and_batched(
