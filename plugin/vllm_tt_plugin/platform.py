@@ -33,6 +33,8 @@ LANE_COORDINATOR_CLS = "vllm_tt_plugin.lane_scheduler.TTLaneCoordinator"
 # TT paged attention works on 32-token tiles; 64 is what tt-metal generators are tuned for.
 DEFAULT_TT_BLOCK_SIZE = 64
 BLOCK_SIZE_MULTIPLE = 32
+# The contract caps requested logprobs per token at 20 (vLLM's default --max-logprobs).
+MAX_LOGPROBS = 20
 
 
 class TTConfigurationError(ValueError):
@@ -106,6 +108,7 @@ class TTPlatform(Platform):
         options = get_tt_options(vllm_config)
         _check_parallelism(vllm_config)
         _check_unsupported_features(vllm_config)
+        _cap_logprobs(vllm_config)
         _disable_graph_compilation(vllm_config)
 
         model_config = vllm_config.model_config
@@ -139,6 +142,11 @@ class TTPlatform(Platform):
             raise ValueError(
                 "prompt_logprobs is not supported on TT: remove 'prompt_logprobs' from the request"
             )
+        if isinstance(params, SamplingParams) and (params.logprobs or 0) > MAX_LOGPROBS:
+            raise ValueError(
+                f"logprobs={params.logprobs} is more than TT returns: request at most "
+                f"{MAX_LOGPROBS} 'logprobs'"
+            )
 
 
 def _check_parallelism(vllm_config: VllmConfig) -> None:
@@ -168,6 +176,22 @@ def _check_parallelism(vllm_config: VllmConfig) -> None:
         raise TTConfigurationError(
             "--data-parallel-backend ray is not supported on TT; use the default 'mp'."
         )
+
+
+def _cap_logprobs(vllm_config: VllmConfig) -> None:
+    """TT returns at most MAX_LOGPROBS logprobs per token (the contract's cap); vLLM's own
+    request validation then answers a larger request with a 400 naming ``logprobs``."""
+    model_config = vllm_config.model_config
+    if model_config is None:
+        return
+    current = model_config.max_logprobs
+    if current < 0 or current > MAX_LOGPROBS:
+        logger.warning(
+            "--max-logprobs %d capped to %d on TT (the most logprobs TT returns per token)",
+            current,
+            MAX_LOGPROBS,
+        )
+        model_config.max_logprobs = MAX_LOGPROBS
 
 
 def _check_unsupported_features(vllm_config: VllmConfig) -> None:

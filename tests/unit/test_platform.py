@@ -110,6 +110,20 @@ def test_prompt_logprobs_rejected_at_request_validation() -> None:
         TTPlatform.validate_request({}, SamplingParams(max_tokens=4, prompt_logprobs=1))
 
 
+def test_logprobs_capped_at_20(make_config: Any) -> None:
+    from vllm.sampling_params import SamplingParams
+
+    from vllm_tt_plugin.platform import TTPlatform
+
+    assert make_config().model_config.max_logprobs == 20
+    assert make_config(max_logprobs=5).model_config.max_logprobs == 5
+    assert make_config(max_logprobs=50).model_config.max_logprobs == 20
+    assert make_config(max_logprobs=-1).model_config.max_logprobs == 20  # -1 = whole vocab
+    TTPlatform.validate_request({}, SamplingParams(max_tokens=4, logprobs=20))
+    with pytest.raises(ValueError, match="logprobs=21 .* at most 20 'logprobs'"):
+        TTPlatform.validate_request({}, SamplingParams(max_tokens=4, logprobs=21))
+
+
 def test_chunked_prefill_kept_for_capable_model_and_budget_untouched(make_config: Any) -> None:
     config = make_config(max_num_batched_tokens=512)
     assert config.scheduler_config.enable_chunked_prefill
