@@ -120,10 +120,12 @@ def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: in
     parallel = vllm_config.parallel_config
     user_ids = parallel.assigned_physical_gpu_ids
     if user_ids is not None:
-        # vLLM hands each DP rank a GPU-style slice of --device-ids; TT ranks own whole groups.
-        world = parallel.world_size
+        # TT ranks own whole device groups: --device-ids is accepted only when it lists every
+        # rank's discovered group, in rank order (vLLM's own per-rank slice of it is unused).
+        start = 0
         for rank, group in enumerate(groups.groups):
-            shard = list(user_ids[rank * world : (rank + 1) * world])
+            shard = list(user_ids[start : start + len(group)])
+            start += len(group)
             if shard != list(group):
                 raise DataParallelError(
                     f"--device-ids {list(user_ids)} gives DP rank {rank} devices {shard}, but TT "
@@ -131,6 +133,12 @@ def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: in
                     f"submeshes of shape {groups.submesh_shape}). Remove --device-ids; TT assigns "
                     "each rank its group through TT_VISIBLE_DEVICES."
                 )
+        if start != len(user_ids):
+            raise DataParallelError(
+                f"--device-ids {list(user_ids)} lists {len(user_ids)} devices, but the {dp} TT "
+                f"device groups {[list(g) for g in groups.groups]} hold {start}. Remove "
+                "--device-ids; TT assigns each rank its group through TT_VISIBLE_DEVICES."
+            )
     if not isinstance(vllm_config.additional_config, dict):
         vllm_config.additional_config = {}
     vllm_config.additional_config[RUNTIME_KEY] = {

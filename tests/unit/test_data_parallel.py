@@ -88,6 +88,23 @@ def test_conflicting_device_ids_fail_before_mesh_creation(
     # an assignment equal to the discovered groups is accepted
     config = make_config(data_parallel_size=2, device_ids=[0, 1], tt={"emulated_mesh": True})
     assert runtime_info(config)["device_groups"] == [[0], [1]]
+    with pytest.raises(Exception, match="lists 3 devices, but the 2 TT device groups"):
+        make_config(data_parallel_size=2, device_ids=[0, 1, 2], tt={"emulated_mesh": True})
+
+
+def test_device_ids_must_list_whole_multi_device_groups(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESH_DEVICE", "T3K")
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    emulated = {"emulated_mesh": True}
+    config = make_config(data_parallel_size=2, device_ids=list(range(8)), tt=emulated)
+    assert runtime_info(config)["device_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    swapped = [4, 5, 6, 7, 0, 1, 2, 3]
+    with pytest.raises(Exception, match=r"gives DP rank 0 devices \[4, 5, 6, 7\], but TT"):
+        make_config(data_parallel_size=2, device_ids=swapped, tt=emulated)
+    with pytest.raises(Exception, match=r"gives DP rank 0 devices \[0, 1\]"):
+        make_config(data_parallel_size=2, device_ids=[0, 1], tt=emulated)
 
 
 def test_moe_with_standard_dp_is_rejected(make_config: Any, tmp_path: Path) -> None:
