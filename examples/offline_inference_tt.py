@@ -44,10 +44,76 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--data_parallel_size", type=int, default=1)
     p.add_argument("--async-scheduling", dest="async_scheduling", action="store_true")
-    p.add_argument("--multi_modal", action="store_true")
-    p.add_argument("--multi_image", action="store_true")
-    p.add_argument("--mm_processor_kwargs", default=None)
+    p.add_argument(
+        "--multi_modal", action="store_true", help="one image per prompt (vision models on TT)"
+    )
+    p.add_argument("--multi_image", action="store_true", help="two images per prompt")
+    p.add_argument(
+        "--images",
+        nargs="+",
+        default=None,
+        help="image files or URLs for --multi_modal (default: generated test images)",
+    )
+    p.add_argument("--mm_processor_kwargs", default=None, help="JSON, e.g. '{\"use_fast\": true}'")
     return p.parse_args(argv)
+
+
+def images_per_prompt(args: argparse.Namespace) -> int:
+    return 2 if args.multi_image else (1 if args.multi_modal else 0)
+
+
+def multimodal_llm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """LLM() arguments for the vision flags (empty for text-only runs)."""
+    n = images_per_prompt(args)
+    if n == 0:
+        if args.mm_processor_kwargs or args.images:
+            raise SystemExit("--mm_processor_kwargs / --images need --multi_modal or --multi_image")
+        return {}
+    kwargs: dict[str, Any] = {"limit_mm_per_prompt": {"image": n}}
+    if args.mm_processor_kwargs:
+        processor = json.loads(args.mm_processor_kwargs)
+        if not isinstance(processor, dict):
+            raise SystemExit("--mm_processor_kwargs must be a JSON object")
+        kwargs["mm_processor_kwargs"] = processor
+    return kwargs
+
+
+def image_urls(args: argparse.Namespace) -> list[str]:
+    """Image URLs for chat messages: the given files (as data URLs) or URLs, else generated
+    gradient images (no network needed)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    def data_url(image: Image.Image) -> str:
+        buf = io.BytesIO()
+        image.convert("RGB").save(buf, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    if args.images:
+        return [
+            src if src.startswith(("http://", "https://", "data:")) else data_url(Image.open(src))
+            for src in args.images
+        ]
+    size = 224
+    return [
+        data_url(Image.new("RGB", (size, size), (40 + 90 * i, 120, 200 - 60 * i)))
+        for i in range(images_per_prompt(args))
+    ]
+
+
+def multimodal_messages(
+    prompts: list[str], urls: list[str], per_prompt: int
+) -> list[list[dict[str, Any]]]:
+    """One chat conversation per prompt with ``per_prompt`` images (cycling through ``urls``)."""
+    conversations = []
+    for i, prompt in enumerate(prompts):
+        images = [urls[(i * per_prompt + k) % len(urls)] for k in range(per_prompt)]
+        content = [{"type": "image_url", "image_url": {"url": u}} for u in images]
+        content.append({"type": "text", "text": prompt})
+        conversations.append([{"role": "user", "content": content}])
+    return conversations
 
 
 def resolve_launch(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -72,10 +138,11 @@ def resolve_launch(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.multi_modal or args.multi_image or args.mm_processor_kwargs:
+    mm_kwargs = multimodal_llm_kwargs(args)
+    if mm_kwargs and args.model is None and not tt_hardware_available():
         raise SystemExit(
-            "--multi_modal / --multi_image / --mm_processor_kwargs need a TT vision model on TT "
-            "hardware; the bundled reference model is text-only"
+            "--multi_modal / --multi_image / --mm_processor_kwargs need a TT vision model "
+            "(--model) on TT hardware; the bundled reference model is text-only"
         )
     ensure_ttnn_importable()
     os.environ.setdefault("VLLM_PLUGINS", "tt,tt_model_registry")
@@ -91,12 +158,24 @@ def main(argv: list[str] | None = None) -> int:
         data_parallel_size=args.data_parallel_size,
         async_scheduling=args.async_scheduling or None,
         additional_config=additional,
+        **mm_kwargs,
     )
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    per_prompt = images_per_prompt(args)
+    if per_prompt:
+        conversations = multimodal_messages(prompts, image_urls(args), per_prompt)
+
+        def run(batch: list[int]) -> list[Any]:
+            return llm.chat([conversations[i] for i in batch], params, use_tqdm=False)
+    else:
+
+        def run(batch: list[int]) -> list[Any]:
+            return llm.generate([prompts[i] for i in batch], params, use_tqdm=False)
+
     if args.measure_perf:
-        llm.generate(prompts[: min(len(prompts), 2)], params, use_tqdm=False)  # warm
+        run(list(range(min(len(prompts), 2))))  # warm
     start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = run(list(range(len(prompts))))
     elapsed = time.perf_counter() - start
     for out in outputs:
         print(f"{out.prompt!r} -> {out.outputs[0].text!r}")
