@@ -53,10 +53,12 @@ _SELECTORS: dict[str, dict[str, dict[str, tuple[str, bool]]]] = {
                 False,
             )
         },
+        # Standard DP, not lanes: the spec reserves lanes for the two single-execute Galaxy
+        # generators (llama3_70b_galaxy, qwen3_32b_galaxy) and GPT-OSS.
         "qwen35_galaxy": {
             "TTQwen3_5ForConditionalGeneration": (
                 "models.demos.qwen35_galaxy.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
-                True,
+                False,
             )
         },
     },

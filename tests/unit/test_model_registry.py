@@ -46,9 +46,29 @@ def test_builtin_map_defaults() -> None:
         "TTDeepseekV3ForCausalLM",
         "TTGemma4ForCausalLM",
         "TTDiffusionGemmaForBlockDiffusion",
+        "TTDiffusionGemmaForCausalLM",
         "TTQwen3_5ForConditionalGeneration",
+        "TTMistral3ForConditionalGeneration",
+        "TTQwen2_5_VLForConditionalGeneration",
+        "TTQwen3VLForConditionalGeneration",
+        "TTGemma4ForConditionalGeneration",
+        "TTGemma4UnifiedForConditionalGeneration",
     ):
-        assert reg.get(arch) is not None, arch
+        entry = reg.get(arch)
+        assert entry is not None, arch
+        assert entry.source == "builtin" and ":" in entry.target, entry
+        # Lanes only for the Galaxy generators (selected by version) and GPT-OSS.
+        assert not entry.lane_data_parallel, arch
+    # Gemma 4 aliases share one serving class.
+    gemma4 = {
+        reg.resolve(a).target
+        for a in (
+            "TTGemma4ForCausalLM",
+            "TTGemma4ForConditionalGeneration",
+            "TTGemma4UnifiedForConditionalGeneration",
+        )
+    }
+    assert len(gemma4) == 1
 
 
 @pytest.mark.parametrize(
@@ -61,6 +81,18 @@ def test_builtin_map_defaults() -> None:
             "TTQwen3ForCausalLM",
             "models.demos.llama3_70b_galaxy.tt.generator_vllm:QwenForCausalLM",
             True,
+        ),
+        (
+            {},
+            "TTQwen3_5ForConditionalGeneration",
+            "models.demos.qwen35.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
+            False,
+        ),
+        (
+            {"TT_QWEN35_TEXT_VER": "qwen35_galaxy"},
+            "TTQwen3_5ForConditionalGeneration",
+            "models.demos.qwen35_galaxy.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
+            False,
         ),
     ],
 )
