@@ -10,7 +10,6 @@ on every decode step, per slot.
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +23,20 @@ from vllm.multimodal.inputs import (
     PlaceholderRange,
 )
 from vllm.sampling_params import SamplingParams
-from vllm.utils.hashing import get_hash_fn_by_name
 from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
-from vllm.v1.core.kv_cache_utils import (
-    get_kv_cache_configs,
-    get_request_block_hasher,
-    init_none_hash,
-)
 from vllm.v1.request import Request
-from vllm.v1.structured_output import StructuredOutputManager
 
 from tests.unit.fakes.multimodal_models import RecordingVisionModel, rope_delta_of
+from tests.unit.tiny_checkpoint import (
+    BLOCK_HASHER,
+    start_worker_and_scheduler,
+    write_tiny_checkpoint,
+)
 from vllm_tt_plugin.multimodal import (
     decode_rope_deltas,
     prefill_multimodal_kwargs,
     split_mrope_output,
 )
-from vllm_tt_plugin.scheduler import TTScheduler
-from vllm_tt_plugin.worker import TTWorker
 
 _ids = itertools.count()
 
@@ -98,32 +93,11 @@ def test_mrope_output_split() -> None:
 
 
 # --- the real runner ----------------------------------------------------------------------------
-TINY = dict(
-    vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
-)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def mrope_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("ref-mrope")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(**TINY, tie_word_embeddings=False)).save_pretrained(path)
-    config = json.loads((path / "config.json").read_text())
-    config["architectures"] = ["ReferenceLlamaForCausalLM"]
     # vLLM reads mrope_section as "this model uses mRoPE" (model_config.uses_mrope).
-    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
-    config["rope_parameters"]["mrope_section"] = [2, 3, 3]
-    (path / "config.json").write_text(json.dumps(config))
-    return path
-
-
-_HASH = get_hash_fn_by_name("sha256")
-init_none_hash(_HASH)
-# As the engine core does (prefix caching): block hashes include the image identifiers.
-_BLOCK_HASHER = get_request_block_hasher(64, _HASH)
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("ref-mrope"), rope_parameters=rope)
 
 
 def request(prompt_len: int, images: list[tuple[int, int]], max_tokens: int) -> Request:
@@ -137,7 +111,7 @@ def request(prompt_len: int, images: list[tuple[int, int]], max_tokens: int) -> 
             image(rid, i, offset, length, float(10 * len(rid) + i))
             for i, (offset, length) in enumerate(images)
         ],
-        block_hasher=_BLOCK_HASHER,
+        block_hasher=BLOCK_HASHER,
     )
 
 
@@ -153,20 +127,8 @@ def test_runner_sends_each_image_once_and_rope_deltas_every_decode(
         max_num_batched_tokens=64,
     )
     assert config.model_config.uses_mrope
-    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
-    worker.init_device()
-    worker.load_model()
+    worker, sched = start_worker_and_scheduler(config, warm_up=False)
     try:
-        kv = get_kv_cache_configs(
-            config, [worker.get_kv_cache_spec()], [worker.determine_available_memory()]
-        )[0]
-        worker.initialize_from_config(kv)
-        sched = TTScheduler(
-            vllm_config=config,
-            kv_cache_config=kv,
-            structured_output_manager=StructuredOutputManager(config),
-            block_size=config.cache_config.block_size,
-        )
         # A text-only checkpoint gives the scheduler no encoder budget; a vision model would.
         sched.max_num_encoder_input_tokens = 256
         sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)

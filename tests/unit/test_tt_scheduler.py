@@ -14,18 +14,14 @@ from typing import Any
 import pytest
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 from vllm.sampling_params import SamplingParams
-from vllm.utils.hashing import get_hash_fn_by_name
 from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
-from vllm.v1.core.kv_cache_utils import (
-    get_kv_cache_configs,
-    get_request_block_hasher,
-    init_none_hash,
-)
+from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
+from tests.unit.tiny_checkpoint import BLOCK_HASHER
 from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
 from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
 from vllm_tt_plugin.step_policy import StepMode
@@ -48,11 +44,6 @@ def make_scheduler(config: Any, num_blocks: int) -> TTScheduler:
     )
 
 
-_HASH = get_hash_fn_by_name("sha256")
-init_none_hash(_HASH)
-_BLOCK_HASHER = get_request_block_hasher(64, _HASH)  # as the engine core does (prefix caching)
-
-
 def request(prompt_len: int, max_tokens: int) -> Request:
     rid = next(_ids)
     return Request(
@@ -60,7 +51,7 @@ def request(prompt_len: int, max_tokens: int) -> Request:
         prompt_token_ids=[5 + rid % 50] * prompt_len,
         sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True),
         pooling_params=None,
-        block_hasher=_BLOCK_HASHER,
+        block_hasher=BLOCK_HASHER,
     )
 
 
@@ -237,7 +228,7 @@ def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
             )
             for i, (offset, length) in enumerate(items)
         ],
-        block_hasher=_BLOCK_HASHER,
+        block_hasher=BLOCK_HASHER,
     )
 
 

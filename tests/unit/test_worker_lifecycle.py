@@ -12,36 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 
+from tests.unit.tiny_checkpoint import write_tiny_checkpoint
 from vllm_tt_plugin.worker import TTWorker
-
-TINY = dict(
-    vocab_size=128,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    max_position_embeddings=512,
-)
 
 
 @pytest.fixture(scope="module")
 def weights_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import json
-
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("ref-weights")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(**TINY, tie_word_embeddings=False)).save_pretrained(path)
-    config = json.loads((path / "config.json").read_text())
-    config["architectures"] = ["ReferenceLlamaForCausalLM"]
-    (path / "config.json").write_text(json.dumps(config))
-    return path
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("ref-weights"))
 
 
 def start_worker(make_config: Any, checkpoint: Path, **tt: Any) -> TTWorker:
