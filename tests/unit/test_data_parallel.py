@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +286,40 @@ def test_kv_budget_is_per_lane(make_config: Any) -> None:
     budget = worker.get_num_available_blocks_tt()
     assert budget.seqs_per_lane == 8  # not the global 32
     assert budget.num_blocks == 131072 // 64 + 8 + 1
+
+
+@pytest.mark.parametrize(
+    ("visible", "error"),
+    [
+        (None, None),
+        ("4,5,6,7", None),
+        ("0,1,2,3,4,5,6,7", None),  # parent-wide visibility, inherited by every rank
+        ("0,1,2,3", "TT_VISIBLE_DEVICES=\\[0, 1, 2, 3\\] for DP rank 1 does not match"),
+        ("4,5,6", "does not match its discovered device group \\[4, 5, 6, 7\\]"),
+    ],
+)
+def test_rank_opens_only_its_group(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch, visible: str | None, error: str | None
+) -> None:
+    from vllm_tt_plugin.worker import TTWorker
+
+    monkeypatch.setenv("MESH_DEVICE", "T3K")
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    monkeypatch.delenv("TT_VISIBLE_DEVICES", raising=False)
+    config = make_config(data_parallel_size=2, tt={"emulated_mesh": True})
+    config.parallel_config.data_parallel_rank_local = 1
+    if visible is not None:
+        monkeypatch.setenv("TT_VISIBLE_DEVICES", visible)
+    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
+    if error is not None:
+        with pytest.raises(ValueError, match=error):
+            worker.init_device()
+        return
+    worker.init_device()
+    try:
+        assert os.environ["TT_VISIBLE_DEVICES"] == "4,5,6,7"
+        assert worker.mesh is not None
+        assert worker.mesh.device.get_device_ids() == [4, 5, 6, 7]
+        assert worker.mesh.spec.shape == (1, 4)
+    finally:
+        worker.shutdown()
