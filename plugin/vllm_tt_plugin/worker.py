@@ -75,7 +75,7 @@ class TTWorker(WorkerBase):
                     raise ValueError(
                         f"TT_VISIBLE_DEVICES={device_ids} for DP rank {rank.rank} does not "
                         f"match its discovered device group {rank.group}: unset it, or set it "
-                        "to the group (or to a set of devices that contains every group)"
+                        "to the group (or to a device list that contains it)"
                     )
                 logger.info(
                     "TT: DP rank %d narrows TT_VISIBLE_DEVICES=%s to its group %s",
