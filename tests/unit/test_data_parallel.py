@@ -305,7 +305,9 @@ def test_rank_opens_only_its_group(
 
     monkeypatch.setenv("MESH_DEVICE", "T3K")
     monkeypatch.delenv(GROUPS_ENV, raising=False)
-    monkeypatch.delenv("TT_VISIBLE_DEVICES", raising=False)
+    # The worker exports its group in TT_VISIBLE_DEVICES: setenv first so the test restores it.
+    monkeypatch.setenv("TT_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("TT_VISIBLE_DEVICES")
     config = make_config(data_parallel_size=2, tt={"emulated_mesh": True})
     config.parallel_config.data_parallel_rank_local = 1
     if visible is not None:
