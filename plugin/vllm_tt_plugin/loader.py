@@ -9,7 +9,7 @@ from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.contract import TTModel
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.model_registry import ModelTarget, get_registry
+from vllm_tt_plugin.model_registry import ModelTarget, get_registry, register_with_vllm
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -36,6 +36,10 @@ def resolve_model_class(vllm_config: VllmConfig, options: TTOptions) -> Resolved
     if target is None:
         target = registry.resolve(architectures[0] if architectures else "<none>")
     model_cls = target.load_class()
+    # The engine-core process only ran the general plugin, which registers no test models:
+    # make vLLM's registry resolve the served class here too (its multimodal processor
+    # lookup, made when the scheduler is built, goes through it).
+    register_with_vllm(registry)
     return ResolvedModel(target, model_cls, ModelCapabilities.from_model_class(model_cls))
 
 

@@ -90,6 +90,14 @@ class _ScheduledRow:
     def end(self) -> int:
         return self.start + self.num_tokens
 
+    @property
+    def req_id(self) -> str:
+        return self.state.req_id
+
+    @property
+    def mm_features(self) -> list[Any]:
+        return self.state.mm_features
+
 
 def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
     """One token whose input is a generated token: a decode. Everything else is prefill."""
@@ -288,7 +296,7 @@ class TTModelRunner:
             tokens[i, : r.num_tokens] = torch.tensor(r.state.token_slice(r.start, r.end))
         kwargs: dict[str, Any] = self._kv_kwargs(states, width)
         kwargs["empty_slots"] = empty_slots
-        kwargs.update(prefill_multimodal_kwargs(states, so.scheduled_encoder_inputs))
+        kwargs.update(prefill_multimodal_kwargs(rows))
         on_device = decision.on_device and bool(sampling_states)
         if on_device:
             params = TTSamplingParams.from_rows(device_rows(states))

@@ -1,12 +1,15 @@
 """Multimodal inputs of a prefill step, and the mRoPE position deltas prefill returns.
 
-vLLM's scheduler decides which multimodal items (images, ...) a prefill step covers
-(``SchedulerOutput.scheduled_encoder_inputs``; with ``disable_chunked_mm_input`` an item is
-never split across chunks). TT model classes run their own vision encoders, so the runner hands
-them the processed tensors of exactly those items, as ``**multimodal_kwargs`` of
-``prefill_forward``: one keyword per processor field (``pixel_values``, ``image_grid_thw``, ...),
-each a list with one entry per prefill row, the entry being that row's item tensors in prompt
-order, or ``None`` for a row with no item in this chunk.
+TT model classes run their own vision encoders and keep no encoder cache between steps, so the
+runner hands a prefill chunk the processed tensors of every multimodal item (image, ...) whose
+placeholder tokens fall in the chunk, as ``**multimodal_kwargs`` of ``prefill_forward``: one
+keyword per processor field (``pixel_values``, ``image_grid_thw``, ...), each a list with one
+entry per prefill row, the entry being that row's item tensors in prompt order, or ``None`` for a
+row with no item in this chunk. The choice goes by placeholder positions, not by vLLM's
+``scheduled_encoder_inputs``: vLLM leaves out items whose encoder output its own cache already
+holds (another request with the same image), which a TT model never sees. With vLLM's
+``disable_chunked_mm_input`` an item is never split across chunks; only a prefix-cache hit can
+start a chunk inside an item, whose leading placeholders are then already in the KV cache.
 
 mRoPE models (``model_config.uses_mrope``) return ``(out, rope_deltas)`` from prefill: the
 offset between a request's text position and its rotary position after its images. Decode
@@ -27,21 +30,37 @@ class _FeatureLike(Protocol):
 
     modality: str
     data: Mapping[str, Any] | None
+    mm_position: Any  # PlaceholderRange: offset, length
 
 
-class _RowLike(Protocol):
-    req_id: str
-    mm_features: list[Any]
+class _ChunkLike(Protocol):
+    """One prefill row: the request's items and the chunk's token range [start, end)."""
+
+    @property
+    def req_id(self) -> str: ...
+
+    @property
+    def mm_features(self) -> Sequence[Any]: ...
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
 
 
-def prefill_multimodal_kwargs(
-    rows: Sequence[_RowLike], scheduled_encoder_inputs: Mapping[str, Sequence[int]]
-) -> dict[str, list[list[Any] | None]]:
+def items_in_chunk(features: Sequence[_FeatureLike], start: int, end: int) -> list[int]:
+    """Indices of the items whose placeholder tokens overlap [start, end), in prompt order."""
+    spans = [(f.mm_position.offset, f.mm_position.offset + f.mm_position.length) for f in features]
+    return [i for i, (lo, hi) in enumerate(spans) if lo < end and start < hi]
+
+
+def prefill_multimodal_kwargs(rows: Sequence[_ChunkLike]) -> dict[str, list[list[Any] | None]]:
     """The ``**multimodal_kwargs`` of one prefill step; empty when no row has an item in it."""
     per_row: list[dict[str, list[Any]]] = []
     for row in rows:
         fields: dict[str, list[Any]] = {}
-        for index in sorted(scheduled_encoder_inputs.get(row.req_id, ())):
+        for index in items_in_chunk(row.mm_features, row.start, row.end):
             feature: _FeatureLike = row.mm_features[index]
             if feature.data is None:
                 # vLLM fills cached items in before the request reaches the worker.

@@ -10,6 +10,7 @@ on every decode step, per slot.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,33 +54,42 @@ def image(req_id: str, index: int, offset: int, length: int, fill: float) -> Mul
     )
 
 
+@dataclass
 class Row:
-    def __init__(self, req_id: str, mm_features: list[Any]) -> None:
-        self.req_id = req_id
-        self.mm_features = mm_features
+    req_id: str
+    mm_features: list[Any]
+    start: int
+    end: int
 
 
-def test_kwargs_carry_exactly_the_scheduled_items_per_row() -> None:
-    a = Row("a", [image("a", 0, 5, 10, 1.0), image("a", 1, 30, 10, 2.0)])
-    b = Row("b", [])
-    c = Row("c", [image("c", 0, 0, 8, 3.0)])
-    assert prefill_multimodal_kwargs([a, b, c], {}) == {}
-    kwargs = prefill_multimodal_kwargs([a, b, c], {"a": [1], "c": [0]})
+def pixel_fills(rows: list[Any] | None) -> list[list[float] | None]:
+    return [None if items is None else [float(t[0, 0, 0]) for t in items] for items in rows or []]
+
+
+def test_kwargs_carry_the_items_whose_placeholders_the_chunk_covers() -> None:
+    a_items = [image("a", 0, 5, 10, 1.0), image("a", 1, 30, 10, 2.0)]
+    c_items = [image("c", 0, 0, 8, 3.0)]
+    # Chunks past every image (c's image is [0, 8), a's [5, 15) and [30, 40)): nothing sent.
+    rows = [Row("a", a_items, 40, 64), Row("b", [], 0, 30), Row("c", c_items, 8, 40)]
+    assert prefill_multimodal_kwargs(rows) == {}
+    # a's chunk [20, 64) covers only its second image; b has none; c's covers its image.
+    rows = [Row("a", a_items, 20, 64), Row("b", [], 0, 30), Row("c", c_items, 0, 40)]
+    kwargs = prefill_multimodal_kwargs(rows)
     assert list(kwargs) == ["pixel_values"]
-    row_a, row_b, row_c = kwargs["pixel_values"]
-    assert row_b is None
-    assert row_a is not None and row_c is not None
-    assert [float(t[0, 0, 0]) for t in row_a] == [2.0]  # only the item scheduled this step
-    assert [float(t[0, 0, 0]) for t in row_c] == [3.0]
-    both = prefill_multimodal_kwargs([a], {"a": [1, 0]})["pixel_values"][0]
-    assert both is not None and [float(t[0, 0, 0]) for t in both] == [1.0, 2.0]  # prompt order
+    assert pixel_fills(kwargs["pixel_values"]) == [[2.0], None, [3.0]]
+    # A whole prompt in one chunk: both images, in prompt order.
+    both = prefill_multimodal_kwargs([Row("a", a_items, 0, 64)])["pixel_values"]
+    assert pixel_fills(both) == [[1.0, 2.0]]
+    # A prefix-cache hit ending inside the first image still sends that image.
+    inside = prefill_multimodal_kwargs([Row("a", a_items, 12, 20)])["pixel_values"]
+    assert pixel_fills(inside) == [[1.0]]
 
 
 def test_item_without_data_is_refused_by_name() -> None:
     feature = image("x", 0, 0, 4, 1.0)
     feature.data = None
     with pytest.raises(ValueError, match="request x: image item 0 .* without its processed data"):
-        prefill_multimodal_kwargs([Row("x", [feature])], {"x": [0]})
+        prefill_multimodal_kwargs([Row("x", [feature], 0, 4)])
 
 
 def test_mrope_output_split() -> None:
