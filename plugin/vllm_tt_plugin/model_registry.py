@@ -117,6 +117,10 @@ _TEST_MODELS: dict[str, tuple[str, bool]] = {
         "vllm_tt_plugin.test_models.reference_llama:ReferenceHybridForCausalLM",
         False,
     ),
+    "TTReferenceLlavaForConditionalGeneration": (
+        "vllm_tt_plugin.test_models.reference_vision:ReferenceLlavaForConditionalGeneration",
+        False,
+    ),
 }
 
 # vLLM's ModelConfig inspects the checkpoint's (un-prefixed) architecture before the platform
@@ -126,6 +130,10 @@ TEST_CHECKPOINT_ALIASES: dict[str, str] = {
     "ReferenceLlamaForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     "ReferenceLlamaLanesForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     "ReferenceHybridForCausalLM": "vllm.model_executor.models.qwen2:Qwen2ForCausalLM",
+    # vLLM's own LLaVA module imports torchvision (through Pixtral): an inspection-only class.
+    "ReferenceLlavaForConditionalGeneration": (
+        "vllm_tt_plugin.test_models.reference_vision:ReferenceLlavaInspection"
+    ),
 }
 
 

@@ -68,6 +68,20 @@ def test_offline_example_generates_with_the_bundled_model_and_measures_perf() ->
     assert n_prompts == 2 * len(prompts) and 0 < n_tokens <= 8 * n_prompts and tok_s > 0
 
 
+def test_offline_example_runs_the_vision_flags_on_the_bundled_llava() -> None:
+    llava = REPO / "fixtures" / "models" / "tt-reference-llava"
+    proc = run_offline(
+        "--model", str(llava), "--multi_image", "--max_seqs_in_batch", "4",
+        "--max_model_len", "512", "--max_tokens", "6",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prompts = json.loads((EXAMPLES / "prompts.json").read_text())
+    outputs = [m for m in map(OUTPUT_RE.match, proc.stdout.splitlines()) if m]
+    assert len(outputs) == len(prompts)
+    # Chat prompts, each with two image placeholders before the text.
+    assert all(m["prompt"].count("<image>") == 2 for m in outputs), outputs[0]["prompt"]
+
+
 def test_offline_example_refuses_multimodal_flags_before_starting_an_engine() -> None:
     proc = run_offline("--multi_modal", timeout=60)
     assert proc.returncode != 0

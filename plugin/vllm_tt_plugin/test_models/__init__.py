@@ -6,7 +6,9 @@
 - ``resident``: resident decode state and the reload contract (v1 flags, v0 reset_batch);
 - ``inputs``: host-side validation and copies of prefill/decode arguments;
 - ``core``: the contract surface (sizing, allocation, prefill, decode, warm-up);
-- ``reference_llama``: the registered classes; ``variants``: capability variants.
+- ``reference_llama``: the registered classes; ``variants``: capability variants;
+- ``reference_vision``: the LLaVA-style vision model (images through ``**multimodal_kwargs``),
+  with its vLLM prompt processing in ``llava_processing``.
 
 Nothing here is imported by the plugin unless a test model is actually served.
 """

@@ -230,14 +230,23 @@ class ReferenceLlamaCore:
         tt_data_parallel: int = 1,
         optimizations: str | None = None,
     ) -> ReferenceLlamaCore:
-        return cls(
-            LlamaDecoder.from_hf_config(hf_config),
+        model = cls(
+            cls.decoder_from_hf_config(hf_config),
             mesh_device,
             max_batch_size,
             max_seq_len=max_seq_len,
             tt_data_parallel=tt_data_parallel,
             optimizations=optimizations,
         )
+        model.attach_checkpoint(hf_config)
+        return model
+
+    @classmethod
+    def decoder_from_hf_config(cls, hf_config: Any) -> LlamaDecoder:
+        return LlamaDecoder.from_hf_config(hf_config)
+
+    def attach_checkpoint(self, hf_config: Any) -> None:
+        """Read the rest of the checkpoint (a vision tower); the decoder is already loaded."""
 
     @classmethod
     def get_max_tokens_all_users(
@@ -507,9 +516,14 @@ class ReferenceLlamaCore:
                 )
                 return out[0]
 
-            hidden = self.decoder.hidden_states(row.tokens, positions, attend)
+            embeds = self._prefill_embeds(row)
+            hidden = self.decoder.hidden_states(row.tokens, positions, attend, embeds)
             logits[r] = self.decoder.logits(hidden[-1:])[0]
         return logits
+
+    def _prefill_embeds(self, row: PrefillRow) -> torch.Tensor | None:
+        """Input embeddings replacing the row's token embeddings (vision models); None = tokens."""
+        return None
 
     def _prefill_history(self, kv: ReferenceKVCache, batch: PrefillBatch) -> PenaltyHistory:
         rows, vocab = len(batch.rows), self.dims.vocab_size

@@ -153,7 +153,7 @@ def checkpoint_dir(hf_config: Any) -> Path:
     return path
 
 
-def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
         files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
@@ -169,8 +169,17 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def load_weights(path: Path, dims: LlamaDims) -> LlamaWeights:
-    raw = _read_safetensors(path)
+def load_weights(
+    path: Path,
+    dims: LlamaDims,
+    prefix: str = "model.",
+    lm_head_name: str = "lm_head.weight",
+    raw: dict[str, torch.Tensor] | None = None,
+) -> LlamaWeights:
+    """The decoder's weights; ``prefix``/``lm_head_name`` locate them inside a larger checkpoint
+    (a vision-language model keeps its language model under another prefix)."""
+    if raw is None:
+        raw = read_safetensors(path)
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
         if name not in raw:
@@ -185,7 +194,7 @@ def load_weights(path: Path, dims: LlamaDims) -> LlamaWeights:
     h, d, inter = dims.hidden_size, dims.head_dim, dims.intermediate_size
     layers = []
     for i in range(dims.num_layers):
-        p = f"model.layers.{i}."
+        p = f"{prefix}layers.{i}."
         layers.append(
             LayerWeights(
                 input_norm=take(p + "input_layernorm.weight", (h,)),
@@ -199,15 +208,15 @@ def load_weights(path: Path, dims: LlamaDims) -> LlamaWeights:
                 down_proj=take(p + "mlp.down_proj.weight", (h, inter)),
             )
         )
-    embed = take("model.embed_tokens.weight", (dims.vocab_size, h))
+    embed = take(f"{prefix}embed_tokens.weight", (dims.vocab_size, h))
     if dims.tie_word_embeddings:
         lm_head = embed
     else:
-        lm_head = take("lm_head.weight", (dims.vocab_size, h))
+        lm_head = take(lm_head_name, (dims.vocab_size, h))
     return LlamaWeights(
         embed=embed,
         layers=tuple(layers),
-        final_norm=take("model.norm.weight", (h,)),
+        final_norm=take(f"{prefix}norm.weight", (h,)),
         lm_head=lm_head,
     )
 
@@ -251,13 +260,18 @@ class LlamaDecoder:
         return cls(dims, load_weights(checkpoint_dir(hf_config), dims))
 
     def hidden_states(
-        self, tokens: torch.Tensor, positions: torch.Tensor, attend: AttentionFn
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        attend: AttentionFn,
+        embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """tokens, positions: int64 [T] -> normalised hidden states [T, hidden]."""
+        """tokens, positions: int64 [T] -> normalised hidden states [T, hidden]. ``embeds``
+        replaces the token embeddings (a vision model's image features at its placeholders)."""
         dims, w = self.dims, self.weights
         t = tokens.shape[0]
         cos, sin = self.rotary.cos_sin(positions)
-        h = w.embed[tokens]
+        h = w.embed[tokens] if embeds is None else embeds
         for index, layer in enumerate(w.layers):
             x = rms_norm(h, layer.input_norm, dims.rms_norm_eps)
             q = (x @ layer.q_proj.T).view(t, dims.num_heads, dims.head_dim)

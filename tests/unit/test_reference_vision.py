@@ -1,0 +1,83 @@
+"""The reference LLaVA model (no engine): its image features are transformers' LLaVA features,
+they land exactly on the placeholder embeddings a prefill chunk holds, and misuse is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from transformers import AutoConfig
+
+from tests.conftest import REPO
+from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.test_models.core import ReferenceModelError
+from vllm_tt_plugin.test_models.inputs import PrefillRow
+from vllm_tt_plugin.test_models.reference_vision import ReferenceLlavaForConditionalGeneration
+
+MODEL = REPO / "fixtures" / "models" / "tt-reference-llava"
+
+
+@pytest.fixture(scope="module")
+def llava() -> Iterator[tuple[ReferenceLlavaForConditionalGeneration, Any]]:
+    config = AutoConfig.from_pretrained(MODEL)
+    mesh = EmulatedMeshDevice(NAMED_MESHES["N150"], step_time_s=0.0)
+    model = ReferenceLlavaForConditionalGeneration.initialize_vllm_model(config, mesh, 2)
+    yield model, config
+    mesh.close()
+
+
+def pixels(n: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn((n, 3, 32, 32), generator=torch.Generator().manual_seed(seed))
+
+
+def row(tokens: list[int], start: int = 0, index: int = 0) -> PrefillRow:
+    ids = torch.tensor(tokens, dtype=torch.int64)
+    return PrefillRow(index, 0, None, start, start + len(tokens), ids, ())
+
+
+def test_image_features_equal_transformers(llava: tuple[Any, Any]) -> None:
+    from transformers import LlavaForConditionalGeneration
+
+    model, _ = llava
+    hf = LlavaForConditionalGeneration.from_pretrained(MODEL, dtype=torch.float32).eval()
+    with torch.no_grad():
+        # transformers 5.x: the projected features per image, in pooler_output.
+        want = torch.cat(hf.get_image_features(pixel_values=pixels(2)).pooler_output)
+    got = model.image_encoder(pixels(2)).flatten(0, 1)
+    assert got.shape == (32, model.dims.hidden_size)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_features_replace_exactly_the_placeholders(llava: tuple[Any, Any]) -> None:
+    model, config = llava
+    image = config.image_token_index
+    tokens = [5, 6] + [image] * 16 + [7, 8]
+    features = model.image_encoder(pixels(1)).flatten(0, 1)
+    model._pending_features = {0: features}
+    try:
+        embeds = model._prefill_embeds(row(tokens))
+        # A prefix-cache hit inside the image: the chunk holds its last 6 placeholders.
+        tail = model._prefill_embeds(row([image] * 6 + [7, 8], start=12))
+    finally:
+        model._pending_features = {}
+    text = model.decoder.weights.embed
+    assert embeds is not None and tail is not None
+    torch.testing.assert_close(embeds[2:18], features)
+    torch.testing.assert_close(embeds[[0, 1, 18, 19]], text[[5, 6, 7, 8]])
+    torch.testing.assert_close(tail[:6], features[10:])
+    assert model._prefill_embeds(row([5, 6, 7])) is None  # text rows keep token embeddings
+
+
+def test_placeholders_without_pixels_are_refused(llava: tuple[Any, Any]) -> None:
+    model, config = llava
+    with pytest.raises(ReferenceModelError, match="2 image placeholder.* no pixel_values"):
+        model._prefill_embeds(row([5, config.image_token_index, config.image_token_index]))
+    model._pending_features = {0: torch.zeros(1, model.dims.hidden_size)}
+    try:
+        with pytest.raises(ReferenceModelError, match="2 image placeholders but features for 1"):
+            model._prefill_embeds(row([config.image_token_index] * 2))
+    finally:
+        model._pending_features = {}
