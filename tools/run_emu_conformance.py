@@ -43,6 +43,12 @@ DEFAULT_SUITE_TIMEOUT_S = 2400.0  # far above the few minutes the suite takes; C
 EXIT_TIMEOUT = 3
 
 
+# The hybrid model's pool adds sliding-window headroom (3 blocks per sequence and the tokens in
+# flight) to the budget, so 2048 budget tokens make an 8256-token pool that 8 requests of at
+# most 1024 tokens cannot overrun; 256 leaves about 2900, and the preemption check can run.
+KV_TOKENS_PER_LANE = {"tt-reference-hybrid": 256}
+
+
 @dataclass(frozen=True)
 class ServerOptions:
     """What the suite runs against by default, recorded in the report via --tt-server-options.
@@ -164,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeout <= 0:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
 
-    options = ServerOptions()
     name = args.model.name
+    options = ServerOptions(kv_tokens_per_lane=KV_TOKENS_PER_LANE.get(name, 2048))
     report_dir = args.reports / name / DEVICE
     baseline_dir = args.reports / "baselines" / name / DEVICE
     baseline, expectations = baseline_dir / "baseline.json", baseline_dir / "expectations.json"
