@@ -68,6 +68,8 @@ class RunnerStats:
     slot_remaps: int = 0
     overlapped_decodes: int = 0
     drains: int = 0
+    # Steps whose rows came from more than one lane: lanes sharing one step mode (lane-DP).
+    multi_lane_steps: int = 0
     # Requests admitted per lane (lane-DP placement).
     lane_admissions: list[int] = field(default_factory=list)
 
@@ -208,6 +210,8 @@ class TTModelRunner:
                 f"both: {dict(scheduler_output.num_scheduled_tokens)}"
             )
         self._step_id += 1
+        if len({r.state.lane for r in rows}) > 1:
+            self.stats.multi_lane_steps += 1
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
         self.drain()

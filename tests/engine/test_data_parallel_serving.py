@@ -51,6 +51,9 @@ def test_lane_dp_four_lanes_of_eight() -> None:
     admissions = stats[0]["lane_admissions"]
     assert len(admissions) == 4 and sum(admissions) == len(prompts) + len(constrained)
     assert min(admissions) >= 4, f"requests not spread over lanes: {admissions}"
+    # Lanes share the step mode: steps carry rows of several lanes, and never mix prefill with
+    # decode (the runner refuses such a step, which would have failed requests above).
+    assert stats[0]["multi_lane_steps"] > 0, stats[0]
 
 
 def structured_batch(url: str) -> list[bool]:
