@@ -37,7 +37,8 @@ from tests.unit.tiny_checkpoint import (
 )
 from vllm_tt_plugin.model_runner import TTModelRunner
 from vllm_tt_plugin.scheduler import TTScheduler
-from vllm_tt_plugin.test_models.core import CallRecord, ReferenceLlamaCore
+from vllm_tt_plugin.test_models.calls import CallRecord
+from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
 from vllm_tt_plugin.worker import TTWorker
 
 LEGACY_MODEL = "vllm_tt_plugin.test_models.variants:LegacyDecodeContract"

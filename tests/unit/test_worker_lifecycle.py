@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 
-from tests.unit.tiny_checkpoint import write_tiny_checkpoint
+from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
 from vllm_tt_plugin.worker import TTWorker
 
 
@@ -31,14 +30,7 @@ def start_worker(make_config: Any, checkpoint: Path, **tt: Any) -> TTWorker:
         max_num_seqs=4,
         max_model_len=256,
     )
-    worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
-    worker.init_device()
-    worker.load_model()
-    specs = worker.get_kv_cache_spec()
-    available = worker.determine_available_memory()
-    kv_config = get_kv_cache_configs(config, [specs], [available])[0]
-    worker.initialize_from_config(kv_config)
-    worker.compile_or_warm_up_model()
+    worker, _ = start_worker_and_scheduler(config)
     return worker
 
 

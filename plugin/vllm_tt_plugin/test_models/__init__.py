@@ -5,7 +5,8 @@
 - ``sampling``: device sampling emulation (vLLM semantics, seeded by (seed, position));
 - ``resident``: resident decode state and the reload contract (v1 flags, v0 reset_batch);
 - ``inputs``: host-side validation and copies of prefill/decode arguments;
-- ``core``: the contract surface (sizing, allocation, prefill, decode, warm-up);
+- ``core``: the contract surface (sizing, allocation, prefill, decode, warm-up); ``calls``: the
+  call log records and the async decode handle;
 - ``reference_llama``: the registered classes; ``variants``: capability variants;
 - ``reference_vision``: the LLaVA-style vision model (images through ``**multimodal_kwargs``),
   with its vLLM prompt processing in ``llava_processing``.

@@ -54,7 +54,6 @@ import itertools
 import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import torch
@@ -62,6 +61,7 @@ import torch
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle
 from vllm_tt_plugin.test_models.inputs import (
     FLAG_NAMES,
     Geometry,
@@ -72,7 +72,13 @@ from vllm_tt_plugin.test_models.inputs import (
     parse_prefill,
     reject_unknown,
 )
-from vllm_tt_plugin.test_models.llama import LlamaDecoder
+from vllm_tt_plugin.test_models.llama import (
+    LlamaDecoder,
+    LlamaDims,
+    checkpoint_dir,
+    load_weights,
+    read_safetensors,
+)
 from vllm_tt_plugin.test_models.paged_kv import (
     HeadSharding,
     KVCacheError,
@@ -98,47 +104,6 @@ OPTIMIZATIONS = (None, "performance", "accuracy")
 
 class ReferenceModelError(ValueError):
     """The plugin used the reference model outside the contract or its declared capabilities."""
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One accepted contract call, as tests inspect it (``model.call_log``)."""
-
-    method: str
-    enable_trace: bool | None = None
-    read_from_device: bool | None = None
-    device_sampling: bool | None = None
-    rows: int | None = None
-    start_pos: tuple[int, ...] | None = None
-    reload_inputs: bool | None = None
-    reload_page_table: bool | None = None
-    reload_sampling_params: bool | None = None
-    reset_sampling_state: bool | None = None
-    reset_batch: bool | None = None
-    slot_remap: tuple[int, ...] | None = None
-
-
-class DecodeHandle:
-    """What an async decode submit returns in place of device output tensors."""
-
-    def __init__(self, owner: int, step: int, is_tokens: bool) -> None:
-        self.owner = owner
-        self.step = step
-        self.is_tokens = is_tokens
-        self.event: Any = None
-        self.output: Any = None
-        self.read = False
-        self.processed = False
-
-    def __repr__(self) -> str:
-        return f"DecodeHandle(step={self.step}, is_tokens={self.is_tokens})"
-
-
-def wait_event(event: Any) -> None:
-    if hasattr(event, "synchronize"):
-        event.synchronize()
-    elif callable(event):
-        event()
 
 
 class ReferenceLlamaCore:
@@ -230,23 +195,31 @@ class ReferenceLlamaCore:
         tt_data_parallel: int = 1,
         optimizations: str | None = None,
     ) -> ReferenceLlamaCore:
+        cls.check_hf_config(hf_config)  # config errors before any weight is read
+        raw = read_safetensors(checkpoint_dir(hf_config))  # read once, for every hook
         model = cls(
-            cls.decoder_from_hf_config(hf_config),
+            cls.decoder_from_checkpoint(hf_config, raw),
             mesh_device,
             max_batch_size,
             max_seq_len=max_seq_len,
             tt_data_parallel=tt_data_parallel,
             optimizations=optimizations,
         )
-        model.attach_checkpoint(hf_config)
+        model.attach_checkpoint(hf_config, raw)
         return model
 
     @classmethod
-    def decoder_from_hf_config(cls, hf_config: Any) -> LlamaDecoder:
-        return LlamaDecoder.from_hf_config(hf_config)
+    def check_hf_config(cls, hf_config: Any) -> None:
+        """Config-only checks of a subclass (its layer layout, ...)."""
 
-    def attach_checkpoint(self, hf_config: Any) -> None:
-        """Read the rest of the checkpoint (a vision tower); the decoder is already loaded."""
+    @classmethod
+    def decoder_from_checkpoint(cls, hf_config: Any, raw: dict[str, torch.Tensor]) -> LlamaDecoder:
+        dims = LlamaDims.from_hf_config(hf_config)
+        return LlamaDecoder(dims, load_weights(checkpoint_dir(hf_config), dims, raw))
+
+    def attach_checkpoint(self, hf_config: Any, raw: dict[str, torch.Tensor]) -> None:
+        """Check or read the rest of the checkpoint (hybrid layers, a vision tower) once the
+        decoder is loaded."""
 
     @classmethod
     def get_max_tokens_all_users(

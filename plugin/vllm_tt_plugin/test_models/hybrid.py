@@ -15,11 +15,12 @@ group. The model's math is Llama's: a Qwen2 checkpoint's q/k/v biases must be ze
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
 
 from vllm_tt_plugin.kv_cache import DEFAULT_KV_DTYPE, layer_name
@@ -101,26 +102,15 @@ class HybridLayers:
         return specs
 
 
-def _safetensors_files(path: Path) -> list[Path]:
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [path / name for name in names]
-    return [path / "model.safetensors"]
-
-
-def check_zero_attention_biases(path: Path) -> None:
-    """Qwen2 checkpoints carry q/k/v biases; this model implements Llama math, so they must be 0."""
-    from safetensors import safe_open
-
-    for file in _safetensors_files(path):
-        with safe_open(str(file), framework="pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 - safe_open handles are not mappings
-                if not name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")):
-                    continue
-                peak = float(handle.get_tensor(name).abs().max())
-                if peak != 0.0:
-                    raise ReferenceModelConfigError(
-                        f"{file}: {name} is nonzero (max |b| = {peak:g}); the hybrid reference "
-                        "model implements Llama math and needs zero q/k/v biases"
-                    )
+def check_zero_attention_biases(raw: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Qwen2 checkpoints carry q/k/v biases; this model implements Llama math, so they must be 0.
+    ``raw``: the checkpoint's tensors, read from ``path``."""
+    for name, tensor in raw.items():
+        if not name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")):
+            continue
+        peak = float(tensor.abs().max())
+        if peak != 0.0:
+            raise ReferenceModelConfigError(
+                f"{path}: {name} is nonzero (max |b| = {peak:g}); the hybrid reference "
+                "model implements Llama math and needs zero q/k/v biases"
+            )

@@ -172,14 +172,13 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def load_weights(
     path: Path,
     dims: LlamaDims,
+    raw: dict[str, torch.Tensor],
     prefix: str = "model.",
     lm_head_name: str = "lm_head.weight",
-    raw: dict[str, torch.Tensor] | None = None,
 ) -> LlamaWeights:
-    """The decoder's weights; ``prefix``/``lm_head_name`` locate them inside a larger checkpoint
-    (a vision-language model keeps its language model under another prefix)."""
-    if raw is None:
-        raw = read_safetensors(path)
+    """The decoder's weights from the checkpoint's tensors (``raw``, read from ``path``);
+    ``prefix``/``lm_head_name`` locate them inside a larger checkpoint (a vision-language model
+    keeps its language model under another prefix)."""
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
         if name not in raw:
@@ -253,11 +252,6 @@ class LlamaDecoder:
         self.dims = dims
         self.weights = weights
         self.rotary = Rotary(dims.head_dim, dims.rope_theta)
-
-    @classmethod
-    def from_hf_config(cls, hf_config: Any) -> LlamaDecoder:
-        dims = LlamaDims.from_hf_config(hf_config)
-        return cls(dims, load_weights(checkpoint_dir(hf_config), dims))
 
     def hidden_states(
         self,

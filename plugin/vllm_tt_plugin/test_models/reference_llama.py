@@ -16,15 +16,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch
+
 from vllm_tt_plugin.contract import TTLayerKVSpec
-from vllm_tt_plugin.test_models.core import (
-    DEFAULT_MAX_SEQ_LEN,
-    CallRecord,
-    DecodeHandle,
-    ReferenceLlamaCore,
-    ReferenceModelError,
-    wait_event,
-)
+from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle, wait_event
+from vllm_tt_plugin.test_models.core import ReferenceLlamaCore, ReferenceModelError
 from vllm_tt_plugin.test_models.hybrid import HybridLayers, check_zero_attention_biases
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError, checkpoint_dir
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError, LayerLayout, ReferenceKVCache
@@ -161,33 +157,18 @@ class ReferenceHybridForCausalLM(ReferenceLlamaForCausalLM):
         return layers.kv_cache_spec(vllm_config)
 
     @classmethod
-    def initialize_vllm_model(
-        cls,
-        hf_config: Any,
-        mesh_device: Any,
-        max_batch_size: int,
-        max_seq_len: int = DEFAULT_MAX_SEQ_LEN,
-        tt_data_parallel: int = 1,
-        optimizations: str | None = None,
-    ) -> ReferenceHybridForCausalLM:
+    def check_hf_config(cls, hf_config: Any) -> None:
+        HybridLayers.from_hf_config(hf_config)
+
+    def attach_checkpoint(self, hf_config: Any, raw: dict[str, torch.Tensor]) -> None:
         layers = HybridLayers.from_hf_config(hf_config)
-        check_zero_attention_biases(checkpoint_dir(hf_config))
-        model = super().initialize_vllm_model(
-            hf_config,
-            mesh_device,
-            max_batch_size,
-            max_seq_len=max_seq_len,
-            tt_data_parallel=tt_data_parallel,
-            optimizations=optimizations,
-        )
-        if layers.num_layers != model.dims.num_layers:
+        check_zero_attention_biases(raw, checkpoint_dir(hf_config))
+        if layers.num_layers != self.dims.num_layers:
             raise ReferenceModelConfigError(
                 f"layer_types lists {layers.num_layers} layers, the checkpoint has "
-                f"{model.dims.num_layers}"
+                f"{self.dims.num_layers}"
             )
-        assert isinstance(model, ReferenceHybridForCausalLM)
-        model.hybrid_layers = layers
-        return model
+        self.hybrid_layers = layers
 
     def layer_sliding_window(self, layer: int) -> int | None:
         return self.hybrid_layers.windows[layer]
