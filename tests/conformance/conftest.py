@@ -91,12 +91,12 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/metrics":
                 info = ""
                 if state.plugin_info is not None:
-                    labels = ",".join(f'{k}="{v}"' for k, v in state.plugin_info.items())
-                    info = (
-                        "# HELP tt_plugin_info vllm-tt-plugin build and configuration\n"
-                        "# TYPE tt_plugin_info gauge\n"
-                        f"tt_plugin_info{{{labels}}} 1.0\n"
-                    )
+                    # Exposed exactly as the plugin does: a prometheus_client Info.
+                    from prometheus_client import CollectorRegistry, Info, generate_latest
+
+                    registry = CollectorRegistry()
+                    Info("tt_plugin", "plugin build", registry=registry).info(state.plugin_info)
+                    info = generate_latest(registry).decode()
                 self._send(
                     200,
                     info + "# HELP vllm:num_requests_running running\n"

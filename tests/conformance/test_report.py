@@ -180,3 +180,22 @@ def test_junit_drops_control_characters(make_report) -> None:
     text = render_junit(report.replace(checks=(bad,)))
     ET.fromstring(text.split("\n", 1)[1])  # parses: no control characters left
     assert "[31mred" in text
+
+
+def test_markdown_shows_tier_accuracy_and_perf_identity(make_report, passing_accuracy) -> None:
+    from tt_conformance.render import render_markdown
+    from tt_conformance.report import PerfFigure
+    from tt_conformance.tiers import derive_tier
+
+    report = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))
+    fig = PerfFigure(
+        name="ttft_mean@i128o128c8", value=12.5, unit="ms", better="lower", check="c",
+        metric="ttft", stat="mean", input_len=128, output_len=128, concurrency=8,
+        flag="burst delivery: 64 tokens arrived in 16 chunks",
+    )  # fmt: skip
+    report = report.replace(perf={fig.name: fig})
+    report = report.replace(tier=derive_tier(report))
+    md = render_markdown(report)
+    assert "| tier " in md and "functional" in md and "no perf targets" in md
+    assert "| tt-patterns" in md and "0.830 to 0.940" in md
+    assert "128/128 @ 8" in md and "burst delivery" in md
