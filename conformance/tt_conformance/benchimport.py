@@ -110,7 +110,7 @@ def bench_figures(
     for metric in METRICS:
         for stat in STATS:
             add(metric, stat, data.get(f"{stat}_{metric}_ms"), "ms", "lower")
-    for stat in ("mean", "median"):
+    for stat in STATS:
         tpot = data.get(f"{stat}_tpot_ms")
         if isinstance(tpot, (int, float)) and tpot > 0:
             add("tps_user", stat, 1000.0 / tpot, "tok/s/user", "higher")

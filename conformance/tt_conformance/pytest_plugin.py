@@ -44,13 +44,16 @@ Fixtures for check authors
     raw_http: RawHttp                session; get/post/completions/chat, health(), version(),
                                      metrics()/metric_value(), tokenize(), detokenize(),
                                      error_of(response) -> ApiError
-    record_perf(name, value, unit, better)    per check; better is "lower" or "higher"
+    record_perf(name, value, unit, better, **identity)   per check; better is "lower" or
+                                     "higher"; identity: metric, stat, input_len, output_len,
+                                     concurrency, flag (why a figure is unreliable)
+    record_accuracy(result)          per check; an AccuracyResult for the report's accuracy
 
 Markers
     Concern markers (isolation, seeding, sampling_fallback, penalties, logprobs,
-    structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf) set a check's
-    concern in the report; without one the module name minus "test_" is used.
-    requires_lanes(n=2) skips a check unless --tt-lanes >= n. slow marks long checks.
+    structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf, accuracy) set
+    a check's concern in the report; without one the module name minus "test_" is used.
+    requires_lanes(n=2) skips a check unless the server has >= n lanes. slow marks long checks.
     A check's id in reports and expectations is ``<module>::<name[params]>``, for example
     ``tt_conformance.checks.test_isolation::test_parallel_prompts[8]``.
 

@@ -33,7 +33,8 @@ def test_figures_carry_names_and_identity_keys_like_the_harness() -> None:
     tps = figs["tps@i100o100c32"]
     assert (tps.value, tps.unit, tps.better, tps.source) == (640.0, "tok/s", "higher", "vllm-bench")
     assert (tps.metric, tps.stat, tps.concurrency) == ("tps", "value", 32)
-    assert len(figs) == 4 * 3 + 2 + 1
+    assert figs["tps_user_p99@i100o100c32"].value == pytest.approx(1000 / 45)
+    assert len(figs) == 4 * 3 + 3 + 1
 
 
 def test_bad_bench_files_are_refused() -> None:

@@ -26,7 +26,8 @@ def test_wave_figures_follow_the_published_definitions() -> None:
     assert figs[("tpot", "median")].value == pytest.approx(15.0)
     assert figs[("e2el", "mean")].value == pytest.approx((150 + 270) / 2)
     assert figs[("itl", "mean")].value == pytest.approx(15.0)
-    assert figs[("tps_user", "mean")].value == pytest.approx((100 + 50) / 2)
+    assert figs[("tps_user", "mean")].value == pytest.approx(1000 / 15)  # 1000 / mean TPOT
+    assert figs[("tps_user", "p99")].value == pytest.approx(1000 / np.percentile([10, 20], 99))
     assert figs[("tps", "value")].value == pytest.approx(22 / 0.27)
     assert figs[("ttft", "p99")].better == "lower" and figs[("tps", "value")].better == "higher"
 
