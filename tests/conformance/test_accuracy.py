@@ -153,3 +153,99 @@ def test_lm_eval_missing_raises_import_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "lm_eval", None)
     with pytest.raises(ImportError):
         accuracy.run_lm_eval("gsm8k", "http://h:1/v1", "m", 1, None, None)
+
+
+def _accuracy_run(pytester, fake_server, harness_args, expected: str, scoring: str):
+    (pytester.path / "task.jsonl").write_text(
+        "".join(
+            json.dumps({"prompt": f"q{i}", "expected": expected, "scoring": scoring}) + "\n"
+            for i in range(6)
+        )
+    )
+    (pytester.path / "expectations.json").write_text(
+        json.dumps({"schema_version": 2, "accuracy": [
+            {"task": "task.jsonl", "reference": 1.0, "tolerance": 0.1, "num_samples": 5}]})
+    )  # fmt: skip
+    result = pytester.runpytest(
+        *harness_args, "--pyargs", "tt_conformance.checks.test_accuracy",
+        f"--tt-server-url={fake_server.url}", "--tt-report-dir=out",
+        "--tt-expectations=expectations.json", "--tt-device=emulated",
+    )  # fmt: skip
+    from tt_conformance.report import load_report
+
+    return result, load_report(pytester.path / "out" / "latest.json")
+
+
+def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harness_args) -> None:
+    # The fake server completes every prompt with " world".
+    result, report = _accuracy_run(pytester, fake_server, harness_args, "world", "contains")
+    result.assert_outcomes(passed=1)
+    (acc,) = report.accuracy
+    assert (acc.task, acc.score, acc.num_samples, acc.correct, acc.verdict) == (
+        "task.jsonl", 1.0, 5, 5, "pass",
+    )  # fmt: skip
+    assert acc.check == "tt_conformance.checks.test_accuracy::test_accuracy[task.jsonl]"
+    assert report.tier is not None and report.tier.tier == "functional"
+    completions = [p for m, p in fake_server.state.requests if p == "/v1/completions"]
+    assert len(completions) == 5  # num_samples, not the whole file
+
+
+def test_failing_accuracy_fails_the_check_and_the_tier(
+    pytester: pytest.Pytester, fake_server, harness_args
+) -> None:
+    result, report = _accuracy_run(pytester, fake_server, harness_args, "hello", "exact")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*accuracy on task.jsonl: score 0.000 < reference 1.000*"])
+    assert report.accuracy[0].verdict == "fail" and report.tier.tier == "fail"
+
+
+def test_without_an_accuracy_entry_the_check_skips(
+    pytester: pytest.Pytester, fake_server, harness_args
+) -> None:
+    result = pytester.runpytest(
+        *harness_args, "--pyargs", "tt_conformance.checks.test_accuracy",
+        f"--tt-server-url={fake_server.url}", "--tt-report-dir=out",
+    )  # fmt: skip
+    result.assert_outcomes(skipped=1)
+    from tt_conformance.report import load_report
+
+    report = load_report(pytester.path / "out" / "latest.json")
+    assert report.accuracy == () and report.tier.tier == "experimental"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tool(name: str):
+    import importlib
+
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+
+
+def test_bundled_task_is_what_the_generator_writes() -> None:
+    items = _tool("make_accuracy_task").items
+    lines = accuracy.bundled_task_path("tt-patterns").read_text().splitlines()
+    assert lines == [json.dumps(item, sort_keys=True) for item in items()]
+
+
+@pytest.mark.parametrize(
+    "baseline", sorted((REPO / "reports" / "baselines").glob("*/*/accuracy_reference.json")),
+    ids=lambda p: p.parent.parent.name,
+)  # fmt: skip
+def test_expectations_use_the_measured_reference(baseline: Path) -> None:
+    measured = json.loads(baseline.read_text())
+    exp = expectations_from_dict(
+        json.loads((baseline.parent / "expectations.json").read_text()), str(baseline)
+    )
+    (entry,) = [a for a in exp.accuracy if a.task == measured["task"]]
+    assert entry.reference == measured["score"]
+    assert entry.num_samples == measured["num_samples"]
+    assert measured["correct"] == measured["num_samples"] - len(measured["failures"])
+    checkpoint = REPO / "fixtures" / "models" / measured["checkpoint"]
+    if checkpoint.is_dir():
+        digest = _tool("measure_accuracy_reference").checkpoint_digest
+        assert digest(checkpoint) == measured["checkpoint_sha256"]
