@@ -81,10 +81,12 @@ class HarnessOptions:
         raw_device = config.getoption("tt_device") or os.environ.get("MESH_DEVICE") or "unknown"
         try:
             device = normalize_device(str(raw_device))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--tt-device / MESH_DEVICE: {exc}") from None
+        try:
             shapes = parse_perf_shapes(config.getoption("tt_perf_shapes"))
         except ValueError as exc:
-            flag = "--tt-perf-shapes" if "shape" in str(exc) else "--tt-device / MESH_DEVICE"
-            raise pytest.UsageError(f"{flag}: {exc}") from None
+            raise pytest.UsageError(f"--tt-perf-shapes: {exc}") from None
         api_key = (
             config.getoption("tt_api_key")
             or os.environ.get("OPENAI_API_KEY")

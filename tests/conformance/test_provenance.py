@@ -219,3 +219,14 @@ def test_collect_only_writes_no_report(
     assert pytester.runpytest(*args, "-k", "nothing_matches").ret == 5
     assert sorted(Path(pytester.path / "out").iterdir()) == files
     assert latest.read_text() == before
+
+
+def test_bad_perf_shapes_are_a_usage_error(
+    pytester: pytest.Pytester, fake_server, harness_args
+) -> None:
+    pytester.makepyfile(test_clients=CHECK_USES_EVERY_CLIENT)
+    result = pytester.runpytest(
+        *harness_args, f"--tt-server-url={fake_server.url}", "--tt-perf-shapes=128x128"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tt-perf-shapes: bad perf shape '128x128'*"])
