@@ -3,9 +3,9 @@ that keep unreliable figures out of a published report.
 
 Per request (streamed): TTFT = first token - send; E2EL = last token - send;
 TPOT = (E2EL - TTFT) / (tokens - 1); ITL = the gaps between consecutive chunks; tokens/s/user =
-1000 / TPOT (ms) of the same statistic. Per wave: tokens/s = output tokens / wall time. Mean, median and p99 use linear
-interpolation between ranks (numpy's default, which vllm bench serve uses), so the figures line
-up with an imported bench result.
+1000 / TPOT (ms) of the same statistic. Per wave: tokens/s = output tokens / wall time. Mean,
+median and p99 use linear interpolation between ranks (numpy's default, which vllm bench serve
+uses), so the figures line up with an imported bench result.
 
 Two ways a client measures the wrong thing, both detected here:
 - burst delivery: the server (stream interval > 1) or something in between (a buffering proxy)
@@ -138,7 +138,7 @@ def delivery_problems(streams: Sequence[StreamTiming], loop_lag_s: Sequence[floa
         problems.append(
             f"burst arrival: {tiny} of {gaps} inter-token gaps are under "
             f"{TINY_GAP_FRACTION:.0%} of the stream's TPOT (tokens reached the client in "
-            "clumps: a buffering proxy, or a client that reads late)"
+            "clumps: a busy server front end, a buffering proxy, or a client that reads late)"
         )
     itls = [g for s in streams for g in s.itls]
     mean_itl = statistics.fmean(itls) if itls else math.nan

@@ -49,10 +49,13 @@ class SessionReporter:
                 warnings.append(f"expectations file is for {key} {theirs!r}, this run is {ours!r}")
         facts = state.facts
         warnings += facts.warnings
+        flagged: dict[tuple[str, str], list[str]] = {}
+        for name, fig in sorted(perf.items()):
+            if fig.flag:
+                flagged.setdefault((name.partition("@")[2], fig.flag), []).append(name)
         warnings += [
-            f"perf figure {name} is not published as measured: {fig.flag}"
-            for name, fig in sorted(perf.items())
-            if fig.flag
+            f"{len(names)} perf figures @{shape} are unreliable, not comparable: {flag}"
+            for (shape, flag), names in flagged.items()
         ]
         report = Report(
             run_id=state.run_id,

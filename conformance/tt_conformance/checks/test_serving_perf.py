@@ -2,8 +2,8 @@
 128/128 at concurrency 1 and at the server's capacity (max_num_seqs x lanes); other shapes with
 ``--tt-perf-shapes``. Figures are comparable with TT's tables and ``vllm bench serve``
 (tt_conformance.perfstats): TTFT, TPOT, ITL and E2EL (mean, median, p99, ms), tokens/s/user
-(1000 / TPOT, same stats) and tokens/s, each with its identity keys (metric, stat, input/output length,
-concurrency), named ``<metric>_<stat>@i<in>o<out>c<conc>``.
+(1000 / TPOT, same stats) and tokens/s, each with its identity keys (metric, stat, input and
+output length, concurrency), named ``<metric>_<stat>@i<in>o<out>c<conc>``.
 
 What is asserted is correctness, never speed: every stream delivers exactly the requested number
 of tokens, and a streamed greedy output equals the non-streamed one for the same prompt. Prompts
