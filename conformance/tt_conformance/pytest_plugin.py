@@ -227,6 +227,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{state.model_name}, device {state.options.device}, expectations "
         f"{state.expectations_path or 'none'}"
     ]
+    facts = state.facts
+    lines.append(
+        f"tt-conformance: plugin {facts.plugin_version}, ttnn {facts.ttnn_version}, tt-metal "
+        f"{facts.tt_metal_version}; max_num_seqs {facts.max_num_seqs} x {facts.lanes} lane(s); "
+        f"read from the server: {', '.join(facts.discovered) or 'nothing'}"
+    )
     if state.setup_error:
         lines.append(f"tt-conformance: SERVER NOT USABLE: {state.setup_error}")
     return lines
