@@ -1,22 +1,26 @@
 """``tt-conformance``: report tools.
 
-    tt-conformance import-bench RESULT.json --report REPORT.json [--expectations E]
-                                [--input-len N] [--output-len N] [--concurrency N]
+    tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
+                                [--expectations E] [--input-len N] [--output-len N]
+                                [--concurrency N]
 
 folds a ``vllm bench serve --save-result`` JSON into the report's perf section (figures named
 like the harness's own, source "vllm-bench"), re-evaluates the perf targets and the tier, and
-rewrites the run's .json/.md/.xml (latest.* too when it is the latest run). Exit 0 done, 2 bad
-input (the message names the file and the problem).
+rewrites the run's .json/.md/.xml (latest.* too when it is the latest run). Without --report the
+report is reports/<model_id of the result>/<device>/latest.json, the device from --device or
+$MESH_DEVICE. Exit 0 done, 2 bad input (the message names the file and the problem).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tt_conformance._names import default_report_dir, normalize_device
 from tt_conformance.benchimport import (
     BenchImportError,
     bench_delivery_problems,
@@ -38,7 +42,20 @@ def import_bench(args: argparse.Namespace) -> int:
         raise BenchImportError(f"{args.result}: cannot read as JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BenchImportError(f"{args.result}: expected a JSON object")
-    report_path = Path(args.report)
+    if args.report:
+        report_path = Path(args.report)
+    else:
+        model = data.get("model_id")
+        device = args.device or os.environ.get("MESH_DEVICE") or "unknown"
+        try:
+            device = normalize_device(device)
+        except ValueError as exc:
+            raise BenchImportError(f"--device / MESH_DEVICE: {exc}") from None
+        if not isinstance(model, str) or not model:
+            raise BenchImportError(f"{args.result}: no model_id in the result: pass --report")
+        report_path = default_report_dir(Path.cwd(), model, device) / "latest.json"
+        if not report_path.is_file():
+            raise BenchImportError(f"no report at {report_path}: pass --report REPORT.json")
     report = load_report(report_path)
     shape = bench_shape(data, args.input_len, args.output_len, args.concurrency)
     problems = bench_delivery_problems(data)
@@ -78,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("import-bench", help="fold a vllm bench serve result into a report")
     bench.add_argument("result", help="vllm bench serve --save-result JSON")
-    bench.add_argument("--report", required=True, help="report JSON to amend")
+    bench.add_argument("--report", default=None, help="report JSON to amend (default: see above)")
+    bench.add_argument("--device", default=None, help="device of the default report path")
     bench.add_argument("--expectations", default=None, help="default: the report's own")
     bench.add_argument("--input-len", type=int, default=None)
     bench.add_argument("--output-len", type=int, default=None)

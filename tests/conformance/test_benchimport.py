@@ -68,3 +68,21 @@ def test_cli_folds_figures_into_the_report(tmp_path: Path, make_report, passing_
     # An older run was amended: latest.* still describes the newest run.
     assert (tmp_path / "r" / "latest.json").read_text() == latest_before
     assert cli.main(["import-bench", str(tmp_path / "nope.json"), "--report", str(first.json)]) == 2
+
+
+def test_cli_default_report_follows_model_and_device(
+    tmp_path: Path, make_report, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MESH_DEVICE", "t3k")
+    written = write_report(
+        make_report({"m::a": "pass"}, model="org/m", device="T3K"),
+        tmp_path / "reports" / "org--m" / "T3K",
+    )
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({**BENCH, "model_id": "org/m"}))
+    assert cli.main(["import-bench", str(bench)]) == cli.EXIT_OK
+    assert "ttft_mean@i100o100c32" in load_report(written.latest_json).perf
+    assert "ttft_mean@i100o100c32" in load_report(written.json).perf
+    assert cli.main(["import-bench", str(bench), "--device", "n150"]) == cli.EXIT_BAD_INPUT
+    assert "no report at" in capsys.readouterr().err
