@@ -5,11 +5,13 @@
 (1000 / TPOT, same stats) and tokens/s, each with its identity keys (metric, stat, input and
 output length, concurrency), named ``<metric>_<stat>@i<in>o<out>c<conc>``.
 
-What is asserted is correctness, never speed: every stream delivers exactly the requested number
-of tokens, and a streamed greedy output equals the non-streamed one for the same prompt. Prompts
-are exactly ``input length`` token ids from the server's own tokenizer, each starting at a
-different place so the prefix cache cannot serve one request from another. A warm-up request
-runs first so kernel compilation on a cold server is not measured.
+At least MIN_REQUESTS requests run per shape, in waves of the concurrency (as vllm bench serve
+runs num_prompts at max_concurrency). What is asserted is correctness, never speed: every stream
+delivers exactly the requested number of tokens, and a streamed greedy output equals the
+non-streamed one for the same prompt. Prompts are exactly ``input length`` token ids from the
+server's own tokenizer, each starting at a different place so the prefix cache cannot serve one
+request from another. A warm-up request runs first so kernel compilation on a cold server is not
+measured.
 
 Figures a client cannot stand behind (burst delivery, a CPU-starved client; see perfstats) are
 flagged: on emulated runs (informational) they are recorded with the flag, on hardware runs they
@@ -52,6 +54,10 @@ if TYPE_CHECKING:
     from tt_conformance.server import ServerInfo
 
 pytestmark = [pytest.mark.serving_perf, pytest.mark.xdist_group("exclusive")]
+
+# At least this many requests per shape, in waves of `concurrency` (as vllm bench serve runs
+# num_prompts at max_concurrency): at concurrency 1 the statistics then cover several requests.
+MIN_REQUESTS = 4
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -101,24 +107,28 @@ def test_serving_perf(
             f"shape {shape.id} needs {needed} tokens of context; "
             f"the server's max_model_len is {server.max_model_len}"
         )
-    warm, *ids = prompts(raw_http, shape.input_len, concurrency + 1)
+    waves = -(-MIN_REQUESTS // concurrency)
+    warm, *ids = prompts(raw_http, shape.input_len, waves * concurrency + 1)
     requests = [greedy(p, shape.output_len, ignore_eos=True) for p in ids]
     complete_each(async_openai_client, server.model, [greedy(warm, 4, ignore_eos=True)])
 
-    async def wave() -> tuple[list[StreamResult], float, list[float]]:
+    async def run_waves() -> tuple[list[StreamResult], float, list[float]]:
         monitor = LoopLagMonitor()
         monitor.start()
+        results: list[StreamResult] = []
         start = time.perf_counter()
         try:
-            results = await asyncio.gather(
-                *(astream(async_openai_client, server.model, r) for r in requests)
-            )
+            for w in range(waves):
+                batch = requests[w * concurrency : (w + 1) * concurrency]
+                results += await asyncio.gather(
+                    *(astream(async_openai_client, server.model, r) for r in batch)
+                )
         finally:
             wall = time.perf_counter() - start
             await monitor.stop()
-        return list(results), wall, monitor.lags
+        return results, wall, monitor.lags
 
-    results, wall, lags = asyncio.run(wave())
+    results, wall, lags = asyncio.run(run_waves())
     for i, result in enumerate(results):
         assert len(result.token_ids) == shape.output_len and result.finish_reason == "length", (
             f"stream {i} delivered {len(result.token_ids)} tokens (finish "
