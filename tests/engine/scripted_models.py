@@ -1,10 +1,11 @@
 """A reference model whose greedy output is a fixed script: the bundled reference Llama computes
 as usual, then its logits are replaced so that the argmax of the k-th generated position is
-``script[k]`` (EOS after the script). Lets an engine test serve model output with an exact
-format (Gemma 4 reasoning and tool calls) through the real engine and OpenAI server.
+``script[k]`` (the last token, normally EOS, repeated past the end). Lets an engine test serve
+model output with an exact format (Gemma 4 reasoning and tool calls) through the real engine and
+OpenAI server.
 
     TT_MODEL_CLASS_OVERRIDES="TTReferenceLlamaForCausalLM=tests.engine.scripted_models:ScriptedOutput"
-    TT_TEST_SCRIPTED_OUTPUT="1024,638,277,..."   # token ids
+    TT_TEST_SCRIPTED_OUTPUT="1024,638,277,...,1019"   # token ids, ending with EOS
 
 Only the two contract calls are overridden, at their outputs (host sampling, synchronous decode:
 both return logits). A request is recognised across calls by the first block of its page-table
@@ -39,19 +40,14 @@ class ScriptedOutput(ReferenceLlamaForCausalLM):
                 f"async decode (got {type(logits).__name__})"
             )
         script = self._script()
-        eos = self._eos
         forced = logits.clone()
         for row, step in enumerate(steps):
             if step is None:
                 continue
-            token = script[step] if step < len(script) else eos
+            token = script[min(step, len(script) - 1)]
             forced[row] = -30.0
             forced[row, ..., token] = 30.0
         return forced
-
-    @property
-    def _eos(self) -> int:
-        return int(os.environ.get(SCRIPT_ENV + "_EOS", "2"))
 
     def prefill_forward(
         self,

@@ -47,8 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "TT_MODEL_CLASS_OVERRIDES": (
             "TTReferenceLlamaForCausalLM=tests.engine.scripted_models:ScriptedOutput"
         ),
-        SCRIPT_ENV: ",".join(map(str, ids)),
-        SCRIPT_ENV + "_EOS": str(tok.eos_token_id),
+        SCRIPT_ENV: ",".join(map(str, [*ids, tok.eos_token_id])),
     }
     args = [
         "--max-model-len", "512", "--max-num-seqs", "4",
