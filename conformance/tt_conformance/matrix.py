@@ -39,6 +39,8 @@ STATUS_PASS = "pass"
 STATUS_XFAIL = "pass with expected failures"
 STATUS_FAIL = "fail"
 STATUS_EMPTY = "no checks"
+# Every check of some concern skipped (e.g. lanes on a one-lane server): not a pass.
+STATUS_PARTIAL = "pass, concerns not run"
 # Key perf figures are picked by name prefix (see record_perf's naming convention).
 KEY_PERF: tuple[tuple[str, str], ...] = (
     ("TTFT", "ttft"),
@@ -71,11 +73,21 @@ class MatrixCell:
         return self.report.device
 
 
+def not_run_concerns(report: Report) -> tuple[str, ...]:
+    """Concerns the report holds checks of, all of them skipped."""
+    outcomes: dict[str, set[str]] = {}
+    for check in report.checks:
+        outcomes.setdefault(check.concern, set()).add(check.outcome)
+    return tuple(sorted(c for c, seen in outcomes.items() if seen == {"skip"}))
+
+
 def status_of(report: Report) -> str:
     if report.collection_errors or report.checks_with(*FAILING):
         return STATUS_FAIL
     if not report.checks:
         return STATUS_EMPTY
+    if not_run_concerns(report):
+        return STATUS_PARTIAL
     if report.checks_with("xfail"):
         return STATUS_XFAIL
     return STATUS_PASS
@@ -152,7 +164,9 @@ def _counts(cell: MatrixCell) -> str:
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
     extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
-    return text + "".join(f", {n} {label}" for n, label in extras if n)
+    not_run = not_run_concerns(cell.report)
+    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
+    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -267,6 +281,7 @@ _STATUS_CLASS = {
     STATUS_XFAIL: "s-xfail",
     STATUS_FAIL: "s-fail",
     STATUS_EMPTY: "s-empty",
+    STATUS_PARTIAL: "s-xfail",
 }
 
 

@@ -117,3 +117,19 @@ def test_html_without_and_with_rows_is_well_formed(tmp_path: Path, make_report, 
     page = matrix.render_html(cells, "now")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert page.count("<table") == page.count("</table>")
+
+
+def test_a_concern_whose_checks_all_skipped_is_not_shown_as_a_pass(make_report) -> None:
+    from dataclasses import replace
+
+    ran = make_report({"m::a": "pass", "m::lane1": "skip", "m::lane2": "skip"})
+    report = replace(
+        ran,
+        checks=tuple(replace(c, concern="lanes") if "lane" in c.id else c for c in ran.checks),
+    )
+    assert matrix.not_run_concerns(report) == ("lanes",)
+    assert matrix.status_of(report) == matrix.STATUS_PARTIAL != matrix.STATUS_PASS
+    cell = matrix.fold([(Path("r.json"), report)])[0]
+    assert "not run: lanes" in matrix.render_markdown([cell], "now")
+    # One check of a concern skipped while another ran: the concern ran.
+    assert matrix.status_of(make_report({"m::a": "pass", "m::b": "skip"})) == matrix.STATUS_PASS
