@@ -85,6 +85,14 @@ def status_of(report: Report) -> str:
     return tier_of(report).tier
 
 
+def not_run_concerns(report: Report) -> tuple[str, ...]:
+    """Concerns the report holds checks of, all of them skipped: shown as not run, never pass."""
+    outcomes: dict[str, set[str]] = {}
+    for check in report.checks:
+        outcomes.setdefault(check.concern, set()).add(check.outcome)
+    return tuple(sorted(c for c, seen in outcomes.items() if seen == {"skip"}))
+
+
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
     if not root.is_dir():
         raise MatrixError(f"{root}: report directory does not exist")
@@ -171,7 +179,9 @@ def _counts(cell: MatrixCell) -> str:
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
     extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
-    return text + "".join(f", {n} {label}" for n, label in extras if n)
+    not_run = not_run_concerns(cell.report)
+    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
+    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
 
 
 # ----------------------------------------------------------------------------- Markdown

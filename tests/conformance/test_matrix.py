@@ -131,3 +131,20 @@ def test_html_without_and_with_rows_is_well_formed(tmp_path: Path, make_report, 
     page = matrix.render_html(cells, "now")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert page.count("<table") == page.count("</table>")
+
+
+def test_a_concern_whose_checks_all_skipped_is_not_shown_as_a_pass(make_report) -> None:
+    ran = make_report({"m::a": "pass", "m::lane1": "skip", "m::lane2": "skip"})
+    report = ran.model_copy(
+        update={
+            "checks": tuple(
+                c.model_copy(update={"concern": "lanes"}) if "lane" in c.id else c
+                for c in ran.checks
+            )
+        }
+    )
+    assert matrix.not_run_concerns(report) == ("lanes",)
+    cell = matrix.fold([(Path("r.json"), report)])[0]
+    assert "not run: lanes" in matrix.render_markdown([cell], "now")
+    # One check of a concern skipped while another ran: the concern ran.
+    assert matrix.not_run_concerns(make_report({"m::a": "pass", "m::b": "skip"})) == ()
