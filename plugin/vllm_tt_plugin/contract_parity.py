@@ -4,7 +4,8 @@ For every class the built-in registry can target (any selector value), the adapt
 read from ``$TT_METAL_HOME`` with ``ast`` (no import, no device, no tt-metal environment):
 module path -> file, class -> method, following base classes defined in the same checkout when a
 method is inherited (e.g. ``Generator`` in ``models/tt_transformers/tt/generator.py``), and the
-method a pass-through ``(*args, **kwargs)`` method delegates to. The plugin's contract-v2 calls
+method a pass-through ``(*args, **kwargs)`` method forwards to (``super().X(*args, **kwargs)``
+in its body, else the fixture's ``delegates_to``). The plugin's contract-v2 calls
 (``contract_signatures.CALL_SHAPES``) are bound to what was read and the signatures compared
 with the fixture (``fixtures/tt_metal/signatures.json``):
 
@@ -52,6 +53,8 @@ class FoundMethod:
     name: str
     signature: inspect.Signature
     where: str  # file:line, or "fixture"
+    # A pass-through method forwarding its *args/**kwargs to this method of a base (super()).
+    delegates_to: str | None = None
 
 
 class SignatureSource(Protocol):
@@ -212,7 +215,11 @@ class CheckoutReader:
                 sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
                 rel = module.path.relative_to(self.root)
                 return FoundMethod(
-                    f"{module.name}:{node.name}", method, sig, f"{rel}:{item.lineno}"
+                    f"{module.name}:{node.name}",
+                    method,
+                    sig,
+                    f"{rel}:{item.lineno}",
+                    _forwarded_to(item),
                 )
         return None
 
@@ -248,6 +255,27 @@ class CheckoutReader:
         return None
 
 
+def _forwarded_to(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """``X`` when ``fn`` passes its ``*args`` / ``**kwargs`` on to ``super().X(...)``."""
+    passed = {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+    if not passed:
+        return None
+    for node in ast.walk(fn):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "super"
+        ):
+            continue
+        starred = [a.value for a in node.args if isinstance(a, ast.Starred)]
+        double = [k.value for k in node.keywords if k.arg is None]
+        if any(isinstance(v, ast.Name) and v.id in passed for v in starred + double):
+            return node.func.attr
+    return None
+
+
 def _absolute(package: str, module: str | None, level: int) -> str:
     if level == 0:
         return module or ""
@@ -269,7 +297,8 @@ class FixtureSource:
         return target in self.profiles
 
     def _found(self, owner: FamilyProfile, name: str) -> FoundMethod:
-        return FoundMethod(owner.target, name, owner.methods[name].signature, "fixture")
+        method = owner.methods[name]
+        return FoundMethod(owner.target, name, method.signature, "fixture", method.delegates_to)
 
     def find_method(self, target: str, method: str) -> FoundMethod | None:
         found = self.profiles[target].lookup(method) if target in self.profiles else None
@@ -342,12 +371,16 @@ def check_target(
                     )
                 )
             continue
+        # Follow pass-through methods as the checkout forwards them (super().X(*args,
+        # **kwargs)), or as the fixture records it when the body does not show it.
         chain = [found]
-        delegate = fixture_entry[1].delegates_to if fixture_entry else None
-        if delegate:
-            forwarded = source.find_in_bases(found.owner, delegate)
-            if forwarded is not None:
-                chain.append(forwarded)
+        fallback = fixture_entry[1].delegates_to if fixture_entry else None
+        while len(chain) < 8:
+            delegate = chain[-1].delegates_to or (fallback if len(chain) == 1 else None)
+            forwarded = source.find_in_bases(chain[-1].owner, delegate) if delegate else None
+            if forwarded is None:
+                break
+            chain.append(forwarded)
         errors: list[str] = []
         for call in plan_calls(shape, ctx):
             args, kwargs = call.as_call()

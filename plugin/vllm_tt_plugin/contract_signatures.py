@@ -191,7 +191,12 @@ def _diagnose(sig: inspect.Signature, n_positional: int, keywords: Iterable[str]
     ]
     unsupplied = [n for n in by_name if n not in supplied]
     for name in unexpected:
-        match = difflib.get_close_matches(name, unsupplied, n=1, cutoff=0.6)
+        # A qualified variant (reload_sampling_params vs sampling_params) is another parameter,
+        # not a rename.
+        candidates = [
+            n for n in unsupplied if not (name.endswith(f"_{n}") or n.endswith(f"_{name}"))
+        ]
+        match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
         if not match and len(unexpected) == 1 and len(missing) == 1:
             match = missing
         if match:

@@ -271,9 +271,7 @@ IMPORT_STYLES = {
 }
 
 
-def write_checkout(
-    root: Path, style: str = "from-import", edit: tuple[str, str] | None = None
-) -> Path:
+def write_checkout(root: Path, style: str = "from-import", *edits: tuple[str, str]) -> Path:
     """A tt-metal-shaped tree holding the tt_transformers Llama adapter and its bases."""
     import_line, base = IMPORT_STYLES[style]
     files = {
@@ -283,7 +281,7 @@ def write_checkout(
             import_line=import_line, base=base
         ),
     }
-    if edit is not None:
+    for edit in edits:
         assert any(edit[0] in text for text in files.values()), edit
         files = {rel: text.replace(*edit) for rel, text in files.items()}
     for rel, text in files.items():
@@ -330,7 +328,8 @@ def test_a_changed_signature_that_breaks_a_plugin_call_is_flagged(
     # The older tt-metal warm-up had a fourth required argument the plugin never passes.
     write_checkout(
         tmp_path,
-        edit=(
+        "from-import",
+        (
             "can_sample_on_device, greedy_only=False)",
             "can_sample_on_device, non_greedy_decoding_on_device)",
         ),
@@ -349,7 +348,8 @@ def test_a_break_behind_a_pass_through_method_is_flagged(
     # rename there (without **kwargs to absorb it) breaks the plugin's call.
     write_checkout(
         tmp_path,
-        edit=(
+        "from-import",
+        (
             "start_pos=None,\n        return_hidden_states=False, warmup_prefill=True, **kwargs,",
             "start_positions=None,",
         ),
@@ -360,12 +360,38 @@ def test_a_break_behind_a_pass_through_method_is_flagged(
     assert "unexpected argument 'empty_slots'" not in found.detail  # still accepted
 
 
+def test_delegation_is_read_from_the_checkout(tmp_path: Path, profiles: dict[str, Any]) -> None:
+    # Older tt-metal: Llama's decode_forward forwards to a version-0 decode_forward_text without
+    # **kwargs; the fixture says decode_forward. The checkout's super() call is what counts.
+    legacy = (
+        "\n    def decode_forward_text(\n        self, tokens, start_pos, page_table=None, "
+        "kv_cache=None, enable_trace=True,\n        read_from_device=True, sampling_params=None, "
+        "reset_batch=False,\n    ):\n        ...\n\n    def read_decode_output("
+    )
+    write_checkout(
+        tmp_path,
+        "from-import",
+        ("super().decode_forward(*args", "super().decode_forward_text(*args"),
+        ("\n    def read_decode_output(", legacy),
+    )
+    reader = CheckoutReader(tmp_path)
+    outer = reader.find_method(LLAMA, "decode_forward")
+    assert outer is not None and outer.delegates_to == "decode_forward_text"
+    found = llama_findings(tmp_path, profiles)["decode_forward"]
+    assert found.status == "broken"
+    assert f"({GENERATOR}).decode_forward_text(tokens, start_pos, page_table=" in found.detail
+    for command in ("reload_inputs", "reload_sampling_params", "reset_sampling_state"):
+        assert f"unexpected argument {command!r}" in found.detail
+    assert "models/tt_transformers/tt/generator.py:" in found.detail
+
+
 def test_a_compatible_change_is_drift_and_a_vanished_method_is_missing(
     tmp_path: Path, profiles: dict[str, Any]
 ) -> None:
     write_checkout(
         tmp_path,
-        edit=(
+        "from-import",
+        (
             "def read_decode_output(self, tt_out, async_read=False)",
             "def read_decode_output(self, tt_out, async_read=False, rows=None)",
         ),
@@ -375,7 +401,7 @@ def test_a_compatible_change_is_drift_and_a_vanished_method_is_missing(
     assert "checkout (tt_out, async_read=, rows=)" in found["read_decode_output"].detail
     assert failures(list(found.values())) == []
 
-    write_checkout(tmp_path, edit=("def decode_forward(", "def _decode_forward("))
+    write_checkout(tmp_path, "from-import", ("def decode_forward(", "def _decode_forward("))
     found = llama_findings(tmp_path, profiles)
     assert found["decode_forward"].status == "missing"
     assert failures(list(found.values())) == [found["decode_forward"]]
@@ -400,7 +426,7 @@ def test_cli_exit_codes_and_the_skip_message(
     assert contract_parity.main(["--arch", "TTLlamaForCausalLM", "--require-all"], environ=env) == 1
     capsys.readouterr()
 
-    write_checkout(tmp_path, edit=("is_tokens=False", "tokens_flag=False"))
+    write_checkout(tmp_path, "from-import", ("is_tokens=False", "tokens_flag=False"))
     assert contract_parity.main(["--arch", "TTLlamaForCausalLM"], environ=env) == 1
     assert (
         "'is_tokens' is not accepted; the signature names 'tokens_flag'" in capsys.readouterr().out
