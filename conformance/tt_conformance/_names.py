@@ -28,6 +28,7 @@ CONCERN_MARKERS: dict[str, str] = {
 OTHER_MARKERS: dict[str, str] = {
     "requires_lanes(n=2)": "needs a server with --tt-lanes >= n; skipped otherwise",
     "slow": "long-running check",
+    "tt_path": "claims a TT behaviour; not applicable on a server without the TT plugin",
 }
 
 # Device name -> mesh shape (rows x cols) for the common TT systems, so reports carry a mesh

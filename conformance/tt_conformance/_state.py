@@ -29,8 +29,11 @@ from tt_conformance.server import (
     probe_server,
     resolve_model,
 )
+from tt_conformance.ttpath import TTProbe, device_disagreement, probe_tt
 
 WORKERINPUT_KEY = "tt_conformance"
+# The report's device label for a server that is not a TT server (no tt_plugin_info).
+NOT_TT_DEVICE = "not-tt"
 NO_SERVER_MESSAGE = (
     "no server under test: pass --tt-server-url http://HOST:PORT (or set TT_SERVER_URL) "
     "pointing at a running OpenAI-compatible vLLM server"
@@ -128,6 +131,24 @@ class HarnessState:
     started_at: str = field(default_factory=utc_now_iso)
     written: WrittenReport | None = None
     lock_path: Path | None = None
+    tt: TTProbe = field(default_factory=TTProbe)
+
+    @property
+    def not_tt(self) -> bool:
+        """A usable server that shows no TT plugin: never labelled as TT hardware."""
+        return self.model is not None and not self.setup_error and not self.tt.is_tt
+
+    @property
+    def device(self) -> str:
+        return NOT_TT_DEVICE if self.not_tt else self.options.device
+
+    @property
+    def mesh_shape(self) -> str | None:
+        if self.not_tt:
+            return None
+        if self.tt.info is not None and self.tt.info.mesh_shape != "unknown":
+            return self.tt.info.mesh_shape
+        return self.options.mesh_shape
 
     @property
     def model_name(self) -> str:
@@ -144,7 +165,7 @@ class HarnessState:
             model=self.model.id,
             max_num_seqs=self.options.max_num_seqs,
             lanes=self.options.lanes,
-            device=self.options.device,
+            device=self.device,
             max_model_len=self.model.max_model_len,
             vllm_version=(self.probe.vllm_version if self.probe else None) or "unknown",
         )
@@ -154,6 +175,7 @@ class HarnessState:
             "probe": self.probe.to_json() if self.probe else None,
             "expectations": str(self.expectations_path) if self.expectations_path else None,
             "lock": str(self.lock_path) if self.lock_path else None,
+            "tt": self.tt.to_json(),
         }
 
 
@@ -185,6 +207,8 @@ def build_state(config: pytest.Config) -> HarnessState:
             state.model = resolve_model(state.probe, options.model_name, options.server_url)
         except ServerSetupError as exc:
             state.setup_error = str(exc)
+        if state.model is not None:
+            _probe_tt_plugin(state, options, handed)
     if handed is not None:
         path = handed.get("expectations")
         state.expectations_path = Path(path) if path else None
@@ -192,9 +216,7 @@ def build_state(config: pytest.Config) -> HarnessState:
     elif options.expectations is not None:
         state.expectations_path = options.expectations
     else:
-        candidate = default_expectations_path(
-            options.baselines_dir, state.model_name, options.device
-        )
+        candidate = default_expectations_path(options.baselines_dir, state.model_name, state.device)
         state.expectations_path = candidate if candidate.is_file() else None
     if state.expectations_path is not None:
         try:
@@ -208,6 +230,21 @@ def build_state(config: pytest.Config) -> HarnessState:
         state.lock_path = lock_dir / "server.lock"
         state.collector = ResultCollector()
         state.report_dir = options.report_dir or default_report_dir(
-            Path(config.invocation_params.dir), state.model_name, options.device
+            Path(config.invocation_params.dir), state.model_name, state.device
         )
     return state
+
+
+def _probe_tt_plugin(
+    state: HarnessState, options: HarnessOptions, handed: dict[str, Any] | None
+) -> None:
+    """Is it a TT server (tt_plugin_info on /metrics), and does --tt-device agree with it?"""
+    assert options.server_url is not None
+    if handed is not None and handed.get("tt") is not None:
+        state.tt = TTProbe.from_json(handed["tt"])
+        return
+    state.tt = probe_tt(options.server_url)
+    if state.tt.info is not None:
+        problem = device_disagreement(options.device, options.mesh_shape, state.tt.info)
+        if problem:
+            raise pytest.UsageError(f"tt-conformance: {problem}")

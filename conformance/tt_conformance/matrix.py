@@ -39,6 +39,9 @@ STATUS_PASS = "pass"
 STATUS_XFAIL = "pass with expected failures"
 STATUS_FAIL = "fail"
 STATUS_EMPTY = "no checks"
+# Skipped checks (not exercised on this launch, not applicable, needs lanes) are never "pass".
+STATUS_PARTIAL = "pass, some not run"
+STATUS_NOT_RUN = "not run"
 # Key perf figures are picked by name prefix (see record_perf's naming convention).
 KEY_PERF: tuple[tuple[str, str], ...] = (
     ("TTFT", "ttft"),
@@ -61,6 +64,7 @@ class MatrixCell:
     flaky: tuple[str, ...]
     improvements: tuple[str, ...]
     key_perf: dict[str, tuple[PerfFigure, ...]]
+    not_run: tuple[str, ...] = ()  # "<check>: <reason>"
 
     @property
     def model(self) -> str:
@@ -76,6 +80,10 @@ def status_of(report: Report) -> str:
         return STATUS_FAIL
     if not report.checks:
         return STATUS_EMPTY
+    if len(report.checks_with("skip")) == len(report.checks):
+        return STATUS_NOT_RUN
+    if report.checks_with("skip"):
+        return STATUS_PARTIAL
     if report.checks_with("xfail"):
         return STATUS_XFAIL
     return STATUS_PASS
@@ -136,6 +144,10 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         flaky=tuple(sorted(c.id for c in report.checks_with("flaky"))),
         improvements=tuple(sorted(c.id for c in report.checks_with("xpass"))),
         key_perf=key_perf,
+        not_run=tuple(
+            f"{short_check(c.id)}: {c.reason}"
+            for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
+        ),
     )
 
 
@@ -151,7 +163,7 @@ def _counts(cell: MatrixCell) -> str:
     t = cell.report.totals
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
+    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
     return text + "".join(f", {n} {label}" for n, label in extras if n)
 
 
@@ -234,6 +246,11 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
         for c in cells
         if c.improvements
     ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
+        for c in cells
+        for line in c.not_run
+    ]
     if notes:
         lines += ["", "## Notes", "", *notes]
     return "\n".join(lines) + "\n"
@@ -254,6 +271,7 @@ th { background: #eef1f5; position: sticky; top: 0; }
 td.status { font-weight: 600; white-space: nowrap; }
 .s-pass { background: #d9f2df; color: #17632c; }
 .s-xfail { background: #fff1c7; color: #7a5600; }
+.s-partial { background: #e3ecf7; color: #1f4a7a; }
 .s-fail { background: #fbd9d9; color: #8c1c1c; }
 .s-empty, .s-none { background: #eceef1; color: #5a6272; }
 ul { margin: 0; padding-left: 1.1rem; }
@@ -265,6 +283,8 @@ code { font-size: .82rem; }
 _STATUS_CLASS = {
     STATUS_PASS: "s-pass",
     STATUS_XFAIL: "s-xfail",
+    STATUS_PARTIAL: "s-partial",
+    STATUS_NOT_RUN: "s-empty",
     STATUS_FAIL: "s-fail",
     STATUS_EMPTY: "s-empty",
 }
@@ -318,7 +338,7 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
     out.append("</tbody></table>")
     headers = [
         "model", "device", "status", "checks", "failing checks", "expected failures", "flaky",
-        *[label for label, _ in KEY_PERF], "versions", "run",
+        "not run", *[label for label, _ in KEY_PERF], "versions", "run",
     ]  # fmt: skip
     out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers))
     out.append("</tr></thead><tbody>")
@@ -333,6 +353,7 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
             f"<td>{_list([short_check(x) for x in c.failing])}</td>"
             f"<td>{_list([short_check(x) for x in c.expected])}</td>"
             f"<td>{_list([short_check(x) for x in c.flaky])}</td>"
+            f"<td>{_list(list(c.not_run), code=False)}</td>"
             + "".join(
                 f"<td>{_list(_perf_text(c.key_perf[label]), code=False)}</td>"
                 for label, _ in KEY_PERF

@@ -39,12 +39,18 @@ Fixtures for check authors
                                      metrics()/metric_value(), tokenize(), detokenize(),
                                      error_of(response) -> ApiError
     record_perf(name, value, unit, better)    per check; better is "lower" or "higher"
+    tt_path: TTPath                  per check; tt_path.start() before the requests,
+                                     tt_path.conclude(*claims) after them (ttpath.py): fails
+                                     when a claimed TT path did not run, skips as "not
+                                     exercised" when the launch rules it out
 
 Markers
     Concern markers (isolation, seeding, sampling_fallback, penalties, logprobs,
     structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf) set a check's
     concern in the report; without one the module name minus "test_" is used.
     requires_lanes(n=2) skips a check unless --tt-lanes >= n. slow marks long checks.
+    tt_path marks a check that claims a TT behaviour: on a server without the TT plugin's
+    metrics it is reported "not applicable" (skipped) before it runs.
     A check's id in reports and expectations is ``<module>::<name[params]>``, for example
     ``tt_conformance.checks.test_isolation::test_parallel_prompts[8]``.
 
@@ -78,10 +84,12 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     raw_http,
     record_perf,
     server,
+    tt_path,
 )
 from tt_conformance.reporting import SessionReporter
 from tt_conformance.retry import run_with_retries
 from tt_conformance.serverlock import ServerLockPlugin
+from tt_conformance.ttpath import NOT_APPLICABLE
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -198,11 +206,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     lines = [
         f"tt-conformance: server {state.options.server_url or '(none)'}, model "
-        f"{state.model_name}, device {state.options.device}, expectations "
+        f"{state.model_name}, device {state.device}, expectations "
         f"{state.expectations_path or 'none'}"
     ]
     if state.setup_error:
         lines.append(f"tt-conformance: SERVER NOT USABLE: {state.setup_error}")
+
     return lines
 
 
@@ -249,6 +258,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # tryfirst: skip before any fixture (and so the server) is touched.
+    state = harness_state(item.config)
+    if item.get_closest_marker("tt_path") is not None and state.not_tt:
+        pytest.skip(f"{NOT_APPLICABLE}: {state.tt.absent_reason}")
     mark = item.get_closest_marker("requires_lanes")
     if mark is None:
         return

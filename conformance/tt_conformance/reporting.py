@@ -36,9 +36,12 @@ class SessionReporter:
         checks, perf, warnings = self.collector.build()
         if state.setup_error:
             warnings.insert(0, f"server not usable: {state.setup_error}")
+        elif state.not_tt:
+            warnings.insert(0, f"not a TT server: {state.tt.absent_reason}; TT-path checks "
+                            "not applicable, report not labelled as TT hardware")  # fmt: skip
         for entry in state.expectations.unmatched([c.id for c in checks]):
             warnings.append(f"expectations entry {entry.check!r} matched no check in this run")
-        for key, ours in (("model", state.model_name), ("device", state.options.device)):
+        for key, ours in (("model", state.model_name), ("device", state.device)):
             theirs = getattr(state.expectations, key)
             if theirs is not None and theirs != ours:
                 warnings.append(f"expectations file is for {key} {theirs!r}, this run is {ours!r}")
@@ -47,8 +50,8 @@ class SessionReporter:
             started_at=state.started_at,
             finished_at=utc_now_iso(),
             model=state.model_name,
-            device=state.options.device,
-            mesh_shape=state.options.mesh_shape,
+            device=state.device,
+            mesh_shape=state.mesh_shape,
             versions=Versions(
                 vllm=(state.probe.vllm_version if state.probe else None) or "unknown",
                 plugin=state.options.plugin_version,
@@ -80,3 +83,10 @@ class SessionReporter:
         terminalreporter.write_line(f"junit:    {written.junit}")
         if self.state.setup_error:
             terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)
+        elif self.state.not_tt:
+            terminalreporter.write_line(
+                f"NOT A TT SERVER, not certified: {self.state.tt.absent_reason}. TT-path checks "
+                "were not applicable; generic checks ran; the report is not labelled as TT "
+                "hardware.",
+                red=True,
+            )
