@@ -9,8 +9,9 @@ samples into prometheus_client's multiprocess files (one mmap file per process, 
   every process, before any engine process starts) creates ``TT_VLLM_METRICS_DIR``, which the
   engine processes inherit, and registers a ``MultiProcessCollector`` for it in vLLM's registry
   (prometheus_client's global ``REGISTRY``, which vLLM's ``/metrics`` serves);
-- vLLM's own multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, ``--api-server-count > 1``): the
-  files go into that directory, which vLLM's collector already reads.
+- vLLM's own multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set by vLLM for
+  ``--api-server-count > 1``, the default with ``--data-parallel-size > 1``): the files go into
+  that directory, which vLLM's collector already reads.
 
 An increment is a dict update and an 8-byte write into the mmap: one per step and counter, never
 per row. ``TT_VLLM_METRICS=0`` turns the metrics off (nothing is written or collected). Every
@@ -115,11 +116,22 @@ def _store() -> _Store | None:
     store = _store_cache
     if store is not None and store.pid == os.getpid():
         return store
-    directory = os.environ.get(ENV_METRICS_DIR)
-    if not metrics_enabled() or not directory or not os.path.isdir(directory):
+    if not metrics_enabled():
+        return None
+    directory = metrics_directory()
+    if not directory or not os.path.isdir(directory):
         return None
     _store_cache = _Store(directory)
     return _store_cache
+
+
+def metrics_directory(env: Mapping[str, str] | None = None) -> str | None:
+    """Where this process writes. vLLM's PROMETHEUS_MULTIPROC_DIR wins whenever it is set:
+    vLLM sets it for several API servers (``--api-server-count > 1``, the default for
+    ``--data-parallel-size > 1``) after the plugin may already have made its own directory, and
+    then serves only what is in it."""
+    env = os.environ if env is None else env
+    return env.get(PROM_MULTIPROC_ENV) or env.get(ENV_METRICS_DIR)
 
 
 _collector_installed = False
@@ -134,9 +146,7 @@ def install_collector() -> None:
     if not metrics_enabled():
         return
     if os.environ.get(PROM_MULTIPROC_ENV):
-        # vLLM's multiprocess mode: its registry reads this directory already.
-        os.environ.setdefault(ENV_METRICS_DIR, os.environ[PROM_MULTIPROC_ENV])
-        return
+        return  # vLLM's multiprocess mode: its registry reads that directory already
     directory = os.environ.get(ENV_METRICS_DIR)
     if not directory:
         directory = tempfile.mkdtemp(prefix="tt-vllm-metrics-")

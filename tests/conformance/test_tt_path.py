@@ -12,7 +12,7 @@ from tests.conformance.conftest import tt_info_text
 from tt_conformance import matrix
 from tt_conformance.rawhttp import parse_prometheus
 from tt_conformance.report import load_report
-from tt_conformance.ttpath import parse_metrics
+from tt_conformance.ttpath import NotExercised, lanes_carry_rows, parse_metrics
 
 CHECKS = """
 import pytest
@@ -137,3 +137,18 @@ def test_metrics_are_read_with_prometheus_clients_parser() -> None:
     assert (samples[0].name, samples[0].labels, samples[0].value) == ("a_total", {"x": "1"}, 2.0)
     with pytest.raises(ValueError):
         parse_prometheus("not { prometheus\n")
+
+
+def test_lane_claim_needs_two_busy_lanes_and_is_not_exercised_on_one_lane() -> None:
+    info, before = parse_metrics(tt_info_text("TG", "8x4").replace('lanes="1"', 'lanes="2"'))
+    assert info is not None and info.lanes == 2
+    _, one = parse_metrics('tt_lane_steps_total{lane="0"} 3.0\ntt_lane_steps_total{lane="1"} 0\n')
+    _, both = parse_metrics('tt_lane_steps_total{lane="0"} 3.0\ntt_lane_steps_total{lane="1"} 1\n')
+    claim = lanes_carry_rows(2)
+    claim.check(both - before, both, info)
+    with pytest.raises(AssertionError, match=r"only lane\(s\) \['0'\] of 2"):
+        claim.check(one - before, one, info)
+    single, _ = parse_metrics(tt_info_text("N150", "1x1"))
+    assert single is not None
+    with pytest.raises(NotExercised, match="1 lane"):
+        claim.check(both, both, single)

@@ -136,3 +136,29 @@ def test_server_without_plugin_metrics_is_not_certified(tmp_path: Path) -> None:
         )
     generic = of(run.outcomes, (*GENERIC, "test_isolation"))
     assert set(generic.values()) == {"pass"}, {c: run.reasons[c] for c in generic}
+
+
+LANES_VARIANT = (
+    "TTReferenceLlamaForCausalLM="
+    "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM"
+)
+
+
+def test_lane_checks_see_rows_on_every_lane(tmp_path: Path) -> None:
+    """Two in-process lanes: the lane checks pass and the counters show both lanes carried
+    rows."""
+    server = serve(
+        tt={"sample_on_device_mode": "all"},
+        vllm_args=["--data-parallel-size=2", "--max-num-seqs=4", "--max-model-len=512"],
+        env={"TT_MODEL_CLASS_OVERRIDES": LANES_VARIANT},
+        mesh="TG",
+    )
+    with server:
+        run = run_suite(
+            server.url, ["test_lanes"], tmp_path / "lanes", "--tt-lanes=2", "--tt-max-num-seqs=4"
+        )
+        _, counters = parse_metrics(requests.get(f"{server.url}/metrics", timeout=30).text)
+    assert set(run.outcomes.values()) == {"pass"}, run.reasons
+    lanes = counters.label_values("tt_lane_steps_total", "lane")
+    assert set(lanes) == {"0", "1"} and min(lanes.values()) > 0, lanes
+    assert counters.value("tt_multi_lane_steps_total") > 0

@@ -24,6 +24,7 @@ from vllm_tt_plugin.sampling_route import Route, RouteDecision
 @pytest.fixture
 def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
+    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
     monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
     monkeypatch.setattr(tt_metrics, "_store_cache", None)
     yield tmp_path
@@ -114,10 +115,12 @@ def test_install_collector_creates_a_directory_children_inherit(
     tt_metrics.install_collector()
     made = os.environ[tt_metrics.ENV_METRICS_DIR]
     assert Path(made).is_dir()
+    assert tt_metrics.metrics_directory() == made
+    # vLLM turns on its multiprocess mode later (several API servers): engine processes started
+    # after that write where vLLM's collector reads, whatever the plugin made before.
     monkeypatch.setenv(tt_metrics.PROM_MULTIPROC_ENV, "/srv/prom")
-    monkeypatch.delenv(tt_metrics.ENV_METRICS_DIR)
     tt_metrics.install_collector()
-    assert os.environ[tt_metrics.ENV_METRICS_DIR] == "/srv/prom"  # vLLM's collector reads it
+    assert tt_metrics.metrics_directory() == "/srv/prom"
 
 
 def test_info_labels_describe_the_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
