@@ -29,7 +29,6 @@ import tempfile
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -86,10 +85,10 @@ class _Store:
         self._lock = threading.Lock()
 
     def _file(self, prefix: str) -> MmapedDict:
-        from prometheus_client.mmap_dict import MmapedDict
-
         mm = self._files.get(prefix)
         if mm is None:
+            from prometheus_client.mmap_dict import MmapedDict
+
             # "tt-<pid>" keeps these files apart from prometheus_client's own "<pid>" files
             # when they share vLLM's PROMETHEUS_MULTIPROC_DIR.
             path = os.path.join(self.directory, f"{prefix}_tt-{self.pid}.db")
@@ -149,7 +148,11 @@ def install_collector() -> None:
         return  # vLLM's multiprocess mode: its registry reads that directory already
     directory = os.environ.get(ENV_METRICS_DIR)
     if not directory:
-        directory = tempfile.mkdtemp(prefix="tt-vllm-metrics-")
+        try:
+            directory = tempfile.mkdtemp(prefix="tt-vllm-metrics-")
+        except OSError as exc:  # metrics must never take the server down
+            logger.warning("TT plugin metrics are off: cannot create their directory: %s", exc)
+            return
         os.environ[ENV_METRICS_DIR] = directory
         atexit.register(shutil.rmtree, directory, True)
     if _collector_installed or not os.path.isdir(directory):
@@ -161,7 +164,10 @@ def install_collector() -> None:
     _collector_installed = True
 
 
-@lru_cache(maxsize=1024)
+# (counter name, label values) -> mmap key: built once per series, not per increment.
+_counter_keys: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
 def _key(name: str, sample: str, labelnames: tuple[str, ...], labelvalues: tuple[str, ...],
          help_text: str) -> str:  # fmt: skip
     from prometheus_client.mmap_dict import mmap_key
@@ -189,9 +195,12 @@ class Counter:
         store = _store()
         if store is None:
             return
-        if len(labelvalues) != len(self.labelnames):
-            raise ValueError(f"{self.name}: labels {self.labelnames}, got {labelvalues}")
-        key = _key(self.name, f"{self.name}_total", self.labelnames, labelvalues, self.help)
+        key = _counter_keys.get((self.name, labelvalues))
+        if key is None:
+            if len(labelvalues) != len(self.labelnames):
+                raise ValueError(f"{self.name}: labels {self.labelnames}, got {labelvalues}")
+            key = _key(self.name, f"{self.name}_total", self.labelnames, labelvalues, self.help)
+            _counter_keys[(self.name, labelvalues)] = key
         store.add("counter", key, amount)
 
 
