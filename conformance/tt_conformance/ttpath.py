@@ -218,7 +218,12 @@ def _needs_device_sampling(info: TTPluginInfo) -> None:
         raise NotExercised(reason)
 
 
-def device_decode(model_limits: Iterable[str] = ()) -> Claim:
+# Fallback reasons that come from the model's declared device-sampler limits
+# (max_device_top_k, max_device_logprobs, supports_device_penalties), not from the launch.
+MODEL_LIMITS = ("top_k", "logprobs", "penalties")
+
+
+def device_decode(model_limits: Iterable[str] = MODEL_LIMITS) -> Claim:
     """At least one device-sampled decode step. ``model_limits``: fallback reasons that mean the
     model's device sampler cannot take these requests (e.g. "logprobs" above its
     max_device_logprobs); a batch that fell back only for them is not exercised, not failed."""
@@ -245,6 +250,10 @@ def stays_on_device() -> Claim:
     def check(delta: TTCounters, totals: TTCounters, info: TTPluginInfo) -> None:
         device_decode().check(delta, totals, info)
         fallbacks = {r: v for r, v in delta.label_values(HOST_FALLBACK, "reason").items() if v}
+        if fallbacks and set(fallbacks) <= set(MODEL_LIMITS):
+            raise NotExercised(
+                f"this model's device sampler does not take every request ({fallbacks})"
+            )
         assert not fallbacks, f"the batch left the device path: host-sampled steps {fallbacks}"
 
     return Claim("the batch stays on the device path", check)

@@ -12,7 +12,7 @@ from tests.conformance.conftest import tt_info_text
 from tt_conformance import matrix
 from tt_conformance.rawhttp import parse_prometheus
 from tt_conformance.report import load_report
-from tt_conformance.ttpath import NotExercised, lanes_carry_rows, parse_metrics
+from tt_conformance.ttpath import NotExercised, lanes_carry_rows, parse_metrics, stays_on_device
 
 CHECKS = """
 import pytest
@@ -152,3 +152,21 @@ def test_lane_claim_needs_two_busy_lanes_and_is_not_exercised_on_one_lane() -> N
     assert single is not None
     with pytest.raises(NotExercised, match="1 lane"):
         claim.check(both, both, single)
+
+
+def test_device_path_claim_tells_model_limits_from_a_broken_path() -> None:
+    info, _ = parse_metrics(tt_info_text("N150", "1x1", sample_on_device_mode="all"))
+    assert info is not None
+    claim = stays_on_device()
+
+    def after(reason: str) -> object:
+        return parse_metrics(
+            counters(4, 0) + f'tt_host_fallback_steps_total{{kind="decode",reason="{reason}"}} 2\n'
+        )[1]
+
+    _, clean = parse_metrics(counters(4, 0))
+    claim.check(clean, clean, info)
+    with pytest.raises(NotExercised, match="device sampler does not take every request"):
+        claim.check(after("top_k"), after("top_k"), info)  # the model's declared limit
+    with pytest.raises(AssertionError, match="left the device path"):
+        claim.check(after("min_p"), after("min_p"), info)

@@ -129,7 +129,7 @@ def test_logprobs_shape_and_values(
         outputs = complete_each(async_openai_client, server.model, requests)
         for request, out in zip(requests, outputs, strict=True):
             check_logprobs(request, out)
-        tt_path.conclude(device_decode(model_limits=["logprobs"]))
+        tt_path.conclude(device_decode())
         return
     size = capacity(server) if fraction.startswith("full") else max(2, capacity(server) // 2)
     # k cycles through KS across consecutive batches of ``size``, so every fraction covers every
@@ -151,7 +151,7 @@ def test_logprobs_shape_and_values(
     if fraction == "full_host":
         tt_path.conclude(host_fallback(["min_p"]))
     else:
-        tt_path.conclude(device_decode(model_limits=["logprobs"]))
+        tt_path.conclude(device_decode())
 
 
 def test_logprobs_same_alone_and_batched(
