@@ -42,6 +42,8 @@ STATUS_COMPLETE = "complete"
 STATUS_FUNCTIONAL = "functional"
 STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
+# A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
+# lanes) never counts as passed: the counts say "not run" and the notes give each reason.
 # Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
 # as TT's tables quote them.
 KEY_PERF: tuple[tuple[str, str], ...] = (
@@ -66,6 +68,7 @@ class MatrixCell:
     flaky: tuple[str, ...]
     improvements: tuple[str, ...]
     key_perf: dict[str, tuple[PerfFigure, ...]]
+    not_run: tuple[str, ...] = ()  # "<check>: <reason>"
 
     @property
     def model(self) -> str:
@@ -149,6 +152,10 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         flaky=tuple(sorted(c.id for c in report.checks_with("flaky"))),
         improvements=tuple(sorted(c.id for c in report.checks_with("xpass"))),
         key_perf=key_perf,
+        not_run=tuple(
+            f"{short_check(c.id)}: {c.reason}"
+            for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
+        ),
     )
 
 
@@ -178,7 +185,7 @@ def _counts(cell: MatrixCell) -> str:
     t = cell.report.totals
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
+    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
     not_run = not_run_concerns(cell.report)
     tail = f"; not run: {', '.join(not_run)}" if not_run else ""
     return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
@@ -271,6 +278,11 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
         for c in cells
         if c.improvements
     ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
+        for c in cells
+        for line in c.not_run
+    ]
     if notes:
         lines += ["", "## Notes", "", *notes]
     return "\n".join(lines) + "\n"
@@ -356,8 +368,8 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
     out.append("</tbody></table>")
     headers = [
         "model", "device", "tier", "why / next tier needs", "accuracy", "checks",
-        "failing checks", "expected failures", "flaky", *[label for label, _ in KEY_PERF],
-        "versions", "run",
+        "failing checks", "expected failures", "flaky", "not run",
+        *[label for label, _ in KEY_PERF], "versions", "run",
     ]  # fmt: skip
     out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers))
     out.append("</tr></thead><tbody>")
@@ -374,6 +386,7 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
             f"<td>{_list([short_check(x) for x in c.failing])}</td>"
             f"<td>{_list([short_check(x) for x in c.expected])}</td>"
             f"<td>{_list([short_check(x) for x in c.flaky])}</td>"
+            f"<td>{_list(list(c.not_run), code=False)}</td>"
             + "".join(
                 f"<td>{_list(_perf_text(c.key_perf[label]), code=False)}</td>"
                 for label, _ in KEY_PERF
