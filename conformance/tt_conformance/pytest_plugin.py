@@ -18,7 +18,9 @@ Options
                              server is a usage error naming both.
     --tt-lanes N             lane-DP lanes of the server (default: tt_plugin_info, else 1)
     --tt-device NAME         N150, N300, T3K, GALAXY (TG), P150X4, ..., emulated;
-                             case-insensitive (default $MESH_DEVICE, else "unknown")
+                             case-insensitive (default $MESH_DEVICE, else the server's mesh).
+                             Must agree with the server's tt_plugin_info (usage error, exit
+                             4); a server without it is reported as device "not-tt"
     --tt-mesh-shape RxC      default: tt_plugin_info, else derived from the device name
     --tt-api-key KEY         bearer token (env OPENAI_API_KEY / VLLM_API_KEY) sent by every
                              client: openai, raw HTTP, streaming, the probe
