@@ -4,8 +4,9 @@ Usage: tt-conformance-matrix [REPORT_DIR] [--out-md FILE] [--out-html FILE] [--i
 
 REPORT_DIR (default ``reports``) is searched recursively for report JSON files (other JSON, such
 as expectations, is ignored; so is the ``baselines/`` subtree unless --include-baselines). The
-newest report per model x device is shown. Outputs default to REPORT_DIR/MATRIX.md and
-REPORT_DIR/matrix.html. Exit codes: 0 written, 2 bad input (missing directory, malformed report).
+newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
+Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html. Exit codes: 0 written,
+2 bad input (missing directory, malformed report).
 """
 
 from __future__ import annotations
@@ -76,7 +77,13 @@ class MatrixCell:
 
     @property
     def device(self) -> str:
-        return self.report.device
+        return column_of(self.report)
+
+
+def column_of(report: Report) -> str:
+    """The matrix column: the device, split by lanes (a lane-DP server is its own column)."""
+    lanes = report.server.lanes
+    return report.device if lanes <= 1 else f"{report.device} ({lanes} lanes)"
 
 
 def tier_of(report: Report) -> Tier:
@@ -117,10 +124,10 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
-    """Newest report per (model, device); latest.json and its run file count once."""
+    """Newest report per (model, device column); latest.json and its run file count once."""
     newest: dict[tuple[str, str], tuple[Path, Report]] = {}
     for path, report in reports:
-        key = (report.model, report.device)
+        key = (report.model, column_of(report))
         current = newest.get(key)
         rank = (report.finished_at, report.run_id, path.name != "latest.json")
         if current is None or rank > (
