@@ -19,6 +19,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
@@ -216,6 +217,18 @@ class TTWorker(WorkerBase):
         specs = layer_specs_for_model(kv_cache_config, self.devices_per_lane)
         kv_cache = allocate_kv_cache(self.model, specs)
         self.model_runner.set_kv_cache(kv_cache, len(kv_cache_config.kv_cache_groups))
+        # Metrics hook: the launch is settled (max_model_len fitted to the KV pool).
+        assert self.resolved is not None
+        tt_metrics.publish_info(
+            tt_metrics.collect_info(
+                self.options,
+                mesh_spec_from_env(),  # the whole mesh (a DP rank's submesh is part of it)
+                self.resolved.model_cls,
+                self.layout.lanes,
+                self.layout.seqs_per_lane,
+                self.model_config.max_model_len,
+            )
+        )
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         if not self.options.enable_model_warmup:
