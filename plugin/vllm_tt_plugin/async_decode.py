@@ -24,8 +24,9 @@ def wait_events(events: Any) -> None:
         for event in events:
             wait_events(event)
         return
-    if hasattr(events, "synchronize"):
-        events.synchronize()
+    synchronize = getattr(events, "synchronize", None)  # ttnn.event_synchronize analogue
+    if callable(synchronize):
+        synchronize()
     elif callable(events):
         events()
     else:
