@@ -187,3 +187,46 @@ def test_runner_sends_each_image_once_and_rope_deltas_when_the_layout_changes(
         live = {d: i for i, d in enumerate(step) if d != 0}
         assert set(live) <= set(want) and all(live[d] == want[d] for d in live), step
     assert any(len([d for d in s if d]) == 2 for s in sent)
+
+
+def test_mrope_variant_gets_each_joining_request_its_delta(
+    make_config: Any, mrope_checkpoint: Path
+) -> None:
+    """The MRoPEDeltas reference variant refuses a decode that lacks the delta of a request
+    that joined; serving requests that join at different steps runs clean, with the same
+    greedy tokens as each request served alone."""
+    from vllm_tt_plugin.test_models.reference_llama import WithMRoPEDeltas
+
+    config = make_config(
+        model=mrope_checkpoint,
+        model_class="vllm_tt_plugin.test_models.variants:MRoPEDeltas",
+        tt={"emulated_mesh": True, "sample_on_device_mode": "all"},
+        max_num_seqs=4,
+        max_model_len=256,
+    )
+    worker, sched = start_worker_and_scheduler(config, warm_up=False)
+
+    def serve(requests: list[tuple[int, Request]]) -> dict[str, list[int]]:
+        pending = sorted(requests, key=lambda x: x[0])
+        step = 0
+        while pending or sched.has_requests():
+            while pending and pending[0][0] <= step:
+                sched.add_request(pending.pop(0)[1])
+            out = sched.schedule()
+            result = worker.execute_model(out)
+            if result is None:
+                result = worker.sample_tokens(None)
+            if hasattr(result, "get_output"):
+                result = result.get_output()
+            sched.update_from_output(out, result)
+            step += 1
+        return {r.request_id: list(r.output_token_ids) for _, r in requests}
+
+    try:
+        assert isinstance(worker.get_model(), WithMRoPEDeltas)
+        lens = (30, 12, 45)
+        together = serve([(3 * i, request(n, [], max_tokens=6)) for i, n in enumerate(lens)])
+        alone = [serve([(0, request(n, [], max_tokens=6))]) for n in lens]
+    finally:
+        worker.shutdown()
+    assert list(together.values()) == [next(iter(a.values())) for a in alone]

@@ -404,7 +404,17 @@ class ReferenceLlamaCore(ReferenceWarmup):
                 start_pos=tuple(row.start for row in batch.rows),
             )
         )
-        return self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+        result = self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+        return self.prefill_output(result, batch)
+
+    def prefill_output(self, result: Any, batch: PrefillBatch) -> Any:
+        """Hook: what prefill_forward returns (an mRoPE class wraps it as
+        ``(result, rope_deltas)``)."""
+        return result
+
+    def take_decode_kwargs(self, kwargs: dict[str, Any]) -> None:
+        """Hook: pop the decode keywords a subclass's real signature has (an mRoPE class:
+        ``rope_deltas_all_users``); what is left is refused as a TypeError."""
 
     def _take_group_tables(self, kwargs: dict[str, Any], what: str) -> Any:
         """``page_tables_per_group``: only a class with ``get_kv_cache_spec`` takes it."""
@@ -599,6 +609,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
         update = parse_decode_update(
             decode_contract_version(self), flags, slot_remap, kwargs, self.geometry(kv)
         )
+        self.take_decode_kwargs(kwargs)
         reject_unknown(kwargs, what)
         if decode_contract_version(self) >= 1 and not update.reload_inputs:
             if not enable_trace:

@@ -231,6 +231,55 @@ class WithTopKLogprobs(ReferenceLlamaCore):
         return top_k_logprobs(logits)
 
 
+def synthetic_rope_delta(prompt_len: int) -> int:
+    """The delta the mRoPE variant reports: distinct per prompt length, never 0."""
+    return -(prompt_len % 97) - 1
+
+
+class WithMRoPEDeltas(ReferenceLlamaCore):
+    """The mRoPE surface (Qwen2.5-VL, Qwen3-VL, Qwen 3.5/3.6) on the text model: prefill returns
+    ``(output, rope_deltas)``; decode takes ``rope_deltas_all_users`` (int64 per slot) when the
+    layout changed or a request joined, else None. The deltas are synthetic (never 0) and do not
+    move positions, so outputs stay the text model's; the class checks that each request that
+    joined gets its own delta back on the next decode that carries deltas, and refuses a decode
+    without them while a joined request has not had its delta yet."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending_deltas: set[int] = set()
+
+    def prefill_output(self, result: Any, batch: Any) -> Any:
+        deltas = [synthetic_rope_delta(row.end) for row in batch.rows]
+        self._pending_deltas.update(deltas)
+        return result, torch.tensor(deltas, dtype=torch.int64)
+
+    def take_decode_kwargs(self, kwargs: dict[str, Any]) -> None:
+        what = "decode_forward"
+        deltas = kwargs.pop("rope_deltas_all_users", None)
+        if deltas is None:
+            if self._pending_deltas:
+                raise ReferenceModelError(
+                    f"{what}: rope_deltas_all_users=None, but requests joined since the last "
+                    f"deltas (expected {sorted(self._pending_deltas)})"
+                )
+            return
+        if (
+            not isinstance(deltas, torch.Tensor)
+            or deltas.dtype != torch.int64
+            or tuple(deltas.shape) != (self.num_slots,)
+        ):
+            raise ReferenceModelError(
+                f"{what}: rope_deltas_all_users must be int64 [{self.num_slots}], got {deltas!r}"
+            )
+        missing = self._pending_deltas - set(deltas.tolist())
+        if missing:
+            raise ReferenceModelError(
+                f"{what}: rope_deltas_all_users {deltas.tolist()} lacks the deltas "
+                f"{sorted(missing)} of requests that joined"
+            )
+        self._pending_deltas.clear()
+
+
 class ReferenceHybridForCausalLM(ReferenceLlamaForCausalLM):
     """Mixed sliding-window / full attention from ``hf_config.layer_types`` (a Qwen2 checkpoint
     with zero q/k/v biases), registered as TTReferenceHybridForCausalLM.

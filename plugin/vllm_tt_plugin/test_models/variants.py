@@ -19,6 +19,7 @@ from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
 from vllm_tt_plugin.test_models.reference_llama import (
     WithAsyncReadback,
     WithLegacyDecode,
+    WithMRoPEDeltas,
     WithoutReadback,
     WithPerLayerKVAllocation,
     WithTopKLogprobs,
@@ -34,6 +35,7 @@ class VariantSpec:
     per_layer_kv: bool = True  # has allocate_kv_cache_per_layer (else legacy allocate_kv_cache)
     async_readback: bool = True  # has read_decode_output / process_decode_output_host
     top_k_logprobs: bool = False  # GPT-OSS device logprobs: top-32 (values, indices)
+    mrope: bool = False  # (output, rope_deltas) from prefill; needs an mRoPE checkpoint config
 
 
 VARIANTS: tuple[VariantSpec, ...] = (
@@ -89,6 +91,12 @@ VARIANTS: tuple[VariantSpec, ...] = (
         top_k_logprobs=True,
     ),
     VariantSpec(
+        "MRoPEDeltas",
+        "mRoPE surface: prefill returns (output, rope_deltas), decode takes "
+        "rope_deltas_all_users; serve a checkpoint whose rope config has mrope_section.",
+        mrope=True,
+    ),
+    VariantSpec(
         "LaneDataParallel",
         "Serves --data_parallel_size as in-process lanes (tt_data_parallel KV caches).",
         {"supports_lane_data_parallel": True},
@@ -102,6 +110,8 @@ def build_variant(spec: VariantSpec) -> type[ReferenceLlamaCore]:
         bases.append(WithLegacyDecode)
     if spec.top_k_logprobs:
         bases.append(WithTopKLogprobs)
+    if spec.mrope:
+        bases.append(WithMRoPEDeltas)
     if spec.per_layer_kv:
         bases.append(WithPerLayerKVAllocation)
     bases.append(WithAsyncReadback if spec.async_readback else WithoutReadback)
