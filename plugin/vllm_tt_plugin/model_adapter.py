@@ -157,6 +157,10 @@ class ModelAdapter:
         return self.profile.capabilities
 
     @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
     def model(self) -> Any:
         """The loaded instance (for tests and ``get_model``); the plugin never calls it."""
         if self._model is None:

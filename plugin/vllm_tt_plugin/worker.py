@@ -298,7 +298,7 @@ class TTWorker(WorkerBase):
         return None
 
     def get_model(self) -> Any:
-        return None if self.adapter is None else self.adapter.model
+        return self.adapter.model if self.adapter is not None and self.adapter.loaded else None
 
     def get_cache_block_size_bytes(self) -> int:
         return pool_bytes_per_block(self.vllm_config, self.get_kv_cache_spec())
