@@ -318,11 +318,6 @@ def _gate_on_capabilities(
         )
         scheduler.async_scheduling = False
 
-    structured = getattr(vllm_config, "structured_outputs_config", None)
-    if structured is not None and not structured.disable_any_whitespace:
-        # Compact JSON: greedy guided JSON cannot loop on whitespace.
-        structured.disable_any_whitespace = True
-
     if caps.output_tokens_per_step > 1:
         # Block-output models (DiffusionGemma) need the block-serving contract, which this
         # plugin version does not implement.
