@@ -462,7 +462,7 @@ class TTModelRunner:
         else:
             kwargs["reset_batch"] = ReloadPlanner.legacy_reset_batch(command)
         if self.uses_mrope:
-            kwargs["rope_deltas"] = decode_rope_deltas(
+            kwargs["rope_deltas_all_users"] = decode_rope_deltas(
                 [None if s is None else s.rope_delta for s in active]
             )
         return self.model.decode_forward(

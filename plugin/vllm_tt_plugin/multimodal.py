@@ -13,8 +13,10 @@ start a chunk inside an item, whose leading placeholders are then already in the
 
 mRoPE models (``model_config.uses_mrope``) return ``(out, rope_deltas)`` from prefill: the
 offset between a request's text position and its rotary position after its images. Decode
-needs it for every step, so the runner keeps it per request and sends ``rope_deltas`` (one per
-decode slot, 0 for padding) on every decode call of such a model.
+needs it for every step, so the runner keeps it per request and sends ``rope_deltas_all_users``
+(one per decode slot in the step's layout, 0 for padding) on every decode call of such a model
+(contract v2 only requires it when the layout changed or a request joined; sending it always is
+the same authoritative list).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It records the ``**multimodal_kwargs`` each prefill call receives (then runs the text model as
 usual) and, like an mRoPE model, returns ``(out, rope_deltas)`` from prefill and records the
-``rope_deltas`` each decode call receives.
+``rope_deltas_all_users`` each decode call receives.
 """
 
 from __future__ import annotations
@@ -36,6 +36,6 @@ class RecordingVisionModel(ReferenceLlamaForCausalLM):
         ends = [int(e) for e in kwargs["prompt_lens"]]
         return out, torch.tensor([rope_delta_of(e) for e in ends])
 
-    def decode_forward(self, *args: Any, rope_deltas: torch.Tensor, **kwargs: Any) -> Any:
-        self.decode_rope_deltas.append([int(d) for d in rope_deltas])
+    def decode_forward(self, *args: Any, rope_deltas_all_users: torch.Tensor, **kwargs: Any) -> Any:
+        self.decode_rope_deltas.append([int(d) for d in rope_deltas_all_users])
         return super().decode_forward(*args, **kwargs)
