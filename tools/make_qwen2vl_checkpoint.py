@@ -12,7 +12,8 @@ trained model's.
 
 The tokenizer is the LM's plus Qwen2-VL's four vision tokens (`<|vision_start|>`,
 `<|vision_end|>`, `<|image_pad|>`, `<|video_pad|>`), whose embedding rows are the mean of the
-others and whose lm_head rows are the element-wise minimum (never the greedy choice). The image
+others and whose lm_head rows are zero (logit exactly 0: below the trained LM's top text logit,
+and four equal rows cannot tie by rounding). The image
 processor resizes every image to multiples of 16 pixels between 32x32 and 64x64 pixels of area
 (4 to 16 image tokens after the merge, any aspect ratio); the chat template is the LM's, and
 vLLM puts `<|vision_start|><|image_pad|><|vision_end|>` in the text for each image.
@@ -78,7 +79,8 @@ vision tower (seed {seed}; {patch}x{patch} patches, {merge}x{merge} merge, tempo
   get (temporal, row, column) positions, text after an image continues from the largest one, and
   a request's `rope_deltas` (last rotary position + 1 - sequence length) shift every decode step.
 - Tokens: the LM's 1024, then {tokens} ({ids}); their embeddings are the mean of the
-  others and their lm_head rows the element-wise minimum. The chat template is the LM's.
+  others and their lm_head rows zero (a logit of exactly 0, so greedy decoding picks them only
+  if every text logit is negative, and then by index). The chat template is the LM's.
 
 It loads in Hugging Face transformers as `Qwen2VLForConditionalGeneration` (no torchvision
 needed: the image processor falls back to its PIL version); the plugin serves it as
@@ -152,7 +154,9 @@ def build(src: Path, out: Path) -> None:
                 param.copy_(weight)
         head = lm["lm_head.weight"]
         model.lm_head.weight[:base_vocab] = head
-        model.lm_head.weight[base_vocab:] = head.min(0).values
+        # Zero rows: a vision token's logit is exactly 0 whatever the hidden state, so it wins
+        # only when every text logit is negative, and then by index, with no rounding ties.
+        model.lm_head.weight[base_vocab:] = 0.0
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
