@@ -6,8 +6,11 @@ are sent), greedy tokens equal transformers' ``generate``, and misuse is refused
 from __future__ import annotations
 
 import functools
+import importlib.util
+import inspect
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,11 +120,38 @@ def table(first_block: int) -> torch.Tensor:
     return torch.arange(first_block, first_block + WIDTH, dtype=torch.int32)
 
 
-def test_capabilities_are_tt_metal_qwen25_vl_ones() -> None:
-    caps = ModelCapabilities.from_model_class(ReferenceQwen2VLForConditionalGeneration)
+def test_capabilities_and_prefill_signature_are_tt_metal_qwen25_vl_ones() -> None:
+    """models/demos/qwen25_vl/tt/generator_vllm.py: its declared capabilities, and
+    ``prefill_forward(tokens, page_table, kv_cache, prompt_lens, enable_trace, **kwargs)``."""
+    cls = ReferenceQwen2VLForConditionalGeneration
+    caps = ModelCapabilities.from_model_class(cls)
     assert not caps.supports_prefix_caching and not caps.supports_chunked_prefill
     assert caps.supports_async_decode and caps.supports_sample_on_device
     assert caps.max_device_top_k == 32
+    params = list(inspect.signature(cls.prefill_forward).parameters.values())
+    names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert names == ["self", "tokens", "page_table", "kv_cache", "prompt_lens", "enable_trace"]
+    assert params[-1].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_the_tool_rebuilds_the_bundled_checkpoint(tmp_path: Path) -> None:
+    """Fixed seed: the bundled weights are exactly what tools/make_qwen2vl_checkpoint.py makes."""
+    from safetensors.torch import load_file
+
+    path = REPO / "tools" / "make_qwen2vl_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("make_qwen2vl_checkpoint", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.build(tool.DEFAULT_SRC, tmp_path / "out")
+    want, got = (
+        load_file(MODEL / "model.safetensors"),
+        load_file(tmp_path / "out" / "model.safetensors"),
+    )
+    assert sorted(got) == sorted(want)
+    assert all(torch.equal(got[name], want[name]) for name in want)
+    for name in ("config.json", "preprocessor_config.json", "tokenizer.json"):
+        assert (tmp_path / "out" / name).read_text() == (MODEL / name).read_text(), name
 
 
 def test_image_features_equal_transformers(qwen: tuple[Any, Any]) -> None:
@@ -138,6 +168,12 @@ def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> 
     """Three requests in one prefill (two images, none, one), then decode with the per-slot
     deltas; midway the slots are permuted with ``slot_remap`` and no deltas sent."""
     model, kv = qwen
+    # Warm-up runs on scratch state (text positions) and must leave nothing behind.
+    model.warmup_model_prefill(kv_cache=kv, enable_trace=False, can_sample_on_device=True)
+    model.warmup_model_decode(
+        kv_cache=kv, enable_trace=False, max_batch_size=SLOTS, num_blocks=WIDTH,
+        can_sample_on_device=True,
+    )  # fmt: skip
     plans = [([3, 4], [40, 41, 42]), ([], [50, 51]), ([7], [60])]
     prompts = [request(seeds, text) for seeds, text in plans]
     want = [hf_greedy(ids, pixels) for ids, pixels in prompts]
