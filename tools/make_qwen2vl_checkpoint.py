@@ -68,9 +68,9 @@ README = """# tt-reference-qwen2vl
 
 A tiny Qwen2-VL-style vision-language checkpoint for the plugin's tests, built by
 `tools/make_qwen2vl_checkpoint.py` from `tt-reference-hybrid` (the trained tiny LM in Qwen2's
-parameter names; here with full attention in every layer) and a randomly initialised Qwen2-VL
-vision tower (seed {seed}; {patch}x{patch} patches, {merge}x{merge} merge, temporal patch
-{temporal}).
+parameter names; here with full attention in every layer) and a randomly initialised
+Qwen2-VL vision tower (seed {seed}; {patch}x{patch} patches, {merge}x{merge} merge, temporal
+patch {temporal}).
 
 - Images are resized to multiples of {factor} pixels with an area between {min_px} and {max_px}
   pixels, so each image becomes {min_tokens} to {max_tokens} `<|image_pad|>` tokens between
@@ -78,9 +78,11 @@ vision tower (seed {seed}; {patch}x{patch} patches, {merge}x{merge} merge, tempo
 - The text model's rotary embedding is multimodal RoPE, `mrope_section` {section}: image tokens
   get (temporal, row, column) positions, text after an image continues from the largest one, and
   a request's `rope_deltas` (last rotary position + 1 - sequence length) shift every decode step.
-- Tokens: the LM's 1024, then {tokens} ({ids}); their embeddings are the mean of the
-  others and their lm_head rows zero (a logit of exactly 0, so greedy decoding picks them only
-  if every text logit is negative, and then by index). The chat template is the LM's.
+- Tokens: the LM's 1024, then
+  {tokens} ({ids});
+  their embeddings are the mean of the others and their lm_head rows zero (a logit of
+  exactly 0, so greedy decoding picks them only if every text logit is negative, and then by
+  index). The chat template is the LM's.
 
 It loads in Hugging Face transformers as `Qwen2VLForConditionalGeneration` (no torchvision
 needed: the image processor falls back to its PIL version); the plugin serves it as
