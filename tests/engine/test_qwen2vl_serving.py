@@ -8,8 +8,10 @@ expands each `<|image_pad|>` into the image's grid of placeholders, the TT runne
 decode step rotates with the per-slot deltas the runner sends (`rope_deltas_all_users`), through
 slot moves as requests finish and join. Greedy tokens must equal transformers'
 `Qwen2VLForConditionalGeneration.generate` token for token: with device sampling and async
-decode, with the same image in concurrent requests, and after preemption (a resumed request is
-prefilled again with its generated tokens, so its positions come from the whole sequence).
+decode, with the same image in concurrent requests, after preemption (a resumed request is
+prefilled again with its generated tokens, so its positions come from the whole sequence), and
+with the chunked-prefill capability variant under a 32-token budget (each chunk's positions
+continue the request's earlier chunks; images are never split).
 """
 
 from __future__ import annotations
@@ -168,3 +170,21 @@ def test_qwen2vl_parity_after_preemption() -> None:
         preemptions = metric(server.url, "vllm:num_preemptions_total")
     check_parity(requests_plan, results, max_tokens)
     assert preemptions > 0, "the small KV pool never preempted a request"
+
+
+def test_qwen2vl_chunked_prefill_variant_parity() -> None:
+    """tt-metal's Qwen2.5-VL prefills whole prompts; the chunked variant proves the plugin's
+    chunked mRoPE path: chunks end before images, each returns the delta after it."""
+    requests_plan = plan()[:9]
+    override = (
+        "TTReferenceQwen2VLForConditionalGeneration="
+        "vllm_tt_plugin.test_models.reference_qwen2vl:ReferenceQwen2VLChunkedPrefill"
+    )
+    args = [*ARGS, "--max-num-batched-tokens", "32"]
+    env = {"TT_MODEL_CLASS_OVERRIDES": override}
+    with serve(model=MODEL, vllm_args=args, env=env) as server:
+        results = run_all(server.url, server.model_name, requests_plan)
+    check_parity(requests_plan, results)
+    stats = runner_stats(server)[0]
+    longest = max(len(r["prompt"]) for r in results)
+    assert longest > 32 and stats["prefill_steps"] > len(requests_plan), "nothing was chunked"

@@ -16,6 +16,7 @@ from vllm_tt_plugin.test_models.mrope import (
     MRopeRotary,
     decode_positions,
     mrope_cos_sin,
+    next_position,
     rope_index,
 )
 
@@ -115,3 +116,17 @@ def test_rotary_needs_prepared_positions() -> None:
     rotary.prepare(torch.zeros((3, 2), dtype=torch.int64))
     with pytest.raises(MRopeError, match=r"got \(3, 2\)"):
         rotary.cos_sin(torch.arange(3))
+
+
+def test_spans_continue_from_the_running_position() -> None:
+    """A sequence cut outside its images: each span from the running position of the ones
+    before gives the whole sequence's positions and, after the last, its delta."""
+    grids = [(1, 4, 6), (1, 2, 8)]
+    ids = torch.tensor(prompt(grids, [3, 2, 4]))
+    whole, delta = rope_index(ids, grids, layout())
+    cut = 3 + 1 + 6 + 1 + 2  # after the first image and the text behind it
+    first, _ = rope_index(ids[:cut], grids[:1], layout())
+    offset = next_position(first, 0)
+    second, _ = rope_index(ids[cut:], grids[1:], layout(), offset)
+    assert torch.equal(torch.cat([first, second], dim=1), whole)
+    assert next_position(second, offset) - len(ids) == delta != 0

@@ -23,7 +23,10 @@ from vllm_tt_plugin.contract import TTLayerKVSpec
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.test_models.core import ReferenceModelError
-from vllm_tt_plugin.test_models.reference_qwen2vl import ReferenceQwen2VLForConditionalGeneration
+from vllm_tt_plugin.test_models.reference_qwen2vl import (
+    ReferenceQwen2VLChunkedPrefill,
+    ReferenceQwen2VLForConditionalGeneration,
+)
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
 BS, WIDTH, NUM_BLOCKS, SLOTS = 16, 8, 40, 4
@@ -99,13 +102,11 @@ def hf_greedy(ids: list[int], pixels: dict[str, torch.Tensor]) -> list[int]:
     return out[0, len(ids) :].tolist()  # up to and with EOS
 
 
-@pytest.fixture
-def qwen() -> Iterator[tuple[ReferenceQwen2VLForConditionalGeneration, Any]]:
+@pytest.fixture(params=[ReferenceQwen2VLForConditionalGeneration])
+def qwen(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     config = AutoConfig.from_pretrained(MODEL)
     mesh = EmulatedMeshDevice(NAMED_MESHES["N300"], step_time_s=0.0)
-    model = ReferenceQwen2VLForConditionalGeneration.initialize_vllm_model(
-        config, mesh, SLOTS, max_seq_len=BS * WIDTH
-    )
+    model = request.param.initialize_vllm_model(config, mesh, SLOTS, max_seq_len=BS * WIDTH)
     heads = model.sharding.kv_heads_per_shard
     specs = [
         TTLayerKVSpec(f"model.layers.{i}.self_attn", 0, NUM_BLOCKS, BS, heads, 32, torch.float32)
@@ -299,3 +300,45 @@ def test_misuse_is_refused(qwen: tuple[Any, Any]) -> None:
         ReferenceQwen2VLForConditionalGeneration.initialize_vllm_model(
             config, model.mesh_device, SLOTS, optimizations="performance"
         )
+
+
+@pytest.mark.parametrize("qwen", [ReferenceQwen2VLChunkedPrefill], indirect=True)
+def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]) -> None:
+    """Three chunks cut outside the images (one image in the first, one in the second): each
+    returns the delta after its end, the last one the request's, and greedy decode equals
+    transformers'."""
+    model, kv = qwen
+    ids, pixels = request([3, 4], [40, 41, 42, 43])
+    images, grids = per_image(pixels)
+    first_end = ids.index(hf_model().config.vision_end_token_id) + 1
+    cuts = [(0, first_end, [0]), (first_end, len(ids) - 3, [1]), (len(ids) - 3, len(ids), [])]
+    deltas = []
+    for start, end, items in cuts:
+        logits, delta = model.prefill_forward(
+            # The reference core's chunk form today (contract v2 sends ids[:end]).
+            tokens=torch.tensor([ids[start:end]], dtype=IDS),
+            page_table=table(1)[None], kv_cache=kv, prompt_lens=[end], enable_trace=False,
+            start_pos=[start], empty_slots=[0],
+            pixel_values=[[images[i] for i in items] or None],
+            image_grid_thw=[[grids[i] for i in items] or None],
+        )  # fmt: skip
+        deltas.append(int(delta))
+    input_ids = torch.tensor([ids])
+    _, want_delta = hf_model().model.get_rope_index(
+        input_ids,
+        mm_token_type_ids=(input_ids == hf_model().config.image_token_id).int(),
+        image_grid_thw=pixels["image_grid_thw"],
+    )
+    assert deltas[1] == deltas[2] == int(want_delta) != deltas[0] != 0
+    got = [int(logits.argmax())]
+    for step in range(1, STEPS):
+        out = model.decode_forward(
+            tokens=torch.tensor([got[-1], 0, 0, 0], dtype=IDS),
+            page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
+            kv_cache=kv, start_pos=torch.tensor([len(ids) + step - 1, -1, -1, -1], dtype=IDS),
+            enable_trace=False, read_from_device=True,
+            rope_deltas_all_users=torch.tensor([deltas[-1], 0, 0, 0]), **FULL_RELOAD,
+        )  # fmt: skip
+        got.append(int(out[0].argmax()))
+    want = hf_greedy(ids, pixels)
+    assert got[: len(want)] == want and len(want) > 4

@@ -65,13 +65,19 @@ class MRopeLayout:
 
 
 def rope_index(
-    input_ids: torch.Tensor, image_grid_thw: Sequence[Sequence[int]], layout: MRopeLayout
+    input_ids: torch.Tensor,
+    image_grid_thw: Sequence[Sequence[int]],
+    layout: MRopeLayout,
+    offset: int = 0,
 ) -> tuple[torch.Tensor, int]:
-    """Rotary positions ``[3, T]`` (int64) of one sequence, and its rope delta.
+    """Rotary positions ``[3, T]`` (int64) of a span of tokens, and the rope delta it adds.
 
-    ``input_ids``: the whole sequence from position 0; ``image_grid_thw``: the ``(t, h, w)``
-    patch grid of each image whose placeholders it holds, in prompt order. Each run of image
-    tokens is consumed image by image, so the placeholders must add up exactly to the grids.
+    ``input_ids``: the whole sequence from position 0, or a later span that starts outside any
+    image, ``offset`` being the rotary position its first token gets; ``image_grid_thw``: the
+    ``(t, h, w)`` patch grid of each image whose placeholders the span holds, in prompt order.
+    Each run of image tokens is consumed image by image, so the placeholders must add up exactly
+    to the grids. The delta is ``last position + 1 - offset - span length``: for a whole
+    sequence, the request's rope delta.
     """
     ids = input_ids.reshape(-1).tolist()
     grids = [tuple(int(x) for x in grid) for grid in image_grid_thw]
@@ -111,8 +117,13 @@ def rope_index(
         )
     if not columns:
         return torch.zeros((3, 0), dtype=torch.int64), 0
-    positions = torch.cat(columns, dim=1).to(torch.int64)
-    return positions, int(positions.max()) + 1 - len(ids)
+    positions = torch.cat(columns, dim=1).to(torch.int64) + offset
+    return positions, int(positions.max()) + 1 - offset - len(ids)
+
+
+def next_position(positions: torch.Tensor, offset: int) -> int:
+    """The running rotary position after a span (where the next span's text continues)."""
+    return int(positions.max()) + 1 if positions.numel() else offset
 
 
 def decode_positions(positions: torch.Tensor, deltas: torch.Tensor) -> torch.Tensor:

@@ -53,6 +53,7 @@ from vllm_tt_plugin.test_models.mrope import (
     MRopeLayout,
     MRopeRotary,
     decode_positions,
+    next_position,
     rope_index,
 )
 from vllm_tt_plugin.test_models.qwen2vl_processing import (
@@ -145,7 +146,11 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         # Per-slot rope deltas: the host's copy (call order) and the device's (queue order).
         self.rope_deltas = torch.zeros(self.max_batch_size, dtype=torch.int64)
         self._device_deltas = self.rope_deltas.clone()
-        self._pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        # One prefill call's rows: image grids and features (host), deltas (device).
+        self._pending: dict[int, tuple[list[list[int]], torch.Tensor | None]] = {}
+        self._prefill_deltas: dict[int, int] = {}
+        # (lane, first block) -> (chunk end, next rotary position): where a chunk continues.
+        self._rope_next: dict[tuple[int, int], tuple[int, int]] = {}
         self.images_encoded = 0  # tests read it
 
     @classmethod
@@ -212,25 +217,23 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         enable_trace: bool,
         **kwargs: Any,
     ) -> tuple[Any, torch.Tensor]:
-        """Whole-sequence prefill with images; returns ``(output, rope_deltas [rows, 1])``."""
+        """Prefill with images; returns ``(output, rope_deltas [rows, 1])``, each row's delta
+        after the tokens it has prefilled so far."""
         rows = int(torch.as_tensor(tokens).shape[0])
         pixels = _per_row(kwargs.pop("pixel_values", None), rows, "pixel_values")
         grids = _per_row(kwargs.pop("image_grid_thw", None), rows, "image_grid_thw")
         start_pos = kwargs.pop("start_pos", None)
         starts = [0] * rows if start_pos is None else [int(s) for s in start_pos]
-        if any(starts):
+        if any(starts) and not self.capabilities.supports_chunked_prefill:
             raise ReferenceModelError(
                 f"prefill_forward: start_pos={starts}; {type(self).__name__} prefills whole "
                 "sequences only (no prefix caching or chunked prefill, as tt-metal's Qwen2.5-VL)"
             )
-        ends = [int(n) for n in prompt_lens]
-        self._pending = {}
-        deltas = []
-        for row in range(rows):
-            features = self._row_features(row, pixels[row], grids[row])
-            positions, delta = self._row_positions(tokens, row, ends[row], grids[row])
-            self._pending[row] = (positions, features)
-            deltas.append(delta)
+        self._pending = {
+            row: (self._row_grids(grids[row]), self._row_features(row, pixels[row], grids[row]))
+            for row in range(rows)
+        }
+        self._prefill_deltas = {}
         try:
             out = super().prefill_forward(
                 tokens=tokens,
@@ -241,21 +244,14 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
                 start_pos=starts,
                 **kwargs,
             )
+            deltas = [self._prefill_deltas[row] for row in range(rows)]
         finally:
-            self._pending = {}
+            self._pending, self._prefill_deltas = {}, {}
         return out, torch.tensor(deltas, dtype=torch.int64)[:, None]
 
-    def _row_positions(
-        self, tokens: torch.Tensor, row: int, end: int, grids: list[Any]
-    ) -> tuple[torch.Tensor, int]:
-        assert self.layout is not None, "initialize_vllm_model builds it"
-        ids = torch.as_tensor(tokens)[row, :end].to(torch.int64)
-        try:
-            return rope_index(
-                ids, [torch.as_tensor(g).reshape(-1).tolist() for g in grids], self.layout
-            )
-        except MRopeError as exc:
-            raise ReferenceModelError(f"prefill_forward row {row}: {exc}") from exc
+    @staticmethod
+    def _row_grids(grids: list[Any]) -> list[list[int]]:
+        return [torch.as_tensor(g).reshape(-1).tolist() for g in grids]
 
     def _row_features(self, row: int, pixels: list[Any], grids: list[Any]) -> torch.Tensor | None:
         if len(pixels) != len(grids):
@@ -277,22 +273,35 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         return self.image_encoder(batch, grid)
 
     def _prefill_embeds(self, row: PrefillRow) -> torch.Tensor | None:
+        """Called per row on the device, right before the decoder runs the row's tokens
+        ``[start, end)``: their rotary positions (continuing the request's earlier chunks) and
+        the image features in place of their placeholders."""
         assert self.rotary is not None and self.layout is not None
         pending = self._pending.get(row.index)
         if pending is None:  # warm-up: text positions, token embeddings
             self.rotary.prepare(torch.arange(row.start, row.end).expand(3, -1))
             return None
-        positions, features = pending
-        self.rotary.prepare(positions[:, row.start : row.end])
-        placeholders = row.tokens == self.layout.image_token_id
-        count = int(placeholders.sum())
+        grids, features = pending
+        key = (row.lane, int(row.page_rows[0][0]))
+        offset = 0
+        if row.start:
+            end, offset = self._rope_next.get(key, (None, 0))
+            if end != row.start:
+                raise ReferenceModelError(
+                    f"prefill_forward row {row.index}: start_pos={row.start} does not continue "
+                    "a chunk of this request, so its rotary positions are unknown"
+                )
+        try:
+            positions, _ = rope_index(row.tokens, grids, self.layout, offset)
+        except MRopeError as exc:
+            raise ReferenceModelError(f"prefill_forward row {row.index}: {exc}") from exc
+        after = next_position(positions, offset)
+        self._rope_next[key] = (row.end, after)
+        self._prefill_deltas[row.index] = after - row.end
+        self.rotary.prepare(positions)
         if features is None:
-            return None  # rope_index already matched placeholders to grids (none here)
-        if count != features.shape[0]:
-            raise ReferenceModelError(
-                f"prefill_forward row {row.index}: {count} image placeholders but features "
-                f"for {features.shape[0]}"
-            )
+            return None  # rope_index matched the placeholders to the grids: none here
+        placeholders = row.tokens == self.layout.image_token_id
         embeds = self.decoder.weights.embed[row.tokens].clone()
         embeds[placeholders] = features.to(embeds.dtype)
         return embeds
@@ -337,6 +346,21 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         if rows.numel():
             self.rotary.prepare(decode_positions(state.positions[rows], self._device_deltas[rows]))
         return super()._decode_logits(kv, state, allow_null)
+
+
+class ReferenceQwen2VLChunkedPrefill(ReferenceQwen2VLForConditionalGeneration):
+    """Capability variant with token-chunked prefill (tt-metal's Qwen2.5-VL has none), for the
+    plugin's chunked mRoPE path: each chunk's rotary positions continue from where the
+    request's previous chunk left them, and every chunk returns the delta after its end (the
+    final chunk's is the request's). Still no prefix caching: a cache hit would start a request
+    at positions that depend on images this model never saw. Select it with
+    ``TT_MODEL_CLASS_OVERRIDES="TTReferenceQwen2VLForConditionalGeneration=vllm_tt_plugin.
+    test_models.reference_qwen2vl:ReferenceQwen2VLChunkedPrefill"``."""
+
+    model_capabilities: ClassVar[dict[str, Any]] = {
+        **ReferenceQwen2VLForConditionalGeneration.model_capabilities,
+        "supports_chunked_prefill": True,
+    }
 
 
 @MULTIMODAL_REGISTRY.register_processor(
