@@ -10,7 +10,9 @@ Qwen2-VL vision tower in front of the bundled trained LM) the way tt-metal's Qwe
   or None), runs the vision tower, puts the image features in place of the ``<|image_pad|>``
   embeddings, computes each row's 3D rotary positions from its tokens and grids, and returns
   ``(output, rope_deltas)``; it prefills whole sequences only (``start_pos`` all 0: the class
-  declares neither prefix caching nor chunked prefill, as the real one does).
+  declares neither prefix caching nor chunked prefill, as the real one does). The
+  ``ReferenceQwen2VLChunkedPrefill`` variant takes chunks: a chunk's positions continue from
+  the running rotary position its request's previous chunk ended at.
 - ``decode_forward(..., rope_deltas_all_users=...)``: the per-slot deltas are device state. A
   call that sends them replaces them (an authoritative list in the call's slot layout); a call
   with None keeps them, moved by ``slot_remap`` when one is sent. Every decode token at
@@ -24,9 +26,12 @@ processing comes from ``qwen2vl_processing.py``.
 Hooks of the core this class relies on: ``decoder_from_checkpoint`` (text weights under the
 Qwen2-VL prefix; the decoder's ``rotary`` attribute is replaced by ``MRopeRotary``, whose
 ``cos_sin(positions)`` the decoder calls once per forward), ``attach_checkpoint`` (vision tower),
-``_prefill_embeds(row)`` (called per prefill row right before the decoder runs it: image
-features and the row's rotary positions), ``_decode_logits(kv, state, allow_null)`` (decode
-rotary positions for ``state.active`` slots), and ``model_capabilities``.
+``_prefill_embeds(row)`` (called on the device per prefill row right before the decoder runs
+``row.tokens`` = the row's tokens ``[row.start, row.end)``: image features and rotary positions;
+``row.index``/``row.lane``/``row.page_rows`` name the row and its request),
+``_decode_logits(kv, state, allow_null)`` (decode rotary positions for the ``state.active``
+slots at ``state.positions``), ``self.capabilities``, ``self.mesh_device.enqueue`` and
+``model_capabilities``.
 """
 
 from __future__ import annotations
