@@ -59,7 +59,9 @@ class ServerOptions:
     per lane so that a full batch of long requests forces preemption.
     """
 
-    mesh: str = "N300"
+    # Eight emulated devices: the flat sampled-token device logprob (contract v2: only on 8 or
+    # 32 devices per rank) is then served by the device, so the logprobs checks' device path runs.
+    mesh: str = "T3K"
     tt: dict[str, object] = field(default_factory=lambda: {"sample_on_device_mode": "all"})
     max_num_seqs: int = 8
     max_model_len: int = 1024

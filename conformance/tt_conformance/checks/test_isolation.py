@@ -52,7 +52,10 @@ MIXED: tuple[tuple[Body, bool], ...] = (
     ({"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 1234, "max_tokens": MAX_TOKENS}, True),
     ({"temperature": 0.0, "repetition_penalty": 1.3, "max_tokens": MAX_TOKENS}, True),
     ({"temperature": 0.5, "top_p": 0.5, "max_tokens": 40}, False),
-    ({"temperature": 0.0, "logprobs": 5, "max_tokens": MAX_TOKENS}, True),
+    # No logprobs here: a TT device returns at most the sampled token's logprob (on 8 or 32
+    # devices per rank), so one logprobs request would move the batch off the device path this
+    # check claims. Logprob isolation: test_logprobs::test_logprobs_same_alone_and_batched.
+    ({"temperature": 0.0, "top_k": 5, "max_tokens": MAX_TOKENS}, True),
     (
         {
             "temperature": 1.2,
