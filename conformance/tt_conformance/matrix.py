@@ -27,23 +27,27 @@ from tt_conformance.report import (
     PerfFigure,
     Report,
     ReportError,
+    Tier,
     atomic_write_text,
     load_report,
     utc_now_iso,
 )
+from tt_conformance.tiers import derive_tier
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
-STATUS_PASS = "pass"
-STATUS_XFAIL = "pass with expected failures"
+# A cell's status is the report's tier (tiers.py): TT's vocabulary.
+STATUS_COMPLETE = "complete"
+STATUS_FUNCTIONAL = "functional"
+STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
-STATUS_EMPTY = "no checks"
-# Key perf figures are picked by name prefix (see record_perf's naming convention).
+# Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
+# as TT's tables quote them.
 KEY_PERF: tuple[tuple[str, str], ...] = (
-    ("TTFT", "ttft"),
-    ("TPOT", "tpot"),
-    ("Throughput", "throughput"),
+    ("TTFT (ms)", "ttft_mean@"),
+    ("tok/s/user", "tps_user_mean@"),
+    ("tok/s", "tps@"),
 )
 
 
@@ -56,6 +60,7 @@ class MatrixCell:
     report: Report
     path: Path
     status: str
+    tier: Tier
     failing: tuple[str, ...]
     expected: tuple[str, ...]
     flaky: tuple[str, ...]
@@ -71,14 +76,21 @@ class MatrixCell:
         return self.report.device
 
 
+def tier_of(report: Report) -> Tier:
+    """The report's stored tier; derived for reports written before tiers existed."""
+    return report.tier or derive_tier(report)
+
+
 def status_of(report: Report) -> str:
-    if report.collection_errors or report.checks_with(*FAILING):
-        return STATUS_FAIL
-    if not report.checks:
-        return STATUS_EMPTY
-    if report.checks_with("xfail"):
-        return STATUS_XFAIL
-    return STATUS_PASS
+    return tier_of(report).tier
+
+
+def not_run_concerns(report: Report) -> tuple[str, ...]:
+    """Concerns the report holds checks of, all of them skipped: shown as not run, never pass."""
+    outcomes: dict[str, set[str]] = {}
+    for check in report.checks:
+        outcomes.setdefault(check.concern, set()).add(check.outcome)
+    return tuple(sorted(c for c, seen in outcomes.items() if seen == {"skip"}))
 
 
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
@@ -128,6 +140,7 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         report=report,
         path=path,
         status=status_of(report),
+        tier=tier_of(report),
         failing=tuple(
             [f"collection: {e.nodeid}" for e in report.collection_errors]
             + sorted(c.id for c in report.checks_with(*FAILING))
@@ -144,7 +157,21 @@ def short_check(check_id: str) -> str:
 
 
 def _perf_text(figures: Sequence[PerfFigure]) -> list[str]:
-    return [f"{f.name} = {format_number(f.value)} {f.unit}".strip() for f in figures]
+    out = []
+    for f in figures:
+        shape = f.name.partition("@")[2] or f.name
+        mark = " (unreliable)" if f.flag else ""
+        out.append(f"{shape}: {format_number(f.value)}{mark}")
+    return out
+
+
+def _accuracy_text(cell: MatrixCell) -> str:
+    acc = cell.report.accuracy
+    if not acc:
+        return "—"
+    return "; ".join(
+        f"{a.task} {a.score:.3f} [{a.ci_low:.2f}, {a.ci_high:.2f}] {a.verdict}" for a in acc
+    )
 
 
 def _counts(cell: MatrixCell) -> str:
@@ -152,7 +179,9 @@ def _counts(cell: MatrixCell) -> str:
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
     extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
-    return text + "".join(f", {n} {label}" for n, label in extras if n)
+    not_run = not_run_concerns(cell.report)
+    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
+    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -191,6 +220,9 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 md_cell(c.model),
                 md_cell(c.device),
                 md_cell(c.status),
+                md_cell(c.tier.reason, 400),
+                md_cell(c.tier.next_blocker or "—", 400),
+                md_cell(_accuracy_text(c)),
                 _counts(c),
                 md_cell(", ".join(short_check(x) for x in c.failing) or "—", 600),
                 md_cell(", ".join(short_check(x) for x in c.expected) or "—", 600),
@@ -200,6 +232,7 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 ],
                 md_cell(v.vllm),
                 md_cell(v.plugin),
+                md_cell(v.ttnn),
                 md_cell(v.tt_metal),
                 md_cell(c.report.finished_at),
             ]
@@ -210,13 +243,17 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
             headers=[
                 "model",
                 "device",
-                "status",
+                "tier",
+                "why",
+                "next tier needs",
+                "accuracy",
                 "checks",
                 "failing checks",
                 "expected failures",
                 *[label for label, _ in KEY_PERF],
                 "vLLM",
                 "plugin",
+                "ttnn",
                 "tt-metal",
                 "run finished",
             ],
@@ -252,10 +289,11 @@ th, td { border: 1px solid #dde1e7; padding: .45rem .6rem; text-align: left; ver
          font-size: .9rem; }
 th { background: #eef1f5; position: sticky; top: 0; }
 td.status { font-weight: 600; white-space: nowrap; }
-.s-pass { background: #d9f2df; color: #17632c; }
-.s-xfail { background: #fff1c7; color: #7a5600; }
+.s-complete { background: #c4ecd0; color: #0f5122; }
+.s-functional { background: #e1f4e6; color: #17632c; }
+.s-experimental { background: #fff1c7; color: #7a5600; }
 .s-fail { background: #fbd9d9; color: #8c1c1c; }
-.s-empty, .s-none { background: #eceef1; color: #5a6272; }
+.s-none { background: #eceef1; color: #5a6272; }
 ul { margin: 0; padding-left: 1.1rem; }
 code { font-size: .82rem; }
 .legend span { display: inline-block; padding: .15rem .5rem; margin-right: .4rem;
@@ -263,10 +301,10 @@ code { font-size: .82rem; }
 """
 
 _STATUS_CLASS = {
-    STATUS_PASS: "s-pass",
-    STATUS_XFAIL: "s-xfail",
+    STATUS_COMPLETE: "s-complete",
+    STATUS_FUNCTIONAL: "s-functional",
+    STATUS_EXPERIMENTAL: "s-experimental",
     STATUS_FAIL: "s-fail",
-    STATUS_EMPTY: "s-empty",
 }
 
 
@@ -317,8 +355,9 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
         out.append("</tr>")
     out.append("</tbody></table>")
     headers = [
-        "model", "device", "status", "checks", "failing checks", "expected failures", "flaky",
-        *[label for label, _ in KEY_PERF], "versions", "run",
+        "model", "device", "tier", "why / next tier needs", "accuracy", "checks",
+        "failing checks", "expected failures", "flaky", *[label for label, _ in KEY_PERF],
+        "versions", "run",
     ]  # fmt: skip
     out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers))
     out.append("</tr></thead><tbody>")
@@ -329,6 +368,8 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
             "<tr>"
             f"<td>{_e(c.model)}</td><td>{_e(c.device)}{mesh}"
             f'</td><td class="status {_STATUS_CLASS[c.status]}">{_e(c.status)}</td>'
+            f"<td>{_e(c.tier.reason)}<br><small>next: {_e(c.tier.next_blocker or '—')}</small></td>"
+            f"<td>{_e(_accuracy_text(c))}</td>"
             f"<td>{_e(_counts(c))}</td>"
             f"<td>{_list([short_check(x) for x in c.failing])}</td>"
             f"<td>{_list([short_check(x) for x in c.expected])}</td>"
@@ -337,7 +378,8 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 f"<td>{_list(_perf_text(c.key_perf[label]), code=False)}</td>"
                 for label, _ in KEY_PERF
             )
-            + f"<td>vLLM {_e(v.vllm)}<br>plugin {_e(v.plugin)}<br>tt-metal {_e(v.tt_metal)}</td>"
+            + f"<td>vLLM {_e(v.vllm)}<br>plugin {_e(v.plugin)}<br>ttnn {_e(v.ttnn)}"
+            f"<br>tt-metal {_e(v.tt_metal)}</td>"
             f"<td><small>{_e(c.report.run_id)}<br>{_e(c.report.finished_at)}</small></td>"
             "</tr>"
         )

@@ -80,11 +80,20 @@ def parse_prometheus(text: str) -> list[MetricSample]:
 class RawHttp:
     """A requests.Session bound to the server's base URL. No retries: they would hide errors."""
 
-    def __init__(self, base_url: str, model: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        api_key: str | None = None,
+    ) -> None:
+        from tt_conformance.server import bearer
+
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
         self.session = requests.Session()
+        self.session.headers.update(bearer(api_key))
 
     def close(self) -> None:
         self.session.close()

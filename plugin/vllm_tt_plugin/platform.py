@@ -179,6 +179,20 @@ def _check_parallelism(vllm_config: VllmConfig) -> None:
             f"--data-parallel-size-local {parallel.data_parallel_size_local}): run every "
             "data-parallel rank on this host."
         )
+    import vllm.envs as envs
+
+    from vllm_tt_plugin.data_parallel import runtime_info
+
+    # Lane-DP has already folded --data-parallel-size into lanes when the config is re-checked.
+    lanes = int(runtime_info(vllm_config).get("lanes", 1))
+    if (parallel.data_parallel_size > 1 or lanes > 1) and not envs.VLLM_ENABLE_V1_MULTIPROCESSING:
+        dp = max(parallel.data_parallel_size, lanes)
+        raise TTConfigurationError(
+            f"VLLM_ENABLE_V1_MULTIPROCESSING=0 is not compatible with --data-parallel-size {dp} "
+            "on TT, neither standard DP nor lane-DP (the in-process engine core is a debugging "
+            "mode for one engine without DP): unset VLLM_ENABLE_V1_MULTIPROCESSING, or debug "
+            "with --data-parallel-size 1."
+        )
     if parallel.data_parallel_backend == "ray" and parallel.data_parallel_size > 1:
         raise TTConfigurationError(
             "--data-parallel-backend ray is not supported on TT; use the default 'mp'."

@@ -75,17 +75,9 @@ class TTWorker(WorkerBase):
         rank = rank_devices(self.vllm_config)
         if rank is not None:
             # Standard DP: this rank opens only its discovered group, as a submesh.
-            if device_ids is not None and device_ids != rank.group:
-                # A parent-wide TT_VISIBLE_DEVICES (every rank inherits it) is narrowed to the
-                # rank's group; a per-rank value must equal the group exactly.
-                if not set(rank.group) < set(device_ids):
-                    raise ValueError(
-                        f"TT_VISIBLE_DEVICES={device_ids} for DP rank {rank.rank} does not "
-                        f"match its discovered device group {rank.group}: unset it, or set it "
-                        "to the group (or to a device list that contains it)"
-                    )
+            if rank.check_visible(device_ids):
                 logger.info(
-                    "TT: DP rank %d narrows TT_VISIBLE_DEVICES=%s to its group %s",
+                    "TT: DP rank %d narrows the parent-wide TT_VISIBLE_DEVICES=%s to its group %s",
                     rank.rank,
                     device_ids,
                     rank.group,

@@ -150,19 +150,31 @@ def vocab_size(model_dir: Path = MODEL_DIR) -> int:
     return int(json.loads((model_dir / "config.json").read_text())["vocab_size"])
 
 
+def text_id_end(model_dir: Path = MODEL_DIR) -> int:
+    """One past the last ordinary (non-special) token id: the special tokens sit on top of the
+    vocabulary (as in Llama 3), so ``range(text_id_end())`` is ordinary text."""
+    import json
+
+    tokenizer = json.loads((model_dir / "tokenizer.json").read_text())
+    special = [t["id"] for t in tokenizer["added_tokens"] if t.get("special")]
+    end = min(special, default=vocab_size(model_dir))
+    assert set(special) == set(range(end, end + len(special))), "specials are not on top"
+    return end
+
+
 def mixed_prompts(n: int, seed: int = 0, max_len: int = 200, min_len: int = 1) -> list[list[int]]:
     """Deterministic token-id prompts of mixed lengths (1 token to beyond 3 blocks of 64)."""
     rng = random.Random(seed)
-    vocab = vocab_size()
+    end = text_id_end()
     lengths = [min_len, 2, 63, 64, 65, 127, 128, 129, max_len]
     while len(lengths) < n:
         lengths.append(rng.randint(min_len, max_len))
-    # Skip the first ids (special tokens) so prompts look like ordinary text to the model.
-    return [[rng.randrange(8, vocab) for _ in range(length)] for length in lengths[:n]]
+    # Ordinary ids only, so prompts look like text to the model.
+    return [[rng.randrange(end) for _ in range(length)] for length in lengths[:n]]
 
 
 def shared_prefix_prompts(n: int, prefix_len: int, seed: int = 1) -> list[list[int]]:
     rng = random.Random(seed)
-    vocab = vocab_size()
-    prefix = [rng.randrange(8, vocab) for _ in range(prefix_len)]
-    return [prefix + [rng.randrange(8, vocab) for _ in range(rng.randint(1, 40))] for _ in range(n)]
+    end = text_id_end()
+    prefix = [rng.randrange(end) for _ in range(prefix_len)]
+    return [prefix + [rng.randrange(end) for _ in range(rng.randint(1, 40))] for _ in range(n)]
