@@ -144,3 +144,21 @@ def test_release_persistent_capture_at_shutdown() -> None:
     with serve(tt={"sample_on_device_mode": "all"}, vllm_args=BLOCK_ARGS, mesh="N150") as s:
         _ids(_complete(s.url, LONG_PROMPT, max_tokens=4))
     assert log_lines(s, "reference block model: release_persistent_capture()")
+
+
+def test_conformance_block_output_concern_passes(server: EmulatedServer, tmp_path: Any) -> None:
+    """The harness's block-output concern runs (none skipped) and passes against this server."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", "tt_conformance.checks.test_block_output",
+        "--tt-server-url", server.url, "--tt-device", "emulated", "--tt-max-num-seqs", "1",
+        "--tt-report-dir", str(tmp_path), "--tt-baselines-dir", str(tmp_path / "none"),
+        "-q", "-n", "0", "-rs",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
