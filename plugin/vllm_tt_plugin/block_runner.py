@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 from vllm.v1.outputs import ModelRunnerOutput
 
+from vllm_tt_plugin.block_metrics import BlockMetrics
 from vllm_tt_plugin.call_types import DecodeCall, PrefillCall
 from vllm_tt_plugin.reload_contract import DecodeStep
 from vllm_tt_plugin.sampling_params import TTSamplingParams
@@ -65,6 +66,7 @@ class BlockStepper:
         self.runner = runner
         self.canvas = canvas
         self.stats = BlockStats()
+        self.metrics = BlockMetrics()
 
     def release(self, state: TTRequestState) -> None:
         """A finished, aborted or preempted request: the model frees its slot's canvas."""
@@ -91,12 +93,16 @@ class BlockStepper:
                 runner.batch.release_slot(state)
             raise
         stats = self.stats
-        stats.blocks += len(states)
-        stats.block_seconds += result.seconds - start
+        seconds = result.seconds - start
+        committed = 0
         for state, block in zip(states, result.tokens, strict=True):
             stop_ids = set(state.sampling_params.all_stop_token_ids or ())
-            stats.committed_tokens += committed_length(block, stop_ids)
+            committed += committed_length(block, stop_ids)
             state.output_token_ids.extend(block)
+        stats.blocks += len(states)
+        stats.block_seconds += seconds
+        stats.committed_tokens += committed
+        self.metrics.record(len(states), committed, seconds, self.canvas)
         if decode:
             runner.stats.decode_steps += 1
         else:

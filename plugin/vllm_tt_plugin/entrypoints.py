@@ -39,12 +39,13 @@ def register() -> None:
     the process-level vLLM workarounds the TT platform needs.
     Idempotent: vLLM may load general plugins more than once per process.
     """
-    from vllm_tt_plugin import vllm_patches
+    from vllm_tt_plugin import block_metrics, vllm_patches
     from vllm_tt_plugin.model_registry import get_registry, register_with_vllm
     from vllm_tt_plugin.parsers import register_parsers
 
     if not ttnn_importable():
         return
     vllm_patches.apply()
+    block_metrics.install_collector()
     register_with_vllm(get_registry())
     register_parsers()

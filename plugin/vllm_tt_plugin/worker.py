@@ -334,6 +334,8 @@ class TTWorker(WorkerBase):
             except Exception:  # shutting down anyway; the device is closed below
                 logger.exception("TT: draining in-flight decode at shutdown failed")
             logger.info("TT runner stats: %s", self.model_runner.stats.summary())
+            if self.model_runner.block_stepper is not None:
+                logger.info("TT block stats: %s", self.model_runner.block_stepper.stats.summary())
         if self.mesh is not None:
             close_mesh(self.mesh)
             self.mesh = None

@@ -162,3 +162,29 @@ def test_conformance_block_output_concern_passes(server: EmulatedServer, tmp_pat
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_block_metrics_on_metrics_endpoint(server: EmulatedServer) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples() -> dict[str, float]:
+        text = requests.get(f"{server.url}/metrics", timeout=60).text
+        return {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("tt_block_")
+        }
+
+    before = samples()
+    _ids(_complete(server.url, LONG_PROMPT, max_tokens=300))  # two canvases, no EOS
+    after = samples()
+    assert after["tt_block_canvases_total"] - before.get("tt_block_canvases_total", 0) == 2
+    committed = after["tt_block_committed_tokens_total"] - before.get(
+        "tt_block_committed_tokens_total", 0
+    )
+    assert committed == 2 * CANVAS
+    latency = after["tt_block_latency_seconds"]
+    assert latency > 0
+    assert after["tt_block_throughput_tokens_per_second"] == pytest.approx(CANVAS / latency)
+    assert after["tt_block_seconds_total"] > before.get("tt_block_seconds_total", 0)
