@@ -18,7 +18,9 @@ Denoise steps are not published: the model contract exposes no denoise-step coun
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -53,6 +55,7 @@ def install_collector() -> None:
     from prometheus_client.multiprocess import MultiProcessCollector
 
     directory = tempfile.mkdtemp(prefix="tt-block-metrics-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # the owner removes it
     os.environ[ENV_DIR] = directory
     MultiProcessCollector(REGISTRY, path=directory)
     _collector_installed = True
