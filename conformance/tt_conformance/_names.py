@@ -20,6 +20,7 @@ CONCERN_MARKERS: dict[str, str] = {
     "structured_output": "structured output checks",
     "kv_capacity": "KV capacity checks",
     "lanes": "lane data-parallel checks",
+    "block_output": "block-output (256-token canvas) serving checks",
     "decode_reload": "decode reload contract checks at the server",
     "errors": "malformed-request checks",
     "serving_perf": "serving performance snapshot",

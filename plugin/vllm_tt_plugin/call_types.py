@@ -101,3 +101,5 @@ class ModelOutput:
     tokens: torch.Tensor | None  # int64 [B]
     logprobs: DeviceLogprobs | None
     rope_deltas: list[int] | None = None
+    # Block-output models: int64 [B, canvas], the committed canvas of each row.
+    blocks: torch.Tensor | None = None

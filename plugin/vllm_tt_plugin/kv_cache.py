@@ -43,6 +43,8 @@ class BlockBudget:
     budget_blocks: int
     sequence_headroom: int
     sliding_headroom: int
+    # Block-output models: the tokens of one output canvas (0 for token-at-a-time models).
+    canvas_tokens: int = 0
     # vLLM keeps block 0 as its null block: it is in the pool but never holds tokens.
     null_blocks: int = 1
 
@@ -57,6 +59,12 @@ class BlockBudget:
         """Tokens one request can hold when it has the whole pool (full attention)."""
         return (self.num_blocks - self.null_blocks) * self.block_size
 
+    @property
+    def max_model_len_limit(self) -> int:
+        """The longest max_model_len one request can be served with: the usable tokens, less
+        one output canvas for a block-output model (its working canvas must fit too)."""
+        return self.usable_tokens - self.canvas_tokens
+
 
 def sliding_windows(specs: dict[str, KVCacheSpec]) -> list[int]:
     """Distinct sliding windows among the layer specs (one per sliding KV group)."""
@@ -69,6 +77,7 @@ def compute_block_budget(
     seqs_per_lane: int,
     windows: list[int] | None = None,
     max_in_flight_tokens: int = 0,
+    canvas_tokens: int = 0,
 ) -> BlockBudget:
     """Blocks of one lane's pool.
 
@@ -77,6 +86,9 @@ def compute_block_budget(
     window need not start on a block boundary) and all sequences together at most
     ``max_in_flight_tokens`` scheduled-but-unsettled tokens (vLLM frees out-of-window blocks on
     the processed-token basis).
+
+    A block-output model (``canvas_tokens`` > 0) holds one working canvas per sequence beyond its
+    committed tokens, so its per-sequence headroom is a canvas instead of one block.
     """
     if max_tokens_all_users <= 0:
         raise ValueError(f"max_tokens_all_users must be positive, got {max_tokens_all_users}")
@@ -89,8 +101,9 @@ def compute_block_budget(
         block_size=block_size,
         seqs_per_lane=seqs_per_lane,
         budget_blocks=math.ceil(max_tokens_all_users / block_size),
-        sequence_headroom=seqs_per_lane,
+        sequence_headroom=seqs_per_lane * max(1, math.ceil(canvas_tokens / block_size)),
         sliding_headroom=sliding,
+        canvas_tokens=canvas_tokens,
     )
 
 

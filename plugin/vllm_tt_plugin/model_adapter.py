@@ -304,7 +304,9 @@ class ModelAdapter:
         if call.uses_mrope:
             out, rope_deltas = _split_mrope(out, len(call.prompt_lens))
         result = self._normalise(out, call.sampling_params is not None, call.want_logprobs)
-        return ModelOutput(result.logits, result.tokens, result.logprobs, rope_deltas)
+        return ModelOutput(
+            result.logits, result.tokens, result.logprobs, rope_deltas, blocks=result.blocks
+        )
 
     def _hybrid_tables(
         self, tables: list[torch.Tensor], layer_groups: tuple[int, ...] | None
@@ -375,6 +377,9 @@ class ModelAdapter:
                 )
             out, logprobs_raw = out
         values = torch.as_tensor(out)
+        canvas = self.capabilities.output_tokens_per_step
+        if canvas > 1:
+            return ModelOutput(None, None, None, blocks=self._block(values, canvas))
         if not on_device:
             if values.dim() == 3:
                 values = values[:, -1, :]
@@ -389,6 +394,16 @@ class ModelAdapter:
                 )
             logprobs = self._device_logprobs(logprobs_raw, int(tokens.shape[0]))
         return ModelOutput(logits=None, tokens=tokens, logprobs=logprobs)
+
+    def _block(self, values: torch.Tensor, canvas: int) -> torch.Tensor:
+        """A block-output model's committed canvases: int64 [B, canvas]."""
+        if values.dim() != 2 or values.shape[1] != canvas or values.is_floating_point():
+            raise ModelContractError(
+                f"{self.profile.class_name} declares output_tokens_per_step={canvas} but "
+                f"returned {values.dtype} {tuple(values.shape)}; expected integer [rows, {canvas}] "
+                "committed tokens (docs/BLOCK_SERVING.md)"
+            )
+        return values.to(torch.int64)
 
     def _device_logprobs(self, raw: Any, rows: int) -> DeviceLogprobs:
         if self.profile.logprobs_form is LogprobsForm.TOP_K:

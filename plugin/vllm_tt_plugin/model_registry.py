@@ -136,6 +136,10 @@ _TEST_MODELS: dict[str, tuple[str, bool]] = {
         "vllm_tt_plugin.test_models.reference_qwen2vl:ReferenceQwen2VLForConditionalGeneration",
         False,
     ),
+    "TTReferenceBlockForCausalLM": (
+        "vllm_tt_plugin.test_models.reference_block:ReferenceBlockForCausalLM",
+        False,
+    ),
 }
 
 # vLLM's ModelConfig inspects the checkpoint's (un-prefixed) architecture before the platform
@@ -145,6 +149,8 @@ TEST_CHECKPOINT_ALIASES: dict[str, str] = {
     "ReferenceLlamaForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     "ReferenceLlamaLanesForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     "ReferenceHybridForCausalLM": "vllm.model_executor.models.qwen2:Qwen2ForCausalLM",
+    # The block-output reference serves the bundled Llama checkpoint (--hf-overrides).
+    "ReferenceBlockForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     # vLLM's own LLaVA module imports torchvision (through Pixtral): an inspection-only class.
     "ReferenceLlavaForConditionalGeneration": (
         "vllm_tt_plugin.test_models.reference_vision:ReferenceLlavaInspection"

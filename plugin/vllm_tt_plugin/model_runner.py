@@ -20,6 +20,8 @@ from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRun
 
 from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
+from vllm_tt_plugin.block_output import canvas_tokens
+from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.host_sampler import HostSampler
@@ -158,6 +160,8 @@ class TTModelRunner:
         )
         # Route chosen for the last sampled batch of each kind (tests and logs read it).
         self.last_route: dict[StepKind, RouteDecision] = {}
+        canvas = canvas_tokens(self.caps)
+        self.block_stepper = BlockStepper(self, canvas) if canvas else None
 
     def _decode_table_width(self) -> int:
         return math.ceil(self.max_model_len / self.block_size)
@@ -204,7 +208,11 @@ class TTModelRunner:
             )
             for req_id, n in scheduler_output.num_scheduled_tokens.items()
         ]
-        kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
+        if self.block_stepper is not None:
+            # Block models: a decode's input is the last committed canvas, never one token.
+            kinds = {r.start >= r.state.num_prompt_tokens for r in rows}
+        else:
+            kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
         if len(kinds) > 1:
             raise UnsupportedStepError(
                 "TT steps are prefill-only or decode-only, but this scheduler output mixes "
@@ -215,6 +223,8 @@ class TTModelRunner:
         tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
+        if self.block_stepper is not None:
+            return self.block_stepper.run([r.state for r in rows], decode=kinds == {True})
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
         self.drain()
@@ -244,11 +254,16 @@ class TTModelRunner:
     # --- state ------------------------------------------------------------------------------------
     def _update_states(self, so: SchedulerOutput) -> None:
         for req_id in so.finished_req_ids:
+            state = self.batch.requests.get(req_id)
+            if state is not None and self.block_stepper is not None:
+                self.block_stepper.release(state)  # finished or aborted
             if self.batch.remove(req_id) is not None:
                 self.host_sampler.forget(req_id)
         for req_id in so.preempted_req_ids or ():
             state = self.batch.requests.get(req_id)
             if state is not None:
+                if self.block_stepper is not None:
+                    self.block_stepper.release(state)
                 self.batch.release_slot(state)
                 self.host_sampler.forget(req_id)
         lanes: dict[str, int] = getattr(so, REQ_LANES_ATTR, None) or {}

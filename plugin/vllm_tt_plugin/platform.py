@@ -14,6 +14,11 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from vllm_tt_plugin import envs
+from vllm_tt_plugin.block_output import (
+    check_block_launch,
+    is_block_model,
+    validate_block_request,
+)
 from vllm_tt_plugin.config import TTOptions, get_tt_options
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.vllm_patches import pin_v1_model_runner
@@ -139,6 +144,8 @@ class TTPlatform(Platform):
     def validate_request(cls, processed_inputs: Any, params: Any) -> None:
         from vllm.sampling_params import SamplingParams
 
+        if isinstance(params, SamplingParams):
+            validate_block_request(processed_inputs, params)  # no-op unless a block model
         if isinstance(params, SamplingParams) and params.prompt_logprobs is not None:
             raise ValueError(
                 "prompt_logprobs is not supported on TT: remove 'prompt_logprobs' from the request"
@@ -297,6 +304,10 @@ def _gate_on_capabilities(
     model_config = vllm_config.model_config
     arch = model_config.hf_config.architectures[0]
 
+    if is_block_model(caps):
+        # Before the generic gates: a block model's async scheduling is refused, not downgraded.
+        check_block_launch(vllm_config, options, caps, arch)
+
     if scheduler.enable_chunked_prefill and not caps.supports_chunked_prefill:
         logger.info("%s does not declare supports_chunked_prefill: chunked prefill disabled", arch)
         scheduler.enable_chunked_prefill = False
@@ -332,15 +343,6 @@ def _gate_on_capabilities(
             "scheduling turned off on TT"
         )
         scheduler.async_scheduling = False
-
-    if caps.output_tokens_per_step > 1:
-        # Block-output models (DiffusionGemma) need the block-serving contract, which this
-        # plugin version does not implement.
-        raise TTConfigurationError(
-            f"{arch} declares model_capabilities['output_tokens_per_step']="
-            f"{caps.output_tokens_per_step} (a block-output model); block serving is not "
-            "supported by this plugin version."
-        )
 
     if options.sample_on_device_mode is not None and not caps.supports_sample_on_device:
         raise TTConfigurationError(

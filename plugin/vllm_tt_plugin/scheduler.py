@@ -20,7 +20,9 @@ from vllm.v1.core.sched.request_queue import RequestQueue, create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from vllm_tt_plugin.block_output import canvas_tokens
 from vllm_tt_plugin.config import get_tt_options
+from vllm_tt_plugin.loader import resolve_model_class
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
 
@@ -36,8 +38,11 @@ def remaining_tokens(request: Request) -> int:
     )
 
 
-def is_decode_ready(request: Request) -> bool:
-    """A running request whose only uncomputed token is a generated one."""
+def is_decode_ready(request: Request, block_output: bool = False) -> bool:
+    """A running request whose only uncomputed token is a generated one. A block-output
+    model's decode input is its whole last committed canvas: every prompt token computed."""
+    if block_output:
+        return request.num_computed_tokens >= request.num_prompt_tokens
     return (
         request.num_computed_tokens >= request.num_prompt_tokens and remaining_tokens(request) <= 1
     )
@@ -69,6 +74,16 @@ class TTScheduler(AsyncScheduler):
         )
         self.async_mode = bool(self.scheduler_config.async_scheduling)
         self.last_step_mode = StepMode.IDLE
+        # A block-output model emits a whole canvas per step: every scheduled step reserves the
+        # KV of the canvas it will commit (vLLM's lookahead slots, as spec decode reserves its
+        # drafts), i.e. the rest of the physical block (docs/BLOCK_SERVING.md).
+        self.canvas = canvas_tokens(resolve_model_class(self.vllm_config, options).capabilities)
+        if self.canvas:
+            self.num_lookahead_tokens = self.canvas
+
+    @property
+    def block_output(self) -> bool:
+        return self.canvas > 0
 
     # vLLM's AsyncScheduler bookkeeping only when async scheduling is on.
     def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
@@ -86,8 +101,8 @@ class TTScheduler(AsyncScheduler):
 
     # --- step kind ----------------------------------------------------------------------------
     def work_facts(self) -> WorkFacts:
-        decode_ready = any(is_decode_ready(r) for r in self.running)
-        continuing = any(not is_decode_ready(r) for r in self.running)
+        decode_ready = any(is_decode_ready(r, self.block_output) for r in self.running)
+        continuing = any(not is_decode_ready(r, self.block_output) for r in self.running)
         has_room = len(self.running) < self.max_num_running_reqs
         admissible = has_room and (bool(self.waiting) or bool(self.skipped_waiting))
         return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
@@ -123,8 +138,8 @@ class TTScheduler(AsyncScheduler):
         """Run vLLM's scheduling pass over the requests of one step kind only."""
         want_decode = mode is StepMode.DECODE
         original = list(self.running)
-        visible = [r for r in original if is_decode_ready(r) == want_decode]
-        hidden = [r for r in original if is_decode_ready(r) != want_decode]
+        visible = [r for r in original if is_decode_ready(r, self.block_output) == want_decode]
+        hidden = [r for r in original if is_decode_ready(r, self.block_output) != want_decode]
         saved_waiting: tuple[RequestQueue, RequestQueue] | None = None
         saved_limit = self.max_num_running_reqs
         self.running = visible

@@ -20,6 +20,7 @@ from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
 from vllm_tt_plugin import envs, tt_metrics
+from vllm_tt_plugin.block_output import canvas_tokens, is_block_model
 from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
@@ -154,6 +155,7 @@ class TTWorker(WorkerBase):
             self.layout.seqs_per_lane,
             windows,
             self.vllm_config.max_in_flight_tokens,
+            canvas_tokens=canvas_tokens(self.adapter.capabilities),
         )
 
     def determine_available_memory(self) -> int:
@@ -185,12 +187,13 @@ class TTWorker(WorkerBase):
         vLLM's capacity check and its -1 auto-fit count the null block as usable, so without
         this a request exactly at max_model_len could need one block more than exists and wait
         forever. -1 is fitted here (vLLM's auto-fit then finds it fits); an explicit or
-        HF-derived length beyond the pool fails start-up with the servable estimate.
+        HF-derived length beyond the pool fails start-up with the servable estimate. A
+        block-output model must fit max_model_len plus one output canvas (docs/BLOCK_SERVING.md).
         """
         if budget.sliding_headroom:
             return  # hybrid pools are checked per group by vLLM's planner
         model_config = self.model_config
-        limit = budget.usable_tokens
+        limit = budget.max_model_len_limit
         if model_config.max_model_len <= limit:
             return
         if getattr(model_config, "original_max_model_len", None) == -1:
@@ -199,8 +202,13 @@ class TTWorker(WorkerBase):
             )
             self.update_max_model_len(limit)
             return
+        canvas = (
+            f" plus one {budget.canvas_tokens}-token output canvas (a block-output model)"
+            if budget.canvas_tokens
+            else ""
+        )
         raise ValueError(
-            f"max_model_len {model_config.max_model_len} does not fit the TT KV pool: "
+            f"max_model_len {model_config.max_model_len}{canvas} does not fit the TT KV pool: "
             f"{budget.num_blocks - budget.null_blocks} usable blocks of {budget.block_size} "
             f"tokens; the estimated maximum model length is {limit}. Lower --max-model-len, "
             "raise the model's max_tokens_all_users, or lower --max-num-seqs."
@@ -323,12 +331,23 @@ class TTWorker(WorkerBase):
         return set()
 
     def shutdown(self) -> None:
+        if (
+            self.adapter is not None
+            and self.adapter.loaded
+            and is_block_model(self.adapter.capabilities)
+        ):
+            try:
+                self.adapter.release_persistent_capture()
+            except Exception:  # shutting down anyway; the device is closed below
+                logger.exception("TT: release_persistent_capture at shutdown failed")
         if self.model_runner is not None:
             try:
                 self.model_runner.drain()
             except Exception:  # shutting down anyway; the device is closed below
                 logger.exception("TT: draining in-flight decode at shutdown failed")
             logger.info("TT runner stats: %s", self.model_runner.stats.summary())
+            if self.model_runner.block_stepper is not None:
+                logger.info("TT block stats: %s", self.model_runner.block_stepper.stats.summary())
         if self.mesh is not None:
             close_mesh(self.mesh)
             self.mesh = None

@@ -221,6 +221,9 @@ def test_graph_compilation_is_off(make_config: Any) -> None:
     assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
 
 
-def test_block_output_models_are_refused_clearly(make_config: Any) -> None:
-    with pytest.raises(Exception, match="output_tokens_per_step.*block serving is not supported"):
+def test_block_output_model_with_vllm_defaults_is_refused_naming_the_option(
+    make_config: Any,
+) -> None:
+    # vLLM's defaults (many sequences, async scheduling) do not serve a block model.
+    with pytest.raises(Exception, match="--max-num-seqs .* block-output model"):
         make_config(model_class=f"{FAKES}:BlockOutputModel")

@@ -53,3 +53,13 @@ class BlockOutputModel(CapableModel):
         **CapableModel.model_capabilities,
         "output_tokens_per_step": 256,
     }
+
+
+class BlockTopKModel(_FakeModelBase):
+    """A block-output model that also declares a device top-k limit (not servable)."""
+
+    model_capabilities: ClassVar[dict[str, Any]] = {
+        "output_tokens_per_step": 256,
+        "supports_sample_on_device": True,
+        "max_device_top_k": 32,
+    }
