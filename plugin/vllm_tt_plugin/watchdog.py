@@ -64,9 +64,7 @@ class DeviceWatchdog:
 
     def __init__(self, thread_name: str = "tt-device-call") -> None:
         self._thread_name = thread_name
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._failure: BaseException | None = None

@@ -326,15 +326,17 @@ class TTWorker(WorkerBase):
     def _on_device_failure(self, call: DeviceCall, exc: BaseException) -> None:
         """A device call raised or timed out: the engine dies with it (vLLM's engine-dead path),
         so close the mesh and reset fabric now, once, instead of waiting for shutdown."""
-        logger.error(
-            "TT: fatal device error in the %s (%s: %s); closing the mesh",
-            call.describe(),
-            type(exc).__name__,
-            exc,
-        )
         if isinstance(exc, DeviceTimeoutError):
-            # The hung call's thread cannot be stopped: make sure it cannot keep us alive.
+            # The watchdog logged the one ERROR line. The hung call's thread cannot be stopped:
+            # make sure it cannot keep this process alive.
             arm_exit_fallback()
+        else:
+            logger.error(
+                "TT: fatal device error in the %s (%s: %s); closing the mesh",
+                call.describe(),
+                type(exc).__name__,
+                exc,
+            )
         self._close_mesh("after a device failure")
 
     def _close_mesh(self, why: str) -> None:
