@@ -50,7 +50,7 @@ class Stream:
     first_token: threading.Event = field(default_factory=threading.Event)
     outcome: str = "running"  # done | error | dropped
     error: str = ""
-    last_token_at: float = 0.0
+    events: list[float] = field(default_factory=list)
     ended_at: float = 0.0
     thread: threading.Thread | None = None
 
@@ -88,7 +88,7 @@ class Stream:
                         self.outcome, self.error = "error", json.dumps(event["error"])
                         continue
                     self.tokens += 1
-                    self.last_token_at = time.monotonic()
+                    self.events.append(time.monotonic())
                     self.first_token.set()
             if self.outcome == "running":
                 self.outcome = "dropped"
@@ -96,6 +96,14 @@ class Stream:
             self.outcome, self.error = "dropped", repr(exc)
         finally:
             self.ended_at = time.monotonic()
+
+    @property
+    def stalled_at(self) -> float:
+        """When the device stopped: the event before the longest gap (vLLM flushes chunks as the
+        engine dies, so the last event is not the fault's time)."""
+        times = [*self.events, self.ended_at]
+        gaps = [(b - a, a) for a, b in zip(times, times[1:])]
+        return max(gaps)[1] if gaps else self.ended_at
 
     def join(self, timeout: float) -> None:
         assert self.thread is not None
@@ -175,7 +183,7 @@ def test_a_failing_device_ends_every_request_and_the_server(case: Case, tmp_path
         for s in streams:
             s.join(BOUND_S + SLACK_S + 60)
         assert all(s.outcome != "running" for s in streams), [s.outcome for s in streams]
-        fault_at = max(s.last_token_at for s in streams if s.tokens)
+        fault_at = min(s.stalled_at for s in streams if s.tokens)
         health_at = _health_non_200_at(server.url, time.monotonic() + 30)
         assert health_at is not None, "/health kept answering 200"
         outcomes = [(s.outcome, s.tokens, s.error[:120]) for s in streams]
@@ -193,7 +201,7 @@ def test_a_failing_device_ends_every_request_and_the_server(case: Case, tmp_path
         exited_after = time.monotonic() - fault_at
         print(
             f"\n{case.model_class}: requests ended {min(ends):.1f}-{max(ends):.1f} s after the "
-            f"last token, /health non-200 after {health_at - fault_at:.1f} s, process gone "
+            f"device stalled, /health non-200 after {health_at - fault_at:.1f} s, process gone "
             f"after {exited_after:.1f} s (waited {time.monotonic() - exit_start:.1f} s); "
             f"outcomes {sorted({o for o, _, _ in outcomes})}; exit code {proc.returncode}"
         )
