@@ -11,6 +11,7 @@ docs/RELIABILITY.md.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -102,7 +103,7 @@ class Stream:
         """When the device stopped: the event before the longest gap (vLLM flushes chunks as the
         engine dies, so the last event is not the fault's time)."""
         times = [*self.events, self.ended_at]
-        gaps = [(b - a, a) for a, b in zip(times, times[1:])]
+        gaps = [(b - a, a) for a, b in itertools.pairwise(times)]
         return max(gaps)[1] if gaps else self.ended_at
 
     def join(self, timeout: float) -> None:
