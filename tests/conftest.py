@@ -18,6 +18,35 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
+# Test layers that `pytest tests/` leaves out unless asked for: by naming the layer's directory
+# (or a file in it) on the command line, as `tox -e engine` and `tox -e stub-parity` do, or by
+# setting the layer's variable to 1. They need what a unit run does not have: live vLLM servers
+# on the emulated mesh (minutes), or the real ttnn wheel.
+OPT_IN_LAYERS: dict[Path, str] = {
+    REPO / "tests" / "engine": "TT_ENGINE_TESTS",
+    REPO / "tests" / "stub_parity": "TT_STUB_PARITY_TESTS",
+}
+
+
+def _named_on_command_line(layer: Path, config: pytest.Config) -> bool:
+    base = Path(config.invocation_params.dir)
+    for arg in config.args:
+        target = (base / arg.split("::", 1)[0]).resolve()
+        if target == layer or layer in target.parents:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    path = collection_path.resolve()
+    for layer, env in OPT_IN_LAYERS.items():
+        if path == layer or layer in path.parents:
+            if os.environ.get(env) == "1" or _named_on_command_line(layer, config):
+                return None
+            return True
+    return None
+
+
 TINY_CONFIG: dict[str, Any] = {
     "architectures": ["ReferenceLlamaForCausalLM"],
     "model_type": "llama",

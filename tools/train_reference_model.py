@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 # Run as a script, this file's folder is on sys.path; add it for `python -m` / imports too.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from permute_vocab import permute_checkpoint
 from reference_corpus import (
     BOS,
     CHAT_TEMPLATE,
@@ -241,6 +242,12 @@ def train(args: TrainArgs, shape: Shape) -> dict[str, float]:
         "tokens": float(n_tokens),
     }
     write_checkpoint(args.out, model, config, tok, args, stats)
+    # Trained with its special tokens first; shipped with them on top, as Llama 3 has them.
+    permute_checkpoint(args.out)
+    from tokenizers import Tokenizer
+
+    shipped = Tokenizer.from_file(str(args.out / "tokenizer.json"))
+    (args.out / "README.md").write_text(readme(args, stats, shipped), encoding="utf-8")
     return stats
 
 
@@ -324,7 +331,6 @@ def write_checkpoint(
             "additional_special_tokens": ROLE_TOKENS,
         },
     )
-    (out / "README.md").write_text(readme(args, stats, tok), encoding="utf-8")
 
 
 def readme(args: TrainArgs, stats: dict[str, float], tok: Tokenizer) -> str:
@@ -350,7 +356,10 @@ still varies (names and words in sentences). `tests/unit/test_reference_checkpoi
 thread count or CPU kind may change float rounding and so the bytes). {args.steps} steps of
 {args.batch_size} x {args.seq_len} tokens, AdamW lr {args.lr} (warm-up, cosine decay); final
 training loss {stats["final_loss"]:.3f}, held-out loss {stats["eval_loss"]:.3f}. Training takes
-6-10 minutes on an otherwise idle 2-core CPU (0.4-0.6 s a step).
+6-10 minutes on an otherwise idle 2-core CPU (0.4-0.6 s a step). The tokenizer is trained with
+its special tokens first; `tools/permute_vocab.py` (run by the training tool) then moves them to
+the top of the vocabulary, as Llama 3 keeps them, permuting the embedding and lm_head rows and
+every id in the configs alike, so the model's text is unchanged and low ids are ordinary text.
 
 ## Tokens and chat
 

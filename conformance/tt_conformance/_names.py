@@ -23,24 +23,62 @@ CONCERN_MARKERS: dict[str, str] = {
     "decode_reload": "decode reload contract checks at the server",
     "errors": "malformed-request checks",
     "serving_perf": "serving performance snapshot",
+    "accuracy": "task accuracy against the expectations' reference",
 }
 
 OTHER_MARKERS: dict[str, str] = {
     "requires_lanes(n=2)": "needs a server with --tt-lanes >= n; skipped otherwise",
     "slow": "long-running check",
+    "tt_path": "claims a TT behaviour; not applicable on a server without the TT plugin",
 }
 
-# Device name -> mesh shape (rows x cols) for the common TT systems, so reports carry a mesh
-# shape without one more option; --tt-mesh-shape overrides it.
+# TT systems by the names tt-inference-server uses (DeviceTypes), with their mesh shapes
+# (rows x cols), plus the MESH_DEVICE spellings tt-metal and the plugin accept as aliases. Names
+# are matched case-insensitively and reports carry the canonical (upper-case) name, so T3K and
+# t3k are one matrix column. tests/conformance/test_devices.py keeps this in step with the
+# plugin's own list (plugin/vllm_tt_plugin/mesh_spec.py) without the harness importing it.
 KNOWN_MESH_SHAPES: dict[str, str] = {
     "N150": "1x1",
+    "N150X4": "1x4",
     "N300": "1x2",
+    "T3K": "1x8",
+    "GALAXY": "8x4",
+    "GALAXY_T3K": "1x8",
     "P100": "1x1",
     "P150": "1x1",
-    "T3K": "1x8",
-    "TG": "8x4",
-    "GALAXY": "8x4",
+    "P150X2": "1x2",
+    "P150X4": "1x4",
+    "P150X8": "1x8",
+    "P300": "1x2",
+    "P300X2": "2x2",
+    "BLACKHOLE_GALAXY": "8x4",
 }
+DEVICE_ALIASES: dict[str, str] = {
+    "TG": "GALAXY",
+    "WH-GALAXY": "GALAXY",
+    "BH-GALAXY": "BLACKHOLE_GALAXY",
+    "BHGLX": "BLACKHOLE_GALAXY",
+}
+# Not TT systems, kept lower-case as before: the host-emulated mesh and "not said".
+OTHER_DEVICES: tuple[str, ...] = ("emulated", "cpu", "gpu", "unknown")
+# The report's device for a server that shows no TT plugin (no tt_plugin_info on /metrics),
+# whatever --tt-device said: such a report is never labelled as TT hardware (provenance.py).
+NOT_TT_DEVICE = "not-tt"
+
+
+def normalize_device(name: str) -> str:
+    """Canonical device name; ValueError naming the value and the accepted names otherwise."""
+    text = name.strip()
+    upper = text.upper().replace(" ", "")
+    if upper in KNOWN_MESH_SHAPES:
+        return upper
+    if upper in DEVICE_ALIASES:
+        return DEVICE_ALIASES[upper]
+    if text.lower() in OTHER_DEVICES:
+        return text.lower()
+    known = ", ".join([*KNOWN_MESH_SHAPES, *DEVICE_ALIASES, *OTHER_DEVICES])
+    raise ValueError(f"unknown device {name!r} (case-insensitive; known: {known})")
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -74,4 +112,7 @@ def installed_version(distribution: str = DISTRIBUTION) -> str:
 
 
 def mesh_shape_for(device: str) -> str | None:
-    return KNOWN_MESH_SHAPES.get(device.strip().upper())
+    try:
+        return KNOWN_MESH_SHAPES.get(normalize_device(device))
+    except ValueError:
+        return None

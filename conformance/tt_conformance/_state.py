@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 
 from tt_conformance._names import (
+    NOT_TT_DEVICE,
     default_expectations_path,
     default_report_dir,
-    mesh_shape_for,
+    normalize_device,
 )
 from tt_conformance.collector import ResultCollector
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.perfshapes import PerfShape, parse_perf_shapes
+from tt_conformance.provenance import Discovered, Flags, ProvenanceError, discover
 from tt_conformance.report import WrittenReport, new_run_id, utc_now_iso
 from tt_conformance.server import (
     ServedModel,
@@ -29,6 +32,7 @@ from tt_conformance.server import (
     probe_server,
     resolve_model,
 )
+from tt_conformance.ttpath import TTProbe
 
 WORKERINPUT_KEY = "tt_conformance"
 NO_SERVER_MESSAGE = (
@@ -41,18 +45,18 @@ NO_SERVER_MESSAGE = (
 class HarnessOptions:
     server_url: str | None
     model_name: str | None
-    max_num_seqs: int
-    lanes: int
     device: str
-    mesh_shape: str | None
     report_dir: Path | None
     expectations: Path | None
     baselines_dir: Path
-    tt_metal_version: str
-    plugin_version: str
     server_options: Any
     flaky_retries: int
     require_server: bool
+    flags: Flags
+    api_key: str | None
+    perf_shapes: tuple[PerfShape, ...]
+    args: tuple[str, ...]
+    cwd: str
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HarnessOptions:
@@ -73,28 +77,47 @@ class HarnessOptions:
             ("tt_lanes", "--tt-lanes", 1),
             ("tt_flaky_retries", "--tt-flaky-retries", 0),
         ):
-            if config.getoption(name) < minimum:
-                raise pytest.UsageError(
-                    f"{flag} must be >= {minimum}, got {config.getoption(name)}"
-                )
-        device = str(config.getoption("tt_device")).strip() or "unknown"
+            value = config.getoption(name)
+            if value is not None and value < minimum:
+                raise pytest.UsageError(f"{flag} must be >= {minimum}, got {value}")
+        raw_device = config.getoption("tt_device") or os.environ.get("MESH_DEVICE") or "unknown"
+        try:
+            device = normalize_device(str(raw_device))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--tt-device / MESH_DEVICE: {exc}") from None
+        try:
+            shapes = parse_perf_shapes(config.getoption("tt_perf_shapes"))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--tt-perf-shapes: {exc}") from None
+        api_key = (
+            config.getoption("tt_api_key")
+            or os.environ.get("OPENAI_API_KEY")
+            or os.environ.get("VLLM_API_KEY")
+            or None
+        )
         return cls(
             server_url=url,
             model_name=config.getoption("tt_model_name") or None,
-            max_num_seqs=config.getoption("tt_max_num_seqs"),
-            lanes=config.getoption("tt_lanes"),
             device=device,
-            mesh_shape=config.getoption("tt_mesh_shape") or mesh_shape_for(device),
             report_dir=path_opt("tt_report_dir"),
             expectations=path_opt("tt_expectations"),
             baselines_dir=path_opt("tt_baselines_dir") or base / "reports" / "baselines",
-            tt_metal_version=config.getoption("tt_tt_metal_version") or "unknown",
-            # The server under test may run any plugin build (or none): only the caller knows
-            # which, so the harness's own installed version is never substituted for it.
-            plugin_version=config.getoption("tt_plugin_version") or "unknown",
             server_options=_parse_server_options(config.getoption("tt_server_options")),
             flaky_retries=config.getoption("tt_flaky_retries"),
             require_server=bool(config.getoption("tt_require_server")),
+            # The server under test may run any plugin build (or none): what it publishes in
+            # tt_plugin_info wins; the flags fill in for servers without it.
+            flags=Flags(
+                max_num_seqs=config.getoption("tt_max_num_seqs"),
+                lanes=config.getoption("tt_lanes"),
+                mesh_shape=config.getoption("tt_mesh_shape") or None,
+                plugin_version=config.getoption("tt_plugin_version") or None,
+                tt_metal_version=config.getoption("tt_tt_metal_version") or None,
+            ),
+            api_key=api_key,
+            perf_shapes=shapes,
+            args=tuple(str(a) for a in config.invocation_params.args),
+            cwd=str(base),
         )
 
     @property
@@ -128,6 +151,27 @@ class HarnessState:
     started_at: str = field(default_factory=utc_now_iso)
     written: WrittenReport | None = None
     lock_path: Path | None = None
+    discovered: Discovered | None = None
+
+    @property
+    def facts(self) -> Discovered:
+        """Discovered server facts (flags and defaults when nothing could be discovered)."""
+        if self.discovered is None:
+            self.discovered = discover(None, None, self.options.flags, self.options.device)
+        return self.discovered
+
+    @property
+    def tt(self) -> TTProbe:
+        return self.facts.tt
+
+    @property
+    def not_tt(self) -> bool:
+        """A usable server that shows no TT plugin: never labelled as TT hardware."""
+        return self.facts.device == NOT_TT_DEVICE
+
+    @property
+    def device(self) -> str:
+        return self.facts.device
 
     @property
     def model_name(self) -> str:
@@ -142,11 +186,12 @@ class HarnessState:
         return ServerInfo(
             base_url=self.options.server_url,
             model=self.model.id,
-            max_num_seqs=self.options.max_num_seqs,
-            lanes=self.options.lanes,
-            device=self.options.device,
-            max_model_len=self.model.max_model_len,
+            max_num_seqs=self.facts.max_num_seqs,
+            lanes=self.facts.lanes,
+            device=self.device,
+            max_model_len=self.facts.max_model_len,
             vllm_version=(self.probe.vllm_version if self.probe else None) or "unknown",
+            api_key=self.options.api_key,
         )
 
     def worker_payload(self) -> dict[str, Any]:
@@ -180,11 +225,15 @@ def build_state(config: pytest.Config) -> HarnessState:
             # Workers reuse the controller's probe: one request per run, one consistent answer.
             state.probe = ServerProbe.from_json(handed["probe"])
         else:
-            state.probe = probe_server(options.server_url)
+            state.probe = probe_server(options.server_url, api_key=options.api_key)
         try:
             state.model = resolve_model(state.probe, options.model_name, options.server_url)
         except ServerSetupError as exc:
             state.setup_error = str(exc)
+    try:
+        state.discovered = discover(state.probe, state.model, options.flags, options.device)
+    except ProvenanceError as exc:
+        raise pytest.UsageError(f"tt-conformance: {exc}") from None
     if handed is not None:
         path = handed.get("expectations")
         state.expectations_path = Path(path) if path else None
@@ -192,9 +241,7 @@ def build_state(config: pytest.Config) -> HarnessState:
     elif options.expectations is not None:
         state.expectations_path = options.expectations
     else:
-        candidate = default_expectations_path(
-            options.baselines_dir, state.model_name, options.device
-        )
+        candidate = default_expectations_path(options.baselines_dir, state.model_name, state.device)
         state.expectations_path = candidate if candidate.is_file() else None
     if state.expectations_path is not None:
         try:
@@ -208,6 +255,6 @@ def build_state(config: pytest.Config) -> HarnessState:
         state.lock_path = lock_dir / "server.lock"
         state.collector = ResultCollector()
         state.report_dir = options.report_dir or default_report_dir(
-            Path(config.invocation_params.dir), state.model_name, options.device
+            Path(config.invocation_params.dir), state.model_name, state.device
         )
     return state

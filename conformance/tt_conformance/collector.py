@@ -12,7 +12,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tt_conformance.report import CheckResult, CollectionError, PerfFigure
+from tt_conformance.report import (
+    AccuracyResult,
+    CheckResult,
+    CollectionError,
+    PerfFigure,
+    iso_utc,
+)
 
 PROP_CHECK = "tt_check"
 PROP_CONCERN = "tt_concern"
@@ -20,6 +26,7 @@ PROP_EXPECTED_BY = "tt_expected_by"
 PROP_ATTEMPTS = "tt_attempts"
 PROP_RETRIED = "tt_retried_failure"
 PROP_PERF = "tt_perf"
+PROP_ACCURACY = "tt_accuracy"
 
 _DETAILS_LIMIT = 4000
 
@@ -30,6 +37,7 @@ class _Pending:
     phases: dict[str, Any] = field(default_factory=dict)
     props: dict[str, Any] = field(default_factory=dict)
     perf: dict[str, dict[str, Any]] = field(default_factory=dict)
+    accuracy: list[dict[str, Any]] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
 
 
@@ -59,6 +67,10 @@ class ResultCollector:
             if key == PROP_PERF:
                 figure = json.loads(value)
                 pending.perf[figure["name"]] = figure
+            elif key == PROP_ACCURACY:
+                result = json.loads(value)
+                if result not in pending.accuracy:  # every phase report repeats the props
+                    pending.accuracy.append(result)
             elif key == PROP_RETRIED:
                 if value not in pending.retried:
                     pending.retried.append(value)
@@ -68,7 +80,22 @@ class ResultCollector:
     def add_collect_report(self, report: Any) -> None:
         if report.failed:
             text = str(getattr(report, "longreprtext", "") or report.longrepr)
-            self.collection_errors.append(CollectionError(report.nodeid, _tail(text)))
+            self.collection_errors.append(
+                CollectionError(nodeid=report.nodeid, message=_tail(text))
+            )
+
+    @property
+    def executed(self) -> bool:
+        """Whether any check ran (a --collect-only run, or one that selected nothing, did not)."""
+        return bool(self._tests)
+
+    def accuracy(self) -> list[AccuracyResult]:
+        out: list[AccuracyResult] = []
+        for nodeid in self._order:
+            pending = self._tests[nodeid]
+            check = str(pending.props.get(PROP_CHECK) or fallback_check_id(nodeid))
+            out += [AccuracyResult(**{**a, "check": check}) for a in pending.accuracy]
+        return out
 
     def build(self) -> tuple[list[CheckResult], dict[str, PerfFigure], list[str]]:
         checks: list[CheckResult] = []
@@ -93,13 +120,7 @@ class ResultCollector:
                         " keeping the first"
                     )
                     continue
-                perf[name] = PerfFigure(
-                    name=name,
-                    value=float(fig["value"]),
-                    unit=str(fig["unit"]),
-                    better=str(fig["better"]),
-                    check=result.id,
-                )
+                perf[name] = PerfFigure(**{**fig, "name": name, "check": result.id})
         checks.sort(key=lambda c: c.id)
         return checks, perf, warnings
 
@@ -143,6 +164,10 @@ def _fold(p: _Pending) -> CheckResult:
         reason = ""
     if outcome in ("fail", "error") and attempts > 1:
         reason = f"failed all {attempts} attempts: {reason}"
+    starts = [getattr(r, "start", None) for r in reports]
+    stops = [getattr(r, "stop", None) for r in reports]
+    started = min((t for t in starts if isinstance(t, (int, float))), default=None)
+    stopped = max((t for t in stops if isinstance(t, (int, float))), default=None)
     return CheckResult(
         id=str(p.props.get(PROP_CHECK) or fallback_check_id(p.nodeid)),
         nodeid=p.nodeid,
@@ -153,6 +178,8 @@ def _fold(p: _Pending) -> CheckResult:
         attempts=attempts,
         expected_by=expected_by,
         details=details,
+        started_at=None if started is None else iso_utc(started),
+        finished_at=None if stopped is None else iso_utc(stopped),
     )
 
 

@@ -1,11 +1,9 @@
-"""Expectations per model/device: known failures, flaky checks and perf tolerances.
-
-Format: JSON (stdlib on every supported Python, 3.10 included, so no tomli dependency; the same
-strict reader as reports gives errors with a file and field path). JSON has no comments, so every
-entry carries a mandatory ``reason``, which is what a comment would have said anyway.
+"""Expectations per model/device: known failures, flaky checks, perf tolerances and targets, and
+the accuracy bar. The pydantic models below are the format (`expectations.schema.json` is
+generated from them).
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "kind": "tt-conformance-expectations",          (optional)
       "model": "meta-llama/Llama-3.1-8B-Instruct",    (optional, informational)
       "device": "N150",                               (optional, informational)
@@ -13,17 +11,26 @@ entry carries a mandatory ``reason``, which is what a comment would have said an
         {"check": "tt_conformance.checks.test_logprobs::test_prompt_logprobs",
          "reason": "prompt logprobs not produced on device", "issue": "optional link"}
       ],
-      "flaky": [
-        {"check": "tt_conformance.checks.test_kv_capacity::*", "reason": "..."}
+      "flaky": [{"check": "tt_conformance.checks.test_kv_capacity::*", "reason": "..."}],
+      "perf_tolerances": {"ttft_mean@i128o128c1": 0.15, "tps@i128o128c32": null},
+      "default_perf_tolerance": 0.2,                   (optional)
+      "accuracy": [
+        {"task": "tt-patterns", "reference": 0.9, "tolerance": 0.05, "num_samples": 120,
+         "reference_source": "transformers on the same checkpoint (accuracy_reference.json)"}
       ],
-      "perf_tolerances": {"ttft_p50@c1": 0.15, "throughput@c32": 0.10, "tpot_p50@c1": null},
-      "default_perf_tolerance": 0.2                    (optional)
+      "perf_targets": {
+        "tps_user_mean@i128o128c1": {"reference": 25.0, "source": "published: tt-metal table",
+                                     "functional": 0.1, "complete": 0.5, "target": 0.8}
+      }
     }
 
 ``check`` is a check id (``<module>::<test name[params]>``) where ``*`` matches any run of
 characters; nothing else is special, so parametrisation brackets match literally. Tolerances are
 relative (0.15 = 15 % worse than the baseline is still acceptable); ``null`` marks a figure as
-informational (never gated). Default location:
+informational (never gated). An accuracy entry gives either a ``reference`` score (pass when
+score >= reference - tolerance) or a ``threshold`` (pass when score >= threshold); ``task`` is a
+bundled task name, a JSONL file (relative to this file) or ``lm-eval:<task>``. Perf targets are
+fractions of a theoretical or published figure. Default location:
 ``reports/baselines/<model>/<device>/expectations.json``, next to ``baseline.json``.
 """
 
@@ -31,43 +38,113 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from tt_conformance._schema import DataFileError, FieldReader, read_json_file
+from pydantic import Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-EXPECTATIONS_SCHEMA_VERSION = 1
+from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
+
+EXPECTATIONS_SCHEMA_VERSION = 2
 EXPECTATIONS_KIND = "tt-conformance-expectations"
-_FIELDS = (
-    "schema_version", "kind", "model", "device", "expected_failures", "flaky", "perf_tolerances",
-    "default_perf_tolerance",
-)  # fmt: skip
 
 
 class ExpectationsError(DataFileError):
     """An expectations file is missing or does not match its format."""
 
 
-@dataclass(frozen=True)
-class Expectation:
-    check: str
-    reason: str
+class Expectation(Strict):
+    check: str = Field(min_length=1, description="check id; '*' matches any characters")
+    reason: str = Field(description="why (JSON has no comments)")
     issue: str | None = None
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
 
     def matches(self, check_id: str) -> bool:
         return _pattern(self.check).fullmatch(check_id) is not None
 
 
-@dataclass(frozen=True)
-class Expectations:
-    expected_failures: tuple[Expectation, ...] = ()
-    flaky: tuple[Expectation, ...] = ()
-    perf_tolerances: dict[str, float | None] = field(default_factory=dict)
-    default_perf_tolerance: float | None = None
+class AccuracyExpectation(Strict):
+    task: str = Field(
+        min_length=1, description="bundled task name, JSONL path (relative to the file), lm-eval:T"
+    )
+    reference: float | None = Field(default=None, ge=0, le=1)
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    tolerance: float = Field(default=0.0, ge=0, le=1, description="absolute, below reference")
+    num_samples: int | None = Field(default=None, ge=1, description="default: the whole task")
+    reference_source: str | None = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _one_bar(self) -> AccuracyExpectation:
+        if (self.reference is None) == (self.threshold is None):
+            raise ValueError(
+                f"accuracy entry for task {self.task!r}: give exactly one of reference or threshold"
+            )
+        return self
+
+    @property
+    def bar(self) -> float:
+        """The lowest passing score."""
+        if self.reference is not None:
+            return max(0.0, self.reference - self.tolerance)
+        assert self.threshold is not None
+        return self.threshold
+
+
+class PerfTarget(Strict):
+    reference: float = Field(gt=0, description="theoretical or published figure, same unit")
+    source: str = Field(min_length=1, description="where the reference comes from")
+    functional: float = Field(default=0.1, gt=0)
+    complete: float = Field(default=0.5, gt=0)
+    target: float = Field(default=0.8, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PerfTarget:
+        if not self.functional <= self.complete <= self.target:
+            raise ValueError(
+                "perf target fractions must satisfy functional <= complete <= target, got "
+                f"{self.functional} / {self.complete} / {self.target}"
+            )
+        return self
+
+
+class Expectations(Strict):
+    schema_version: Literal[1, 2] = EXPECTATIONS_SCHEMA_VERSION
+    kind: Literal["tt-conformance-expectations"] | None = None
     model: str | None = None
     device: str | None = None
-    source: str | None = None
+    expected_failures: tuple[Expectation, ...] = ()
+    flaky: tuple[Expectation, ...] = ()
+    perf_tolerances: dict[str, Annotated[float, Field(ge=0)] | None] = Field(default_factory=dict)
+    default_perf_tolerance: float | None = Field(default=None, ge=0)
+    accuracy: tuple[AccuracyExpectation, ...] = ()
+    perf_targets: dict[str, PerfTarget] = Field(default_factory=dict)
+    source: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> Expectations:
+        for key in ("expected_failures", "flaky"):
+            seen: set[str] = set()
+            for i, entry in enumerate(getattr(self, key)):
+                if entry.check in seen:
+                    raise ValueError(f"field '{key}[{i}].check': duplicate entry {entry.check!r}")
+                seen.add(entry.check)
+        both = {e.check for e in self.expected_failures} & {e.check for e in self.flaky}
+        if both:
+            raise ValueError(
+                f"field 'flaky': check {sorted(both)[0]!r} is also listed in expected_failures"
+            )
+        tasks = [a.task for a in self.accuracy]
+        if len(tasks) != len(set(tasks)):
+            raise ValueError("field 'accuracy': a task is listed twice")
+        return self
 
     def expected_failure(self, check_id: str) -> Expectation | None:
         return next((e for e in self.expected_failures if e.matches(check_id)), None)
@@ -94,66 +171,29 @@ class Expectations:
             if not any(e.matches(cid) for cid in check_ids)
         ]
 
+    def task_path(self, task: str) -> Path | None:
+        """A task naming a JSONL file, resolved against the expectations file's directory."""
+        if not task.endswith(".jsonl"):
+            return None
+        path = Path(task)
+        if not path.is_absolute() and self.source:
+            path = Path(self.source).parent / path
+        return path
+
 
 def _pattern(text: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in text.split("*")), re.DOTALL)
 
 
 def expectations_from_dict(data: Any, source: str = "<expectations>") -> Expectations:
-    r = FieldReader(source)
-    try:
-        top = r.obj(data, "", allowed=_FIELDS)
-        version = r.integer(top, "schema_version")
-        if version != EXPECTATIONS_SCHEMA_VERSION:
-            r.fail(
-                "schema_version",
-                f"unsupported version {version} (this harness reads {EXPECTATIONS_SCHEMA_VERSION})",
-            )
-        if "kind" in top and top["kind"] != EXPECTATIONS_KIND:
-            r.fail("kind", f"expected {EXPECTATIONS_KIND!r}, got {top['kind']!r}")
-        failures = _entries(r, top, "expected_failures")
-        flaky = _entries(r, top, "flaky")
-        both = {e.check for e in failures} & {e.check for e in flaky}
-        if both:
-            r.fail("flaky", f"check {sorted(both)[0]!r} is also listed in expected_failures")
-        tolerances: dict[str, float | None] = {}
-        raw = r.obj(top.get("perf_tolerances", {}), "perf_tolerances")
-        for name, value in raw.items():
-            tolerances[name] = (
-                None if value is None else r.as_number(value, f"perf_tolerances.{name}", 0.0)
-            )
-        default = top.get("default_perf_tolerance")
-        if default is not None:
-            default = r.as_number(default, "default_perf_tolerance", 0.0)
-        return Expectations(
-            expected_failures=failures,
-            flaky=flaky,
-            perf_tolerances=tolerances,
-            default_perf_tolerance=default,
-            model=r.opt_string(top, "model"),
-            device=r.opt_string(top, "device"),
-            source=source,
+    if isinstance(data, dict) and data.get("schema_version") not in (1, 2):
+        raise ExpectationsError(
+            f"{source}: field 'schema_version': unsupported version "
+            f"{data.get('schema_version')!r} (this harness reads 1 and "
+            f"{EXPECTATIONS_SCHEMA_VERSION})"
         )
-    except DataFileError as exc:
-        raise ExpectationsError(str(exc)) from None
-
-
-def _entries(r: FieldReader, top: dict[str, Any], key: str) -> tuple[Expectation, ...]:
-    out: list[Expectation] = []
-    seen: set[str] = set()
-    for i, item in enumerate(r.lst(top.get(key, []), key)):
-        path = f"{key}[{i}]"
-        d = r.obj(item, path, allowed=("check", "reason", "issue"))
-        entry = Expectation(
-            check=r.string(d, "check", path, nonempty=True),
-            reason=r.string(d, "reason", path, nonempty=True).strip(),
-            issue=r.opt_string(d, "issue", path),
-        )
-        if entry.check in seen:
-            r.fail(f"{path}.check", f"duplicate entry {entry.check!r}")
-        seen.add(entry.check)
-        out.append(entry)
-    return tuple(out)
+    parsed = validate_file_data(Expectations, data, source, ExpectationsError)
+    return parsed.model_copy(update={"source": source})
 
 
 def load_expectations(path: str | os.PathLike[str]) -> Expectations:

@@ -8,17 +8,20 @@ import math
 import re
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import pytest
 
 from tt_conformance._state import harness_state
-from tt_conformance.collector import PROP_PERF
+from tt_conformance.collector import PROP_ACCURACY, PROP_PERF
 from tt_conformance.rawhttp import RawHttp
 from tt_conformance.server import ServerInfo
+from tt_conformance.ttpath import TTPath
 
 if TYPE_CHECKING:  # openai is imported lazily: the plugin loads in every pytest run
     import openai
+
+    from tt_conformance.report import AccuracyResult
 
 CLIENT_TIMEOUT = 600.0  # generous: a cold TT server compiles kernels on its first requests
 _PERF_NAME = re.compile(r"^[A-Za-z0-9_.@:/%+-]+$")
@@ -26,8 +29,26 @@ _PERF_NAME = re.compile(r"^[A-Za-z0-9_.@:/%+-]+$")
 
 class RecordPerf(Protocol):
     def __call__(
-        self, name: str, value: float, unit: str, better: Literal["lower", "higher"]
+        self,
+        name: str,
+        value: float,
+        unit: str,
+        better: Literal["lower", "higher"],
+        **identity: Any,
     ) -> None: ...
+
+
+class RecordAccuracy(Protocol):
+    def __call__(self, result: AccuracyResult) -> None: ...
+
+
+class PerfIdentity(TypedDict, total=False):
+    metric: str
+    stat: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    flag: str | None
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +63,10 @@ def openai_client(server: ServerInfo) -> Iterator[openai.OpenAI]:
     import openai
 
     client = openai.OpenAI(
-        base_url=server.api_base, api_key="EMPTY", timeout=CLIENT_TIMEOUT, max_retries=0
+        base_url=server.api_base,
+        api_key=server.api_key or "EMPTY",
+        timeout=CLIENT_TIMEOUT,
+        max_retries=0,
     )
     yield client
     client.close()
@@ -60,7 +84,7 @@ def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
 
     client = openai.AsyncOpenAI(
         base_url=server.api_base,
-        api_key="EMPTY",
+        api_key=server.api_key or "EMPTY",
         timeout=CLIENT_TIMEOUT,
         max_retries=0,
         default_headers={"Connection": "close"},
@@ -80,7 +104,7 @@ def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
 @pytest.fixture(scope="session")
 def raw_http(server: ServerInfo) -> Iterator[RawHttp]:
     """requests-based helper for error bodies, /health, /version, /metrics, /(de)tokenize."""
-    helper = RawHttp(server.base_url, server.model, timeout=CLIENT_TIMEOUT)
+    helper = RawHttp(server.base_url, server.model, timeout=CLIENT_TIMEOUT, api_key=server.api_key)
     yield helper
     helper.close()
 
@@ -89,13 +113,19 @@ def raw_http(server: ServerInfo) -> Iterator[RawHttp]:
 def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
     """record_perf(name, value, unit, better) adds a figure to the report's perf section.
 
-    Names follow ``<metric>_<stat>@c<concurrency>`` (e.g. ``ttft_p50@c1`` in ms,
-    ``tpot_p50@c8`` in ms, ``throughput@c32`` in tok/s); the matrix shows figures whose names
-    start with ttft, tpot or throughput. A name may be recorded once per run.
+    Names follow ``<metric>_<stat>@i<in>o<out>c<concurrency>`` (e.g. ``ttft_mean@i128o128c1``
+    in ms, ``tps@i128o128c32`` in tok/s); keyword identity keys (metric, stat, input_len,
+    output_len, concurrency, flag) say what was measured. A name may be recorded once per run.
     """
     item = request.node
 
-    def record(name: str, value: float, unit: str, better: Literal["lower", "higher"]) -> None:
+    def record(
+        name: str,
+        value: float,
+        unit: str,
+        better: Literal["lower", "higher"],
+        **identity: Any,
+    ) -> None:
         if not isinstance(name, str) or not _PERF_NAME.match(name):
             raise ValueError(
                 f"record_perf: name must match {_PERF_NAME.pattern} (no spaces), got {name!r}"
@@ -114,8 +144,33 @@ def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
             )
         if any(k == PROP_PERF and json.loads(v)["name"] == name for k, v in item.user_properties):
             raise ValueError(f"record_perf: figure {name!r} already recorded by this check")
-        figure = {"name": name, "value": float(value), "unit": unit, "better": better}
+        unknown = set(identity) - set(PerfIdentity.__annotations__)
+        if unknown:
+            raise ValueError(
+                f"record_perf({name!r}): unknown identity keys {sorted(unknown)} "
+                f"(allowed: {', '.join(PerfIdentity.__annotations__)})"
+            )
+        figure = {"name": name, "value": float(value), "unit": unit, "better": better, **identity}
         # user_properties travel with the test report, so xdist brings them to the controller.
         item.user_properties.append((PROP_PERF, json.dumps(figure)))
 
     return record
+
+
+@pytest.fixture
+def record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
+    """record_accuracy(result) adds an AccuracyResult to the report's accuracy section."""
+    from tt_conformance.accuracy import dump_result
+
+    item = request.node
+
+    def record(result: AccuracyResult) -> None:
+        item.user_properties.append((PROP_ACCURACY, dump_result(result)))
+
+    return record
+
+
+@pytest.fixture
+def tt_path(pytestconfig: pytest.Config, raw_http: RawHttp) -> TTPath:
+    """The plugin's counters around a check's requests (ttpath.py); skips on a non-TT server."""
+    return TTPath(raw_http, harness_state(pytestconfig).tt)

@@ -20,9 +20,11 @@ listed as flaky is not a regression when it passed on a retry (outcome "flaky"),
 it failed every attempt. Only the gate's expectations can excuse a check that passed in the
 baseline: an ``xfail`` the run got from elsewhere (a marker, other expectations) is a regression.
 
-Serving figures are informational unless the gate sets a tolerance. Tolerance per figure comes
-from the expectations (null = informational), else their default_perf_tolerance, else
---default-perf-tolerance; with none of these a figure is shown but not gated. Tolerances are
+Serving figures of emulated (and other non-TT) runs are informational unless the gate sets a
+tolerance; hardware runs are gated at HARDWARE_PERF_TOLERANCE (10 %) by default. Tolerance per
+figure comes from the expectations (null = informational), else their default_perf_tolerance,
+else --default-perf-tolerance, else the hardware default. A figure flagged unreliable (burst
+delivery, a starved client) on either side is never gated, only noted. Tolerances are
 relative and direction-aware: for a "lower is better" figure, candidate > baseline *
 (1 + tolerance) regresses; for "higher is better", candidate < baseline * (1 - tolerance) does.
 """
@@ -40,13 +42,24 @@ from tabulate import tabulate
 
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.render import format_number
-from tt_conformance.report import FAILING, PASSING, PerfFigure, Report, ReportError, load_report
+from tt_conformance.report import (
+    FAILING,
+    PASSING,
+    TIERS,
+    PerfFigure,
+    Report,
+    ReportError,
+    load_report,
+)
+from tt_conformance.tiers import perf_is_informational
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
-# Perf figures are informational unless the expectations or the CLI give a tolerance.
+# Perf figures are informational unless the expectations or the CLI give a tolerance, or the
+# run is on TT hardware: there a figure 10 % worse than the baseline is a regression.
 DEFAULT_PERF_TOLERANCE: float | None = None
+HARDWARE_PERF_TOLERANCE = 0.10
 
 
 class GateInputError(Exception):
@@ -92,6 +105,8 @@ def compare(
         )
     exp = expectations or Expectations()
     result = GateResult()
+    if default_tolerance is None and not perf_is_informational(candidate.device):
+        default_tolerance = HARDWARE_PERF_TOLERANCE
     for error in candidate.collection_errors:
         result.regressions.append(
             f"collection error in {error.nodeid}: {_first_line(error.message)}"
@@ -104,7 +119,21 @@ def compare(
     for name in sorted(set(candidate.perf) - set(baseline.perf)):
         fig = candidate.perf[name]
         result.notes.append(f"new perf figure {name} = {format_number(fig.value)} {fig.unit}")
+    _compare_tier(baseline, candidate, result)
     return result
+
+
+def _compare_tier(baseline: Report, candidate: Report, out: GateResult) -> None:
+    if baseline.tier is None or candidate.tier is None:
+        return
+    before, after = TIERS.index(baseline.tier.tier), TIERS.index(candidate.tier.tier)
+    if after < before:
+        out.regressions.append(
+            f"tier dropped from {baseline.tier.tier} to {candidate.tier.tier}: "
+            f"{candidate.tier.reason}"
+        )
+    elif after > before:
+        out.improvements.append(f"tier rose from {baseline.tier.tier} to {candidate.tier.tier}")
 
 
 def _compare_check(
@@ -175,6 +204,11 @@ def _compare_perf(
             out.regressions.append(f"perf {name}: missing from the candidate")
         return PerfComparison(
             name, base.unit, base.better, base.value, None, tolerance, None, verdict
+        )
+    if base.flag or cand.flag:
+        out.notes.append(f"perf {name}: not gated, flagged unreliable: {cand.flag or base.flag}")
+        return PerfComparison(
+            name, base.unit, base.better, base.value, cand.value, tolerance, None, "unreliable"
         )
     if cand.unit != base.unit or cand.better != base.better:
         raise GateInputError(

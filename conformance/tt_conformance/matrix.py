@@ -4,8 +4,9 @@ Usage: tt-conformance-matrix [REPORT_DIR] [--out-md FILE] [--out-html FILE] [--i
 
 REPORT_DIR (default ``reports``) is searched recursively for report JSON files (other JSON, such
 as expectations, is ignored; so is the ``baselines/`` subtree unless --include-baselines). The
-newest report per model x device is shown. Outputs default to REPORT_DIR/MATRIX.md and
-REPORT_DIR/matrix.html. Exit codes: 0 written, 2 bad input (missing directory, malformed report).
+newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
+Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html. Exit codes: 0 written,
+2 bad input (missing directory, malformed report).
 """
 
 from __future__ import annotations
@@ -27,23 +28,29 @@ from tt_conformance.report import (
     PerfFigure,
     Report,
     ReportError,
+    Tier,
     atomic_write_text,
     load_report,
     utc_now_iso,
 )
+from tt_conformance.tiers import derive_tier
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
-STATUS_PASS = "pass"
-STATUS_XFAIL = "pass with expected failures"
+# A cell's status is the report's tier (tiers.py): TT's vocabulary.
+STATUS_COMPLETE = "complete"
+STATUS_FUNCTIONAL = "functional"
+STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
-STATUS_EMPTY = "no checks"
-# Key perf figures are picked by name prefix (see record_perf's naming convention).
+# A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
+# lanes) never counts as passed: the counts say "not run" and the notes give each reason.
+# Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
+# as TT's tables quote them.
 KEY_PERF: tuple[tuple[str, str], ...] = (
-    ("TTFT", "ttft"),
-    ("TPOT", "tpot"),
-    ("Throughput", "throughput"),
+    ("TTFT (ms)", "ttft_mean@"),
+    ("tok/s/user", "tps_user_mean@"),
+    ("tok/s", "tps@"),
 )
 
 
@@ -56,11 +63,13 @@ class MatrixCell:
     report: Report
     path: Path
     status: str
+    tier: Tier
     failing: tuple[str, ...]
     expected: tuple[str, ...]
     flaky: tuple[str, ...]
     improvements: tuple[str, ...]
     key_perf: dict[str, tuple[PerfFigure, ...]]
+    not_run: tuple[str, ...] = ()  # "<check>: <reason>"
 
     @property
     def model(self) -> str:
@@ -68,17 +77,30 @@ class MatrixCell:
 
     @property
     def device(self) -> str:
-        return self.report.device
+        return column_of(self.report)
+
+
+def column_of(report: Report) -> str:
+    """The matrix column: the device, split by lanes (a lane-DP server is its own column)."""
+    lanes = report.server.lanes
+    return report.device if lanes <= 1 else f"{report.device} ({lanes} lanes)"
+
+
+def tier_of(report: Report) -> Tier:
+    """The report's stored tier; derived for reports written before tiers existed."""
+    return report.tier or derive_tier(report)
 
 
 def status_of(report: Report) -> str:
-    if report.collection_errors or report.checks_with(*FAILING):
-        return STATUS_FAIL
-    if not report.checks:
-        return STATUS_EMPTY
-    if report.checks_with("xfail"):
-        return STATUS_XFAIL
-    return STATUS_PASS
+    return tier_of(report).tier
+
+
+def not_run_concerns(report: Report) -> tuple[str, ...]:
+    """Concerns the report holds checks of, all of them skipped: shown as not run, never pass."""
+    outcomes: dict[str, set[str]] = {}
+    for check in report.checks:
+        outcomes.setdefault(check.concern, set()).add(check.outcome)
+    return tuple(sorted(c for c, seen in outcomes.items() if seen == {"skip"}))
 
 
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
@@ -102,10 +124,10 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
-    """Newest report per (model, device); latest.json and its run file count once."""
+    """Newest report per (model, device column); latest.json and its run file count once."""
     newest: dict[tuple[str, str], tuple[Path, Report]] = {}
     for path, report in reports:
-        key = (report.model, report.device)
+        key = (report.model, column_of(report))
         current = newest.get(key)
         rank = (report.finished_at, report.run_id, path.name != "latest.json")
         if current is None or rank > (
@@ -128,6 +150,7 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         report=report,
         path=path,
         status=status_of(report),
+        tier=tier_of(report),
         failing=tuple(
             [f"collection: {e.nodeid}" for e in report.collection_errors]
             + sorted(c.id for c in report.checks_with(*FAILING))
@@ -136,6 +159,10 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         flaky=tuple(sorted(c.id for c in report.checks_with("flaky"))),
         improvements=tuple(sorted(c.id for c in report.checks_with("xpass"))),
         key_perf=key_perf,
+        not_run=tuple(
+            f"{short_check(c.id)}: {c.reason}"
+            for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
+        ),
     )
 
 
@@ -144,15 +171,31 @@ def short_check(check_id: str) -> str:
 
 
 def _perf_text(figures: Sequence[PerfFigure]) -> list[str]:
-    return [f"{f.name} = {format_number(f.value)} {f.unit}".strip() for f in figures]
+    out = []
+    for f in figures:
+        shape = f.name.partition("@")[2] or f.name
+        mark = " (unreliable)" if f.flag else ""
+        out.append(f"{shape}: {format_number(f.value)}{mark}")
+    return out
+
+
+def _accuracy_text(cell: MatrixCell) -> str:
+    acc = cell.report.accuracy
+    if not acc:
+        return "—"
+    return "; ".join(
+        f"{a.task} {a.score:.3f} [{a.ci_low:.2f}, {a.ci_high:.2f}] {a.verdict}" for a in acc
+    )
 
 
 def _counts(cell: MatrixCell) -> str:
     t = cell.report.totals
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
-    return text + "".join(f", {n} {label}" for n, label in extras if n)
+    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
+    not_run = not_run_concerns(cell.report)
+    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
+    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -191,6 +234,9 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 md_cell(c.model),
                 md_cell(c.device),
                 md_cell(c.status),
+                md_cell(c.tier.reason, 400),
+                md_cell(c.tier.next_blocker or "—", 400),
+                md_cell(_accuracy_text(c)),
                 _counts(c),
                 md_cell(", ".join(short_check(x) for x in c.failing) or "—", 600),
                 md_cell(", ".join(short_check(x) for x in c.expected) or "—", 600),
@@ -200,6 +246,7 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 ],
                 md_cell(v.vllm),
                 md_cell(v.plugin),
+                md_cell(v.ttnn),
                 md_cell(v.tt_metal),
                 md_cell(c.report.finished_at),
             ]
@@ -210,13 +257,17 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
             headers=[
                 "model",
                 "device",
-                "status",
+                "tier",
+                "why",
+                "next tier needs",
+                "accuracy",
                 "checks",
                 "failing checks",
                 "expected failures",
                 *[label for label, _ in KEY_PERF],
                 "vLLM",
                 "plugin",
+                "ttnn",
                 "tt-metal",
                 "run finished",
             ],
@@ -233,6 +284,11 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
         f"{md_cell(', '.join(c.improvements))}"
         for c in cells
         if c.improvements
+    ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
+        for c in cells
+        for line in c.not_run
     ]
     if notes:
         lines += ["", "## Notes", "", *notes]
@@ -252,10 +308,11 @@ th, td { border: 1px solid #dde1e7; padding: .45rem .6rem; text-align: left; ver
          font-size: .9rem; }
 th { background: #eef1f5; position: sticky; top: 0; }
 td.status { font-weight: 600; white-space: nowrap; }
-.s-pass { background: #d9f2df; color: #17632c; }
-.s-xfail { background: #fff1c7; color: #7a5600; }
+.s-complete { background: #c4ecd0; color: #0f5122; }
+.s-functional { background: #e1f4e6; color: #17632c; }
+.s-experimental { background: #fff1c7; color: #7a5600; }
 .s-fail { background: #fbd9d9; color: #8c1c1c; }
-.s-empty, .s-none { background: #eceef1; color: #5a6272; }
+.s-none { background: #eceef1; color: #5a6272; }
 ul { margin: 0; padding-left: 1.1rem; }
 code { font-size: .82rem; }
 .legend span { display: inline-block; padding: .15rem .5rem; margin-right: .4rem;
@@ -263,10 +320,10 @@ code { font-size: .82rem; }
 """
 
 _STATUS_CLASS = {
-    STATUS_PASS: "s-pass",
-    STATUS_XFAIL: "s-xfail",
+    STATUS_COMPLETE: "s-complete",
+    STATUS_FUNCTIONAL: "s-functional",
+    STATUS_EXPERIMENTAL: "s-experimental",
     STATUS_FAIL: "s-fail",
-    STATUS_EMPTY: "s-empty",
 }
 
 
@@ -317,7 +374,8 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
         out.append("</tr>")
     out.append("</tbody></table>")
     headers = [
-        "model", "device", "status", "checks", "failing checks", "expected failures", "flaky",
+        "model", "device", "tier", "why / next tier needs", "accuracy", "checks",
+        "failing checks", "expected failures", "flaky", "not run",
         *[label for label, _ in KEY_PERF], "versions", "run",
     ]  # fmt: skip
     out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers))
@@ -329,15 +387,19 @@ def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
             "<tr>"
             f"<td>{_e(c.model)}</td><td>{_e(c.device)}{mesh}"
             f'</td><td class="status {_STATUS_CLASS[c.status]}">{_e(c.status)}</td>'
+            f"<td>{_e(c.tier.reason)}<br><small>next: {_e(c.tier.next_blocker or '—')}</small></td>"
+            f"<td>{_e(_accuracy_text(c))}</td>"
             f"<td>{_e(_counts(c))}</td>"
             f"<td>{_list([short_check(x) for x in c.failing])}</td>"
             f"<td>{_list([short_check(x) for x in c.expected])}</td>"
             f"<td>{_list([short_check(x) for x in c.flaky])}</td>"
+            f"<td>{_list(list(c.not_run), code=False)}</td>"
             + "".join(
                 f"<td>{_list(_perf_text(c.key_perf[label]), code=False)}</td>"
                 for label, _ in KEY_PERF
             )
-            + f"<td>vLLM {_e(v.vllm)}<br>plugin {_e(v.plugin)}<br>tt-metal {_e(v.tt_metal)}</td>"
+            + f"<td>vLLM {_e(v.vllm)}<br>plugin {_e(v.plugin)}<br>ttnn {_e(v.ttnn)}"
+            f"<br>tt-metal {_e(v.tt_metal)}</td>"
             f"<td><small>{_e(c.report.run_id)}<br>{_e(c.report.finished_at)}</small></td>"
             "</tr>"
         )

@@ -13,16 +13,24 @@ environment are untouched.
 Options
     --tt-server-url URL      server under test (env TT_SERVER_URL); ".../v1" is accepted
     --tt-model-name NAME     model under test; default: the only base model in GET /v1/models
-    --tt-max-num-seqs N      the server's --max-num-seqs (default 32)
-    --tt-lanes N             lane-DP lanes of the server (default 1)
-    --tt-device NAME         N150, N300, T3K, TG, emulated, ... (default "unknown")
-    --tt-mesh-shape RxC      default: derived from the device name when known
+    --tt-max-num-seqs N      the server's --max-num-seqs per lane; default: the plugin's
+                             tt_plugin_info metric, else 32. A value that disagrees with the
+                             server is a usage error naming both.
+    --tt-lanes N             lane-DP lanes of the server (default: tt_plugin_info, else 1)
+    --tt-device NAME         N150, N300, T3K, GALAXY (TG), P150X4, ..., emulated;
+                             case-insensitive (default $MESH_DEVICE, else the server's mesh).
+                             Must agree with the server's tt_plugin_info (usage error, exit
+                             4); a server without it is reported as device "not-tt"
+    --tt-mesh-shape RxC      default: tt_plugin_info, else derived from the device name
+    --tt-api-key KEY         bearer token (env OPENAI_API_KEY / VLLM_API_KEY) sent by every
+                             client: openai, raw HTTP, streaming, the probe
+    --tt-perf-shapes LIST    serving shapes IN/OUT@C (default 128/128@1,128/128@max)
     --tt-report-dir DIR      default reports/<model>/<device>/ (names made path-safe)
     --tt-expectations FILE   default <baselines>/<model>/<device>/expectations.json if present
     --tt-baselines-dir DIR   default reports/baselines
     --tt-tt-metal-version V, --tt-plugin-version V   versions of the server's tt-metal and
-                             vllm-tt-plugin, recorded in the report (default "unknown": the
-                             harness cannot see them and never assumes its own version)
+                             vllm-tt-plugin for servers without tt_plugin_info (what the
+                             server publishes wins; default "unknown", never the harness's own)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
     --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
@@ -32,19 +40,28 @@ Fixtures for check authors
                                      device, max_model_len (from /v1/models), vllm_version.
                                      Fails the check with a clear message when no server is
                                      configured or reachable.
-    openai_client: openai.OpenAI     session; base_url <url>/v1, api_key "EMPTY", timeout 600 s,
-                                     max_retries 0
+    openai_client: openai.OpenAI     session; base_url <url>/v1, api_key --tt-api-key (or
+                                     "EMPTY"), timeout 600 s, max_retries 0
     async_openai_client: openai.AsyncOpenAI   per check; use inside one event loop
     raw_http: RawHttp                session; get/post/completions/chat, health(), version(),
                                      metrics()/metric_value(), tokenize(), detokenize(),
                                      error_of(response) -> ApiError
-    record_perf(name, value, unit, better)    per check; better is "lower" or "higher"
+    record_perf(name, value, unit, better, **identity)   per check; better is "lower" or
+                                     "higher"; identity: metric, stat, input_len, output_len,
+                                     concurrency, flag (why a figure is unreliable)
+    record_accuracy(result)          per check; an AccuracyResult for the report's accuracy
+    tt_path: TTPath                  per check; tt_path.start() before the requests,
+                                     tt_path.conclude(*claims) after them (ttpath.py): fails
+                                     when a claimed TT path did not run, skips as "not
+                                     exercised" when the launch rules it out
 
 Markers
     Concern markers (isolation, seeding, sampling_fallback, penalties, logprobs,
-    structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf) set a check's
-    concern in the report; without one the module name minus "test_" is used.
-    requires_lanes(n=2) skips a check unless --tt-lanes >= n. slow marks long checks.
+    structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf, accuracy) set
+    a check's concern in the report; without one the module name minus "test_" is used.
+    requires_lanes(n=2) skips a check unless the server has >= n lanes. slow marks long checks.
+    tt_path marks a check that claims a TT behaviour: on a server without the TT plugin's
+    metrics it is reported "not applicable" (skipped) before it runs.
     A check's id in reports and expectations is ``<module>::<name[params]>``, for example
     ``tt_conformance.checks.test_isolation::test_parallel_prompts[8]``.
 
@@ -76,12 +93,15 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     async_openai_client,
     openai_client,
     raw_http,
+    record_accuracy,
     record_perf,
     server,
+    tt_path,
 )
 from tt_conformance.reporting import SessionReporter
 from tt_conformance.retry import run_with_retries
 from tt_conformance.serverlock import ServerLockPlugin
+from tt_conformance.ttpath import NOT_APPLICABLE
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,21 +122,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tt-max-num-seqs",
         dest="tt_max_num_seqs",
         type=int,
-        default=32,
-        help="the server's max_num_seqs (default 32)",
+        default=None,
+        help="the server's max_num_seqs per lane (default: read from tt_plugin_info, else 32; "
+        "an error if it disagrees with the server)",
     )
     group.addoption(
         "--tt-lanes",
         dest="tt_lanes",
         type=int,
-        default=1,
-        help="lane data-parallel lanes of the server (default 1)",
+        default=None,
+        help="lane data-parallel lanes (default: read from tt_plugin_info, else 1)",
     )
     group.addoption(
         "--tt-device",
         dest="tt_device",
-        default="unknown",
-        help="device kind: N150, N300, T3K, TG, emulated, ... (default unknown)",
+        default=None,
+        help="device: N150, N300, T3K, GALAXY (TG), P150X4, ..., emulated; case-insensitive "
+        "(default: $MESH_DEVICE, else unknown)",
+    )
+    group.addoption(
+        "--tt-api-key",
+        dest="tt_api_key",
+        default=None,
+        help="bearer token for a server started with --api-key (env OPENAI_API_KEY, "
+        "VLLM_API_KEY); never written to the report",
+    )
+    group.addoption(
+        "--tt-perf-shapes",
+        dest="tt_perf_shapes",
+        default=None,
+        help="perf shapes IN/OUT@C, comma-separated, C a number or max "
+        "(default 128/128@1,128/128@max)",
     )
     group.addoption(
         "--tt-mesh-shape",
@@ -198,11 +234,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     lines = [
         f"tt-conformance: server {state.options.server_url or '(none)'}, model "
-        f"{state.model_name}, device {state.options.device}, expectations "
+        f"{state.model_name}, device {state.device}, expectations "
         f"{state.expectations_path or 'none'}"
     ]
+    facts = state.facts
+    lines.append(
+        f"tt-conformance: plugin {facts.plugin_version}, ttnn {facts.ttnn_version}, tt-metal "
+        f"{facts.tt_metal_version}; max_num_seqs {facts.max_num_seqs} x {facts.lanes} lane(s); "
+        f"read from the server: {', '.join(facts.discovered) or 'nothing'}"
+    )
     if state.setup_error:
         lines.append(f"tt-conformance: SERVER NOT USABLE: {state.setup_error}")
+
     return lines
 
 
@@ -249,11 +292,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # tryfirst: skip before any fixture (and so the server) is touched.
+    state = harness_state(item.config)
+    if item.get_closest_marker("tt_path") is not None and state.not_tt:
+        pytest.skip(f"{NOT_APPLICABLE}: {state.tt.absent_reason}")
     mark = item.get_closest_marker("requires_lanes")
     if mark is None:
         return
     needed = int(mark.args[0] if mark.args else mark.kwargs.get("n", 2))
-    lanes = harness_state(item.config).options.lanes
+    lanes = harness_state(item.config).facts.lanes
     if lanes < needed:
         pytest.skip(f"needs a server with --tt-lanes >= {needed} (this run: {lanes})")
 

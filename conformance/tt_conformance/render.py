@@ -7,7 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from tt_conformance.report import OUTCOMES, Report
+from tt_conformance.report import OUTCOMES, PerfFigure, Report
 
 # Worst first, so a reader meets the failures before the passes.
 OUTCOME_ORDER: dict[str, int] = {
@@ -31,26 +31,45 @@ def format_number(value: float) -> str:
     return f"{value:.4g}" if abs(value) >= 1000 or abs(value) < 0.01 else f"{value:.2f}"
 
 
+def shape_text(fig: PerfFigure) -> str:
+    if fig.input_len is None and fig.output_len is None and fig.concurrency is None:
+        return "—"
+    return f"{fig.input_len or '?'}/{fig.output_len or '?'} @ {fig.concurrency or '?'}"
+
+
 def render_markdown(report: Report) -> str:
     totals = report.totals
+    tier = report.tier
+    run = report.run
     lines = [
         f"# Conformance report: {md_cell(report.model)} on {md_cell(report.device)}",
         "",
         tabulate(
             [
+                ["tier", md_cell(tier.tier if tier else "not derived")],
+                ["tier reason", md_cell(tier.reason if tier else "")],
+                ["next tier needs", md_cell((tier.next_blocker if tier else None) or "—")],
                 ["run", md_cell(report.run_id)],
                 ["started / finished", f"{report.started_at} / {report.finished_at}"],
+                ["command", md_cell(" ".join(run.command) if run else "unknown", 600)],
+                ["host", md_cell(run.host if run else "unknown")],
                 [
                     "device / mesh shape",
                     f"{md_cell(report.device)} / {md_cell(report.mesh_shape or 'n/a')}",
                 ],
                 ["vLLM", md_cell(report.versions.vllm)],
                 ["plugin", md_cell(report.versions.plugin)],
+                ["ttnn", md_cell(report.versions.ttnn)],
                 ["tt-metal", md_cell(report.versions.tt_metal)],
                 ["harness", md_cell(report.versions.harness)],
                 ["server", md_cell(report.server.url)],
                 ["max_num_seqs / lanes", f"{report.server.max_num_seqs} / {report.server.lanes}"],
                 ["max_model_len", str(report.server.max_model_len or "unknown")],
+                ["model class", md_cell(report.server.model_class or "unknown")],
+                [
+                    "read from the server",
+                    md_cell(", ".join(report.server.discovered) or "nothing (flags/defaults)"),
+                ],
                 [
                     "server options",
                     md_cell(report.server_options if report.server_options is not None else ""),
@@ -104,6 +123,39 @@ def render_markdown(report: Report) -> str:
         )
     else:
         lines.append("No checks ran.")
+    lines += ["", "## Accuracy", ""]
+    if report.accuracy:
+        lines.append(
+            tabulate(
+                [
+                    [
+                        md_cell(a.task),
+                        a.verdict,
+                        f"{a.score:.3f}",
+                        f"{a.ci_low:.3f} to {a.ci_high:.3f}",
+                        str(a.num_samples),
+                        "—" if a.reference is None else f"{a.reference:.3f}",
+                        "—" if a.threshold is None else f"{a.threshold:.3f}",
+                        f"{a.tolerance:.3f}",
+                    ]
+                    for a in report.accuracy
+                ],
+                headers=[
+                    "task",
+                    "verdict",
+                    "score",
+                    "95% CI",
+                    "samples",
+                    "reference",
+                    "threshold",
+                    "tolerance",
+                ],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+        )
+    else:
+        lines.append("No accuracy verdict (no accuracy entry in the expectations).")
     lines += ["", "## Serving performance", ""]
     if report.perf:
         lines.append(
@@ -113,18 +165,46 @@ def render_markdown(report: Report) -> str:
                         md_cell(p.name),
                         format_number(p.value),
                         md_cell(p.unit),
-                        p.better,
-                        md_cell(p.check),
+                        shape_text(p),
+                        p.source,
+                        md_cell(p.flag or ""),
                     ]
                     for _, p in sorted(report.perf.items())
                 ],
-                headers=["figure", "value", "unit", "better", "recorded by"],
+                headers=["figure", "value", "unit", "in/out @ conc", "source", "flag"],
                 tablefmt="github",
                 disable_numparse=True,
             )
         )
     else:
         lines.append("No performance figures recorded.")
+    if report.perf_targets:
+        lines += ["", "### Perf targets", ""]
+        lines.append(
+            tabulate(
+                [
+                    [
+                        md_cell(t.figure),
+                        format_number(t.reference),
+                        md_cell(t.source),
+                        "n/a" if t.fraction is None else f"{t.fraction:.1%}",
+                        f"{t.functional:.0%} / {t.complete:.0%} / {t.target:.0%}",
+                        t.met,
+                    ]
+                    for t in report.perf_targets
+                ],
+                headers=[
+                    "figure",
+                    "reference",
+                    "source",
+                    "achieved",
+                    "functional / complete / target",
+                    "met",
+                ],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+        )
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- {md_cell(w, 1000)}" for w in report.warnings]
@@ -155,7 +235,9 @@ def render_junit(report: Report) -> str:
         ("device", report.device),
         ("vllm_version", report.versions.vllm),
         ("plugin_version", report.versions.plugin),
+        ("ttnn_version", report.versions.ttnn),
         ("tt_metal_version", report.versions.tt_metal),
+        ("tier", report.tier.tier if report.tier else "not derived"),
     ):
         ET.SubElement(props, "property", {"name": name, "value": value})
     for error in report.collection_errors:

@@ -1,27 +1,9 @@
-"""The per-run report: typed model, JSON schema (version 1), atomic writing and validated reading.
+"""The per-run report: typed pydantic models (the published schema), atomic writing and reading.
 
-JSON layout (schema_version 1); every field is required unless marked nullable:
-
-    schema_version   int, 1
-    kind             "tt-conformance-report"
-    run_id           str, "<UTC yyyymmddTHHMMSSZ>-<8 hex>", also the file stem
-    started_at       str, ISO 8601 UTC
-    finished_at      str, ISO 8601 UTC
-    model            str, served model name
-    device           str, e.g. N150, T3K, TG, emulated, unknown
-    mesh_shape       str "RxC" or null
-    versions         {vllm, plugin, tt_metal, harness}: str ("unknown" when not known)
-    server           {url: str, max_num_seqs: int, lanes: int, max_model_len: int|null}
-    server_options   JSON value as given to --tt-server-options (object if it parsed), or null
-    expectations_file  str path of the expectations applied, or null
-    exit_status      int, pytest's exit status
-    totals           {<outcome>: int for every outcome, "total": int}; must match `checks`
-    checks           [{id, nodeid, concern, outcome, reason, duration_s, attempts,
-                       expected_by: "expectations"|"marker"|null, details}]
-    perf             {<figure name>: {value: float, unit: str, better: "lower"|"higher",
-                       check: str (id of the check that recorded it)}}
-    collection_errors  [{nodeid, message}]
-    warnings         [str]
+The models below ARE the format: `report.schema.json` (shipped in this package under
+``schemas/`` and in ``docs/``) is generated from them by ``python -m tt_conformance.schema``.
+Schema version 2; a version 1 report (before accuracy, tiers, provenance and parametrised perf)
+is migrated on reading (`migrate_report`).
 
 Outcomes: pass, fail, error (setup/teardown failed), skip, xfail (expected failure), xpass (an
 expected failure that passed: an improvement), flaky (failed, then passed on a retry).
@@ -32,151 +14,203 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from tt_conformance._schema import DataFileError, FieldReader, read_json_file
+from pydantic import Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-SCHEMA_VERSION = 1
+from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
+
+SCHEMA_VERSION = 2
 REPORT_KIND = "tt-conformance-report"
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "error", "skip", "xfail", "xpass", "flaky")
 PASSING: frozenset[str] = frozenset({"pass", "xpass", "flaky"})
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 BETTER: tuple[str, ...] = ("lower", "higher")
 EXPECTED_BY: tuple[str, ...] = ("expectations", "marker")
+TIERS: tuple[str, ...] = ("fail", "experimental", "functional", "complete")
+
+Outcome = Literal["pass", "fail", "error", "skip", "xfail", "xpass", "flaky"]
+Better = Literal["lower", "higher"]
+TierName = Literal["fail", "experimental", "functional", "complete"]
 
 
 class ReportError(DataFileError):
     """A report file is missing, unreadable or does not match the schema."""
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    id: str
-    nodeid: str
+class CheckResult(Strict):
+    id: str = Field(min_length=1)
+    nodeid: str = Field(min_length=1)
     concern: str
-    outcome: str
+    outcome: Outcome
     reason: str = ""
-    duration_s: float = 0.0
-    attempts: int = 1
-    expected_by: str | None = None
+    duration_s: float = Field(default=0.0, ge=0)
+    attempts: int = Field(default=1, ge=1)
+    expected_by: Literal["expectations", "marker"] | None = None
     details: str = ""
+    started_at: str | None = Field(default=None, description="ISO 8601 UTC, first phase start")
+    finished_at: str | None = Field(default=None, description="ISO 8601 UTC, last phase end")
 
 
-@dataclass(frozen=True)
-class PerfFigure:
-    name: str
+class PerfFigure(Strict):
+    """One serving figure. The identity keys (metric, stat, input_len, output_len, concurrency)
+    say what was measured, so figures from other tools (vllm bench serve) line up."""
+
+    name: SkipJsonSchema[str] = Field(default="", exclude=True)  # the key in Report.perf
     value: float
     unit: str
-    better: str
+    better: Better
     check: str
+    metric: str | None = Field(default=None, description="ttft, tpot, itl, e2el, tps_user, tps")
+    stat: str | None = Field(default=None, description="mean, median, p99 or value")
+    input_len: int | None = Field(default=None, ge=0)
+    output_len: int | None = Field(default=None, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    source: Literal["harness", "vllm-bench"] = "harness"
+    flag: str | None = Field(
+        default=None, description="why the figure is unreliable (burst delivery, starved client)"
+    )
 
 
-@dataclass(frozen=True)
-class CollectionError:
+class CollectionError(Strict):
     nodeid: str
     message: str
 
 
-@dataclass(frozen=True)
-class Versions:
+class Versions(Strict):
     vllm: str = "unknown"
     plugin: str = "unknown"
+    ttnn: str = "unknown"
     tt_metal: str = "unknown"
     harness: str = "unknown"
 
 
-@dataclass(frozen=True)
-class ServerSnapshot:
+class ServerSnapshot(Strict):
     url: str
-    max_num_seqs: int
-    lanes: int
-    max_model_len: int | None
+    max_num_seqs: int = Field(ge=1, description="per lane")
+    lanes: int = Field(ge=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    model_class: str | None = None
+    mesh_device: str | None = None
+    tt_options: Any = None
+    discovered: tuple[str, ...] = Field(
+        default=(), description="fields read from the server (tt_plugin_info, /v1/models)"
+    )
 
 
-@dataclass(frozen=True)
-class Report:
-    run_id: str
+class RunInfo(Strict):
+    command: tuple[str, ...]
+    host: str
+    cwd: str
+
+
+class AccuracyResult(Strict):
+    task: str
+    check: str
+    score: float = Field(ge=0, le=1)
+    ci_low: float = Field(ge=0, le=1)
+    ci_high: float = Field(ge=0, le=1)
+    num_samples: int = Field(ge=0)
+    correct: int | None = Field(default=None, ge=0)
+    reference: float | None = None
+    threshold: float | None = None
+    tolerance: float = Field(default=0.0, ge=0)
+    verdict: Literal["pass", "fail"]
+    reason: str = ""
+
+
+class PerfTargetResult(Strict):
+    figure: str
+    reference: float = Field(gt=0)
+    source: str
+    functional: float
+    complete: float
+    target: float
+    fraction: float | None = Field(description="achieved fraction of the reference")
+    met: Literal["target", "complete", "functional", "below", "missing", "unreliable"]
+
+
+class Tier(Strict):
+    tier: TierName
+    reason: str
+    next_blocker: str | None = Field(description="what keeps the run from the next tier")
+
+
+class Report(Strict):
+    schema_version: Literal[2] = SCHEMA_VERSION
+    kind: Literal["tt-conformance-report"] = REPORT_KIND
+    run_id: str = Field(min_length=1, description='"<UTC yyyymmddTHHMMSSZ>-<8 hex>"')
     started_at: str
     finished_at: str
-    model: str
-    device: str
+    model: str = Field(min_length=1)
+    device: str = Field(min_length=1, description="normalised: N150, T3K, GALAXY, emulated, ...")
     mesh_shape: str | None
     versions: Versions
     server: ServerSnapshot
+    run: RunInfo | None = None
     server_options: Any
     expectations_file: str | None
     exit_status: int
+    totals: dict[str, int] | None = Field(default=None, description="must match `checks`")
     checks: tuple[CheckResult, ...]
-    perf: dict[str, PerfFigure] = field(default_factory=dict)
+    perf: dict[str, PerfFigure] = Field(default_factory=dict)
+    perf_targets: tuple[PerfTargetResult, ...] = ()
+    accuracy: tuple[AccuracyResult, ...] = ()
+    tier: Tier | None = None
     collection_errors: tuple[CollectionError, ...] = ()
     warnings: tuple[str, ...] = ()
-    schema_version: int = SCHEMA_VERSION
 
-    @property
-    def totals(self) -> dict[str, int]:
-        return compute_totals(self.checks)
+    @model_validator(mode="after")
+    def _consistent(self) -> Report:
+        # In the file a figure's name is its key; the object carries it too. Frozen models:
+        # fields are set once, here, during validation.
+        if any(fig.name != key for key, fig in self.perf.items()):
+            named = {k: f.model_copy(update={"name": k}) for k, f in self.perf.items()}
+            object.__setattr__(self, "perf", named)
+        seen: set[str] = set()
+        for i, c in enumerate(self.checks):
+            if c.id in seen:
+                raise ValueError(f"field 'checks[{i}].id': duplicate check id {c.id!r}")
+            seen.add(c.id)
+        expected = compute_totals(self.checks)
+        if self.totals is None:
+            object.__setattr__(self, "totals", expected)
+        else:
+            for key, count in expected.items():
+                if self.totals.get(key) != count:
+                    raise ValueError(
+                        f"field 'totals.{key}': is {self.totals.get(key)} but the checks list "
+                        f"has {count}"
+                    )
+            unknown = sorted(set(self.totals) - set(expected))
+            if unknown:
+                raise ValueError(f"field 'totals.{unknown[0]}': unknown field")
+        return self
 
     def check(self, check_id: str) -> CheckResult | None:
-        for result in self.checks:
-            if result.id == check_id:
-                return result
-        return None
+        return next((c for c in self.checks if c.id == check_id), None)
 
     def checks_with(self, *outcomes: str) -> list[CheckResult]:
         return [c for c in self.checks if c.outcome in outcomes]
 
+    def replace(self, **changes: Any) -> Report:
+        """A copy with fields changed, validated again (totals recomputed)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(changes)
+        if "checks" in changes:
+            data["totals"] = None
+        return type(self)(**data)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "kind": REPORT_KIND,
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "model": self.model,
-            "device": self.device,
-            "mesh_shape": self.mesh_shape,
-            "versions": {
-                "vllm": self.versions.vllm,
-                "plugin": self.versions.plugin,
-                "tt_metal": self.versions.tt_metal,
-                "harness": self.versions.harness,
-            },
-            "server": {
-                "url": self.server.url,
-                "max_num_seqs": self.server.max_num_seqs,
-                "lanes": self.server.lanes,
-                "max_model_len": self.server.max_model_len,
-            },
-            "server_options": self.server_options,
-            "expectations_file": self.expectations_file,
-            "exit_status": self.exit_status,
-            "totals": self.totals,
-            "checks": [
-                {
-                    "id": c.id,
-                    "nodeid": c.nodeid,
-                    "concern": c.concern,
-                    "outcome": c.outcome,
-                    "reason": c.reason,
-                    "duration_s": round(c.duration_s, 6),
-                    "attempts": c.attempts,
-                    "expected_by": c.expected_by,
-                    "details": c.details,
-                }
-                for c in self.checks
-            ],
-            "perf": {
-                name: {"value": p.value, "unit": p.unit, "better": p.better, "check": p.check}
-                for name, p in sorted(self.perf.items())
-            },
-            "collection_errors": [
-                {"nodeid": e.nodeid, "message": e.message} for e in self.collection_errors
-            ],
-            "warnings": list(self.warnings),
-        }
+        data = self.model_dump(mode="json")
+        data["perf"] = dict(sorted(data["perf"].items()))
+        for check in data["checks"]:
+            check["duration_s"] = round(check["duration_s"], 6)
+        return data
 
 
 def compute_totals(checks: tuple[CheckResult, ...] | list[CheckResult]) -> dict[str, int]:
@@ -193,150 +227,38 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return iso_utc(datetime.now(timezone.utc))
+
+
+def iso_utc(moment: datetime | float) -> str:
+    if isinstance(moment, (int, float)):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # ----------------------------------------------------------------------------- reading
 
 
-_TOP_FIELDS = (
-    "schema_version", "kind", "run_id", "started_at", "finished_at", "model", "device",
-    "mesh_shape", "versions", "server", "server_options", "expectations_file", "exit_status",
-    "totals", "checks", "perf", "collection_errors", "warnings",
-)  # fmt: skip
-_CHECK_FIELDS = (
-    "id", "nodeid", "concern", "outcome", "reason", "duration_s", "attempts", "expected_by",
-    "details",
-)  # fmt: skip
+def migrate_report(data: Any) -> Any:
+    """Bring an older report to the current schema; unknown versions are left for validation
+    to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier."""
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        return data
+    out = {**data, "schema_version": SCHEMA_VERSION}
+    if isinstance(out.get("versions"), dict):
+        out["versions"] = {"ttnn": "unknown", **out["versions"]}
+    return out
 
 
 def report_from_dict(data: Any, source: str = "<report>") -> Report:
-    """Validate parsed JSON against schema 1 and build a Report; ReportError names the field."""
-    r = FieldReader(source)
-    try:
-        top = r.obj(data, "", allowed=_TOP_FIELDS)
-        version = r.integer(top, "schema_version")
-        if version != SCHEMA_VERSION:
-            r.fail(
-                "schema_version",
-                f"unsupported version {version} (this harness reads {SCHEMA_VERSION})",
-            )
-        kind = r.string(top, "kind")
-        if kind != REPORT_KIND:
-            r.fail("kind", f"expected {REPORT_KIND!r}, got {kind!r}")
-        v = r.obj(
-            r.require(top, "versions", ""),
-            "versions",
-            allowed=("vllm", "plugin", "tt_metal", "harness"),
+    """Validate parsed JSON (migrating older versions) and build a Report; ReportError names
+    the file and the field."""
+    if isinstance(data, dict) and data.get("schema_version") not in (1, SCHEMA_VERSION):
+        raise ReportError(
+            f"{source}: field 'schema_version': unsupported version "
+            f"{data.get('schema_version')!r} (this harness reads 1 and {SCHEMA_VERSION})"
         )
-        s = r.obj(
-            r.require(top, "server", ""),
-            "server",
-            allowed=("url", "max_num_seqs", "lanes", "max_model_len"),
-        )
-        checks = tuple(
-            _check_from(r, item, f"checks[{i}]")
-            for i, item in enumerate(r.lst(r.require(top, "checks", ""), "checks"))
-        )
-        seen: set[str] = set()
-        for i, c in enumerate(checks):
-            if c.id in seen:
-                r.fail(f"checks[{i}].id", f"duplicate check id {c.id!r}")
-            seen.add(c.id)
-        perf_obj = r.obj(r.require(top, "perf", ""), "perf")
-        perf = {name: _perf_from(r, name, value) for name, value in perf_obj.items()}
-        errors = tuple(
-            CollectionError(
-                nodeid=r.string(
-                    r.obj(e, f"collection_errors[{i}]", allowed=("nodeid", "message")),
-                    "nodeid",
-                    f"collection_errors[{i}]",
-                ),
-                message=r.string(e, "message", f"collection_errors[{i}]"),
-            )
-            for i, e in enumerate(
-                r.lst(r.require(top, "collection_errors", ""), "collection_errors")
-            )
-        )
-        warnings = []
-        for i, w in enumerate(r.lst(r.require(top, "warnings", ""), "warnings")):
-            if not isinstance(w, str):
-                r.fail(f"warnings[{i}]", "expected a string")
-            warnings.append(w)
-        report = Report(
-            schema_version=version,
-            run_id=r.string(top, "run_id", nonempty=True),
-            started_at=r.string(top, "started_at"),
-            finished_at=r.string(top, "finished_at"),
-            model=r.string(top, "model", nonempty=True),
-            device=r.string(top, "device", nonempty=True),
-            mesh_shape=r.opt_string(top, "mesh_shape"),
-            versions=Versions(
-                vllm=r.string(v, "vllm", "versions"),
-                plugin=r.string(v, "plugin", "versions"),
-                tt_metal=r.string(v, "tt_metal", "versions"),
-                harness=r.string(v, "harness", "versions"),
-            ),
-            server=ServerSnapshot(
-                url=r.string(s, "url", "server"),
-                max_num_seqs=r.integer(s, "max_num_seqs", "server", minimum=1),
-                lanes=r.integer(s, "lanes", "server", minimum=1),
-                max_model_len=r.opt_integer(s, "max_model_len", "server", minimum=1),
-            ),
-            server_options=r.require(top, "server_options", ""),
-            expectations_file=r.opt_string(top, "expectations_file"),
-            exit_status=r.integer(top, "exit_status"),
-            checks=checks,
-            perf=perf,
-            collection_errors=errors,
-            warnings=tuple(warnings),
-        )
-        _check_totals(r, r.obj(r.require(top, "totals", ""), "totals"), report)
-    except DataFileError as exc:
-        raise ReportError(str(exc)) from None
-    return report
-
-
-def _check_from(r: FieldReader, item: Any, path: str) -> CheckResult:
-    d = r.obj(item, path, allowed=_CHECK_FIELDS)
-    expected_by = r.opt_string(d, "expected_by", path)
-    if expected_by is not None and expected_by not in EXPECTED_BY:
-        r.fail(
-            f"{path}.expected_by",
-            f"expected one of {', '.join(EXPECTED_BY)} or null, got {expected_by!r}",
-        )
-    return CheckResult(
-        id=r.string(d, "id", path, nonempty=True),
-        nodeid=r.string(d, "nodeid", path, nonempty=True),
-        concern=r.string(d, "concern", path),
-        outcome=r.choice(d, "outcome", OUTCOMES, path),
-        reason=r.string(d, "reason", path),
-        duration_s=r.number(d, "duration_s", path, minimum=0),
-        attempts=r.integer(d, "attempts", path, minimum=1),
-        expected_by=expected_by,
-        details=r.string(d, "details", path),
-    )
-
-
-def _perf_from(r: FieldReader, name: str, value: Any) -> PerfFigure:
-    path = f"perf.{name}"
-    d = r.obj(value, path, allowed=("value", "unit", "better", "check"))
-    return PerfFigure(
-        name=name,
-        value=r.number(d, "value", path),
-        unit=r.string(d, "unit", path),
-        better=r.choice(d, "better", BETTER, path),
-        check=r.string(d, "check", path),
-    )
-
-
-def _check_totals(r: FieldReader, totals: dict[str, Any], report: Report) -> None:
-    expected = report.totals
-    r.obj(totals, "totals", allowed=expected.keys())
-    for key, count in expected.items():
-        stored = r.integer(totals, key, "totals", minimum=0)
-        if stored != count:
-            r.fail(f"totals.{key}", f"is {stored} but the checks list has {count}")
+    return validate_file_data(Report, migrate_report(data), source, ReportError)
 
 
 def load_report(path: str | os.PathLike[str]) -> Report:
@@ -378,20 +300,31 @@ class WrittenReport:
     latest_junit: Path
 
 
-def write_report(report: Report, report_dir: Path) -> WrittenReport:
-    """Write <run_id>.json/.md/.xml (never overwriting an earlier run) and refresh latest.*."""
-    # Imported here: render needs tabulate, reading a report does not.
+def report_json(report: Report) -> str:
     import json
 
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
+
+
+def write_report(
+    report: Report, report_dir: Path, *, stem: str | None = None, refresh_latest: bool = True
+) -> WrittenReport:
+    """Write <run_id>.json/.md/.xml (never overwriting an earlier run) and refresh latest.*.
+
+    ``stem`` rewrites an existing run's files in place (import-bench folds figures into a run);
+    ``refresh_latest=False`` leaves latest.* alone (an older run was amended).
+    """
+    # Imported here: render needs tabulate, reading a report does not.
     from tt_conformance.render import render_junit, render_markdown
 
     report_dir.mkdir(parents=True, exist_ok=True)
-    stem = report.run_id
-    suffix = 0
-    while any((report_dir / f"{stem}{ext}").exists() for ext in (".json", ".md", ".xml")):
-        suffix += 1
-        stem = f"{report.run_id}-{suffix}"
-    payload = json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
+    if stem is None:
+        stem = report.run_id
+        suffix = 0
+        while any((report_dir / f"{stem}{ext}").exists() for ext in (".json", ".md", ".xml")):
+            suffix += 1
+            stem = f"{report.run_id}-{suffix}"
+    payload = report_json(report)
     markdown = render_markdown(report)
     junit = render_junit(report)
     paths = WrittenReport(
@@ -406,6 +339,8 @@ def write_report(report: Report, report_dir: Path) -> WrittenReport:
     atomic_write_text(paths.json, payload)
     atomic_write_text(paths.markdown, markdown)
     atomic_write_text(paths.junit, junit)
+    if not refresh_latest:
+        return paths
     atomic_write_text(paths.latest_json, payload)
     atomic_write_text(paths.latest_markdown, markdown)
     atomic_write_text(paths.latest_junit, junit)

@@ -8,7 +8,9 @@ import pytest
 
 from tt_conformance._names import installed_version
 from tt_conformance._state import HarnessState
+from tt_conformance.provenance import run_info
 from tt_conformance.report import Report, ServerSnapshot, Versions, utc_now_iso, write_report
+from tt_conformance.tiers import derive_tier, evaluate_targets
 
 
 class SessionReporter:
@@ -27,6 +29,9 @@ class SessionReporter:
         self.collector.add_collect_report(report)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.collector.executed and not self.collector.collection_errors:
+            # --collect-only, or a selection that ran nothing: no report, latest.* untouched.
+            return
         report = self.build_report(int(exitstatus))
         assert self.state.report_dir is not None
         self.state.written = write_report(report, self.state.report_dir)
@@ -34,41 +39,61 @@ class SessionReporter:
     def build_report(self, exit_status: int) -> Report:
         state = self.state
         checks, perf, warnings = self.collector.build()
+        facts = state.facts
+        # The server's own facts first (a not-TT server's warning leads), then the run's.
+        warnings[:0] = facts.warnings
         if state.setup_error:
             warnings.insert(0, f"server not usable: {state.setup_error}")
         for entry in state.expectations.unmatched([c.id for c in checks]):
             warnings.append(f"expectations entry {entry.check!r} matched no check in this run")
-        for key, ours in (("model", state.model_name), ("device", state.options.device)):
+        for key, ours in (("model", state.model_name), ("device", state.device)):
             theirs = getattr(state.expectations, key)
             if theirs is not None and theirs != ours:
                 warnings.append(f"expectations file is for {key} {theirs!r}, this run is {ours!r}")
-        return Report(
+        flagged: dict[tuple[str, str], list[str]] = {}
+        for name, fig in sorted(perf.items()):
+            if fig.flag:
+                flagged.setdefault((name.partition("@")[2], fig.flag), []).append(name)
+        warnings += [
+            f"{len(names)} perf figures @{shape} are unreliable, not comparable: {flag}"
+            for (shape, flag), names in flagged.items()
+        ]
+        report = Report(
             run_id=state.run_id,
             started_at=state.started_at,
             finished_at=utc_now_iso(),
             model=state.model_name,
-            device=state.options.device,
-            mesh_shape=state.options.mesh_shape,
+            device=state.device,
+            mesh_shape=facts.mesh_shape,
             versions=Versions(
                 vllm=(state.probe.vllm_version if state.probe else None) or "unknown",
-                plugin=state.options.plugin_version,
-                tt_metal=state.options.tt_metal_version,
+                plugin=facts.plugin_version,
+                ttnn=facts.ttnn_version,
+                tt_metal=facts.tt_metal_version,
                 harness=installed_version(),
             ),
             server=ServerSnapshot(
                 url=state.options.server_url or "",
-                max_num_seqs=state.options.max_num_seqs,
-                lanes=state.options.lanes,
-                max_model_len=state.model.max_model_len if state.model else None,
+                max_num_seqs=facts.max_num_seqs,
+                lanes=facts.lanes,
+                max_model_len=facts.max_model_len,
+                model_class=facts.model_class,
+                mesh_device=facts.mesh_device,
+                tt_options=facts.tt_options,
+                discovered=facts.discovered,
             ),
+            run=run_info(state.options.args, state.options.cwd),
             server_options=state.options.server_options,
             expectations_file=str(state.expectations_path) if state.expectations_path else None,
             exit_status=exit_status,
             checks=tuple(checks),
             perf=perf,
+            accuracy=tuple(self.collector.accuracy()),
             collection_errors=tuple(self.collector.collection_errors),
             warnings=tuple(warnings),
         )
+        report = report.replace(perf_targets=evaluate_targets(report, state.expectations))
+        return report.replace(tier=derive_tier(report))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         written = self.state.written
@@ -80,3 +105,10 @@ class SessionReporter:
         terminalreporter.write_line(f"junit:    {written.junit}")
         if self.state.setup_error:
             terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)
+        elif self.state.not_tt:
+            terminalreporter.write_line(
+                f"NOT A TT SERVER, not certified: {self.state.tt.absent_reason}. TT-path checks "
+                "were not applicable; generic checks ran; the report is not labelled as TT "
+                "hardware.",
+                red=True,
+            )

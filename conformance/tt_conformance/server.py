@@ -1,13 +1,16 @@
 """What the harness knows about the server under test, and how it finds out (GET /v1/models,
-GET /version). Probing happens once per run, in the pytest controller process."""
+GET /version, the plugin's ``tt_plugin_info`` on GET /metrics). Probing happens once per run, in
+the pytest controller process."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+
+from tt_conformance.ttpath import parse_metrics
 
 PROBE_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds: a dead server must not hang the run
 
@@ -27,6 +30,11 @@ class ServerInfo:
     device: str
     max_model_len: int | None
     vllm_version: str
+    api_key: str | None = field(default=None, repr=False)  # never printed in a failure
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        return bearer(self.api_key)
 
     @property
     def api_base(self) -> str:
@@ -47,6 +55,11 @@ class ServerProbe:
     models: tuple[ServedModel, ...] = ()
     vllm_version: str | None = None
     error: str | None = None
+    # Labels of the plugin's tt_plugin_info sample; empty when the server publishes none (not a
+    # vllm-tt-plugin server, metrics off, or an older plugin build). Provenance (provenance.py)
+    # and TT detection (ttpath.TTProbe) both read this one probe.
+    plugin_info: dict[str, str] = field(default_factory=dict)
+    metrics_error: str | None = None  # why GET /metrics could not be read, if it could not
 
     def to_json(self) -> dict[str, Any]:
         # Plain data so that pytest-xdist can hand it to the workers.
@@ -54,6 +67,8 @@ class ServerProbe:
             "models": [asdict(m) for m in self.models],
             "vllm_version": self.vllm_version,
             "error": self.error,
+            "plugin_info": dict(self.plugin_info),
+            "metrics_error": self.metrics_error,
         }
 
     @classmethod
@@ -62,7 +77,35 @@ class ServerProbe:
             models=tuple(ServedModel(**m) for m in data.get("models", [])),
             vllm_version=data.get("vllm_version"),
             error=data.get("error"),
+            plugin_info=dict(data.get("plugin_info") or {}),
+            metrics_error=data.get("metrics_error"),
         )
+
+    def info(self, key: str) -> str | None:
+        """A tt_plugin_info label, None when absent or "unknown"."""
+        value = self.plugin_info.get(key)
+        return None if value in (None, "", "unknown") else value
+
+    def info_int(self, key: str) -> int | None:
+        value = self.info(key)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The Authorization header every client of the harness sends when a key is configured."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def parse_plugin_info(metrics_text: str) -> dict[str, str]:
+    """Labels of ``tt_plugin_info`` in a /metrics body ({} when absent or unparseable)."""
+    try:
+        info, _ = parse_metrics(metrics_text)
+    except ValueError:
+        return {}
+    return info.to_json() if info is not None else {}
 
 
 def normalize_base_url(url: str) -> str:
@@ -78,18 +121,29 @@ def normalize_base_url(url: str) -> str:
     return text
 
 
-def probe_server(base_url: str, session: requests.Session | None = None) -> ServerProbe:
+def probe_server(
+    base_url: str, session: requests.Session | None = None, api_key: str | None = None
+) -> ServerProbe:
     http = session or requests.Session()
+    http.headers.update(bearer(api_key))
     try:
-        return _probe(http, base_url)
+        return _probe(http, base_url, api_key)
     finally:
         if session is None:
             http.close()
 
 
-def _probe(http: requests.Session, base_url: str) -> ServerProbe:
+def _probe(http: requests.Session, base_url: str, api_key: str | None) -> ServerProbe:
     try:
         resp = http.get(f"{base_url}/v1/models", timeout=PROBE_TIMEOUT)
+        if resp.status_code == 401:
+            hint = (
+                "the API key sent was refused"
+                if api_key
+                else "the server wants an API key: pass --tt-api-key KEY (or set "
+                "OPENAI_API_KEY / VLLM_API_KEY)"
+            )
+            return ServerProbe(error=f"GET {base_url}/v1/models returned HTTP 401: {hint}")
         if resp.status_code != 200:
             return ServerProbe(
                 error=f"GET {base_url}/v1/models returned HTTP {resp.status_code}: "
@@ -108,7 +162,22 @@ def _probe(http: requests.Session, base_url: str) -> ServerProbe:
             version = str(body["version"])
     except (requests.RequestException, ValueError):
         version = None  # /version is informational; the report then says "unknown"
-    return ServerProbe(models=models, vllm_version=version)
+    # Without the info metric provenance degrades to flags and the server is not certified as
+    # TT (ttpath.py); the generic checks still run.
+    info: dict[str, str] = {}
+    error: str | None = None
+    try:
+        mresp = http.get(f"{base_url}/metrics", timeout=PROBE_TIMEOUT)
+        if mresp.status_code != 200:
+            error = f"GET /metrics returned HTTP {mresp.status_code}"
+        else:
+            parsed, _ = parse_metrics(mresp.text)
+            info = parsed.to_json() if parsed is not None else {}
+    except requests.RequestException as exc:
+        error = f"GET /metrics failed: {exc}"
+    except ValueError as exc:
+        error = f"GET /metrics is not Prometheus text: {exc}"
+    return ServerProbe(models=models, vllm_version=version, plugin_info=info, metrics_error=error)
 
 
 def _parse_models(body: Any) -> tuple[ServedModel, ...]:

@@ -159,6 +159,28 @@ class RankDevices:
     rank: int
     group: list[int]
     submesh_shape: tuple[int, int]
+    all_groups: tuple[tuple[int, ...], ...] = ()
+
+    def check_visible(self, visible: list[int] | None) -> bool:
+        """Accept a TT_VISIBLE_DEVICES this rank sees; True when it must be narrowed to the group.
+
+        Exact match with the group is the per-rank assignment. vLLM 0.26.0 sets no per-rank
+        value for a platform's device variable, so every rank inherits the parent's: a value
+        listing every rank's group is that parent-wide restriction and is narrowed. Anything
+        else (another group, part of it, or a superset that misses other ranks' groups) is a
+        wrong per-rank assignment and refused.
+        """
+        if visible is None or visible == self.group:
+            return False
+        covered = {device for group in self.all_groups for device in group}
+        if set(self.group) < set(visible) and covered <= set(visible):
+            return True
+        raise DataParallelError(
+            f"TT_VISIBLE_DEVICES={visible} for DP rank {self.rank} does not match its discovered "
+            f"device group {self.group}: a per-rank value must equal the group exactly (a "
+            f"parent-wide value must list every rank's group, {[list(g) for g in self.all_groups]}"
+            "); or unset it"
+        )
 
 
 def rank_devices(vllm_config: VllmConfig) -> RankDevices | None:
@@ -174,4 +196,9 @@ def rank_devices(vllm_config: VllmConfig) -> RankDevices | None:
     if not 0 <= rank < len(groups):
         raise DataParallelError(f"DP rank {rank} has no device group in {groups}")
     rows, cols = info["submesh_shape"]
-    return RankDevices(rank, [int(d) for d in groups[rank]], (int(rows), int(cols)))
+    return RankDevices(
+        rank,
+        [int(d) for d in groups[rank]],
+        (int(rows), int(cols)),
+        tuple(tuple(int(d) for d in group) for group in groups),
+    )

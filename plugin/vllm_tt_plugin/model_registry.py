@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.log import get_logger
 
 logger = get_logger(__name__)
@@ -30,34 +30,35 @@ logger = get_logger(__name__)
 TT_PREFIX = "TT"
 Source = Literal["override", "bundle", "builtin", "test"]
 
+# Real tt-metal module paths (docs/TT_MODEL_CONTRACT.md, "Registry targets").
 _TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
 _LLAMA_GALAXY = "models.demos.llama3_70b_galaxy.tt.generator_vllm"
-_GEMMA4 = "models.demos.gemma4.tt.generator_vllm"
-_DIFFUSION_GEMMA = "models.demos.diffusion_gemma.tt.generator_vllm"
+_GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
+_DIFFUSION_GEMMA = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
-# listed is the default.
+# listed is the default (also taken when the variable is unset or empty).
 _SELECTORS: dict[str, dict[str, dict[str, tuple[str, bool]]]] = {
     "TT_LLAMA_TEXT_VER": {
         "tt_transformers": {"TTLlamaForCausalLM": (f"{_TT_TRANSFORMERS}:LlamaForCausalLM", False)},
         "llama3_70b_galaxy": {"TTLlamaForCausalLM": (f"{_LLAMA_GALAXY}:LlamaForCausalLM", True)},
+        "llama2_70b": {
+            "TTLlamaForCausalLM": (
+                "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM",
+                False,
+            )
+        },
     },
     "TT_QWEN3_TEXT_VER": {
         "tt_transformers": {"TTQwen3ForCausalLM": (f"{_TT_TRANSFORMERS}:QwenForCausalLM", False)},
         "qwen3_32b_galaxy": {"TTQwen3ForCausalLM": (f"{_LLAMA_GALAXY}:QwenForCausalLM", True)},
     },
     "TT_QWEN35_TEXT_VER": {
-        "qwen35": {
-            "TTQwen3_5ForConditionalGeneration": (
-                "models.demos.qwen35.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
-                False,
-            )
-        },
         # Standard DP, not lanes: the spec reserves lanes for the two single-execute Galaxy
         # generators (llama3_70b_galaxy, qwen3_32b_galaxy) and GPT-OSS.
-        "qwen35_galaxy": {
+        "qwen36_blackhole": {
             "TTQwen3_5ForConditionalGeneration": (
-                "models.demos.qwen35_galaxy.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
+                "models.demos.blackhole.qwen36.tt.qwen36_vllm:Qwen36ForCausalLM",
                 False,
             )
         },
@@ -88,20 +89,30 @@ _BUILTIN_FIXED: dict[str, tuple[str, bool]] = {
         "models.demos.qwen3_vl.tt.generator_vllm:Qwen3VLForConditionalGeneration",
         False,
     ),
-    "TTGemma4ForCausalLM": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
-    "TTGemma4ForConditionalGeneration": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
-    "TTGemma4UnifiedForConditionalGeneration": (f"{_GEMMA4}:Gemma4ForCausalLM", False),
-    "TTDiffusionGemmaForBlockDiffusion": (
-        f"{_DIFFUSION_GEMMA}:DiffusionGemmaForBlockDiffusion",
-        False,
-    ),
-    "TTDiffusionGemmaForCausalLM": (f"{_DIFFUSION_GEMMA}:DiffusionGemmaForBlockDiffusion", False),
+    # Gemma 4 is text-only on TT: every Gemma 4 architecture, multimodal names included, is
+    # served by the one text class.
+    "TTGemma4ForCausalLM": (_GEMMA4, False),
+    "TTGemma4ForConditionalGeneration": (_GEMMA4, False),
+    "TTGemma4UnifiedForConditionalGeneration": (_GEMMA4, False),
+    "TTDiffusionGemmaForBlockDiffusion": (_DIFFUSION_GEMMA, False),
+    "TTDiffusionGemmaForCausalLM": (_DIFFUSION_GEMMA, False),
     "TTDeepseekV3ForCausalLM": (
         "models.demos.deepseek_v3.tt.generator_vllm:DeepseekV3ForCausalLM",
         False,
     ),
-    "TTGptOssForCausalLM": ("models.demos.gpt_oss.tt.generator_vllm:GptOssForCausalLM", True),
+    "TTGptOssForCausalLM": (f"{_TT_TRANSFORMERS}:GptOssForCausalLM", True),
 }
+
+# Also registered with vLLM under the checkpoint's plain name: vLLM inspects the un-prefixed
+# architecture before the platform rewrites it, and for these it would otherwise find its own
+# (multimodal or block-diffusion) implementation and configure the engine for that.
+PLAIN_NAME_ARCHS: tuple[str, ...] = (
+    "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+    "Gemma4UnifiedForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion",
+    "DiffusionGemmaForCausalLM",
+)
 
 # The plugin's reference test models (register_test_models): HF arch of the checkpoint -> target.
 _TEST_MODELS: dict[str, tuple[str, bool]] = {
@@ -240,27 +251,44 @@ def scan_bundles(models_dir: Path) -> list[Bundle]:
     return [read_bundle(sub) for sub in sorted(models_dir.iterdir()) if sub.is_dir()]
 
 
-def builtin_targets(env: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+def builtin_targets(env: Mapping[str, str] | None = None) -> dict[str, tuple[str, bool]]:
     table = dict(_BUILTIN_FIXED)
     for var, versions in _SELECTORS.items():
-        chosen = env.get(var) or next(iter(versions))
+        default = next(iter(versions))
+        chosen = envs.REGISTRY[var].get(env) or default
         if chosen not in versions:
             raise RegistryError(
-                f"{var}={chosen!r} is not a known version; accepted: {', '.join(versions)}"
+                f"{var}={chosen!r} is not a known version; accepted: {', '.join(versions)} "
+                f"(unset: {default})"
             )
         table.update(versions[chosen])
     return table
 
 
-def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise RegistryError(f"{name}={value!r} must be 0 or 1")
+def selector_table() -> dict[str, dict[str, dict[str, tuple[str, bool]]]]:
+    """Selector variable -> version (the default first) -> {arch: (target, lane_dp)}."""
+    return {
+        var: {version: dict(archs) for version, archs in versions.items()}
+        for var, versions in _SELECTORS.items()
+    }
+
+
+def selector_versions() -> dict[str, tuple[str, ...]]:
+    """Each family selector variable and its accepted values, the default first."""
+    return {var: tuple(versions) for var, versions in _SELECTORS.items()}
+
+
+def all_builtin_targets() -> dict[str, tuple[str, ...]]:
+    """Every built-in ``module:Class`` target under any selector value -> the archs it serves.
+
+    What a contract-parity check against a tt-metal checkout must cover.
+    """
+    served: dict[str, list[str]] = {}
+    tables = [_BUILTIN_FIXED, *(t for v in _SELECTORS.values() for t in v.values())]
+    for table in tables:
+        for arch, (target, _lane_dp) in table.items():
+            served.setdefault(target, []).append(arch)
+    return {target: tuple(sorted(set(archs))) for target, archs in sorted(served.items())}
 
 
 class TTModelRegistry:
@@ -277,20 +305,24 @@ class TTModelRegistry:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TTModelRegistry:
-        env = os.environ if env is None else env
+        """The registry the environment describes (``env``: ``os.environ`` when None)."""
         registry = cls()
-        for arch, target in parse_overrides(env.get("TT_MODEL_CLASS_OVERRIDES", "")):
+        for arch, target in parse_overrides(envs.TT_MODEL_CLASS_OVERRIDES.get(env)):
             registry._targets[arch] = ModelTarget(arch, target, "override")
-        models_dir = env.get("EXTRA_MODELS_DIR")
-        if models_dir:
-            for bundle in scan_bundles(Path(models_dir)):
+        models_dir = envs.EXTRA_MODELS_DIR.get(env)
+        if models_dir is not None:
+            for bundle in scan_bundles(models_dir):
                 # Appended, never prepended: an installed package of the same name wins.
                 if str(bundle.path) not in sys.path:
                     sys.path.append(str(bundle.path))
                 registry._add(
                     ModelTarget(bundle.arch, bundle.target, "bundle", bundle.lane_data_parallel)
                 )
-        if _env_flag(env, "TT_VLLM_BUILTIN_MODELS", True):
+        try:
+            use_builtin = envs.TT_VLLM_BUILTIN_MODELS.get(env)
+        except envs.EnvError as exc:
+            raise RegistryError(str(exc)) from exc
+        if use_builtin:
             for arch, (target, lane_dp) in builtin_targets(env).items():
                 registry._add(ModelTarget(arch, target, "builtin", lane_dp))
         return registry
@@ -347,11 +379,19 @@ def reset_registry() -> None:
 
 
 def register_with_vllm(registry: TTModelRegistry) -> None:
-    """Make the TT architectures and the test checkpoints' HF names known to vLLM's registry."""
+    """Make the TT architectures and the test checkpoints' HF names known to vLLM's registry.
+
+    Gemma 4 and DiffusionGemma are registered under their plain names too (``PLAIN_NAME_ARCHS``),
+    pointing at the same TT class.
+    """
     from vllm import ModelRegistry
 
     for arch, target in registry.architectures().items():
         ModelRegistry.register_model(arch, target.target)
+    for arch in PLAIN_NAME_ARCHS:
+        served = registry.get(arch)
+        if served is not None:  # replaces vLLM's own class of that name
+            ModelRegistry.register_model(arch, served.target)
     for arch, target in TEST_CHECKPOINT_ALIASES.items():
         if arch not in ModelRegistry.get_supported_archs():
             ModelRegistry.register_model(arch, target)

@@ -18,6 +18,7 @@ from vllm.config import VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
 
+from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.config import TTOptions
@@ -178,6 +179,7 @@ class TTModelRunner:
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
         self._update_states(scheduler_output)
+        tt_metrics.observe_schedule(scheduler_output)  # metrics hook: preemptions, resumptions
         if scheduler_output.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -209,7 +211,9 @@ class TTModelRunner:
                 f"both: {dict(scheduler_output.num_scheduled_tokens)}"
             )
         self._step_id += 1
-        if len({r.state.lane for r in rows}) > 1:
+        lanes = {r.state.lane for r in rows}
+        tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
+        if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
@@ -230,6 +234,7 @@ class TTModelRunner:
 
     def _count_decode(self, command: ReloadCommand, decision: RouteDecision, overlap: bool) -> None:
         self.stats.decode_steps += 1
+        tt_metrics.observe_decode(command, decision, overlap)  # metrics hook
         self._count_route(decision.on_device)
         self.stats.full_reloads += int(command.reload_inputs)
         self.stats.page_table_reloads += int(command.reload_page_table)
@@ -325,6 +330,7 @@ class TTModelRunner:
                 state.rope_delta = delta
         self.planner.commit_prefill()
         self.stats.prefill_steps += 1
+        tt_metrics.observe_prefill(decision if sampling_states else None)  # metrics hook
         if sampling_states:
             self.last_route[StepKind.PREFILL] = decision
             self._count_route(on_device)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.config import TTOptions, get_tt_options
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.vllm_patches import pin_v1_model_runner
@@ -49,7 +50,7 @@ class TTPlatform(Platform):
     device_type: str = "cpu"
     dispatch_key: str = "CPU"
     dist_backend: str = "gloo"
-    device_control_env_var: str = "TT_VISIBLE_DEVICES"
+    device_control_env_var: str = envs.TT_VISIBLE_DEVICES.name
     simple_compile_backend: str = "eager"
     supported_quantization: list[str] = []
 
@@ -171,6 +172,20 @@ def _check_parallelism(vllm_config: VllmConfig) -> None:
             f"(--nnodes {parallel.nnodes}, --data-parallel-size {parallel.data_parallel_size}, "
             f"--data-parallel-size-local {parallel.data_parallel_size_local}): run every "
             "data-parallel rank on this host."
+        )
+    import vllm.envs as envs
+
+    from vllm_tt_plugin.data_parallel import runtime_info
+
+    # Lane-DP has already folded --data-parallel-size into lanes when the config is re-checked.
+    lanes = int(runtime_info(vllm_config).get("lanes", 1))
+    if (parallel.data_parallel_size > 1 or lanes > 1) and not envs.VLLM_ENABLE_V1_MULTIPROCESSING:
+        dp = max(parallel.data_parallel_size, lanes)
+        raise TTConfigurationError(
+            f"VLLM_ENABLE_V1_MULTIPROCESSING=0 is not compatible with --data-parallel-size {dp} "
+            "on TT, neither standard DP nor lane-DP (the in-process engine core is a debugging "
+            "mode for one engine without DP): unset VLLM_ENABLE_V1_MULTIPROCESSING, or debug "
+            "with --data-parallel-size 1."
         )
     if parallel.data_parallel_backend == "ray" and parallel.data_parallel_size > 1:
         raise TTConfigurationError(

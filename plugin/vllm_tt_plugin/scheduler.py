@@ -51,7 +51,7 @@ def force_compact_json(vllm_config: VllmConfig) -> None:
     vLLM's config validator refuses the flag with the default backend "auto" (although auto only
     picks xgrammar or guidance, which both honour it), and API-server processes re-validate the
     config, so setting it in the platform hook breaks multi-API-server launches
-    (docs/VLLM_PATCHES.md, W12)."""
+    (docs/VLLM_PATCHES.md, W14)."""
     vllm_config.structured_outputs_config.disable_any_whitespace = True
 
 

@@ -20,6 +20,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
@@ -79,17 +80,9 @@ class TTWorker(WorkerBase):
         rank = rank_devices(self.vllm_config)
         if rank is not None:
             # Standard DP: this rank opens only its discovered group, as a submesh.
-            if device_ids is not None and device_ids != rank.group:
-                # A parent-wide TT_VISIBLE_DEVICES (every rank inherits it) is narrowed to the
-                # rank's group; a per-rank value must equal the group exactly.
-                if not set(rank.group) < set(device_ids):
-                    raise ValueError(
-                        f"TT_VISIBLE_DEVICES={device_ids} for DP rank {rank.rank} does not "
-                        f"match its discovered device group {rank.group}: unset it, or set it "
-                        "to the group (or to a device list that contains it)"
-                    )
+            if rank.check_visible(device_ids):
                 logger.info(
-                    "TT: DP rank %d narrows TT_VISIBLE_DEVICES=%s to its group %s",
+                    "TT: DP rank %d narrows the parent-wide TT_VISIBLE_DEVICES=%s to its group %s",
                     rank.rank,
                     device_ids,
                     rank.group,
@@ -256,6 +249,18 @@ class TTWorker(WorkerBase):
             kv_cache,
             len(kv_cache_config.kv_cache_groups),
             tuple(group_of[e.layer_index] for e in entries),
+        )
+        # Metrics hook: the launch is settled (max_model_len fitted to the KV pool).
+        assert self.resolved is not None
+        tt_metrics.publish_info(
+            tt_metrics.collect_info(
+                self.options,
+                mesh_spec_from_env(),  # the whole mesh (a DP rank's submesh is part of it)
+                self.resolved.model_cls,
+                self.layout.lanes,
+                self.layout.seqs_per_lane,
+                self.model_config.max_model_len,
+            )
         )
 
     def compile_or_warm_up_model(self) -> CompilationTimes:

@@ -34,7 +34,38 @@ class FakeState:
     version: str = "0.26.0"
     models_status: int = 200
     requests: list[tuple[str, str]] = field(default_factory=list)
+    # Every request's Authorization header (None when absent), in order.
+    auth: list[str | None] = field(default_factory=list)
+    # When set, /v1/* answers 401 without "Authorization: Bearer <api_key>" (vLLM --api-key).
+    api_key: str | None = None
+    # Labels of a tt_plugin_info sample served on /metrics (None: no such metric).
+    plugin_info: dict[str, str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # TT plugin samples appended to /metrics, one body per scrape (the last one repeats);
+    # empty: a server without the TT plugin.
+    tt_metrics: list[str] = field(default_factory=list)
+    scrapes: int = 0
+
+    def tt_text(self) -> str:
+        with self.lock:
+            if not self.tt_metrics:
+                return ""
+            text = self.tt_metrics[min(self.scrapes, len(self.tt_metrics) - 1)]
+            self.scrapes += 1
+            return text
+
+
+def tt_info_text(mesh_device: str, mesh_shape: str, **tt_options: Any) -> str:
+    """A tt_plugin_info sample as the plugin exposes it (docs/METRICS.md)."""
+    options = json.dumps(tt_options, separators=(",", ":")).replace('"', '\\"')
+    return (
+        "# HELP tt_plugin_info vllm-tt-plugin build and launch\n"
+        "# TYPE tt_plugin_info gauge\n"
+        f'tt_plugin_info{{lanes="1",max_model_len="2048",max_num_seqs="8",'
+        f'mesh_device="{mesh_device}",mesh_shape="{mesh_shape}",model_class="m.C",'
+        f'plugin_version="0.1.0",tt_metal_commit="abc",tt_options="{options}",'
+        f'ttnn_version="1.0"}} 1.0\n'
+    )
 
 
 def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
@@ -52,12 +83,27 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _record(self) -> None:
+        def _record(self) -> bool:
+            """Record the request; False (after answering 401) when the key is wrong."""
+            header = self.headers.get("Authorization")
             with state.lock:
                 state.requests.append((self.command, self.path))
+                state.auth.append(header)
+            if (
+                state.api_key
+                and self.path.startswith("/v1")
+                and header != f"Bearer {state.api_key}"
+            ):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                self._send(401, {"error": "Unauthorized"})
+                return False
+            return True
 
         def do_GET(self) -> None:
-            self._record()
+            if not self._record():
+                return
             if self.path == "/v1/models":
                 if state.models_status != 200:
                     self._send(state.models_status, {"error": {"message": "boom"}})
@@ -68,20 +114,29 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/health":
                 self._send(200, "", "text/plain")
             elif self.path == "/metrics":
+                info = ""
+                if state.plugin_info is not None:
+                    # Exposed exactly as the plugin does: a prometheus_client Info.
+                    from prometheus_client import CollectorRegistry, Info, generate_latest
+
+                    registry = CollectorRegistry()
+                    Info("tt_plugin", "plugin build", registry=registry).info(state.plugin_info)
+                    info = generate_latest(registry).decode()
                 self._send(
                     200,
-                    "# HELP vllm:num_requests_running running\n"
+                    info + "# HELP vllm:num_requests_running running\n"
                     "# TYPE vllm:num_requests_running gauge\n"
                     'vllm:num_requests_running{model_name="m",engine="0"} 2.0\n'
                     'vllm:num_requests_running{model_name="m",engine="1"} 1.0\n'
-                    'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n',
+                    'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n' + state.tt_text(),
                     "text/plain; version=0.0.4",
                 )
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
         def do_POST(self) -> None:
-            self._record()
+            if not self._record():
+                return
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -121,7 +176,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {
                     "id": "cmpl-1", "object": "text_completion", "created": 0, "model": model,
                     "choices": [{"index": 0, "text": " world", "logprobs": None,
-                                 "finish_reason": "length"}],
+                                 "finish_reason": "length", "token_ids": [7, 8]}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
                 })  # fmt: skip
             elif self.path == "/v1/chat/completions":
@@ -205,6 +260,7 @@ def make_report() -> Any:
         finished_at: str = "2025-01-01T00:00:00Z",
         tt_metal: str = "v1",
         collection_errors: tuple[Any, ...] = (),
+        accuracy: tuple[Any, ...] = (),
     ) -> Report:
         n = next(counter)
         return Report(
@@ -215,7 +271,9 @@ def make_report() -> Any:
             device=device,
             mesh_shape="1x1",
             versions=Versions(vllm="0.26.0", plugin="0.1.0", tt_metal=tt_metal, harness="0.1.0"),
-            server=ServerSnapshot("http://127.0.0.1:1", 32, 1, 2048),
+            server=ServerSnapshot(
+                url="http://127.0.0.1:1", max_num_seqs=32, lanes=1, max_model_len=2048
+            ),
             server_options={"max_num_seqs": 32},
             expectations_file=None,
             exit_status=0,
@@ -233,10 +291,27 @@ def make_report() -> Any:
                 for cid, outcome in outcomes.items()
             ),
             perf={
-                name: PerfFigure(name, value, unit, better, "checks.test_perf::test_snapshot")
+                name: PerfFigure(
+                    name=name,
+                    value=value,
+                    unit=unit,
+                    better=better,
+                    check="checks.test_perf::test_snapshot",
+                )
                 for name, (value, unit, better) in (perf or {}).items()
             },
             collection_errors=collection_errors,
+            accuracy=accuracy,
         )
 
     return build
+
+
+@pytest.fixture
+def passing_accuracy() -> Any:
+    from tt_conformance.report import AccuracyResult
+
+    return AccuracyResult(
+        task="tt-patterns", check="m::acc", score=0.9, ci_low=0.83, ci_high=0.94,
+        num_samples=107, correct=96, reference=0.9, tolerance=0.02, verdict="pass",
+    )  # fmt: skip

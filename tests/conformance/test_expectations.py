@@ -71,11 +71,11 @@ def test_unmatched_entries() -> None:
         (lambda d: d.update(expected_failure=[]), "field 'expected_failure': unknown field"),
         (
             lambda d: d["perf_tolerances"].update(ttft_p50=-0.1),
-            "field 'perf_tolerances.ttft_p50': must be >= 0.0",
+            "field 'perf_tolerances.ttft_p50': Input should be greater than or equal to 0",
         ),
         (
             lambda d: d.update(default_perf_tolerance="10%"),
-            "field 'default_perf_tolerance': expected a number",
+            "field 'default_perf_tolerance': Input should be a valid number",
         ),
         (
             lambda d: d["flaky"].append(dict(d["expected_failures"][0])),
@@ -86,7 +86,7 @@ def test_unmatched_entries() -> None:
             "field 'flaky[1].check': duplicate entry",
         ),
         (lambda d: d.update(schema_version=3), "field 'schema_version': unsupported version 3"),
-        (lambda d: d.update(kind="tt-conformance-report"), "field 'kind': expected"),
+        (lambda d: d.update(kind="tt-conformance-report"), "field 'kind': Input should be"),
     ],
 )
 def test_validation_errors_name_the_field(mutate, message: str) -> None:

@@ -48,7 +48,9 @@ def test_missing_check_is_a_regression(make_report) -> None:
 
 
 def test_candidate_collection_error_is_a_regression(make_report) -> None:
-    cand = make_report(BASE, collection_errors=(CollectionError("checks/t.py", "E ImportError"),))
+    cand = make_report(
+        BASE, collection_errors=(CollectionError(nodeid="checks/t.py", message="E ImportError"),)
+    )
     result = gate.compare(make_report(BASE), cand)
     assert result.regressions == ["collection error in checks/t.py: E ImportError"]
 
@@ -132,11 +134,13 @@ def test_perf_tolerance_is_direction_aware(make_report, better, base, cand, verd
 
 
 def test_perf_is_informational_without_a_tolerance(make_report) -> None:
-    # The spec: serving figures are informational unless the gate sets a tolerance.
+    # Emulated serving figures are informational unless the gate sets a tolerance.
     result = gate.compare(
-        make_report(BASE, perf={"ttft": (100.0, "ms", "lower"), "tput": (50.0, "tok/s", "higher")}),
-        make_report(BASE, perf={"ttft": (900.0, "ms", "lower"), "tput": (5.0, "tok/s", "higher")}),
-    )
+        make_report(BASE, device="emulated", perf={"ttft": (100.0, "ms", "lower"),
+                                                   "tput": (50.0, "tok/s", "higher")}),
+        make_report(BASE, device="emulated", perf={"ttft": (900.0, "ms", "lower"),
+                                                   "tput": (5.0, "tok/s", "higher")}),
+    )  # fmt: skip
     assert [(p.verdict, p.tolerance) for p in result.perf] == [("not gated", None)] * 2
     assert result.exit_code == gate.EXIT_OK and result.regressions == []
     # A default_perf_tolerance in the expectations gates them.
@@ -146,6 +150,35 @@ def test_perf_is_informational_without_a_tolerance(make_report) -> None:
         _exp(default_perf_tolerance=0.5),
     )
     assert [p.verdict for p in gated.perf] == ["regression"]
+
+
+def test_hardware_perf_is_gated_at_the_default_tolerance(make_report) -> None:
+    base = make_report(
+        BASE, perf={"ttft": (100.0, "ms", "lower"), "tps": (50.0, "tok/s", "higher")}
+    )
+    worse = make_report(
+        BASE, perf={"ttft": (115.0, "ms", "lower"), "tps": (46.0, "tok/s", "higher")}
+    )
+    result = gate.compare(base, worse)  # device N150: hardware
+    assert {p.name: (p.verdict, p.tolerance) for p in result.perf} == {
+        "ttft": ("regression", gate.HARDWARE_PERF_TOLERANCE),
+        "tps": ("ok", gate.HARDWARE_PERF_TOLERANCE),
+    }
+    assert result.exit_code == gate.EXIT_REGRESSION
+    # null in the expectations keeps a hardware figure informational.
+    assert gate.compare(base, worse, _exp(perf_tolerances={"ttft": None})).exit_code == 0
+
+
+def test_flagged_figures_are_never_gated(make_report) -> None:
+    base = make_report(BASE, perf={"ttft": (100.0, "ms", "lower")})
+    cand = make_report(BASE, perf={"ttft": (900.0, "ms", "lower")})
+    flagged = cand.replace(
+        perf={"ttft": cand.perf["ttft"].model_copy(update={"flag": "burst delivery: x"})}
+    )
+    result = gate.compare(base, flagged, default_tolerance=0.1)
+    assert [p.verdict for p in result.perf] == ["unreliable"]
+    assert result.exit_code == gate.EXIT_OK
+    assert any("flagged unreliable: burst delivery" in n for n in result.notes)
 
 
 def test_perf_tolerance_from_expectations(make_report) -> None:
@@ -163,7 +196,9 @@ def test_missing_perf_figure(make_report) -> None:
     assert result.regressions == ["perf ttft: missing from the candidate"]
     ungated = gate.compare(base, make_report(BASE), _exp(perf_tolerances={"ttft": None}), 0.10)
     assert ungated.exit_code == gate.EXIT_OK
-    assert gate.compare(base, make_report(BASE)).exit_code == gate.EXIT_OK  # no tolerance at all
+    emulated = base.replace(device="emulated")
+    no_tolerance = gate.compare(emulated, make_report(BASE, device="emulated"))
+    assert no_tolerance.exit_code == gate.EXIT_OK  # emulated, no tolerance at all
 
 
 def test_perf_unit_change_is_bad_input(make_report) -> None:
@@ -202,8 +237,9 @@ def test_cli_regression_diff_and_exit_code(tmp_path: Path, make_report, capsys) 
 
 
 def test_cli_perf_is_not_gated_by_default(tmp_path: Path, make_report, capsys) -> None:
-    b = _write(tmp_path, "base", make_report(BASE, perf={"tpot": (10.0, "ms", "lower")}))
-    c = _write(tmp_path, "cand", make_report(BASE, perf={"tpot": (100.0, "ms", "lower")}))
+    perf_b, perf_c = {"tpot": (10.0, "ms", "lower")}, {"tpot": (100.0, "ms", "lower")}
+    b = _write(tmp_path, "base", make_report(BASE, device="emulated", perf=perf_b))
+    c = _write(tmp_path, "cand", make_report(BASE, device="emulated", perf=perf_c))
     assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
     out = capsys.readouterr().out
     assert "OK (no regression)" in out

@@ -11,18 +11,22 @@ from tt_conformance import matrix
 from tt_conformance.report import CollectionError, write_report
 
 
-def _tree(tmp_path: Path, make_report) -> Path:
+def _tree(tmp_path: Path, make_report, accuracy=()) -> Path:
     root = tmp_path / "reports"
     perf = {
-        "ttft_p50@c1": (40.0, "ms", "lower"),
-        "tpot_p50@c1": (12.0, "ms", "lower"),
-        "throughput@c32": (900.0, "tok/s", "higher"),
+        "ttft_mean@i128o128c1": (40.0, "ms", "lower"),
+        "tpot_mean@i128o128c1": (12.0, "ms", "lower"),
+        "tps@i128o128c32": (900.0, "tok/s", "higher"),
         "other_figure": (1.0, "", "higher"),
     }
     # model a on N150: an old failing run, then a newer clean one (the newer wins)
     old = make_report({"m::x": "fail"}, model="org/a", finished_at="2025-01-01T00:00:00Z")
     new = make_report(
-        {"m::x": "pass"}, model="org/a", finished_at="2025-02-01T00:00:00Z", perf=perf
+        {"m::x": "pass"},
+        model="org/a",
+        finished_at="2025-02-01T00:00:00Z",
+        perf=perf,
+        accuracy=accuracy,
     )
     write_report(old, root / "org--a" / "N150")
     write_report(new, root / "org--a" / "N150")
@@ -33,7 +37,9 @@ def _tree(tmp_path: Path, make_report) -> Path:
     bad = make_report(
         {"m::x": "fail", "m::<script>alert(1)</script>": "error", "m::f": "flaky"},
         model="org/b<i>",
-        collection_errors=(CollectionError("checks/test_broken.py", "ImportError: nope"),),
+        collection_errors=(
+            CollectionError(nodeid="checks/test_broken.py", message="ImportError: nope"),
+        ),
     )
     write_report(bad, root / "org--b" / "N150")
     # a baseline copy and an expectations file must not be picked up
@@ -45,13 +51,18 @@ def _tree(tmp_path: Path, make_report) -> Path:
     return root
 
 
-def test_fold_picks_newest_per_cell_and_sets_status(tmp_path: Path, make_report) -> None:
-    root = _tree(tmp_path, make_report)
+def test_fold_picks_newest_per_cell_and_sets_status(
+    tmp_path: Path, make_report, passing_accuracy
+) -> None:
+    root = _tree(tmp_path, make_report, (passing_accuracy,))
     cells = {(c.model, c.device): c for c in matrix.fold(matrix.find_reports(root))}
     assert set(cells) == {("org/a", "N150"), ("org/a", "T3K"), ("org/b<i>", "N150")}
-    assert cells[("org/a", "N150")].status == "pass"
+    # Tiers: accuracy passes but no perf targets -> functional; no accuracy -> experimental.
+    assert cells[("org/a", "N150")].status == "functional"
+    assert "no perf targets" in cells[("org/a", "N150")].tier.reason
     assert cells[("org/a", "N150")].report.finished_at == "2025-02-01T00:00:00Z"
-    assert cells[("org/a", "T3K")].status == "pass with expected failures"
+    assert cells[("org/a", "T3K")].status == "experimental"
+    assert "accuracy entry" in (cells[("org/a", "T3K")].tier.next_blocker or "")
     assert cells[("org/a", "T3K")].expected == ("m::y",)
     b = cells[("org/b<i>", "N150")]
     assert b.status == "fail"
@@ -60,8 +71,8 @@ def test_fold_picks_newest_per_cell_and_sets_status(tmp_path: Path, make_report)
     )  # fmt: skip
     assert b.flaky == ("m::f",)
     key = cells[("org/a", "N150")].key_perf
-    assert [f.name for f in key["TTFT"]] == ["ttft_p50@c1"]
-    assert [f.name for f in key["Throughput"]] == ["throughput@c32"]
+    assert [f.name for f in key["TTFT (ms)"]] == ["ttft_mean@i128o128c1"]
+    assert [f.name for f in key["tok/s"]] == ["tps@i128o128c32"]
 
 
 def test_baselines_can_be_included(tmp_path: Path, make_report) -> None:
@@ -70,23 +81,26 @@ def test_baselines_can_be_included(tmp_path: Path, make_report) -> None:
     assert cells[("org/a", "N150")].report.finished_at == "2030-01-01T00:00:00Z"
 
 
-def test_empty_report_is_its_own_status(make_report) -> None:
-    assert matrix.status_of(make_report({})) == "no checks"
+def test_empty_report_fails(make_report) -> None:
+    assert matrix.status_of(make_report({})) == "fail"
 
 
-def test_cli_writes_markdown_and_escaped_html(tmp_path: Path, make_report, capsys) -> None:
-    root = _tree(tmp_path, make_report)
+def test_cli_writes_markdown_and_escaped_html(
+    tmp_path: Path, make_report, capsys, passing_accuracy
+) -> None:
+    root = _tree(tmp_path, make_report, (passing_accuracy,))
     assert matrix.main([str(root)]) == matrix.EXIT_OK
     md = (root / "MATRIX.md").read_text()
     page = (root / "matrix.html").read_text()
-    assert "| org/a" in md and "pass with expected failures" in md
-    assert "ttft_p50@c1 = 40 ms" in md and "throughput@c32 = 900 tok/s" in md
+    assert "| org/a" in md and "functional" in md and "experimental" in md
+    assert "tt-patterns 0.900 [0.83, 0.94] pass" in md
+    assert "i128o128c1: 40" in md and "i128o128c32: 900" in md
     assert "other_figure" not in md
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
     assert "org/b&lt;i&gt;" in page and "<i>" not in page
     # Self-contained: inline CSS, nothing fetched from elsewhere.
     assert "<style>" in page and "http://" not in page and "https://" not in page
-    assert 'class="status s-fail"' in page and 'class="status s-pass"' in page
+    assert 'class="status s-fail"' in page and 'class="status s-functional"' in page
     assert "3 model x device entries (1 failing)" in capsys.readouterr().out
 
 
@@ -117,3 +131,30 @@ def test_html_without_and_with_rows_is_well_formed(tmp_path: Path, make_report, 
     page = matrix.render_html(cells, "now")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert page.count("<table") == page.count("</table>")
+
+
+def test_a_concern_whose_checks_all_skipped_is_not_shown_as_a_pass(make_report) -> None:
+    ran = make_report({"m::a": "pass", "m::lane1": "skip", "m::lane2": "skip"})
+    report = ran.model_copy(
+        update={
+            "checks": tuple(
+                c.model_copy(update={"concern": "lanes"}) if "lane" in c.id else c
+                for c in ran.checks
+            )
+        }
+    )
+    assert matrix.not_run_concerns(report) == ("lanes",)
+    cell = matrix.fold([(Path("r.json"), report)])[0]
+    assert "not run: lanes" in matrix.render_markdown([cell], "now")
+    # One check of a concern skipped while another ran: the concern ran.
+    assert matrix.not_run_concerns(make_report({"m::a": "pass", "m::b": "skip"})) == ()
+
+
+def test_a_lane_server_is_its_own_column(make_report) -> None:
+    one = make_report({"m::x": "pass"}, device="emulated", finished_at="2025-01-01T00:00:00Z")
+    lanes = make_report({"m::l": "pass"}, device="emulated", finished_at="2025-02-01T00:00:00Z")
+    server = lanes.server.model_copy(update={"lanes": 4})
+    lanes = lanes.model_copy(update={"server": server})
+    cells = matrix.fold([(Path("a.json"), one), (Path("b.json"), lanes)])
+    assert [c.device for c in cells] == ["emulated", "emulated (4 lanes)"]
+    assert "| emulated     | emulated (4 lanes)   |" in matrix.render_markdown(cells, "now")

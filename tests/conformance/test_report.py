@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,13 +34,13 @@ def test_round_trip_preserves_every_field(tmp_path: Path, make_report) -> None:
     assert loaded == original
     assert load_report(written.latest_json) == original
     data = json.loads(written.json.read_text())
-    assert data["schema_version"] == 1 and data["kind"] == "tt-conformance-report"
+    assert data["schema_version"] == 2 and data["kind"] == "tt-conformance-report"
     assert data["totals"]["total"] == 5 and data["totals"]["flaky"] == 1
 
 
 def test_runs_never_overwrite_each_other(tmp_path: Path, make_report) -> None:
     first = make_report({"m::a": "pass"})
-    clash = replace(make_report({"m::a": "fail"}), run_id=first.run_id)
+    clash = make_report({"m::a": "fail"}).replace(run_id=first.run_id)
     a = write_report(first, tmp_path)
     b = write_report(clash, tmp_path)
     assert a.json != b.json
@@ -92,28 +91,34 @@ def _valid_dict(make_report) -> dict:
     ("mutate", "message"),
     [
         (lambda d: d.pop("model"), "field 'model': missing required field"),
-        (lambda d: d.update(schema_version=2), "field 'schema_version': unsupported version 2"),
-        (lambda d: d.update(kind="other"), "field 'kind': expected 'tt-conformance-report'"),
+        (lambda d: d.update(schema_version=3), "field 'schema_version': unsupported version 3"),
+        (lambda d: d.update(kind="other"), "field 'kind': Input should be 'tt-conformance-report'"),
         (lambda d: d.update(extra=1), "field 'extra': unknown field"),
         (
             lambda d: d["checks"][1].update(outcome="passed"),
-            "field 'checks[1].outcome': expected one of pass, fail",
+            "field 'checks[1].outcome': Input should be 'pass', 'fail'",
         ),
-        (lambda d: d["checks"][0].update(attempts=0), "field 'checks[0].attempts': must be >= 1"),
-        (lambda d: d["checks"][2].pop("reason"), "field 'checks[2].reason': missing required"),
+        (
+            lambda d: d["checks"][0].update(attempts=0),
+            "field 'checks[0].attempts': Input should be greater than or equal to 1",
+        ),
+        (lambda d: d["checks"][2].pop("outcome"), "field 'checks[2].outcome': missing required"),
         (
             lambda d: d["perf"]["tpot@c1"].update(better="smaller"),
-            "field 'perf.tpot@c1.better': expected one of lower, higher",
+            "field 'perf.tpot@c1.better': Input should be 'lower' or 'higher'",
         ),
         (
             lambda d: d["perf"]["tpot@c1"].update(value="fast"),
-            "field 'perf.tpot@c1.value': expected a number",
+            "field 'perf.tpot@c1.value': Input should be a valid number",
         ),
         (
             lambda d: d["totals"].update(fail=7),
             "field 'totals.fail': is 7 but the checks list has 1",
         ),
-        (lambda d: d["server"].update(lanes=True), "field 'server.lanes': expected an integer"),
+        (
+            lambda d: d["server"].update(lanes=True),
+            "field 'server.lanes': Input should be a valid integer",
+        ),
         (
             lambda d: d["checks"].append(dict(d["checks"][0])),
             "field 'checks[5].id': duplicate check id",
@@ -171,7 +176,26 @@ def test_junit_drops_control_characters(make_report) -> None:
     from tt_conformance.render import render_junit
 
     report = make_report({"m::t": "fail"})
-    bad = replace(report.checks[0], reason="\x1b[31mred\x1b[0m", details="x\x00y")
-    text = render_junit(replace(report, checks=(bad,)))
+    bad = report.checks[0].model_copy(update={"reason": "\x1b[31mred\x1b[0m", "details": "x\x00y"})
+    text = render_junit(report.replace(checks=(bad,)))
     ET.fromstring(text.split("\n", 1)[1])  # parses: no control characters left
     assert "[31mred" in text
+
+
+def test_markdown_shows_tier_accuracy_and_perf_identity(make_report, passing_accuracy) -> None:
+    from tt_conformance.render import render_markdown
+    from tt_conformance.report import PerfFigure
+    from tt_conformance.tiers import derive_tier
+
+    report = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))
+    fig = PerfFigure(
+        name="ttft_mean@i128o128c8", value=12.5, unit="ms", better="lower", check="c",
+        metric="ttft", stat="mean", input_len=128, output_len=128, concurrency=8,
+        flag="burst delivery: 64 tokens arrived in 16 chunks",
+    )  # fmt: skip
+    report = report.replace(perf={fig.name: fig})
+    report = report.replace(tier=derive_tier(report))
+    md = render_markdown(report)
+    assert "| tier " in md and "functional" in md and "no perf targets" in md
+    assert "| tt-patterns" in md and "0.830 to 0.940" in md
+    assert "128/128 @ 8" in md and "burst delivery" in md

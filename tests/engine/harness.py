@@ -13,6 +13,8 @@ import functools
 import os
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ import requests
 import torch
 
 from tests.conftest import BUNDLED_MODEL, REPO
+from tt_conformance.report import Report, load_report
 from vllm_tt_plugin.emulation.server import EmulatedServer
 
 # Engine tests may point at another checkpoint (same architecture) while developing.
@@ -119,6 +122,53 @@ def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     return [line for line in lines if needle in line]
 
 
+# --- the conformance suite against a server --------------------------------------------------
+
+CHECKS = "tt_conformance.checks"
+SUITE_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: Report | None
+
+    @property
+    def outcomes(self) -> dict[str, str]:
+        assert self.report is not None, (
+            f"no report (exit {self.returncode}):\n{self.stdout[-3000:]}"
+        )
+        return {c.id: c.outcome for c in self.report.checks}
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        assert self.report is not None
+        return {c.id: c.reason for c in self.report.checks}
+
+
+def run_suite(
+    url: str, selection: Sequence[str], report_dir: Path, *options: str, device: str = "emulated"
+) -> SuiteRun:
+    """Run check modules/ids (``<module>::<test>`` under CHECKS) in a pytest subprocess, as a
+    user does, without expectations; the run's report (if one was written) comes back."""
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", *(f"{CHECKS}.{s}" for s in selection),
+        "--tt-server-url", url,
+        "--tt-device", device,
+        "--tt-report-dir", str(report_dir),
+        "--tt-baselines-dir", str(report_dir / "no-baselines"),  # no expectations apply
+        "-q", "-n", "0", "-p", "no:cacheprovider", *options,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, check=False
+    )
+    latest = report_dir / "latest.json"
+    report = load_report(latest) if latest.is_file() else None
+    return SuiteRun(proc.returncode, proc.stdout, proc.stderr, report)
+
+
 # --- references ------------------------------------------------------------------------------
 
 
@@ -150,19 +200,31 @@ def vocab_size(model_dir: Path = MODEL_DIR) -> int:
     return int(json.loads((model_dir / "config.json").read_text())["vocab_size"])
 
 
+def text_id_end(model_dir: Path = MODEL_DIR) -> int:
+    """One past the last ordinary (non-special) token id: the special tokens sit on top of the
+    vocabulary (as in Llama 3), so ``range(text_id_end())`` is ordinary text."""
+    import json
+
+    tokenizer = json.loads((model_dir / "tokenizer.json").read_text())
+    special = [t["id"] for t in tokenizer["added_tokens"] if t.get("special")]
+    end = min(special, default=vocab_size(model_dir))
+    assert set(special) == set(range(end, end + len(special))), "specials are not on top"
+    return end
+
+
 def mixed_prompts(n: int, seed: int = 0, max_len: int = 200, min_len: int = 1) -> list[list[int]]:
     """Deterministic token-id prompts of mixed lengths (1 token to beyond 3 blocks of 64)."""
     rng = random.Random(seed)
-    vocab = vocab_size()
+    end = text_id_end()
     lengths = [min_len, 2, 63, 64, 65, 127, 128, 129, max_len]
     while len(lengths) < n:
         lengths.append(rng.randint(min_len, max_len))
-    # Skip the first ids (special tokens) so prompts look like ordinary text to the model.
-    return [[rng.randrange(8, vocab) for _ in range(length)] for length in lengths[:n]]
+    # Ordinary ids only, so prompts look like text to the model.
+    return [[rng.randrange(end) for _ in range(length)] for length in lengths[:n]]
 
 
 def shared_prefix_prompts(n: int, prefix_len: int, seed: int = 1) -> list[list[int]]:
     rng = random.Random(seed)
-    vocab = vocab_size()
-    prefix = [rng.randrange(8, vocab) for _ in range(prefix_len)]
-    return [prefix + [rng.randrange(8, vocab) for _ in range(rng.randint(1, 40))] for _ in range(n)]
+    end = text_id_end()
+    prefix = [rng.randrange(end) for _ in range(prefix_len)]
+    return [prefix + [rng.randrange(end) for _ in range(rng.randint(1, 40))] for _ in range(n)]

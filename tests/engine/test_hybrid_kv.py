@@ -29,6 +29,7 @@ from tests.engine.harness import (
     metric,
     runner_stats,
     serve,
+    text_id_end,
 )
 from vllm_tt_plugin.kv_cache import compute_block_budget
 
@@ -64,13 +65,14 @@ def config() -> dict[str, Any]:
 
 
 def long_prompts(cfg: dict[str, Any], n: int, seed: int, lo: int, hi: int) -> list[list[int]]:
-    """Token-id prompts around and well beyond the window (specials skipped)."""
+    """Token-id prompts around and well beyond the window (ordinary ids only)."""
     rng = random.Random(seed)
     window = cfg["sliding_window"]
     lengths = [window - 1, window, window + 1, 2 * BLOCK + 1]
     while len(lengths) < n:
         lengths.append(rng.randint(lo, hi))
-    return [[rng.randrange(8, cfg["vocab_size"]) for _ in range(k)] for k in lengths[:n]]
+    end = text_id_end(MODEL)
+    return [[rng.randrange(end) for _ in range(k)] for k in lengths[:n]]
 
 
 def hf_reference(prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> list[list[int]]:
@@ -169,10 +171,9 @@ def test_hybrid_parity_device_sampling_async_no_prefix_cache_and_preemption(
     prefix caching on TT (contract v2): asked for, it is turned off with a warning."""
     window = config["sliding_window"]
     rng = random.Random(7)
-    prefix = [rng.randrange(8, config["vocab_size"]) for _ in range(2 * window + 40)]
-    shared = [
-        prefix + [rng.randrange(8, 1000) for _ in range(rng.randint(1, 60))] for _ in range(8)
-    ]
+    end = text_id_end(MODEL)
+    prefix = [rng.randrange(end) for _ in range(2 * window + 40)]
+    shared = [prefix + [rng.randrange(end) for _ in range(rng.randint(1, 60))] for _ in range(8)]
     prompts = shared + long_prompts(config, 8, seed=2, lo=window + 2, hi=300)
     max_tokens = 48
     want = hf_reference(prompts, max_tokens)

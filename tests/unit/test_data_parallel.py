@@ -296,6 +296,10 @@ def test_kv_budget_is_per_lane(make_config: Any) -> None:
         (None, None),
         ("4,5,6,7", None),
         ("0,1,2,3,4,5,6,7", None),  # parent-wide visibility, inherited by every rank
+        ("7,6,5,4,3,2,1,0", None),  # the same parent-wide set, in another order
+        # A strict superset of the group that misses another rank's group is no parent-wide
+        # value: a wrong per-rank assignment.
+        ("3,4,5,6,7", "a per-rank value must equal the group exactly"),
         ("0,1,2,3", "TT_VISIBLE_DEVICES=\\[0, 1, 2, 3\\] for DP rank 1 does not match"),
         ("4,5,6", "does not match its discovered device group \\[4, 5, 6, 7\\]"),
     ],
@@ -327,3 +331,33 @@ def test_rank_opens_only_its_group(
         assert worker.mesh.spec.shape == (1, 4)
     finally:
         worker.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("model_class", "dp"), [(f"{FAKES}:CapableModel", 2), (f"{FAKES}:LaneModel", 4)]
+)
+def test_in_process_engine_core_is_refused_with_dp_before_any_device_opens(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch, model_class: str, dp: int
+) -> None:
+    def no_discovery(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("device discovery (a mesh open) ran before the refusal")
+
+    monkeypatch.setattr(
+        "vllm_tt_plugin.utils.device_discovery.discover_device_groups", no_discovery
+    )
+    monkeypatch.setenv("MESH_DEVICE", "T3K")
+    monkeypatch.delenv(GROUPS_ENV, raising=False)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    with pytest.raises(
+        ValueError,
+        match=rf"VLLM_ENABLE_V1_MULTIPROCESSING=0 is not compatible with --data-parallel-size {dp}",
+    ):
+        make_config(model_class=model_class, data_parallel_size=dp, tt={"emulated_mesh": True})
+
+
+def test_in_process_engine_core_without_dp_is_accepted(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    config = make_config(tt={"emulated_mesh": True})
+    assert config.parallel_config.data_parallel_size == 1

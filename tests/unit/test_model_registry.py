@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from vllm_tt_plugin import model_registry
+from vllm_tt_plugin import entrypoints, model_registry
 from vllm_tt_plugin.model_registry import (
     RegistryError,
     TTModelRegistry,
@@ -31,79 +32,179 @@ def bundle(root: Path, name: str, meta: Any) -> Path:
     return folder
 
 
-def test_builtin_map_defaults() -> None:
-    reg = TTModelRegistry.from_env({})
-    assert reg.resolve("TTLlamaForCausalLM").target == LLAMA_TT
-    assert reg.resolve("TTLlamaForCausalLM").source == "builtin"
-    assert not reg.resolve("TTLlamaForCausalLM").lane_data_parallel
-    assert reg.resolve("TTGptOssForCausalLM").lane_data_parallel
-    for arch in (
-        "TTQwen2ForCausalLM",
+TT = "models.tt_transformers.tt.generator_vllm"
+GALAXY = "models.demos.llama3_70b_galaxy.tt.generator_vllm"
+GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
+DIFFUSION = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
+
+# The "Registry targets (real module paths)" table of TT_MODEL_CONTRACT.md (version 2), as the
+# spec states it: (selector environment, architecture as vLLM is asked for it, target, lanes).
+CONTRACT_TABLE: list[tuple[dict[str, str], str, str, bool]] = [
+    ({}, "TTLlamaForCausalLM", f"{TT}:LlamaForCausalLM", False),
+    ({"TT_LLAMA_TEXT_VER": "llama3_70b_galaxy"}, "TTLlamaForCausalLM", LLAMA_GALAXY, True),
+    (
+        {"TT_LLAMA_TEXT_VER": "llama2_70b"},
+        "TTLlamaForCausalLM",
+        "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM",
+        False,
+    ),
+    ({}, "TTQwen2ForCausalLM", f"{TT}:QwenForCausalLM", False),
+    ({}, "TTQwen3ForCausalLM", f"{TT}:QwenForCausalLM", False),
+    (
+        {"TT_QWEN3_TEXT_VER": "qwen3_32b_galaxy"},
         "TTQwen3ForCausalLM",
-        "TTMistralForCausalLM",
-        "TTGemma3ForConditionalGeneration",
-        "TTMllamaForConditionalGeneration",
-        "TTDeepseekV3ForCausalLM",
-        "TTGemma4ForCausalLM",
-        "TTDiffusionGemmaForBlockDiffusion",
-        "TTDiffusionGemmaForCausalLM",
+        f"{GALAXY}:QwenForCausalLM",
+        True,
+    ),
+    # The selector changes Qwen 3 only; Qwen 2.5 stays on tt_transformers.
+    (
+        {"TT_QWEN3_TEXT_VER": "qwen3_32b_galaxy"},
+        "TTQwen2ForCausalLM",
+        f"{TT}:QwenForCausalLM",
+        False,
+    ),
+    (
+        {},
         "TTQwen3_5ForConditionalGeneration",
+        "models.demos.blackhole.qwen36.tt.qwen36_vllm:Qwen36ForCausalLM",
+        False,
+    ),
+    (
+        {"TT_QWEN35_TEXT_VER": "qwen36_blackhole"},
+        "TTQwen3_5ForConditionalGeneration",
+        "models.demos.blackhole.qwen36.tt.qwen36_vllm:Qwen36ForCausalLM",
+        False,
+    ),
+    ({}, "TTMistralForCausalLM", f"{TT}:MistralForCausalLM", False),
+    (
+        {},
         "TTMistral3ForConditionalGeneration",
+        f"{TT}:Mistral3ForConditionalGeneration",
+        False,
+    ),
+    ({}, "TTGemma3ForConditionalGeneration", f"{TT}:Gemma3ForConditionalGeneration", False),
+    ({}, "TTMllamaForConditionalGeneration", f"{TT}:MllamaForConditionalGeneration", False),
+    (
+        {},
         "TTQwen2_5_VLForConditionalGeneration",
+        "models.demos.qwen25_vl.tt.generator_vllm:Qwen2_5_VLForConditionalGeneration",
+        False,
+    ),
+    (
+        {},
         "TTQwen3VLForConditionalGeneration",
-        "TTGemma4ForConditionalGeneration",
-        "TTGemma4UnifiedForConditionalGeneration",
-    ):
-        entry = reg.get(arch)
-        assert entry is not None, arch
-        assert entry.source == "builtin" and ":" in entry.target, entry
-        # Lanes only for the Galaxy generators (selected by version) and GPT-OSS.
-        assert not entry.lane_data_parallel, arch
-    # Gemma 4 aliases share one serving class.
-    gemma4 = {
-        reg.resolve(a).target
-        for a in (
-            "TTGemma4ForCausalLM",
-            "TTGemma4ForConditionalGeneration",
-            "TTGemma4UnifiedForConditionalGeneration",
+        "models.demos.qwen3_vl.tt.generator_vllm:Qwen3VLForConditionalGeneration",
+        False,
+    ),
+    *(
+        ({}, f"{prefix}{arch}", GEMMA4, False)
+        for prefix in ("", "TT")
+        for arch in (
+            "Gemma4ForCausalLM",
+            "Gemma4ForConditionalGeneration",
+            "Gemma4UnifiedForConditionalGeneration",
         )
-    }
-    assert len(gemma4) == 1
+    ),
+    *(
+        ({}, f"{prefix}{arch}", DIFFUSION, False)
+        for prefix in ("", "TT")
+        for arch in ("DiffusionGemmaForBlockDiffusion", "DiffusionGemmaForCausalLM")
+    ),
+    (
+        {},
+        "TTDeepseekV3ForCausalLM",
+        "models.demos.deepseek_v3.tt.generator_vllm:DeepseekV3ForCausalLM",
+        False,
+    ),
+    ({}, "TTGptOssForCausalLM", f"{TT}:GptOssForCausalLM", True),
+]
+
+
+@pytest.fixture
+def vllm_models(clean_registry: None) -> Iterator[dict[str, Any]]:
+    """vLLM's real model table, restored afterwards (registration writes into a global)."""
+    from vllm import ModelRegistry
+
+    saved = dict(ModelRegistry.models)
+    yield ModelRegistry.models
+    ModelRegistry.models.clear()
+    ModelRegistry.models.update(saved)
+
+
+def _registered_target(models: dict[str, Any], arch: str) -> str:
+    entry = models[arch]
+    return f"{entry.module_name}:{entry.class_name}"  # vLLM's _LazyRegisteredModel
 
 
 @pytest.mark.parametrize(
     ("env", "arch", "target", "lane_dp"),
+    CONTRACT_TABLE,
+    ids=[f"{a}-{'-'.join(e.values()) or 'default'}" for e, a, _, _ in CONTRACT_TABLE],
+)
+def test_each_architecture_resolves_through_vllm_to_the_contract_target(
+    env: dict[str, str],
+    arch: str,
+    target: str,
+    lane_dp: bool,
+    vllm_models: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    entrypoints.register()  # the plugin's vllm.general_plugins entry point
+    assert _registered_target(vllm_models, arch) == target
+    # The platform's own lookup (after its TT-prefix rewrite) agrees with vLLM's table.
+    served = get_registry().resolve(tt_arch(arch))
+    assert (served.target, served.source, served.lane_data_parallel) == (target, "builtin", lane_dp)
+
+
+def test_plain_gemma4_names_replace_vllm_own_classes(vllm_models: dict[str, Any]) -> None:
+    # vLLM ships its own classes under these names (Gemma 4 multimodal, block diffusion); the
+    # plugin's registration must win, or vLLM would configure a TT launch for its own class.
+    model_registry.register_with_vllm(get_registry())
+    for arch in model_registry.PLAIN_NAME_ARCHS:
+        assert _registered_target(vllm_models, arch) == _registered_target(
+            vllm_models, tt_arch(arch)
+        )
+    # An override of the TT name carries over to the plain name vLLM inspects.
+    overridden = {"TT_MODEL_CLASS_OVERRIDES": "TTGemma4ForCausalLM=pkg.gemma:Dflash"}
+    model_registry.register_with_vllm(TTModelRegistry.from_env(overridden))
+    assert _registered_target(vllm_models, "Gemma4ForCausalLM") == "pkg.gemma:Dflash"
+    assert _registered_target(vllm_models, "Gemma4ForConditionalGeneration") == GEMMA4
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
     [
-        ({"TT_LLAMA_TEXT_VER": "llama3_70b_galaxy"}, "TTLlamaForCausalLM", LLAMA_GALAXY, True),
-        ({"TT_LLAMA_TEXT_VER": "tt_transformers"}, "TTLlamaForCausalLM", LLAMA_TT, False),
-        (
-            {"TT_QWEN3_TEXT_VER": "qwen3_32b_galaxy"},
-            "TTQwen3ForCausalLM",
-            "models.demos.llama3_70b_galaxy.tt.generator_vllm:QwenForCausalLM",
-            True,
-        ),
-        (
-            {},
-            "TTQwen3_5ForConditionalGeneration",
-            "models.demos.qwen35.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
-            False,
-        ),
-        (
-            {"TT_QWEN35_TEXT_VER": "qwen35_galaxy"},
-            "TTQwen3_5ForConditionalGeneration",
-            "models.demos.qwen35_galaxy.tt.generator_vllm:Qwen3_5ForConditionalGeneration",
-            False,
-        ),
+        ("TT_LLAMA_TEXT_VER", "llama5"),
+        ("TT_QWEN3_TEXT_VER", "qwen3_galaxy"),
+        # Version 1 of the contract named these; the real module is the Qwen 3.6 Blackhole one.
+        ("TT_QWEN35_TEXT_VER", "qwen35"),
+        ("TT_QWEN35_TEXT_VER", "qwen35_galaxy"),
     ],
 )
-def test_version_selectors(env: dict[str, str], arch: str, target: str, lane_dp: bool) -> None:
-    entry = TTModelRegistry.from_env(env).resolve(arch)
-    assert (entry.target, entry.lane_data_parallel) == (target, lane_dp)
+def test_unknown_selector_value_is_named(
+    var: str, value: str, clean_registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(RegistryError, match=rf"{var}='{value}' is not a known version") as info:
+        get_registry()
+    accepted = model_registry.selector_versions()[var]
+    assert f"accepted: {', '.join(accepted)}" in str(info.value)
 
 
-def test_unknown_selector_version_is_named() -> None:
-    with pytest.raises(RegistryError, match="TT_LLAMA_TEXT_VER='llama5'.*tt_transformers"):
-        TTModelRegistry.from_env({"TT_LLAMA_TEXT_VER": "llama5"})
+def test_every_builtin_target_is_listed_for_parity_checks() -> None:
+    # Each selector value's target is covered, not only the default's.
+    targets = model_registry.all_builtin_targets()
+    for var, versions in model_registry.selector_versions().items():
+        for version in versions:
+            for target, _lanes in model_registry.builtin_targets({var: version}).values():
+                assert target in targets, (var, version, target)
+    assert targets[GEMMA4] == (
+        "TTGemma4ForCausalLM",
+        "TTGemma4ForConditionalGeneration",
+        "TTGemma4UnifiedForConditionalGeneration",
+    )
 
 
 def test_builtin_models_can_be_disabled(tmp_path: Path) -> None:

@@ -19,9 +19,11 @@ from safetensors import safe_open
 from transformers import AutoTokenizer, LlamaForCausalLM, PreTrainedTokenizerFast
 
 CKPT = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "tt-reference-llama"
-SPECIAL = {"<|pad|>": 0, "<|bos|>": 1, "<|eos|>": 2, "<|system|>": 3, "<|user|>": 4,
-           "<|assistant|>": 5, "<|end|>": 6}  # fmt: skip
-BOS, EOS = 1, 2
+VOCAB = 1024
+# On top of the vocabulary, in this order, as Llama 3 keeps its special tokens.
+SPECIAL = {"<|pad|>": 1017, "<|bos|>": 1018, "<|eos|>": 1019, "<|system|>": 1020,
+           "<|user|>": 1021, "<|assistant|>": 1022, "<|end|>": 1023}  # fmt: skip
+BOS, EOS, PAD = 1018, 1019, 1017
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def _generate(
             torch.tensor([ids]),
             max_new_tokens=n,
             eos_token_id=EOS,
-            pad_token_id=0,
+            pad_token_id=PAD,
             logits_processor=logits_processor,
             **kwargs,
         )
@@ -86,7 +88,8 @@ def test_config_is_the_reference_llama_architecture() -> None:
     assert cfg["head_dim"] * cfg["num_attention_heads"] == cfg["hidden_size"]
     assert cfg["max_position_embeddings"] == 4096
     assert cfg["dtype"] == "float32"
-    assert (cfg["bos_token_id"], cfg["eos_token_id"]) == (BOS, EOS)
+    assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (BOS, EOS, PAD)
+    assert cfg["vocab_size"] == VOCAB
 
 
 def test_generation_config_carries_only_token_ids() -> None:
@@ -111,7 +114,7 @@ def test_tokenizer_config_and_special_tokens(tok: PreTrainedTokenizerFast) -> No
     assert isinstance(tok, PreTrainedTokenizerFast)
     assert len(tok) == _read("config.json")["vocab_size"]
     assert {t: tok.convert_tokens_to_ids(t) for t in SPECIAL} == SPECIAL
-    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS, EOS, 0)
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS, EOS, PAD)
     assert set(SPECIAL) <= set(tok.all_special_tokens)
 
 

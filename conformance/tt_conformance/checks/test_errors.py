@@ -112,7 +112,7 @@ def _status_of(server: ServerInfo, case: tuple[str, str, dict[str, Any], str]) -
     # One session per thread: requests.Session is not safe to share between threads.
     from tt_conformance.rawhttp import RawHttp
 
-    http = RawHttp(server.base_url, server.model, timeout=REQUEST_TIMEOUT_S)
+    http = RawHttp(server.base_url, server.model, timeout=REQUEST_TIMEOUT_S, api_key=server.api_key)
     try:
         return send(http, case[1], case[2]).status_code
     finally:

@@ -1,0 +1,122 @@
+"""Fold a ``vllm bench serve --save-result`` JSON into a report's perf section.
+
+The result's keys (vLLM 0.26.0, vllm/benchmarks/serve.py): ``{mean,median,std,p99}_{ttft,tpot,
+itl,e2el}_ms`` (the percentiles asked for with --metric-percentiles), ``output_throughput``,
+``total_token_throughput``, ``completed``, ``total_input_tokens``, ``total_output_tokens``,
+``max_concurrency``, ``num_prompts`` and, with --save-detailed, ``input_lens``, ``output_lens``,
+``ttfts`` and ``itls``. Figures get the same names and identity keys as the harness's own
+(``ttft_mean@i128o128c32``) with source "vllm-bench"; input/output lengths are the per-request
+means unless given, concurrency is ``max_concurrency`` unless given. With detailed results the
+inter-token gaps are checked for burst delivery like the harness's own streams.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tt_conformance.perfshapes import figure_key
+from tt_conformance.perfstats import StreamTiming, delivery_problems
+from tt_conformance.report import PerfFigure
+
+BENCH_CHECK = "vllm bench serve"
+METRICS = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "median", "p99")
+
+
+class BenchImportError(ValueError):
+    """The file is not a vllm bench serve result the harness can use."""
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    input_len: int
+    output_len: int
+    concurrency: int
+
+
+def bench_shape(
+    data: dict[str, Any],
+    input_len: int | None = None,
+    output_len: int | None = None,
+    concurrency: int | None = None,
+) -> BenchShape:
+    completed = data.get("completed")
+    if not isinstance(completed, int) or completed < 1:
+        raise BenchImportError("'completed' is missing or 0: the benchmark served no request")
+
+    def mean_len(key: str, given: int | None, flag: str) -> int:
+        if given is not None:
+            return given
+        total = data.get(key)
+        if not isinstance(total, (int, float)):
+            raise BenchImportError(f"'{key}' is missing: pass {flag}")
+        return round(total / completed)
+
+    conc = concurrency if concurrency is not None else data.get("max_concurrency")
+    if not isinstance(conc, int) or conc < 1:
+        raise BenchImportError(
+            "the result has no max_concurrency (the run was not capped): pass --concurrency"
+        )
+    return BenchShape(
+        mean_len("total_input_tokens", input_len, "--input-len"),
+        mean_len("total_output_tokens", output_len, "--output-len"),
+        conc,
+    )
+
+
+def bench_delivery_problems(data: dict[str, Any]) -> list[str]:
+    ttfts, itls, lens = data.get("ttfts"), data.get("itls"), data.get("output_lens")
+    if not (isinstance(ttfts, list) and isinstance(itls, list) and isinstance(lens, list)):
+        return []
+    streams = []
+    for ttft, gaps, n in zip(ttfts, itls, lens, strict=False):
+        if not isinstance(gaps, list) or not n:
+            continue
+        times = [ttft]
+        for gap in gaps:
+            times.append(times[-1] + gap)
+        per_chunk = n / len(times)
+        streams.append(StreamTiming(sent=0.0, chunks=tuple((t, per_chunk) for t in times)))
+    return delivery_problems(streams, [])
+
+
+def bench_figures(
+    data: dict[str, Any], shape: BenchShape, flag: str | None = None
+) -> dict[str, PerfFigure]:
+    key = figure_key(shape.input_len, shape.output_len, shape.concurrency)
+    ident = {
+        "input_len": shape.input_len,
+        "output_len": shape.output_len,
+        "concurrency": shape.concurrency,
+        "source": "vllm-bench",
+        "check": BENCH_CHECK,
+        "flag": flag,
+    }
+    out: dict[str, PerfFigure] = {}
+
+    def add(metric: str, stat: str, value: Any, unit: str, better: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        if not math.isfinite(value):
+            return
+        name = f"{metric}_{stat}@{key}" if stat != "value" else f"{metric}@{key}"
+        out[name] = PerfFigure(
+            name=name, value=float(value), unit=unit, better=better, metric=metric, stat=stat,
+            **ident,
+        )  # fmt: skip
+
+    for metric in METRICS:
+        for stat in STATS:
+            add(metric, stat, data.get(f"{stat}_{metric}_ms"), "ms", "lower")
+    for stat in STATS:
+        tpot = data.get(f"{stat}_tpot_ms")
+        if isinstance(tpot, (int, float)) and tpot > 0:
+            add("tps_user", stat, 1000.0 / tpot, "tok/s/user", "higher")
+    add("tps", "value", data.get("output_throughput"), "tok/s", "higher")
+    if not any(name.startswith(("ttft", "tpot")) for name in out):
+        raise BenchImportError(
+            "no TTFT/TPOT figures in the file: is it a `vllm bench serve --save-result` JSON?"
+        )
+    return out

@@ -1,0 +1,68 @@
+"""The published JSON schemas, generated from the pydantic models (report.py, expectations.py).
+
+    python -m tt_conformance.schema [--check] [DIR ...]
+
+writes ``report.schema.json`` and ``expectations.schema.json`` into this package's ``schemas/``
+directory and each DIR (the repository passes ``docs/``); ``--check`` only compares and exits 1
+when a file is stale (tests run it, so the shipped schemas never drift from the models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tt_conformance.expectations import Expectations
+from tt_conformance.report import Report, atomic_write_text
+
+PACKAGE_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMAS: dict[str, type] = {
+    "report.schema.json": Report,
+    "expectations.schema.json": Expectations,
+}
+
+
+def schema_of(model: Any, title: str) -> dict[str, Any]:
+    schema = model.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://github.com/tenstorrent/vllm-tt-plugin/schemas/{title}",
+        **schema,
+    }
+
+
+def rendered() -> dict[str, str]:
+    return {
+        name: json.dumps(schema_of(model, name), indent=2, sort_keys=True) + "\n"
+        for name, model in SCHEMAS.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("dirs", nargs="*", type=Path)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    stale = []
+    for directory in [PACKAGE_DIR, *args.dirs]:
+        for name, text in rendered().items():
+            path = directory / name
+            current = path.read_text(encoding="utf-8") if path.is_file() else None
+            if current == text:
+                continue
+            if args.check:
+                stale.append(str(path))
+            else:
+                atomic_write_text(path, text)
+                print(f"wrote {path}")
+    if stale:
+        print("stale schema files (run python -m tt_conformance.schema docs): " + ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Status tiers in Tenstorrent's vocabulary, derived from a report alone.
+
+    fail          a check failed or errored, a check module did not collect, or the accuracy
+                  verdict is fail
+    experimental  the checks pass, but accuracy has no passing verdict (no entry in the
+                  expectations, or the accuracy check did not run), or a perf target says
+                  the run is below its functional fraction, or the server is not a TT server
+                  (device ``not-tt``: no tt_plugin_info, so its TT-path checks were not
+                  applicable and nothing TT was certified; never above experimental)
+    functional    checks pass (expected failures allowed), accuracy passes, and every perf
+                  target reaches its functional fraction
+    complete      functional, with no expected failures and every perf target at its complete
+                  fraction. Perf targets only apply to hardware runs: emulated perf is
+                  informational, so an emulated run stops at functional.
+
+Every tier comes with the reason and what blocks the next tier, for the report and the matrix.
+Perf targets are evaluated against the expectations once, when a report is written
+(`evaluate_targets`), and stored in the report; the tier is then a function of the report.
+"""
+
+from __future__ import annotations
+
+from tt_conformance._names import NOT_TT_DEVICE
+from tt_conformance.expectations import Expectations
+from tt_conformance.report import FAILING, PerfTargetResult, Report, Tier
+
+INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})
+_RANK = {"functional": 1, "complete": 2, "target": 3}
+
+
+def perf_is_informational(device: str) -> bool:
+    return device in INFORMATIONAL_DEVICES
+
+
+def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTargetResult, ...]:
+    """Each perf target of the expectations against the report's figure of the same name."""
+    out = []
+    for name, target in sorted(expectations.perf_targets.items()):
+        fig = report.perf.get(name)
+        fraction: float | None = None
+        if fig is None:
+            met = "missing"
+        elif fig.flag:
+            met = "unreliable"
+        else:
+            if fig.better == "higher":
+                fraction = fig.value / target.reference
+            else:
+                fraction = target.reference / fig.value if fig.value > 0 else None
+            met = "below"
+            if fraction is not None:
+                for level in ("target", "complete", "functional"):
+                    if fraction >= getattr(target, level):
+                        met = level
+                        break
+        out.append(
+            PerfTargetResult(
+                figure=name,
+                reference=target.reference,
+                source=target.source,
+                functional=target.functional,
+                complete=target.complete,
+                target=target.target,
+                fraction=None if fraction is None else round(fraction, 4),
+                met=met,
+            )
+        )
+    return tuple(out)
+
+
+def derive_tier(report: Report) -> Tier:
+    failing = sorted(c.id for c in report.checks_with(*FAILING))
+    if report.collection_errors:
+        return Tier(
+            tier="fail",
+            reason=f"{len(report.collection_errors)} check module(s) did not collect",
+            next_blocker="fix the collection errors",
+        )
+    if failing:
+        return Tier(
+            tier="fail",
+            reason=f"{len(failing)} failing check(s): {', '.join(failing[:3])}"
+            + (" …" if len(failing) > 3 else ""),
+            next_blocker="experimental needs every check to pass or be an expected failure",
+        )
+    bad_accuracy = [a for a in report.accuracy if a.verdict == "fail"]
+    if bad_accuracy:
+        a = bad_accuracy[0]
+        return Tier(
+            tier="fail",
+            reason=f"accuracy on {a.task}: {a.score:.3f} below the bar ({a.reason})",
+            next_blocker="experimental needs the accuracy verdict to pass",
+        )
+    if not report.checks:
+        return Tier(tier="fail", reason="no checks ran", next_blocker="run the suite")
+    if report.device == NOT_TT_DEVICE:
+        return Tier(
+            tier="experimental",
+            reason="generic checks pass, but the server shows no TT plugin (no tt_plugin_info "
+            "on /metrics): its TT-path checks were not applicable, nothing TT is certified",
+            next_blocker="functional needs a vllm-tt-plugin server publishing its metrics "
+            "(TT_VLLM_METRICS not 0)",
+        )
+    if not report.accuracy:
+        return Tier(
+            tier="experimental",
+            reason="checks pass; accuracy not measured",
+            next_blocker="functional needs a passing accuracy verdict: add an accuracy entry "
+            "to the expectations",
+        )
+    accuracy = ", ".join(f"{a.task} {a.score:.3f}" for a in report.accuracy)
+    reason = f"checks pass, accuracy passes ({accuracy})"
+    if perf_is_informational(report.device):
+        return Tier(
+            tier="functional",
+            reason=f"{reason}; perf targets not applied ({report.device} perf is informational)",
+            next_blocker="complete needs a hardware run meeting the perf targets' complete "
+            "fraction",
+        )
+    if not report.perf_targets:
+        return Tier(
+            tier="functional",
+            reason=f"{reason}; no perf targets in the expectations",
+            next_blocker="complete needs perf targets (fractions of a theoretical or published "
+            "figure) in the expectations, met at their complete fraction",
+        )
+    low = [t for t in report.perf_targets if _RANK.get(t.met, 0) < _RANK["functional"]]
+    if low:
+        return Tier(
+            tier="experimental",
+            reason=f"{reason}; perf below the functional target: {_targets_text(low)}",
+            next_blocker="functional needs every perf target at its functional fraction",
+        )
+    short = [t for t in report.perf_targets if _RANK[t.met] < _RANK["complete"]]
+    xfails = sorted(c.id for c in report.checks_with("xfail"))
+    if short or xfails:
+        blockers = []
+        if short:
+            blockers.append(f"perf at the complete fraction ({_targets_text(short)})")
+        if xfails:
+            blockers.append(f"no expected failures ({len(xfails)}: {', '.join(xfails[:2])})")
+        return Tier(
+            tier="functional",
+            reason=f"{reason}; perf targets at the functional fraction",
+            next_blocker="complete needs " + " and ".join(blockers),
+        )
+    return Tier(
+        tier="complete",
+        reason=f"{reason}; every perf target at its complete fraction",
+        next_blocker=None,
+    )
+
+
+def _targets_text(targets: list[PerfTargetResult]) -> str:
+    parts = []
+    for t in targets[:3]:
+        got = "n/a" if t.fraction is None else f"{t.fraction:.0%}"
+        parts.append(f"{t.figure} {got} of {t.reference:g} ({t.met})")
+    return "; ".join(parts)

@@ -1,0 +1,666 @@
+"""Real tt-metal adapter signatures as data, and binding the plugin's calls to them.
+
+``fixtures/tt_metal/signatures.json`` holds, per class the built-in registry targets (and the
+base classes they inherit methods from), the real parameter lists curated from the project's
+spec data, each with its public source. This module turns them into typed profiles and binds
+calls to them with ``inspect.Signature.bind``, so a renamed, missing or unexpected argument is
+caught without tt-metal, a device or an import of the model. It imports only the standard
+library: ``tox -e contract-parity`` runs it without vLLM or torch.
+
+API (see also docs/CONTRACT_PARITY.md)::
+
+    profiles = load_profiles()                      # {"module:Class": FamilyProfile}
+    llama = profiles["models.tt_transformers.tt.generator_vllm:LlamaForCausalLM"]
+    bind_call(llama, "decode_forward", (), {"tokens": t, "page_table": p, ...})
+    # -> inspect.BoundArguments, or ContractMismatch (a TypeError) naming the family, the
+    #    method and each renamed / missing / unexpected argument.
+
+``FamilyProfile.lookup(method)`` follows the profile's bases as Python follows a class's, and a
+pass-through ``(*args, **kwargs)`` method that ``delegates_to`` another is bound to both.
+``CALL_SHAPES`` and ``plan_calls(shape, ctx)`` list the calls the plugin makes to a family under
+contract version 2 (names only), for checking a tt-metal checkout (``contract_parity``).
+
+Signature text: ``(a, b=, *, c=, **kwargs)``: ``name=`` has a default, names after ``*`` (or
+``*args``) are keyword-only, ``/`` ends positional-only names.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+# The repository's fixture (the module lives in plugin/vllm_tt_plugin/).
+DEFAULT_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tt_metal" / "signatures.json"
+
+
+class _HasDefault:
+    """Stands for a parameter default whose value the data does not give."""
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+HAS_DEFAULT: Any = _HasDefault()
+
+
+class FixtureError(ValueError):
+    """The signature fixture is malformed; the message names the profile, method and field."""
+
+
+ProblemKind = Literal["renamed", "missing", "unexpected", "positional", "duplicate", "no_method"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: ProblemKind
+    argument: str
+    detail: str
+
+
+class ContractMismatch(TypeError):
+    """A call does not bind to a real adapter signature (a TypeError, as the real call would be)."""
+
+    def __init__(self, target: str, family: str, method: str, problems: Sequence[Problem]):
+        self.target = target
+        self.family = family
+        self.method = method
+        self.problems = tuple(problems)
+        details = "; ".join(p.detail for p in self.problems)
+        super().__init__(f"{family} ({target}).{method}: {details}")
+
+
+# --- signatures -------------------------------------------------------------------------------
+
+
+def signature_from_ast(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, *, drop_first: bool
+) -> inspect.Signature:
+    """The call signature of a ``def`` (``drop_first`` drops ``self``/``cls``); defaults are
+    marked ``HAS_DEFAULT`` (their values are not evaluated)."""
+    a = node.args
+    kinds = inspect.Parameter
+    positional = [(p.arg, kinds.POSITIONAL_ONLY) for p in a.posonlyargs]
+    positional += [(p.arg, kinds.POSITIONAL_OR_KEYWORD) for p in a.args]
+    first_default = len(positional) - len(a.defaults)
+    params = [
+        inspect.Parameter(name, kind, default=HAS_DEFAULT if i >= first_default else kinds.empty)
+        for i, (name, kind) in enumerate(positional)
+    ]
+    if drop_first and params:
+        params = params[1:]
+    if a.vararg is not None:
+        params.append(inspect.Parameter(a.vararg.arg, kinds.VAR_POSITIONAL))
+    for p, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        has = default is not None
+        params.append(
+            inspect.Parameter(
+                p.arg, kinds.KEYWORD_ONLY, default=HAS_DEFAULT if has else kinds.empty
+            )
+        )
+    if a.kwarg is not None:
+        params.append(inspect.Parameter(a.kwarg.arg, kinds.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+_BARE_DEFAULT = re.compile(r"=\s*(?=[,)])")
+
+
+def parse_signature(text: str, where: str = "signature") -> inspect.Signature:
+    """``"(tokens, page_table=, *, reload_inputs=, **kwargs)"`` -> ``inspect.Signature``."""
+    stripped = text.strip()
+    if not (stripped.startswith("(") and stripped.endswith(")")):
+        raise FixtureError(f"{where}: {text!r} is not a parenthesised parameter list")
+    source = f"def _f{_BARE_DEFAULT.sub('=...', stripped)}: pass"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise FixtureError(f"{where}: cannot parse {text!r}: {exc.msg}") from exc
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    return signature_from_ast(fn, drop_first=False)
+
+
+def format_signature(sig: inspect.Signature) -> str:
+    """The fixture's text form of a signature (defaults shown as a bare ``=``)."""
+    kinds = inspect.Parameter
+    parts: list[str] = []
+    star_written = False
+    previous: Any = None
+    for p in sig.parameters.values():
+        if previous is kinds.POSITIONAL_ONLY and p.kind is not kinds.POSITIONAL_ONLY:
+            parts.append("/")
+        if p.kind is kinds.KEYWORD_ONLY and not star_written:
+            parts.append("*")
+            star_written = True
+        if p.kind is kinds.VAR_POSITIONAL:
+            parts.append(f"*{p.name}")
+            star_written = True
+        elif p.kind is kinds.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+        else:
+            parts.append(p.name + ("=" if p.default is not kinds.empty else ""))
+        previous = p.kind
+    if previous is kinds.POSITIONAL_ONLY:
+        parts.append("/")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _diagnose(sig: inspect.Signature, n_positional: int, keywords: Iterable[str]) -> list[Problem]:
+    kinds = inspect.Parameter
+    params = list(sig.parameters.values())
+    positional = [
+        p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+    ]
+    var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params)
+    problems: list[Problem] = []
+    if n_positional > len(positional) and not var_pos:
+        problems.append(
+            Problem(
+                "positional",
+                "*",
+                f"takes {len(positional)} positional argument(s), the call passes {n_positional}",
+            )
+        )
+    supplied = {p.name for p in positional[:n_positional]}
+    by_name = {p.name: p for p in params if p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)}
+    unexpected: list[str] = []
+    for name in keywords:
+        param = by_name.get(name)
+        if param is not None and param.kind is not kinds.POSITIONAL_ONLY:
+            if name in supplied:
+                problems.append(
+                    Problem("duplicate", name, f"argument {name!r} given positionally and by name")
+                )
+            supplied.add(name)
+        elif not var_kw:
+            unexpected.append(name)
+    missing = [
+        p.name
+        for p in params
+        if p.default is kinds.empty
+        and p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)
+        and p.name not in supplied
+    ]
+    unsupplied = [n for n in by_name if n not in supplied]
+    for name in unexpected:
+        # A qualified variant (reload_sampling_params vs sampling_params) is another parameter,
+        # not a rename.
+        candidates = [
+            n for n in unsupplied if not (name.endswith(f"_{n}") or n.endswith(f"_{name}"))
+        ]
+        match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+        if not match and len(unexpected) == 1 and len(missing) == 1:
+            match = missing
+        if match:
+            problems.append(
+                Problem(
+                    "renamed",
+                    name,
+                    f"argument {name!r} is not accepted; the signature names {match[0]!r} "
+                    "(renamed?)",
+                )
+            )
+            unsupplied.remove(match[0])
+            if match[0] in missing:
+                missing.remove(match[0])
+        else:
+            problems.append(Problem("unexpected", name, f"unexpected argument {name!r}"))
+    problems.extend(
+        Problem("missing", name, f"missing required argument {name!r}") for name in missing
+    )
+    return problems
+
+
+def bind_signature(
+    sig: inspect.Signature,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    target: str,
+    family: str,
+    method: str,
+) -> inspect.BoundArguments:
+    """``sig.bind(*args, **kwargs)``, failing with a ContractMismatch that names the problem."""
+    try:
+        return sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        problems = _diagnose(sig, len(args), kwargs) or [Problem("unexpected", "?", str(exc))]
+        sig_text = format_signature(sig)
+        raise ContractMismatch(target, family, f"{method}{sig_text}", problems) from exc
+
+
+# --- profiles ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodProfile:
+    name: str
+    signature: inspect.Signature
+    text: str
+    source: str
+    is_classmethod: bool = False
+    delegates_to: str | None = None  # looked up from the owner's bases (a super() call)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class FamilyFacts:
+    """What decides the conditional arguments the plugin sends to a family (contract v2)."""
+
+    decode_contract: int = 0  # decode_input_update_contract: >= 1 -> the four reload commands
+    device_sampling: bool = False  # supports_sample_on_device
+    hybrid: bool = False  # get_kv_cache_spec present -> hybrid page tables
+    mrope: bool = False  # rope_deltas_all_users on decode
+    multimodal_kwargs: tuple[str, ...] = ()
+    block_output: bool = False  # release_request / release_persistent_capture
+
+
+@dataclass(frozen=True)
+class FamilyProfile:
+    target: str  # "module.path:ClassName"
+    family: str
+    role: Literal["served", "base"]
+    facts: FamilyFacts
+    methods: Mapping[str, MethodProfile]
+    bases: tuple[FamilyProfile, ...] = ()
+    known_breaks: Mapping[str, str] = field(default_factory=dict)
+    notes: str = ""
+
+    def lookup(self, method: str) -> tuple[FamilyProfile, MethodProfile] | None:
+        """(owner, method) as attribute lookup finds it: this class, then its bases in order."""
+        if method in self.methods:
+            return self, self.methods[method]
+        for base in self.bases:
+            found = base.lookup(method)
+            if found is not None:
+                return found
+        return None
+
+    def lookup_in_bases(self, method: str) -> tuple[FamilyProfile, MethodProfile] | None:
+        for base in self.bases:
+            found = base.lookup(method)
+            if found is not None:
+                return found
+        return None
+
+    def call_chain(self, method: str) -> list[tuple[FamilyProfile, MethodProfile]]:
+        """The method and every method it delegates to, outermost first."""
+        found = self.lookup(method)
+        if found is None:
+            return []
+        chain = [found]
+        while chain[-1][1].delegates_to is not None:
+            owner, profile = chain[-1]
+            delegate = owner.lookup_in_bases(profile.delegates_to or "")
+            if delegate is None:
+                break
+            chain.append(delegate)
+        return chain
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:
+    value = data.get(key, default)
+    if not isinstance(value, kind):
+        raise FixtureError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _method(name: str, data: Any, where: str) -> MethodProfile:
+    if not isinstance(data, Mapping):
+        raise FixtureError(f"{where}: must be an object with a 'signature'")
+    text = _field(data, "signature", str, where, "")
+    delegates = data.get("delegates_to")
+    if delegates is not None and not isinstance(delegates, str):
+        raise FixtureError(f"{where}: field 'delegates_to' must be a method name")
+    return MethodProfile(
+        name=name,
+        signature=parse_signature(text, f"{where}.signature"),
+        text=text,
+        source=_field(data, "source", str, where, ""),
+        is_classmethod=_field(data, "classmethod", bool, where, False),
+        delegates_to=delegates,
+        notes=_field(data, "notes", str, where, ""),
+    )
+
+
+def _facts(data: Any, where: str) -> FamilyFacts:
+    if not isinstance(data, Mapping):
+        raise FixtureError(f"{where}: must be an object")
+    known = set(FamilyFacts.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise FixtureError(f"{where}: unknown fact(s) {unknown}; known: {sorted(known)}")
+    contract = data.get("decode_contract", 0)
+    if not isinstance(contract, int) or isinstance(contract, bool) or contract < 0:
+        raise FixtureError(f"{where}: 'decode_contract' must be an int >= 0, got {contract!r}")
+    mm = data.get("multimodal_kwargs", [])
+    if not isinstance(mm, list) or not all(isinstance(x, str) for x in mm):
+        raise FixtureError(f"{where}: 'multimodal_kwargs' must be a list of names")
+    flags = {
+        k: _field(data, k, bool, where, False)
+        for k in ("device_sampling", "hybrid", "mrope", "block_output")
+    }
+    return FamilyFacts(decode_contract=contract, multimodal_kwargs=tuple(mm), **flags)
+
+
+def profiles_from_mapping(
+    data: Mapping[str, Any], where: str = "fixture"
+) -> dict[str, FamilyProfile]:
+    """Build the profiles of a fixture document (``{"profiles": {target: {...}}}``)."""
+    raw = data.get("profiles")
+    if not isinstance(raw, Mapping) or not raw:
+        raise FixtureError(f"{where}: 'profiles' must be a non-empty object")
+    built: dict[str, FamilyProfile] = {}
+
+    def build(target: str, stack: tuple[str, ...]) -> FamilyProfile:
+        if target in built:
+            return built[target]
+        here = f"{where}: profile {target!r}"
+        if target in stack:
+            raise FixtureError(f"{here}: inherits from itself ({' -> '.join((*stack, target))})")
+        entry = raw.get(target)
+        if not isinstance(entry, Mapping):
+            origin = f" (a base of {stack[-1]!r})" if stack else ""
+            raise FixtureError(f"{where}: no profile {target!r}{origin}")
+        module, sep, cls = target.partition(":")
+        if not sep or not module or not cls:
+            raise FixtureError(f"{here}: the key must be 'module.path:ClassName'")
+        role = entry.get("role", "served")
+        if role not in ("served", "base"):
+            raise FixtureError(f"{here}: 'role' must be 'served' or 'base', got {role!r}")
+        base_names = _field(entry, "bases", list, here, [])
+        methods_raw = _field(entry, "methods", Mapping, here, {})
+        methods = {name: _method(name, m, f"{here}.{name}") for name, m in methods_raw.items()}
+        known = _field(entry, "known_breaks", Mapping, here, {})
+        for name in known:
+            if name not in methods:
+                raise FixtureError(f"{here}: known_breaks names {name!r}, which it does not list")
+        profile = FamilyProfile(
+            target=target,
+            family=_field(entry, "family", str, here, target),
+            role=role,
+            facts=_facts(entry.get("facts", {}), f"{here}.facts"),
+            methods=methods,
+            bases=tuple(build(b, (*stack, target)) for b in base_names),
+            known_breaks=dict(known),
+            notes=_field(entry, "notes", str, here, ""),
+        )
+        for owner, method in ((profile, m) for m in methods.values() if m.delegates_to is not None):
+            if owner.lookup_in_bases(method.delegates_to or "") is None:
+                raise FixtureError(
+                    f"{here}.{method.name}: delegates_to {method.delegates_to!r}, which no base "
+                    "profile lists"
+                )
+        built[target] = profile
+        return profile
+
+    for target in raw:
+        build(target, ())
+    return built
+
+
+def load_profiles(path: Path | None = None) -> dict[str, FamilyProfile]:
+    """The fixture's profiles (default: ``fixtures/tt_metal/signatures.json`` of this checkout)."""
+    path = path or DEFAULT_FIXTURE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise FixtureError(f"signature fixture {path} not found (pass --fixture PATH)") from exc
+    except json.JSONDecodeError as exc:
+        raise FixtureError(f"signature fixture {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise FixtureError(f"signature fixture {path} must hold a JSON object")
+    return profiles_from_mapping(data, str(path))
+
+
+def bind_call(
+    profile: FamilyProfile,
+    method: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+) -> inspect.BoundArguments:
+    """Bind ``profile.<method>(*args, **kwargs)`` to the real signature (and to what it
+    delegates to). Raises ContractMismatch naming the family, method and argument."""
+    kwargs = kwargs or {}
+    chain = profile.call_chain(method)
+    if not chain:
+        raise ContractMismatch(
+            profile.target,
+            profile.family,
+            method,
+            [Problem("no_method", method, f"the fixture lists no {method!r} for this class")],
+        )
+    bound: inspect.BoundArguments | None = None
+    for owner, m in chain:
+        result = bind_signature(
+            m.signature,
+            args,
+            kwargs,
+            target=profile.target,
+            family=profile.family,
+            method=method if owner is profile else f"{method} -> {owner.target}.{m.name}",
+        )
+        bound = bound or result
+    assert bound is not None
+    return bound
+
+
+# --- the calls the plugin makes (contract version 2, names only) --------------------------------
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the planner may consult about one class: its facts and what it defines."""
+
+    facts: FamilyFacts
+    has_method: Callable[[str], bool]
+    signature: inspect.Signature | None  # of the method being called, when known
+
+    def names(self, param: str) -> bool:
+        return self.signature is not None and param in self.signature.parameters
+
+
+Condition = Callable[[CallContext], bool]
+
+
+def _always(ctx: CallContext) -> bool:
+    return True
+
+
+def _device(ctx: CallContext) -> bool:
+    return ctx.facts.device_sampling
+
+
+def _v1(ctx: CallContext) -> bool:
+    return ctx.facts.decode_contract >= 1
+
+
+def _v0_device(ctx: CallContext) -> bool:
+    return ctx.facts.decode_contract == 0 and ctx.facts.device_sampling
+
+
+def _mrope(ctx: CallContext) -> bool:
+    return ctx.facts.mrope
+
+
+def _per_layer_tables(ctx: CallContext) -> bool:
+    return ctx.facts.hybrid and ctx.names("page_tables_per_layer")
+
+
+def _per_group_tables(ctx: CallContext) -> bool:
+    return ctx.facts.hybrid and not ctx.names("page_tables_per_layer")
+
+
+def _named(param: str) -> Condition:
+    return lambda ctx: ctx.names(param)
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    when: Condition = _always
+    sometimes: bool = False  # only on some calls (a "full" call includes it, a minimal one not)
+
+
+@dataclass(frozen=True)
+class CallShape:
+    method: str
+    positional: tuple[str, ...] = ()
+    keywords: tuple[Arg, ...] = ()
+    applies: Condition = _always  # the plugin calls the method at all
+    optional: bool = False  # the plugin copes with a class that lacks the method
+
+    def required_for(self, ctx: CallContext) -> bool:
+        return self.applies(ctx) and not self.optional
+
+
+_DECODE_COMMANDS = ("reload_inputs", "reload_page_table", "reload_sampling_params")
+
+CALL_SHAPES: tuple[CallShape, ...] = (
+    CallShape(
+        "initialize_vllm_model",
+        positional=("hf_config", "mesh_device", "max_batch_size"),
+        keywords=(
+            Arg("max_seq_len"),
+            Arg("tt_data_parallel"),
+            Arg("optimizations"),
+            Arg("vllm_config", _named("vllm_config")),
+        ),
+    ),
+    CallShape(
+        "get_max_tokens_all_users",
+        keywords=tuple(
+            Arg(n)
+            for n in (
+                "model_name",
+                "num_devices",
+                "tt_data_parallel",
+                "max_model_len",
+                "max_num_seqs",
+            )
+        ),
+        optional=True,  # absent -> 131072
+    ),
+    CallShape(
+        "get_kv_cache_spec",
+        positional=("vllm_config",),
+        applies=lambda ctx: ctx.facts.hybrid,
+    ),
+    CallShape(
+        "allocate_kv_cache_per_layer",
+        positional=("per_layer_specs",),
+        applies=lambda ctx: ctx.has_method("allocate_kv_cache_per_layer"),
+    ),
+    CallShape(
+        "allocate_kv_cache",
+        positional=("kv_cache_shape", "dtype", "num_layers"),
+        applies=lambda ctx: not ctx.has_method("allocate_kv_cache_per_layer"),
+    ),
+    CallShape(
+        "warmup_model_prefill",
+        keywords=(Arg("kv_cache"), Arg("enable_trace"), Arg("can_sample_on_device")),
+    ),
+    CallShape(
+        "warmup_model_decode",
+        keywords=tuple(
+            Arg(n)
+            for n in (
+                "kv_cache",
+                "enable_trace",
+                "max_batch_size",
+                "num_blocks",
+                "can_sample_on_device",
+            )
+        ),
+    ),
+    CallShape(
+        "prefill_forward",
+        keywords=(
+            *(
+                Arg(n)
+                for n in (
+                    "tokens",
+                    "page_table",
+                    "kv_cache",
+                    "enable_trace",
+                    "prompt_lens",
+                    "start_pos",
+                    "empty_slots",
+                )
+            ),
+            Arg("page_tables_per_layer", _per_layer_tables),
+            Arg("page_tables_per_group", _per_group_tables),
+            Arg("sampling_params", _device, sometimes=True),
+        ),
+    ),
+    CallShape(
+        "decode_forward",
+        keywords=(
+            *(
+                Arg(n)
+                for n in (
+                    "tokens",
+                    "page_table",
+                    "kv_cache",
+                    "start_pos",
+                    "enable_trace",
+                    "read_from_device",
+                )
+            ),
+            Arg("page_tables_per_layer", _per_layer_tables),
+            Arg("page_tables_per_group", _per_group_tables),
+            Arg("sampling_params", _device, sometimes=True),
+            Arg("prompt_tokens", _device, sometimes=True),
+            Arg("output_tokens", _device, sometimes=True),
+            Arg("slot_remap", sometimes=True),
+            *(Arg(n, _v1) for n in _DECODE_COMMANDS),
+            Arg("reset_sampling_state", _v1),
+            Arg("reset_batch", _v0_device, sometimes=True),
+            Arg("rope_deltas_all_users", _mrope),
+        ),
+    ),
+    CallShape(
+        "read_decode_output", positional=("tt_out",), keywords=(Arg("async_read"),), optional=True
+    ),
+    CallShape(
+        "process_decode_output_host",
+        positional=("tt_out",),
+        keywords=(Arg("is_tokens"),),
+        optional=True,
+    ),
+    CallShape("release_request", positional=("slot",), applies=lambda ctx: ctx.facts.block_output),
+    CallShape("release_persistent_capture", applies=lambda ctx: ctx.facts.block_output),
+)
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    method: str
+    variant: Literal["minimal", "full"]
+    positional: tuple[str, ...]
+    keywords: tuple[str, ...]
+
+    def as_call(self) -> tuple[tuple[None, ...], dict[str, None]]:
+        """Placeholder values for binding (binding checks names, not values)."""
+        return tuple(None for _ in self.positional), dict.fromkeys(self.keywords)
+
+
+def plan_calls(shape: CallShape, ctx: CallContext) -> list[PlannedCall]:
+    """The plugin's calls of one method to a class: without and with every optional argument
+    (multimodal kwargs for a vision family's prefill included)."""
+    minimal = [a.name for a in shape.keywords if a.when(ctx) and not a.sometimes]
+    full = [a.name for a in shape.keywords if a.when(ctx)]
+    if shape.method == "prefill_forward":
+        full += [n for n in ctx.facts.multimodal_kwargs if n not in full]
+    calls = [PlannedCall(shape.method, "minimal", shape.positional, tuple(minimal))]
+    if full != minimal:
+        calls.append(PlannedCall(shape.method, "full", shape.positional, tuple(full)))
+    return calls
