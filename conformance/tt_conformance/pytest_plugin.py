@@ -33,6 +33,7 @@ Options
                              server publishes wins; default "unknown", never the harness's own)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
     --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
+    --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
 
 Fixtures for check authors
@@ -202,6 +203,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=2,
         help="retries for checks listed as flaky in the expectations (default 2)",
+    )
+    group.addoption(
+        "--tt-wait-for-server",
+        dest="tt_wait_for_server",
+        type=float,
+        default=0.0,
+        help="wait up to SECONDS for the server's /health to answer 200 before the run "
+        "(default 0: probe once)",
     )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip
