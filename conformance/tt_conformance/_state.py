@@ -31,6 +31,7 @@ from tt_conformance.server import (
     normalize_base_url,
     probe_server,
     resolve_model,
+    wait_for_server,
 )
 from tt_conformance.ttpath import TTProbe
 
@@ -52,6 +53,7 @@ class HarnessOptions:
     server_options: Any
     flaky_retries: int
     require_server: bool
+    wait_for_server_s: float
     flags: Flags
     api_key: str | None
     perf_shapes: tuple[PerfShape, ...]
@@ -80,6 +82,9 @@ class HarnessOptions:
             value = config.getoption(name)
             if value is not None and value < minimum:
                 raise pytest.UsageError(f"{flag} must be >= {minimum}, got {value}")
+        wait_s = float(config.getoption("tt_wait_for_server") or 0.0)
+        if wait_s < 0:
+            raise pytest.UsageError(f"--tt-wait-for-server must be >= 0 seconds, got {wait_s:g}")
         raw_device = config.getoption("tt_device") or os.environ.get("MESH_DEVICE") or "unknown"
         try:
             device = normalize_device(str(raw_device))
@@ -105,6 +110,7 @@ class HarnessOptions:
             server_options=_parse_server_options(config.getoption("tt_server_options")),
             flaky_retries=config.getoption("tt_flaky_retries"),
             require_server=bool(config.getoption("tt_require_server")),
+            wait_for_server_s=wait_s,
             # The server under test may run any plugin build (or none): what it publishes in
             # tt_plugin_info wins; the flags fill in for servers without it.
             flags=Flags(
@@ -225,11 +231,18 @@ def build_state(config: pytest.Config) -> HarnessState:
             # Workers reuse the controller's probe: one request per run, one consistent answer.
             state.probe = ServerProbe.from_json(handed["probe"])
         else:
+            if options.wait_for_server_s > 0 and not wait_for_server(
+                options.server_url, options.wait_for_server_s, options.api_key
+            ):
+                state.setup_error = (
+                    f"the server at {options.server_url} did not answer /health with 200 within "
+                    f"--tt-wait-for-server {options.wait_for_server_s:g} s"
+                )
             state.probe = probe_server(options.server_url, api_key=options.api_key)
         try:
             state.model = resolve_model(state.probe, options.model_name, options.server_url)
         except ServerSetupError as exc:
-            state.setup_error = str(exc)
+            state.setup_error = state.setup_error or str(exc)
     try:
         state.discovered = discover(state.probe, state.model, options.flags, options.device)
     except ProvenanceError as exc:

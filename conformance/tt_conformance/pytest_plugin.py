@@ -33,6 +33,8 @@ Options
                              server publishes wins; default "unknown", never the harness's own)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
     --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
+    --timeout S              pytest-timeout's per-check limit (default here: 900 s per check)
+    --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
 
 Fixtures for check authors
@@ -102,6 +104,8 @@ from tt_conformance.reporting import SessionReporter
 from tt_conformance.retry import run_with_retries
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.ttpath import NOT_APPLICABLE
+
+DEFAULT_CHECK_TIMEOUT_S = 900.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -203,6 +207,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=2,
         help="retries for checks listed as flaky in the expectations (default 2)",
     )
+    group.addoption(
+        "--tt-wait-for-server",
+        dest="tt_wait_for_server",
+        type=float,
+        default=0.0,
+        help="wait up to SECONDS for the server's /health to answer 200 before the run "
+        "(default 0: probe once)",
+    )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip
 
@@ -278,7 +290,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = harness_state(config)
     if not state.options.active:
         return
+    # A per-check time limit (pytest-timeout): a wedged server fails the check at the limit
+    # instead of the client's 600 s timeout on every request. ``--timeout N`` overrides it.
+    limit = None
+    if config.pluginmanager.hasplugin("timeout") and not config.getoption("timeout", None):
+        limit = DEFAULT_CHECK_TIMEOUT_S
     for item in items:
+        if limit is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(limit))
         check_id = check_id_for(item)
         item.user_properties.append((PROP_CHECK, check_id))
         item.user_properties.append((PROP_CONCERN, concern_for(item)))

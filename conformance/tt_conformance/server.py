@@ -4,6 +4,7 @@ the pytest controller process."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -119,6 +120,22 @@ def normalize_base_url(url: str) -> str:
     if text.endswith("/v1"):
         text = text[: -len("/v1")]
     return text
+
+
+def wait_for_server(base_url: str, seconds: float, api_key: str | None = None) -> bool:
+    """Poll ``GET /health`` until it answers 200 or ``seconds`` pass (``--tt-wait-for-server``):
+    a server still starting is waited for, one that never comes up fails the run at the bound."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            resp = requests.get(f"{base_url}/health", headers=bearer(api_key), timeout=2.0)
+            if resp.status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
 
 
 def probe_server(

@@ -82,6 +82,7 @@ class DecodeSubmission:
     raw: Any  # what decode_forward(read_from_device=False) returned
     on_device: bool
     want_logprobs: bool
+    batch_size: int | None = None  # rows with a request (for the watchdog's error line)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ errors that name the key, the value and what is accepted) and returns a frozen, 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,13 @@ _KNOWN_FABRIC_CONFIGS = (
     "CUSTOM",
 )
 _KNOWN_RELIABILITY_MODES = ("STRICT_INIT", "RELAXED_INIT", "DYNAMIC_RECONFIG")
+
+
+# A serving step (prefill or decode) that has not returned after this long is a hung device: a
+# decode step takes 5-40 ms on hardware, a long prefill seconds (docs/RELIABILITY.md).
+DEFAULT_DEVICE_TIMEOUT_S = 120.0
+# Start-up device work (mesh open, KV allocation, compile and trace capture) takes minutes.
+DEFAULT_WARMUP_TIMEOUT_S = 1800.0
 
 
 class TTConfigError(ValueError):
@@ -80,6 +88,9 @@ class TTOptions:
     decode_interleave_decode_steps: int = 1
     optimizations: str | None = None
     register_test_models: bool = False
+    # Watchdog bounds in seconds (docs/RELIABILITY.md explains the defaults).
+    device_timeout_s: float = DEFAULT_DEVICE_TIMEOUT_S
+    warmup_timeout_s: float = DEFAULT_WARMUP_TIMEOUT_S
     # Not a hardware option: run on a host-emulated mesh (docs/EMULATED_MESH.md).
     emulated_mesh: bool = False
 
@@ -120,6 +131,8 @@ def _options() -> dict[str, _Option]:
         "optimizations": _Option(str, OPTIMIZATIONS, nullable=True),
         "register_test_models": _Option(bool),
         "emulated_mesh": _Option(bool),
+        "device_timeout_s": _Option(float),
+        "warmup_timeout_s": _Option(float),
     }
 
 
@@ -133,6 +146,17 @@ def _check(key: str, value: Any, opt: _Option) -> Any:
         raise TTConfigError(
             f"TT option {key!r} must be an integer, got {value!r} ({type(value).__name__})"
         )
+    if opt.kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TTConfigError(
+                f"TT option {key!r} must be a number of seconds, got {value!r} "
+                f"({type(value).__name__})"
+            )
+        if not math.isfinite(value) or value <= 0:
+            raise TTConfigError(
+                f"TT option {key!r} must be a finite number of seconds > 0, got {value!r}"
+            )
+        return float(value)
     if opt.kind is bool and not isinstance(value, bool):
         raise TTConfigError(
             f"TT option {key!r} must be true or false, got {value!r} ({type(value).__name__})"

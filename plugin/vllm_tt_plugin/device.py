@@ -19,8 +19,13 @@ from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.fabric import describe_fabric_kwargs, resolve_fabric_kwargs
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpec
+from vllm_tt_plugin.watchdog import DeviceTimeoutError, run_bounded
 
 logger = get_logger(__name__)
+
+# Closing a mesh (and resetting fabric) takes well under a second on hardware; a device that has
+# not closed in this long is wedged, and the process exits without it (docs/RELIABILITY.md).
+MESH_CLOSE_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -108,7 +113,14 @@ def open_mesh(
     if physical_device_ids is not None:
         open_kwargs["physical_device_ids"] = physical_device_ids
     try:
-        device = ttnn.open_mesh_device(**open_kwargs)
+        opened, device = run_bounded(
+            lambda: ttnn.open_mesh_device(**open_kwargs), options.warmup_timeout_s, "tt-mesh-open"
+        )
+        if not opened:
+            raise DeviceTimeoutError(
+                f"TT device timeout: opening mesh {spec.name} {spec.shape} did not return within "
+                f"the warmup_timeout_s bound of {options.warmup_timeout_s:g} s"
+            )
     except Exception:
         if kwargs is not None:
             # Leave the process as it was: a later open (or another model) starts clean.
@@ -120,7 +132,7 @@ def open_mesh(
     return OpenedMesh(device, spec, False, kwargs, kwargs is not None)
 
 
-def close_mesh(opened: OpenedMesh) -> None:
+def _close(opened: OpenedMesh) -> None:
     if opened.emulated:
         opened.device.close()
         return
@@ -129,6 +141,29 @@ def close_mesh(opened: OpenedMesh) -> None:
     ttnn.close_mesh_device(opened.device)
     if opened.fabric_applied:
         ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+
+
+def close_mesh(opened: OpenedMesh, bound_s: float = MESH_CLOSE_TIMEOUT_S, why: str = "") -> bool:
+    """Close the mesh (and reset fabric the plugin set) within ``bound_s``. True when closed;
+    a device that cannot close (or raises closing) is logged and False is returned, so the
+    caller can let the process exit anyway."""
+    reason = f" ({why})" if why else ""
+    try:
+        closed, _ = run_bounded(lambda: _close(opened), bound_s, "tt-mesh-close")
+    except Exception:
+        logger.exception("TT: closing mesh %s%s raised", opened.spec.name, reason)
+        return False
+    if not closed:
+        logger.error(
+            "TT: mesh %s did not close within %g s%s; exiting without it",
+            opened.spec.name,
+            bound_s,
+            reason,
+        )
+        return False
+    fabric = "; fabric reset to DISABLED" if opened.fabric_applied else ""
+    logger.info("TT: closed mesh %s%s%s", opened.spec.name, fabric, reason)
+    return True
 
 
 def visible_device_ids() -> list[int] | None:

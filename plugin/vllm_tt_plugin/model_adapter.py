@@ -33,9 +33,11 @@ from vllm_tt_plugin.call_types import (
     WarmupPlan,
 )
 from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import DEFAULT_DEVICE_TIMEOUT_S, DEFAULT_WARMUP_TIMEOUT_S
 from vllm_tt_plugin.contract import DEFAULT_MAX_TOKENS_ALL_USERS, decode_contract_version
 from vllm_tt_plugin.kv_cache import KVLayerEntry
 from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.watchdog import DeviceCall, DeviceWatchdog
 
 logger = get_logger(__name__)
 
@@ -139,7 +141,13 @@ class AdapterProfile:
 class ModelAdapter:
     """Owns the class and, after ``load``, the instance of the served TT model."""
 
-    def __init__(self, model_cls: type, hf_config: Any = None) -> None:
+    def __init__(
+        self,
+        model_cls: type,
+        hf_config: Any = None,
+        device_timeout_s: float = DEFAULT_DEVICE_TIMEOUT_S,
+        warmup_timeout_s: float = DEFAULT_WARMUP_TIMEOUT_S,
+    ) -> None:
         init = getattr(model_cls, "initialize_vllm_model", None)
         if not callable(init):
             raise ModelContractError(
@@ -151,6 +159,17 @@ class ModelAdapter:
         self._model: Any = None
         self.contract_version = 0
         self._read_back = False
+        # Every call below that reaches the device runs through the watchdog (RELIABILITY.md).
+        self.watchdog = DeviceWatchdog()
+        self.device_timeout_s = device_timeout_s
+        self.warmup_timeout_s = warmup_timeout_s
+
+    def _on_device(
+        self, kind: str, method: str, batch: int | None, warmup: bool, fn: Callable[[], Any]
+    ) -> Any:
+        bound = self.warmup_timeout_s if warmup else self.device_timeout_s
+        call = DeviceCall(kind, f"{self.profile.class_name}.{method}", batch, bound)
+        return self.watchdog.run(call, fn)
 
     @property
     def capabilities(self) -> ModelCapabilities:
@@ -237,7 +256,14 @@ class ModelAdapter:
             raise ValueError("no KV cache layers to allocate")
         model = self.model
         if callable(getattr(model, "allocate_kv_cache_per_layer", None)):
-            return model.allocate_kv_cache_per_layer([e.as_tuple() for e in entries])
+            specs = [e.as_tuple() for e in entries]
+            return self._on_device(
+                "KV allocation",
+                "allocate_kv_cache_per_layer",
+                None,
+                True,
+                lambda: model.allocate_kv_cache_per_layer(specs),
+            )
         first = entries[0]
         for entry in entries:
             if (entry.shape, entry.dtype) != (first.shape, first.dtype):
@@ -252,7 +278,13 @@ class ModelAdapter:
                 f"{self.profile.class_name} only has the legacy allocate_kv_cache, which cannot "
                 "share buffers between layers; implement allocate_kv_cache_per_layer"
             )
-        return model.allocate_kv_cache(first.shape, first.dtype, len(entries))
+        return self._on_device(
+            "KV allocation",
+            "allocate_kv_cache",
+            None,
+            True,
+            lambda: model.allocate_kv_cache(first.shape, first.dtype, len(entries)),
+        )
 
     # --- warm-up -------------------------------------------------------------------------------
     def warm_up(self, plan: WarmupPlan) -> None:
@@ -272,7 +304,9 @@ class ModelAdapter:
                     "can_sample_on_device": plan.prefill_on_device,
                 }
                 _bind(prefill, f"{self.profile.class_name}.warmup_model_prefill", (), kwargs)
-                prefill(**kwargs)
+                self._on_device(
+                    "warm-up", "warmup_model_prefill", None, True, lambda kw=kwargs: prefill(**kw)
+                )
             if callable(decode) and (not enable_trace or plan.trace_decode):
                 kwargs = {
                     "kv_cache": plan.kv_cache,
@@ -282,7 +316,13 @@ class ModelAdapter:
                     "can_sample_on_device": plan.decode_on_device,
                 }
                 _bind(decode, f"{self.profile.class_name}.warmup_model_decode", (), kwargs)
-                decode(**kwargs)
+                self._on_device(
+                    "warm-up",
+                    "warmup_model_decode",
+                    plan.max_batch_size,
+                    True,
+                    lambda kw=kwargs: decode(**kw),
+                )
 
     # --- prefill -------------------------------------------------------------------------------
     def prefill(self, call: PrefillCall) -> ModelOutput:
@@ -299,7 +339,14 @@ class ModelAdapter:
         if call.sampling_params is not None:
             kwargs["sampling_params"] = call.sampling_params
         kwargs["empty_slots"] = call.empty_slots
-        out = self.model.prefill_forward(**kwargs)
+        model = self.model
+        out = self._on_device(
+            "prefill",
+            "prefill_forward",
+            len(call.prompt_lens),
+            False,
+            lambda: model.prefill_forward(**kwargs),
+        )
         rope_deltas = None
         if call.uses_mrope:
             out, rope_deltas = _split_mrope(out, len(call.prompt_lens))
@@ -348,8 +395,12 @@ class ModelAdapter:
             kwargs["reset_batch"] = call.command.touches_device_inputs
         if call.uses_mrope:
             kwargs["rope_deltas_all_users"] = call.rope_deltas
-        raw = self.model.decode_forward(**kwargs)
-        return DecodeSubmission(raw, on_device, call.want_logprobs)
+        model = self.model
+        batch = int((call.start_pos >= 0).sum())
+        raw = self._on_device(
+            "decode", "decode_forward", batch, False, lambda: model.decode_forward(**kwargs)
+        )
+        return DecodeSubmission(raw, on_device, call.want_logprobs, batch)
 
     def read_decode(self, submission: DecodeSubmission, overlapped: bool) -> ModelOutput:
         """Async path: ``read_decode_output(async_read=True)``, wait on every event, then
@@ -358,10 +409,18 @@ class ModelAdapter:
         out = submission.raw
         if self._read_back:
             model = self.model
-            if overlapped:
-                out, events = model.read_decode_output(out, async_read=True)
-                wait_events(events)
-            out = model.process_decode_output_host(out, is_tokens=submission.on_device)
+
+            def read_back() -> Any:
+                raw = submission.raw
+                if overlapped:
+                    raw, events = model.read_decode_output(raw, async_read=True)
+                    wait_events(events)
+                return model.process_decode_output_host(raw, is_tokens=submission.on_device)
+
+            method = "read_decode_output" if overlapped else "process_decode_output_host"
+            out = self._on_device(
+                "decode read-back", method, submission.batch_size, False, read_back
+            )
         result = self._normalise(out, submission.on_device, submission.want_logprobs)
         return result
 

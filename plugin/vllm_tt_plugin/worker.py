@@ -40,6 +40,7 @@ from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
 from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.model_runner import TTModelRunner
+from vllm_tt_plugin.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
 
 logger = get_logger(__name__)
 
@@ -69,8 +70,12 @@ class TTWorker(WorkerBase):
     def init_device(self) -> None:
         self.resolved = resolve_model_class(self.vllm_config, self.options)
         self.adapter = ModelAdapter(
-            self.resolved.model_cls, self.vllm_config.model_config.hf_config
+            self.resolved.model_cls,
+            self.vllm_config.model_config.hf_config,
+            device_timeout_s=self.options.device_timeout_s,
+            warmup_timeout_s=self.options.warmup_timeout_s,
         )
+        self.adapter.watchdog.add_failure_hook(self._on_device_failure)
         device_ids = visible_device_ids()
         rank = rank_devices(self.vllm_config)
         if rank is not None:
@@ -330,6 +335,27 @@ class TTWorker(WorkerBase):
     def list_loras(self) -> set[int]:
         return set()
 
+    def _on_device_failure(self, call: DeviceCall, exc: BaseException) -> None:
+        """A device call raised or timed out: the engine dies with it (vLLM's engine-dead path),
+        so close the mesh and reset fabric now, once, instead of waiting for shutdown."""
+        if isinstance(exc, DeviceTimeoutError):
+            # The watchdog logged the one ERROR line. The hung call's thread cannot be stopped:
+            # make sure it cannot keep this process alive.
+            arm_exit_fallback()
+        else:
+            logger.error(
+                "TT: fatal device error in the %s (%s: %s); closing the mesh",
+                call.describe(),
+                type(exc).__name__,
+                exc,
+            )
+        self._close_mesh("after a device failure")
+
+    def _close_mesh(self, why: str) -> None:
+        mesh, self.mesh = self.mesh, None
+        if mesh is not None:
+            close_mesh(mesh, why=why)
+
     def shutdown(self) -> None:
         if (
             self.adapter is not None
@@ -341,13 +367,12 @@ class TTWorker(WorkerBase):
             except Exception:  # shutting down anyway; the device is closed below
                 logger.exception("TT: release_persistent_capture at shutdown failed")
         if self.model_runner is not None:
-            try:
-                self.model_runner.drain()
-            except Exception:  # shutting down anyway; the device is closed below
-                logger.exception("TT: draining in-flight decode at shutdown failed")
+            if self.adapter is None or self.adapter.watchdog.failure is None:
+                try:
+                    self.model_runner.drain()
+                except Exception:  # shutting down anyway; the device is closed below
+                    logger.exception("TT: draining in-flight decode at shutdown failed")
             logger.info("TT runner stats: %s", self.model_runner.stats.summary())
             if self.model_runner.block_stepper is not None:
                 logger.info("TT block stats: %s", self.model_runner.block_stepper.stats.summary())
-        if self.mesh is not None:
-            close_mesh(self.mesh)
-            self.mesh = None
+        self._close_mesh("shutdown")

@@ -13,6 +13,7 @@ arguments), so the reference model's own validation still runs on what it receiv
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -108,4 +109,71 @@ class SkipsPenaltyReset(ReferenceLlamaForCausalLM):
     def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("reset_sampling_state"):
             kwargs = {**kwargs, "reset_sampling_state": False}
+        return super().decode_forward(*args, **kwargs)
+
+
+# --- a failing or hung device (tests/engine/test_device_watchdog.py) -------------------------
+# The faults strike on a serving call, never during warm-up (which has its own methods), after
+# ``fault_after`` calls of the faulty method, so that requests are in flight and have streamed.
+
+
+def _hang() -> None:
+    threading.Event().wait()  # a tt-metal call that never returns
+
+
+class _CountsCalls(ReferenceLlamaForCausalLM):
+    fault_after = 20
+    _calls: int = 0
+
+    def _strikes(self) -> bool:
+        self._calls += 1
+        return self._calls > self.fault_after
+
+
+class HangsInDecode(_CountsCalls):
+    """decode_forward never returns (a wedged device or a dispatch deadlock)."""
+
+    def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self._strikes():
+            _hang()
+        return super().decode_forward(*args, **kwargs)
+
+
+class HangsInPrefill(_CountsCalls):
+    """prefill_forward never returns (from the third prefill call on)."""
+
+    fault_after = 2
+
+    def prefill_forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self._strikes():
+            _hang()
+        return super().prefill_forward(*args, **kwargs)
+
+
+class HangsInReadBack(_CountsCalls):
+    """The async device->host copy of a decode step never completes: its read event never
+    fires."""
+
+    def read_decode_output(self, tt_out: Any, async_read: bool = True) -> Any:
+        handle, events = super().read_decode_output(tt_out, async_read)
+        if async_read and self._strikes():
+            return handle, [_hang]
+        return handle, events
+
+
+class HangsInWarmup(ReferenceLlamaForCausalLM):
+    """Trace capture of the decode warm-up never returns."""
+
+    def warmup_model_decode(self, *args: Any, enable_trace: bool = False, **kwargs: Any) -> Any:
+        if enable_trace:
+            _hang()
+        return super().warmup_model_decode(*args, enable_trace=enable_trace, **kwargs)
+
+
+class RaisesInDecode(_CountsCalls):
+    """decode_forward raises, as a device error surfaces through ttnn."""
+
+    def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self._strikes():
+            raise RuntimeError("TT_THROW: emulated device error in decode (broken_models)")
         return super().decode_forward(*args, **kwargs)

@@ -32,6 +32,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "optimizations": None,
     "register_test_models": False,
     "emulated_mesh": False,
+    "device_timeout_s": 120.0,
+    "warmup_timeout_s": 1800.0,
 }
 
 VALID: list[tuple[str, Any, Any]] = [
@@ -56,6 +58,9 @@ VALID: list[tuple[str, Any, Any]] = [
     ("optimizations", "performance", "performance"),
     ("register_test_models", True, True),
     ("emulated_mesh", True, True),
+    ("device_timeout_s", 3, 3.0),
+    ("device_timeout_s", 0.5, 0.5),
+    ("warmup_timeout_s", 600, 600.0),
 ]
 
 # (key, bad value, fragment the message must contain besides the key and the value)
@@ -82,6 +87,12 @@ INVALID: list[tuple[str, Any, str]] = [
     ("register_test_models", None, "must not be null"),
     ("decode_interleave_enabled", 0, "true or false"),
     ("emulated_mesh", "on", "true or false"),
+    ("device_timeout_s", 0, "> 0"),
+    ("device_timeout_s", -3, "> 0"),
+    ("device_timeout_s", "30", "number of seconds"),
+    ("device_timeout_s", True, "number of seconds"),
+    ("warmup_timeout_s", float("inf"), "finite"),
+    ("warmup_timeout_s", None, "must not be null"),
 ]
 
 

@@ -133,12 +133,19 @@ class EmulatedMeshDevice:
                 time.sleep(remaining)
             future.set_result(result)
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._thread is not None:
-                self._queue.put(None)
-                self._thread.join(timeout=30)
+    def close(self, join_timeout_s: float = 30.0) -> None:
+        """Stop the device thread after the work queued before; raises when it is stuck (a hung
+        call on the device), as closing a wedged real mesh fails."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=join_timeout_s)
+            if self._thread.is_alive():
+                raise RuntimeError(
+                    f"emulated mesh {self.spec.name}: the device thread is stuck in a call"
+                )
 
     def __repr__(self) -> str:
         return f"EmulatedMeshDevice({self.spec.name}, shape={self.shape})"

@@ -1,0 +1,176 @@
+"""The device watchdog: bounded device calls, the one error line, failure hooks, bounded close."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from vllm_tt_plugin.device import OpenedMesh, close_mesh
+from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.mesh_spec import parse_mesh_device
+from vllm_tt_plugin.watchdog import (
+    DeviceCall,
+    DeviceFailedError,
+    DeviceTimeoutError,
+    DeviceWatchdog,
+    arm_exit_fallback,
+    run_bounded,
+)
+
+DECODE = DeviceCall("decode", "Model.decode_forward", 3, 0.3)
+
+
+@pytest.fixture
+def caplog(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """vLLM's logging config stops propagation at the "vllm" logger once vLLM is imported (by
+    another test in the same worker): attach the capture handler to the plugin's logger."""
+    plugin = logging.getLogger("vllm.tt_plugin")
+    plugin.addHandler(caplog.handler)
+    old = plugin.level
+    plugin.setLevel(logging.INFO)
+    yield caplog
+    plugin.setLevel(old)
+    plugin.removeHandler(caplog.handler)
+
+
+def test_a_call_returns_its_result_from_the_device_thread() -> None:
+    watchdog = DeviceWatchdog()
+    result = watchdog.run(DECODE, lambda: threading.current_thread().name)
+    assert result == "tt-device-call"
+    assert watchdog.failure is None
+
+
+def test_a_hung_call_raises_after_the_bound_with_one_error_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    watchdog = DeviceWatchdog()
+    release = threading.Event()
+    hooks: list[tuple[DeviceCall, BaseException]] = []
+    watchdog.add_failure_hook(lambda call, exc: hooks.append((call, exc)))
+    start = time.monotonic()
+    with pytest.raises(DeviceTimeoutError) as info:
+        watchdog.run(DECODE, release.wait)
+    elapsed = time.monotonic() - start
+    release.set()
+    assert 0.3 <= elapsed < 2.0
+    message = str(info.value)
+    for part in ("decode step", "batch size 3", "Model.decode_forward", "0.3 s bound", "elapsed"):
+        assert part in message
+    # (the same record can reach the capture handler twice: directly and through the root)
+    errors = {id(r): r for r in caplog.records if r.levelno >= logging.ERROR}
+    assert [r.getMessage() for r in errors.values()] == [message]
+    assert len(hooks) == 1 and hooks[0][0] is DECODE and hooks[0][1] is info.value
+
+
+def test_after_a_timeout_no_call_queues_behind_the_hung_one() -> None:
+    watchdog = DeviceWatchdog()
+    release = threading.Event()
+    with pytest.raises(DeviceTimeoutError):
+        watchdog.run(DECODE, release.wait)
+    ran: list[int] = []
+    start = time.monotonic()
+    with pytest.raises(DeviceFailedError, match="failed earlier"):
+        watchdog.run(DECODE, lambda: ran.append(1))
+    assert time.monotonic() - start < 0.1
+    release.set()
+    time.sleep(0.05)
+    assert ran == []
+
+
+def test_a_raising_call_propagates_and_runs_the_hooks_once() -> None:
+    watchdog = DeviceWatchdog()
+    hooks: list[str] = []
+    watchdog.add_failure_hook(lambda call, exc: hooks.append(str(exc)))
+
+    def boom() -> None:
+        raise ValueError("device said no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="device said no"):
+            watchdog.run(DECODE, boom)
+    assert hooks == ["device said no"]
+    assert watchdog.failure is None  # a raise is the engine's to handle; no poisoning
+
+
+def test_a_failing_hook_does_not_hide_the_device_error() -> None:
+    watchdog = DeviceWatchdog()
+
+    def bad_hook(call: DeviceCall, exc: BaseException) -> None:
+        raise RuntimeError("hook broke")
+
+    watchdog.add_failure_hook(bad_hook)
+    with pytest.raises(DeviceTimeoutError):
+        watchdog.run(DECODE, threading.Event().wait)
+
+
+def test_run_bounded_reports_a_stuck_function() -> None:
+    assert run_bounded(lambda: 7, 1.0, "t") == (True, 7)
+    start = time.monotonic()
+    assert run_bounded(threading.Event().wait, 0.2, "t") == (False, None)
+    assert time.monotonic() - start < 1.0
+
+
+def test_exit_fallback_is_never_armed_outside_a_vllm_child_process() -> None:
+    assert arm_exit_fallback(0.01) is False
+
+
+def _emulated(name: str = "N300") -> OpenedMesh:
+    spec = parse_mesh_device(name)
+    return OpenedMesh(EmulatedMeshDevice(spec), spec, True, None, False)
+
+
+def test_close_mesh_closes_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    opened = _emulated()
+    assert opened.device.run(lambda: 1) == 1
+    assert close_mesh(opened, bound_s=5.0, why="test") is True
+    assert any("closed mesh" in r.getMessage() for r in caplog.records)
+    with pytest.raises(RuntimeError, match="closed"):
+        opened.device.run(lambda: 1)
+
+
+def test_a_mesh_that_cannot_close_is_logged_within_the_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    opened = _emulated()
+    release = threading.Event()
+    opened.device.enqueue(release.wait)  # the device is stuck in a call
+    start = time.monotonic()
+    assert close_mesh(opened, bound_s=0.3) is False
+    assert time.monotonic() - start < 2.0
+    release.set()
+    assert any("did not close within 0.3 s" in r.getMessage() for r in caplog.records)
+
+
+def test_adapter_calls_run_under_the_serving_bound() -> None:
+    from vllm_tt_plugin.call_types import DecodeSubmission
+    from vllm_tt_plugin.model_adapter import ModelAdapter
+
+    class Hangs:
+        @classmethod
+        def initialize_vllm_model(cls, *args: Any, **kwargs: Any) -> Hangs:
+            return cls()
+
+        def prefill_forward(self, **kwargs: Any) -> None:
+            return None
+
+        def decode_forward(self, **kwargs: Any) -> None:
+            return None
+
+        def read_decode_output(self, out: Any, async_read: bool) -> Any:
+            return out, [threading.Event().wait]  # an event that never completes
+
+        def process_decode_output_host(self, out: Any, is_tokens: bool) -> Any:
+            return out
+
+    adapter = ModelAdapter(Hangs, device_timeout_s=0.3, warmup_timeout_s=5.0)
+    adapter._model = Hangs()
+    adapter._read_back = True
+    start = time.monotonic()
+    with pytest.raises(DeviceTimeoutError, match=r"decode read-back step, batch size 2"):
+        adapter.read_decode(DecodeSubmission(None, True, False, 2), overlapped=True)
+    assert time.monotonic() - start < 2.0
