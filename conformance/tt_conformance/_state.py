@@ -50,6 +50,7 @@ class HarnessOptions:
     server_options: Any
     flaky_retries: int
     require_server: bool
+    gate: bool
     flags: Flags
     api_key: str | None
     perf_shapes: tuple[PerfShape, ...]
@@ -103,6 +104,7 @@ class HarnessOptions:
             server_options=_parse_server_options(config.getoption("tt_server_options")),
             flaky_retries=config.getoption("tt_flaky_retries"),
             require_server=bool(config.getoption("tt_require_server")),
+            gate=bool(config.getoption("tt_gate")),
             # The server under test may run any plugin build (or none): what it publishes in
             # tt_plugin_info wins; the flags fill in for servers without it.
             flags=Flags(

@@ -193,6 +193,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=2,
         help="retries for checks listed as flaky in the expectations (default 2)",
     )
+    group.addoption(
+        "--tt-gate",
+        dest="tt_gate",
+        action="store_true",
+        help="gate the run against <baselines>/<model>/<device>/baseline.json when it exists "
+        "(exit 1 on regression, 2 when the expectations still hold placeholders)",
+    )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip
 
@@ -271,6 +278,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         check_id = check_id_for(item)
         item.user_properties.append((PROP_CHECK, check_id))
         item.user_properties.append((PROP_CONCERN, concern_for(item)))
+        skip = state.expectations.skip_entry(check_id)
+        if skip is not None:
+            # Must not run on this model: skipped before any fixture touches the server.
+            item.add_marker(pytest.mark.skip(reason=f"skipped by expectations: {skip.reason}"))
+            continue
         entry = state.expectations.expected_failure(check_id)
         if entry is not None:
             # Prepended so that the expectations' reason wins over an xfail in the code.
