@@ -26,6 +26,13 @@ TREND_FIGURES: tuple[tuple[str, str], ...] = (
 )
 
 
+def run_files(directory: Path) -> list[Path]:
+    """The per-run report files of a report directory (not latest.json, not the index)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob("*.json") if p.name not in ("latest.json", INDEX_NAME))
+
+
 @dataclass(frozen=True)
 class Run:
     path: Path

@@ -90,8 +90,10 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     server,
 )
 from tt_conformance.reporting import SessionReporter
-from tt_conformance.retry import run_with_retries
 from tt_conformance.serverlock import ServerLockPlugin
+
+# The user_properties an item had at collection (check id, concern, expected_by).
+BASE_PROPERTIES = pytest.StashKey[list[tuple[str, object]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -215,6 +217,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SessionReporter(state), "tt_conformance_reporter")
     if state.is_worker and state.lock_path is not None:
         config.pluginmanager.register(ServerLockPlugin(state.lock_path), "tt_conformance_lock")
+    if (
+        state.options.active
+        and state.expectations.flaky
+        and state.options.flaky_retries
+        and not config.pluginmanager.hasplugin("rerunfailures")
+    ):
+        raise pytest.UsageError(
+            f"expectations {state.expectations_path} list flaky checks, which are re-run with "
+            "pytest-rerunfailures: pip install pytest-rerunfailures (or --tt-flaky-retries 0)"
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -288,10 +300,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # Prepended so that the expectations' reason wins over an xfail in the code.
             item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=False), append=False)
             item.user_properties.append((PROP_EXPECTED_BY, "expectations"))
+        if state.options.flaky_retries and state.expectations.flaky_entry(check_id) is not None:
+            # pytest-rerunfailures re-runs it; the collector folds the attempts into "flaky".
+            item.add_marker(pytest.mark.flaky(reruns=state.options.flaky_retries))
+        item.stash[BASE_PROPERTIES] = list(item.user_properties)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # A re-run attempt (pytest-rerunfailures counts them in item.execution_count) starts from
+    # the collection-time properties: a failed attempt's perf figures do not survive.
+    if getattr(item, "execution_count", 1) > 1 and BASE_PROPERTIES in item.stash:
+        item.user_properties[:] = item.stash[BASE_PROPERTIES]
     # tryfirst: skip before any fixture (and so the server) is touched.
     mark = item.get_closest_marker("requires_lanes")
     if mark is None:
@@ -300,13 +320,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     lanes = harness_state(item.config).facts.lanes
     if lanes < needed:
         pytest.skip(f"needs a server with --tt-lanes >= {needed} (this run: {lanes})")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    state = harness_state(item.config)
-    if not state.options.active or state.options.flaky_retries == 0:
-        return None
-    if state.expectations.flaky_entry(check_id_for(item)) is None:
-        return None
-    return run_with_retries(item, nextitem, state.options.flaky_retries)

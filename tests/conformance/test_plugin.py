@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tt_conformance._names import installed_version
+from tt_conformance.history import run_files
 from tt_conformance.report import load_report
 
 CHECKS_MIXED = """
@@ -111,7 +112,9 @@ def test_each_run_gets_its_own_files_and_latest_follows(
     pytester.runpytest(*args).assert_outcomes(passed=1)
     # Default location: reports/<model, path-safe>/<device>/ under the invocation directory.
     report_dir = pytester.path / "reports" / "fake--tiny-model" / "T3K"
-    runs = sorted(p for p in report_dir.glob("*.json") if p.name != "latest.json")
+    runs = sorted(
+        p for p in report_dir.glob("*.json") if p.name not in ("latest.json", "index.json")
+    )
     assert len(runs) == 2
     second = max(runs, key=lambda p: p.stat().st_mtime_ns)
     latest = load_report(report_dir / "latest.json")
@@ -461,7 +464,7 @@ def test_fails():
     )  # fmt: skip
     result.assert_outcomes(passed=10, failed=1)
     out = pytester.path / "out"
-    assert len([p for p in out.glob("*.json") if p.name != "latest.json"]) == 1
+    assert len(run_files(out)) == 1
     report = _report(out)
     assert report.totals["total"] == 11 and report.totals["fail"] == 1
     assert report.check("test_par::test_exclusive[1]") is not None  # no "@exclusive" in ids
