@@ -212,3 +212,22 @@ def test_step_summary(tmp_path: Path, make_report, capsys) -> None:
     assert "| isolation | fail |" in text
     assert "`m::bad`" in text and "REGRESSION (1 found)" in text
     assert "**Unknown versions:** ttnn, tt-metal" in text
+
+
+def test_hardware_workflow_is_a_manual_example_on_a_self_hosted_tt_runner() -> None:
+    yaml = pytest.importorskip("yaml")
+    path = REPO / ".github" / "workflows" / "tt-hardware-conformance.example.yml"
+    text = path.read_text()
+    assert text.startswith("# EXAMPLE — needs Tenstorrent hardware")
+    data = yaml.safe_load(text)
+    triggers = data[True]  # YAML 1.1 reads the key `on` as True
+    assert list(triggers) == ["workflow_dispatch"]  # never on push / pull_request
+    job = data["jobs"]["conformance"]
+    assert "self-hosted" in job["runs-on"]
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    for needed in ("vllm serve", "/health", "tox -e hw", "tt-conformance summary",
+                   "GITHUB_STEP_SUMMARY"):  # fmt: skip
+        assert needed in runs
+    uses = [step.get("uses", "") for step in job["steps"]]
+    assert any(u.startswith("actions/upload-artifact") for u in uses)
+    assert any("junit" in u for u in uses)
