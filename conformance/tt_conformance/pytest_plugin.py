@@ -30,7 +30,10 @@ Options
                              vllm-tt-plugin for servers without tt_plugin_info (what the
                              server publishes wins; default "unknown", never the harness's own)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
-    --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
+    --tt-flaky-retries N     re-runs (pytest-rerunfailures) of checks the expectations list as
+                             flaky (default 2)
+    --tt-gate                gate the run against <baselines>/<model>/<device>/baseline.json
+                             when it exists (tox -e hw uses it)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
 
 Fixtures for check authors
