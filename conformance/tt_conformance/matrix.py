@@ -211,30 +211,14 @@ def check_counts(cell: MatrixCell) -> str:
 # ----------------------------------------------------------------------------- Markdown
 
 
-def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
-    models = sorted({c.model for c in cells})
-    devices = sorted({c.device for c in cells})
-    by_key = {(c.model, c.device): c for c in cells}
-    lines = [
-        "# Model support matrix",
-        "",
-        f"Generated {generated_at} from {len(cells)} reports.",
-        "",
-    ]
+def render_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool = False) -> str:
+    """The concern table (templates/matrix.md.jinja), then the details per model and device."""
+    from tt_conformance.site import render_matrix_markdown  # site imports this module
+
+    head = render_matrix_markdown(cells, generated_at, links)
     if not cells:
-        lines.append("No reports found.")
-        return "\n".join(lines) + "\n"
-    lines.append(
-        tabulate(
-            [
-                [md_cell(m)]
-                + [md_cell(by_key[(m, d)].status) if (m, d) in by_key else "—" for d in devices]
-                for m in models
-            ],
-            headers=["model", *[md_cell(d) for d in devices]],
-            tablefmt="github",
-        )
-    )
+        return head
+    lines = [head.rstrip("\n")]
     lines += ["", "## Details", ""]
     rows = []
     for c in cells:

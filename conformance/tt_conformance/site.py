@@ -41,6 +41,7 @@ from tt_conformance.matrix import (
     check_counts,
     concern_status,
     fold,
+    render_markdown,
     short_check,
 )
 from tt_conformance.render import format_number
@@ -143,6 +144,17 @@ def render_matrix_html(cells: Sequence[MatrixCell], generated_at: str, links: bo
     )
 
 
+def render_matrix_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool) -> str:
+    concerns = all_concerns([c.report for c in cells])
+    return render_template(
+        "matrix.md.jinja",
+        rows=matrix_rows(cells, concerns),
+        concerns=concerns,
+        generated_at=generated_at,
+        links=links,
+    )
+
+
 def sparkline(trend: Trend, width: int = 160, height: int = 36) -> str:
     """SVG polyline points for a trend (empty when fewer than two values)."""
     values = trend.values()
@@ -190,17 +202,8 @@ def build_site(
     written: dict[str, list[Path]] = {"matrix": [], "history": [], "compare": []}
     matrix_html = out / "index.html"
     atomic_write_text(matrix_html, render_matrix_html(cells, generated_at, links=True))
-    concerns = all_concerns([c.report for c in cells])
     matrix_md = out / "MATRIX.md"
-    atomic_write_text(
-        matrix_md,
-        render_template(
-            "matrix.md.jinja",
-            rows=matrix_rows(cells, concerns),
-            concerns=concerns,
-            generated_at=generated_at,
-        ),
-    )
+    atomic_write_text(matrix_md, render_markdown(cells, generated_at, links=True))
     written["matrix"] += [matrix_html, matrix_md]
     all_comparisons: list[Comparison] = []
     for (model, device), history in by_model_device(runs).items():
