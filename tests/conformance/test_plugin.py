@@ -221,6 +221,23 @@ def test_flaky_check_passing_on_retry_is_recorded_as_flaky(
     assert list(_report(pytester.path / "out").perf) == ["figure_attempt3"]
 
 
+def test_flaky_check_is_retried_under_xdist(pytester: pytest.Pytester, fake_server, harness_args):
+    """tox -e hw runs with xdist: pytest-rerunfailures' attempts still fold into one check."""
+    pytester.makepyfile(test_fl=FLAKY_CHECK.replace("PASS_FROM", "2"))
+    exp = _flaky_expectations(pytester.path)
+    result = pytester.runpytest(
+        *harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out",
+        f"--tt-expectations={exp}", "-n", "2",
+    )  # fmt: skip
+    assert result.parseoutcomes() == {"passed": 2, "rerun": 1}
+    report = _report(pytester.path / "out")
+    flaky = report.check("test_fl::test_flaky")
+    assert flaky is not None
+    assert (flaky.outcome, flaky.attempts) == ("flaky", 2)
+    assert "attempt 1 unlucky" in flaky.reason
+    assert list(report.perf) == ["figure_attempt2"]
+
+
 def test_flaky_check_failing_every_attempt_is_a_failure(
     pytester: pytest.Pytester, fake_server, harness_args
 ):
