@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.contract_signatures import (
     CALL_SHAPES,
     CallContext,
@@ -476,11 +476,10 @@ def registry_targets(archs: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
         prog="python -m vllm_tt_plugin.contract_parity", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--tt-metal-home", default=env.get("TT_METAL_HOME") or None)
+    parser.add_argument("--tt-metal-home", type=Path, default=envs.TT_METAL_HOME.get(environ))
     parser.add_argument("--fixture", type=Path, default=None)
     parser.add_argument("--arch", action="append", default=[], help="only these architectures")
     parser.add_argument(

@@ -9,10 +9,10 @@ calls ttnn's device API.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
@@ -133,12 +133,4 @@ def close_mesh(opened: OpenedMesh) -> None:
 
 def visible_device_ids() -> list[int] | None:
     """TT_VISIBLE_DEVICES (set per standard-DP rank), parsed; None when unset."""
-    raw = os.environ.get("TT_VISIBLE_DEVICES", "").strip()
-    if not raw:
-        return None
-    try:
-        return [int(x) for x in raw.split(",") if x.strip()]
-    except ValueError as exc:
-        raise ValueError(
-            f"TT_VISIBLE_DEVICES={raw!r} must be a comma-separated list of ints"
-        ) from exc
+    return envs.TT_VISIBLE_DEVICES.get()

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.mesh_spec import MeshSpec, parse_mesh_device
 from vllm_tt_plugin.utils.device_discovery import DeviceGroups, discover_in_process
 
@@ -41,8 +42,9 @@ def rank_bindings(spec: MeshSpec, groups: DeviceGroups) -> list[RankBinding]:
             rank=rank,
             mesh_id=rank,
             env={
-                "TT_VISIBLE_DEVICES": ",".join(map(str, group)),
-                "MESH_DEVICE": f"({rows},{cols})",
+                envs.TT_VISIBLE_DEVICES.name: ",".join(map(str, group)),
+                envs.MESH_DEVICE.name: f"({rows},{cols})",
+                # For the operator reading the binding; the plugin does not read it.
                 "TT_PARENT_MESH_DEVICE": spec.name,
             },
         )

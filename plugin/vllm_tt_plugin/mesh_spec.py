@@ -7,10 +7,11 @@ as-is (host-emulated mesh).
 from __future__ import annotations
 
 import enum
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from vllm_tt_plugin import envs
 
 
 class HardwareFamily(str, enum.Enum):
@@ -51,7 +52,7 @@ NAMED_MESHES: dict[str, MeshSpec] = {
 }
 
 _SHAPE_RE = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-DEFAULT_MESH_DEVICE = "N150"
+DEFAULT_MESH_DEVICE = envs.MESH_DEVICE.default
 
 
 class MeshSpecError(ValueError):
@@ -79,5 +80,4 @@ def parse_mesh_device(value: str | None) -> MeshSpec:
 
 
 def mesh_spec_from_env(env: Mapping[str, str] | None = None) -> MeshSpec:
-    env = os.environ if env is None else env
-    return parse_mesh_device(env.get("MESH_DEVICE"))
+    return parse_mesh_device(envs.MESH_DEVICE.get(env))

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.log import get_logger
 
 logger = get_logger(__name__)
@@ -251,11 +251,11 @@ def scan_bundles(models_dir: Path) -> list[Bundle]:
     return [read_bundle(sub) for sub in sorted(models_dir.iterdir()) if sub.is_dir()]
 
 
-def builtin_targets(env: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+def builtin_targets(env: Mapping[str, str] | None = None) -> dict[str, tuple[str, bool]]:
     table = dict(_BUILTIN_FIXED)
     for var, versions in _SELECTORS.items():
         default = next(iter(versions))
-        chosen = env.get(var) or default
+        chosen = envs.REGISTRY[var].get(env) or default
         if chosen not in versions:
             raise RegistryError(
                 f"{var}={chosen!r} is not a known version; accepted: {', '.join(versions)} "
@@ -263,6 +263,14 @@ def builtin_targets(env: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
             )
         table.update(versions[chosen])
     return table
+
+
+def selector_table() -> dict[str, dict[str, dict[str, tuple[str, bool]]]]:
+    """Selector variable -> version (the default first) -> {arch: (target, lane_dp)}."""
+    return {
+        var: {version: dict(archs) for version, archs in versions.items()}
+        for var, versions in _SELECTORS.items()
+    }
 
 
 def selector_versions() -> dict[str, tuple[str, ...]]:
@@ -283,17 +291,6 @@ def all_builtin_targets() -> dict[str, tuple[str, ...]]:
     return {target: tuple(sorted(set(archs))) for target, archs in sorted(served.items())}
 
 
-def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise RegistryError(f"{name}={value!r} must be 0 or 1")
-
-
 class TTModelRegistry:
     """The resolved architecture -> class table of this process."""
 
@@ -308,20 +305,24 @@ class TTModelRegistry:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TTModelRegistry:
-        env = os.environ if env is None else env
+        """The registry the environment describes (``env``: ``os.environ`` when None)."""
         registry = cls()
-        for arch, target in parse_overrides(env.get("TT_MODEL_CLASS_OVERRIDES", "")):
+        for arch, target in parse_overrides(envs.TT_MODEL_CLASS_OVERRIDES.get(env)):
             registry._targets[arch] = ModelTarget(arch, target, "override")
-        models_dir = env.get("EXTRA_MODELS_DIR")
-        if models_dir:
-            for bundle in scan_bundles(Path(models_dir)):
+        models_dir = envs.EXTRA_MODELS_DIR.get(env)
+        if models_dir is not None:
+            for bundle in scan_bundles(models_dir):
                 # Appended, never prepended: an installed package of the same name wins.
                 if str(bundle.path) not in sys.path:
                     sys.path.append(str(bundle.path))
                 registry._add(
                     ModelTarget(bundle.arch, bundle.target, "bundle", bundle.lane_data_parallel)
                 )
-        if _env_flag(env, "TT_VLLM_BUILTIN_MODELS", True):
+        try:
+            use_builtin = envs.TT_VLLM_BUILTIN_MODELS.get(env)
+        except envs.EnvError as exc:
+            raise RegistryError(str(exc)) from exc
+        if use_builtin:
             for arch, (target, lane_dp) in builtin_targets(env).items():
                 registry._add(ModelTarget(arch, target, "builtin", lane_dp))
         return registry

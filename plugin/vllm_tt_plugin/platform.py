@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.config import TTOptions, get_tt_options
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.vllm_patches import pin_v1_model_runner
@@ -49,7 +50,7 @@ class TTPlatform(Platform):
     device_type: str = "cpu"
     dispatch_key: str = "CPU"
     dist_backend: str = "gloo"
-    device_control_env_var: str = "TT_VISIBLE_DEVICES"
+    device_control_env_var: str = envs.TT_VISIBLE_DEVICES.name
     simple_compile_backend: str = "eager"
     supported_quantization: list[str] = []
 

@@ -5,9 +5,9 @@ Each patch is idempotent, applied only on the TT platform, and says how to drop 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.log import get_logger
 
 logger = get_logger(__name__)
@@ -100,13 +100,12 @@ def pin_v1_model_runner() -> None:
 
     Pinned through the environment so every process (engine core, workers) agrees.
     """
-    value = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
-    if value is not None and value.strip().lower() in ("1", "true"):
+    if envs.VLLM_USE_V2_MODEL_RUNNER.get():
         raise ValueError(
             "VLLM_USE_V2_MODEL_RUNNER=1 is not supported on TT: the plugin implements the V1 "
             "model-runner contract only. Unset it or set VLLM_USE_V2_MODEL_RUNNER=0."
         )
-    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    envs.VLLM_USE_V2_MODEL_RUNNER.export("0")
 
 
 def apply() -> None:

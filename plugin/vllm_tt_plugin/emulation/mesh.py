@@ -9,7 +9,6 @@ against a device-bound limit.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -17,25 +16,15 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.mesh_spec import MeshSpec
 
 T = TypeVar("T")
 
-STEP_TIME_ENV = "TT_EMULATED_STEP_MS"
-
 
 def step_time_from_env() -> float:
     """Emulated device time per model call, in seconds (0 = as fast as the host computes)."""
-    raw = os.environ.get(STEP_TIME_ENV, "").strip()
-    if not raw:
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ValueError(f"{STEP_TIME_ENV}={raw!r} must be a number of milliseconds") from exc
-    if value < 0:
-        raise ValueError(f"{STEP_TIME_ENV}={raw!r} must be >= 0")
-    return value / 1000.0
+    return envs.TT_EMULATED_STEP_MS.get() / 1000.0
 
 
 class EmulatedEvent:

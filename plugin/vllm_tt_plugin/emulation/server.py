@@ -29,6 +29,8 @@ from typing import Any
 
 import requests
 
+from vllm_tt_plugin import envs
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOST_STUBS = REPO_ROOT / "host_stubs"
 BUNDLED_MODEL = REPO_ROOT / "fixtures" / "models" / "tt-reference-llama"
@@ -210,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--model", type=Path, default=BUNDLED_MODEL)
-    parser.add_argument("--mesh", default=os.environ.get("MESH_DEVICE", "N300"))
+    # The emulated server's own default (two devices), not the plugin's N150.
+    parser.add_argument("--mesh", default=envs.MESH_DEVICE.raw() or "N300")
     parser.add_argument("--tt", default="{}", help="extra TT options as a JSON object")
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument(

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.mesh_spec import MeshSpec
 
-GROUPS_ENV = "TT_DP_DEVICE_GROUPS"
+GROUPS_ENV = envs.TT_DP_DEVICE_GROUPS.name
 DISCOVERY_TIMEOUT_S = 300
 
 
@@ -92,7 +92,7 @@ def discover_in_process(rows: int, cols: int, dp: int, emulated: bool) -> Device
 def discover_device_groups(spec: MeshSpec, dp: int, emulated: bool) -> DeviceGroups:
     """The DP device groups of this launch: reused from the environment, else discovered."""
     submesh_shape(spec.rows, spec.cols, dp)  # fail fast on an impossible split
-    cached = os.environ.get(GROUPS_ENV)
+    cached = envs.TT_DP_DEVICE_GROUPS.get()
     if cached:
         groups = DeviceGroups.from_json(cached)
         if groups.parent_shape == spec.shape and len(groups.groups) == dp:
@@ -115,7 +115,7 @@ def discover_device_groups(spec: MeshSpec, dp: int, emulated: bool) -> DeviceGro
             f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
         )
     groups = DeviceGroups.from_json(proc.stdout.strip().splitlines()[-1])
-    os.environ[GROUPS_ENV] = groups.to_json()  # inherited by every process vLLM starts
+    envs.TT_DP_DEVICE_GROUPS.export(groups.to_json())  # inherited by every process vLLM starts
     return groups
 
 
