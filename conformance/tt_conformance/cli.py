@@ -6,10 +6,11 @@ copies the run to <baselines>/<model>/<device>/baseline.json and writes (or exte
 expectations.json there with one entry per failing or flaky check, its reason a ``TODO``
 placeholder: the gate refuses the file, naming those entries, until each reason is written.
 
-    tt-conformance summary REPORT.json [--gate-output FILE] [--out FILE]
+    tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
+                           [--out FILE]
 
 writes the run as Markdown for $GITHUB_STEP_SUMMARY (appended to --out, default stdout), with
-the gate's output when given.
+the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate output.
 
     tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
                                 [--expectations E] [--input-len N] [--output-len N]
@@ -40,6 +41,7 @@ from tt_conformance.benchimport import (
     bench_shape,
 )
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.gate import gate_run
 from tt_conformance.report import ReportError, load_report, write_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
 
@@ -120,6 +122,9 @@ def step_summary(args: argparse.Namespace) -> int:
             gate_text = Path(args.gate_output).read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise PromoteError(f"--gate-output {args.gate_output}: {exc}") from None
+    if args.gate:
+        # The same gate tox -e hw ran (--tt-gate): baseline of the run's model and device.
+        gate_text = gate_run(report, Path(args.baselines_dir)).text.strip()
     text = render_step_summary(report, gate_text)
     if args.out:
         with open(args.out, "a", encoding="utf-8") as fh:  # GitHub's summary file is appended
@@ -155,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     summ.add_argument("report", help="report JSON of the run")
     summ.add_argument("--gate-output", default=None, help="the gate's stdout, saved to a file")
     summ.add_argument("--out", default=None, help="append here (default stdout)")
+    summ.add_argument(
+        "--gate", action="store_true", help="include the gate against the run's baseline"
+    )
+    summ.add_argument("--baselines-dir", default="reports/baselines", help="for --gate")
     summ.set_defaults(run=step_summary)
     args = parser.parse_args(argv)
     try:

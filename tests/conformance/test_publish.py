@@ -214,6 +214,19 @@ def test_step_summary(tmp_path: Path, make_report, capsys) -> None:
     assert "**Unknown versions:** ttnn, tt-metal" in text
 
 
+def test_step_summary_gates_against_the_baseline(tmp_path: Path, make_report, capsys) -> None:
+    base = make_report({"m::ok": "pass"}, device="emulated")
+    cand = make_report({"m::ok": "fail"}, device="emulated")
+    b = write_report(base, tmp_path / "b").json
+    c = write_report(cand, tmp_path / "c").json
+    baselines = tmp_path / "baselines"
+    assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
+    capsys.readouterr()
+    assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
+    out = capsys.readouterr().out
+    assert "REGRESSION (1 found)" in out and "m::ok: pass -> fail" in out
+
+
 def test_hardware_workflow_is_a_manual_example_on_a_self_hosted_tt_runner() -> None:
     yaml = pytest.importorskip("yaml")
     path = REPO / ".github" / "workflows" / "tt-hardware-conformance.example.yml"
