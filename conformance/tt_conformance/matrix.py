@@ -95,14 +95,17 @@ def not_run_concerns(report: Report) -> tuple[str, ...]:
 # Per-concern cell states of the matrix (the legend's vocabulary).
 CONCERN_PASS = "pass"
 CONCERN_EXPECTED = "pass with expected failures"
+CONCERN_PARTIAL = "pass, some not run"
 CONCERN_FAIL = "fail"
 CONCERN_NOT_RUN = "not run"
-CONCERN_STATES = (CONCERN_PASS, CONCERN_EXPECTED, CONCERN_FAIL, CONCERN_NOT_RUN)
+CONCERN_STATES = (CONCERN_PASS, CONCERN_EXPECTED, CONCERN_PARTIAL, CONCERN_FAIL, CONCERN_NOT_RUN)
 
 
 def concern_status(report: Report, concern: str) -> str:
     """fail if any check of the concern failed or errored; not run when the report has none of
-    its checks or all of them were skipped; pass with expected failures when some xfailed."""
+    its checks or all of them were skipped (not exercised, not applicable, needs lanes); pass
+    with expected failures when some xfailed; pass, some not run when some were skipped: a
+    skipped check never reads as a plain pass."""
     outcomes = {c.outcome for c in report.checks if c.concern == concern}
     if outcomes & set(FAILING):
         return CONCERN_FAIL
@@ -110,7 +113,18 @@ def concern_status(report: Report, concern: str) -> str:
         return CONCERN_NOT_RUN
     if "xfail" in outcomes:
         return CONCERN_EXPECTED
+    if "skip" in outcomes:
+        return CONCERN_PARTIAL
     return CONCERN_PASS
+
+
+def concern_not_run(report: Report, concern: str) -> tuple[str, ...]:
+    """The skipped checks of a concern with their reasons (the cell's tooltip and notes)."""
+    return tuple(
+        f"{short_check(c.id)}: {c.reason}"
+        for c in sorted(report.checks, key=lambda c: c.id)
+        if c.concern == concern and c.outcome == "skip"
+    )
 
 
 def all_concerns(reports: Sequence[Report]) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from tt_conformance.matrix import (
     MatrixCell,
     all_concerns,
     check_counts,
+    concern_not_run,
     concern_status,
     fold,
     render_markdown,
@@ -50,6 +51,7 @@ from tt_conformance.report import Report, atomic_write_text
 CONCERN_CLASS = {
     "pass": "c-pass",
     "pass with expected failures": "c-expected",
+    "pass, some not run": "c-partial",
     "fail": "c-fail",
     "not run": "c-notrun",
 }
@@ -100,6 +102,7 @@ def compare_slug(a: Run, b: Run) -> str:
 class MatrixRow:
     cell: MatrixCell
     concerns: dict[str, str]
+    not_run: dict[str, tuple[str, ...]]  # concern -> "check: reason" of its skipped checks
     history: str  # relative link of the history page
     unknown_versions: tuple[str, ...]
     counts: str
@@ -124,6 +127,7 @@ def matrix_rows(cells: Sequence[MatrixCell], concerns: Sequence[str]) -> list[Ma
         MatrixRow(
             cell,
             {c: concern_status(cell.report, c) for c in concerns},
+            {c: concern_not_run(cell.report, c) for c in concerns},
             f"history/{history_slug(cell.model, cell.device)}.html",
             unknown_versions(cell.report),
             check_counts(cell),

@@ -14,8 +14,10 @@ from tt_conformance.matrix import (
     CONCERN_EXPECTED,
     CONCERN_FAIL,
     CONCERN_NOT_RUN,
+    CONCERN_PARTIAL,
     CONCERN_PASS,
     all_concerns,
+    concern_not_run,
     concern_status,
     find_reports,
 )
@@ -125,9 +127,13 @@ def test_concern_states(make_report) -> None:
     assert concern_status(make_report({"m::a": "flaky", "m::b": "error"}), "isolation") == (
         CONCERN_FAIL
     )
-    assert concern_status(make_report({"m::a": "flaky", "m::b": "skip"}), "isolation") == (
+    assert concern_status(make_report({"m::a": "flaky", "m::b": "pass"}), "isolation") == (
         CONCERN_PASS
     )
+    # Some checks skipped (not exercised, not applicable): never a plain pass.
+    partial = make_report({"m::a": "flaky", "m::b": "skip"})
+    assert concern_status(partial, "isolation") == CONCERN_PARTIAL
+    assert concern_not_run(partial, "isolation") == ("m::b: why skip",)
 
 
 def test_history_groups_by_commit_and_keeps_time_order(make_report) -> None:
