@@ -35,6 +35,9 @@ from run_emu_conformance import (
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 LANES = 4
+# The report tree's directory for this run. The report's device stays "emulated" (the server's
+# mesh is emulated; --tt-device must agree with it); the matrix tells the two runs apart by the
+# server's lanes (matrix.column_of).
 DEVICE = f"emulated-lanes{LANES}"
 LANES_VARIANT = (
     "TTReferenceLlamaForCausalLM="
@@ -90,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with server:
         print(f"[emu-lanes] {name}: {LANES} lanes healthy at {server.url}", flush=True)
         cmd = pytest_command(server, options, args.model, report_dir, expectations, 0, extra)
-        cmd = [*cmd, "--tt-lanes", str(LANES), "--tt-device", DEVICE, "-m", "lanes"]
+        cmd = [*cmd, "--tt-lanes", str(LANES), "-m", "lanes"]
         pytest_rc = run_suite(cmd, args.timeout)
     new = sorted(report_files(report_dir) - before)
     if pytest_rc >= 2 or not new:

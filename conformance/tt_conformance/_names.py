@@ -29,6 +29,7 @@ CONCERN_MARKERS: dict[str, str] = {
 OTHER_MARKERS: dict[str, str] = {
     "requires_lanes(n=2)": "needs a server with --tt-lanes >= n; skipped otherwise",
     "slow": "long-running check",
+    "tt_path": "claims a TT behaviour; not applicable on a server without the TT plugin",
 }
 
 # TT systems by the names tt-inference-server uses (DeviceTypes), with their mesh shapes
@@ -60,6 +61,9 @@ DEVICE_ALIASES: dict[str, str] = {
 }
 # Not TT systems, kept lower-case as before: the host-emulated mesh and "not said".
 OTHER_DEVICES: tuple[str, ...] = ("emulated", "cpu", "gpu", "unknown")
+# The report's device for a server that shows no TT plugin (no tt_plugin_info on /metrics),
+# whatever --tt-device said: such a report is never labelled as TT hardware (provenance.py).
+NOT_TT_DEVICE = "not-tt"
 
 
 def normalize_device(name: str) -> str:

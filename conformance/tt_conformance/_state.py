@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tt_conformance._names import (
+    NOT_TT_DEVICE,
     default_expectations_path,
     default_report_dir,
     normalize_device,
@@ -31,6 +32,7 @@ from tt_conformance.server import (
     probe_server,
     resolve_model,
 )
+from tt_conformance.ttpath import TTProbe
 
 WORKERINPUT_KEY = "tt_conformance"
 NO_SERVER_MESSAGE = (
@@ -161,6 +163,19 @@ class HarnessState:
         return self.discovered
 
     @property
+    def tt(self) -> TTProbe:
+        return self.facts.tt
+
+    @property
+    def not_tt(self) -> bool:
+        """A usable server that shows no TT plugin: never labelled as TT hardware."""
+        return self.facts.device == NOT_TT_DEVICE
+
+    @property
+    def device(self) -> str:
+        return self.facts.device
+
+    @property
     def model_name(self) -> str:
         if self.model is not None:
             return self.model.id
@@ -175,7 +190,7 @@ class HarnessState:
             model=self.model.id,
             max_num_seqs=self.facts.max_num_seqs,
             lanes=self.facts.lanes,
-            device=self.options.device,
+            device=self.device,
             max_model_len=self.facts.max_model_len,
             vllm_version=(self.probe.vllm_version if self.probe else None) or "unknown",
             api_key=self.options.api_key,
@@ -228,9 +243,7 @@ def build_state(config: pytest.Config) -> HarnessState:
     elif options.expectations is not None:
         state.expectations_path = options.expectations
     else:
-        candidate = default_expectations_path(
-            options.baselines_dir, state.model_name, options.device
-        )
+        candidate = default_expectations_path(options.baselines_dir, state.model_name, state.device)
         state.expectations_path = candidate if candidate.is_file() else None
     if state.expectations_path is not None:
         try:
@@ -244,6 +257,6 @@ def build_state(config: pytest.Config) -> HarnessState:
         state.lock_path = lock_dir / "server.lock"
         state.collector = ResultCollector()
         state.report_dir = options.report_dir or default_report_dir(
-            Path(config.invocation_params.dir), state.model_name, options.device
+            Path(config.invocation_params.dir), state.model_name, state.device
         )
     return state

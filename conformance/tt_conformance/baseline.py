@@ -41,12 +41,20 @@ class Promoted:
     replaced_run: str | None  # run id of the baseline this one replaced
 
 
-def baseline_dir(baselines_dir: Path, model: str, device: str) -> Path:
-    return baselines_dir / path_component(model) / path_component(device)
+def baseline_dir(baselines_dir: Path, model: str, device: str, lanes: int = 1) -> Path:
+    """<baselines>/<model>/<device>; a lane-DP run (lanes > 1) has its own baseline,
+    <device>-lanes<N> (as reports/baselines/<model>/emulated-lanes4), like its own matrix
+    column."""
+    where = device if lanes <= 1 else f"{device}-lanes{lanes}"
+    return baselines_dir / path_component(model) / path_component(where)
 
 
-def find_baseline(baselines_dir: Path, model: str, device: str) -> Path | None:
-    path = baseline_dir(baselines_dir, model, device) / BASELINE_NAME
+def baseline_dir_of(baselines_dir: Path, report: Report) -> Path:
+    return baseline_dir(baselines_dir, report.model, report.device, report.server.lanes)
+
+
+def find_baseline(baselines_dir: Path, report: Report) -> Path | None:
+    path = baseline_dir_of(baselines_dir, report) / BASELINE_NAME
     return path if path.is_file() else None
 
 
@@ -64,7 +72,7 @@ def promote(report_path: Path, baselines_dir: Path) -> Promoted:
             f"{report_path}: the run has {len(report.collection_errors)} collection error(s) "
             f"(first: {first}); fix them before promoting"
         )
-    target = baseline_dir(baselines_dir, report.model, report.device)
+    target = baseline_dir_of(baselines_dir, report)
     target.mkdir(parents=True, exist_ok=True)
     baseline = target / BASELINE_NAME
     replaced = load_report(baseline).run_id if baseline.is_file() else None

@@ -16,6 +16,7 @@ from tt_conformance._state import harness_state
 from tt_conformance.collector import PROP_ACCURACY, PROP_PERF
 from tt_conformance.rawhttp import RawHttp
 from tt_conformance.server import ServerInfo
+from tt_conformance.ttpath import TTPath
 
 if TYPE_CHECKING:  # openai is imported lazily: the plugin loads in every pytest run
     import openai
@@ -167,3 +168,9 @@ def record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
         item.user_properties.append((PROP_ACCURACY, dump_result(result)))
 
     return record
+
+
+@pytest.fixture
+def tt_path(pytestconfig: pytest.Config, raw_http: RawHttp) -> TTPath:
+    """The plugin's counters around a check's requests (ttpath.py); skips on a non-TT server."""
+    return TTPath(raw_http, harness_state(pytestconfig).tt)

@@ -336,7 +336,7 @@ def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
     # Imported here: baseline imports the report module only, the gate module imports both.
     from tt_conformance.baseline import EXPECTATIONS_NAME, find_baseline
 
-    path = find_baseline(baselines_dir, candidate.model, candidate.device)
+    path = find_baseline(baselines_dir, candidate)
     if path is None:
         return RunGate(
             EXIT_OK,

@@ -40,7 +40,10 @@ class Run:
 
     @property
     def key(self) -> tuple[str, str]:
-        return (self.report.model, self.report.device)
+        # The matrix's column: a lane-DP server has its own history, like its own column.
+        from tt_conformance.matrix import column_of  # matrix imports nothing from here
+
+        return (self.report.model, column_of(self.report))
 
     @property
     def tt_metal(self) -> str:

@@ -4,8 +4,9 @@ Usage: tt-conformance-matrix [REPORT_DIR] [--out-md FILE] [--out-html FILE] [--i
 
 REPORT_DIR (default ``reports``) is searched recursively for report JSON files (other JSON, such
 as expectations, is ignored; so is the ``baselines/`` subtree unless --include-baselines). The
-newest report per model x device is shown. Outputs default to REPORT_DIR/MATRIX.md and
-REPORT_DIR/matrix.html. Exit codes: 0 written, 2 bad input (missing directory, malformed report).
+newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
+Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html. Exit codes: 0 written,
+2 bad input (missing directory, malformed report).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ STATUS_COMPLETE = "complete"
 STATUS_FUNCTIONAL = "functional"
 STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
+# A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
+# lanes) never counts as passed: the counts say "not run" and the notes give each reason.
 # Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
 # as TT's tables quote them.
 KEY_PERF: tuple[tuple[str, str], ...] = (
@@ -65,6 +68,7 @@ class MatrixCell:
     flaky: tuple[str, ...]
     improvements: tuple[str, ...]
     key_perf: dict[str, tuple[PerfFigure, ...]]
+    not_run: tuple[str, ...] = ()  # "<check>: <reason>"
 
     @property
     def model(self) -> str:
@@ -72,7 +76,13 @@ class MatrixCell:
 
     @property
     def device(self) -> str:
-        return self.report.device
+        return column_of(self.report)
+
+
+def column_of(report: Report) -> str:
+    """The matrix column: the device, split by lanes (a lane-DP server is its own column)."""
+    lanes = report.server.lanes
+    return report.device if lanes <= 1 else f"{report.device} ({lanes} lanes)"
 
 
 def tier_of(report: Report) -> Tier:
@@ -152,10 +162,10 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
-    """Newest report per (model, device); latest.json and its run file count once."""
+    """Newest report per (model, device column); latest.json and its run file count once."""
     newest: dict[tuple[str, str], tuple[Path, Report]] = {}
     for path, report in reports:
-        key = (report.model, report.device)
+        key = (report.model, column_of(report))
         current = newest.get(key)
         rank = (report.finished_at, report.run_id, path.name != "latest.json")
         if current is None or rank > (
@@ -187,6 +197,10 @@ def _cell(path: Path, report: Report) -> MatrixCell:
         flaky=tuple(sorted(c.id for c in report.checks_with("flaky"))),
         improvements=tuple(sorted(c.id for c in report.checks_with("xpass"))),
         key_perf=key_perf,
+        not_run=tuple(
+            f"{short_check(c.id)}: {c.reason}"
+            for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
+        ),
     )
 
 
@@ -216,7 +230,7 @@ def check_counts(cell: MatrixCell) -> str:
     t = cell.report.totals
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "skipped")]
+    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
     not_run = not_run_concerns(cell.report)
     tail = f"; not run: {', '.join(not_run)}" if not_run else ""
     return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
@@ -233,6 +247,22 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool 
     if not cells:
         return head
     lines = [head.rstrip("\n")]
+    # Tier per model x device column at a glance (a lane-DP server is its own column).
+    models = sorted({c.model for c in cells})
+    devices = sorted({c.device for c in cells})
+    by_key = {(c.model, c.device): c for c in cells}
+    lines += ["", "## Tier by device", ""]
+    lines.append(
+        tabulate(
+            [
+                [md_cell(m)]
+                + [md_cell(by_key[(m, d)].status) if (m, d) in by_key else "—" for d in devices]
+                for m in models
+            ],
+            headers=["model", *[md_cell(d) for d in devices]],
+            tablefmt="github",
+        )
+    )
     lines += ["", "## Details", ""]
     rows = []
     for c in cells:
@@ -292,6 +322,11 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool 
         f"{md_cell(', '.join(c.improvements))}"
         for c in cells
         if c.improvements
+    ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
+        for c in cells
+        for line in c.not_run
     ]
     if notes:
         lines += ["", "## Notes", "", *notes]

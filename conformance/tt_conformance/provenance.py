@@ -1,8 +1,10 @@
 """What the report says about the server, discovered rather than typed: the plugin's
 ``tt_plugin_info`` metric and GET /v1/models win over flags, and a flag that disagrees with the
 server is an error naming both values (a report must never describe another configuration than
-the one measured). Without the info metric (a non-TT server, an older plugin) the flags and
-defaults are used and the report says which fields were discovered.
+the one measured). Without the info metric (a non-TT server, an older plugin, metrics off) the
+flags and defaults are used, the report says which fields were discovered, and the server is not
+certified as TT: the report's device is ``not-tt`` with no mesh shape (tiers.py caps it at
+experimental). The report's device and mesh are decided here and nowhere else.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tt_conformance._names import mesh_shape_for
+from tt_conformance._names import NOT_TT_DEVICE, mesh_shape_for
 from tt_conformance.report import RunInfo
 from tt_conformance.server import ServedModel, ServerProbe
+from tt_conformance.ttpath import TTProbe, device_disagreement, server_device
 
 DEFAULT_MAX_NUM_SEQS = 32  # only when neither the server nor a flag says (vLLM's own default)
 DEFAULT_LANES = 1
@@ -39,6 +42,8 @@ class Flags:
 
 @dataclass(frozen=True)
 class Discovered:
+    device: str  # the report's device: --tt-device, else the server's; not-tt without the plugin
+    tt: TTProbe  # what the checks' tt_path fixture knows about the TT plugin
     max_num_seqs: int
     lanes: int
     max_model_len: int | None
@@ -66,8 +71,17 @@ def discover(
 ) -> Discovered:
     """Combine the probe with the flags; raises ProvenanceError on a contradiction."""
     info = probe or ServerProbe()
+    tt = TTProbe.of(probe)
     found: list[str] = []
     warnings: list[str] = []
+    # A usable server (its model resolved) that shows no TT plugin is never labelled as TT.
+    not_tt = model is not None and not tt.is_tt
+    if tt.info is not None:
+        problem = device_disagreement(device, tt.info)
+        if problem:
+            raise ProvenanceError(problem)
+        if device == "unknown":
+            device = server_device(tt.info) or device
 
     def pick(name: str, server: Any, flag: Any, default: Any, flag_name: str) -> Any:
         _agree(name, flag, server, flag_name)
@@ -96,7 +110,7 @@ def discover(
     mesh_shape = pick(
         "mesh_shape", info.info("mesh_shape"), flags.mesh_shape, None, "--tt-mesh-shape"
     )
-    if mesh_shape is None:
+    if mesh_shape is None and not not_tt:
         mesh_shape = mesh_shape_for(device)
     versions = {}
     for key, label, flag in (
@@ -120,16 +134,20 @@ def discover(
         tt_options = json.loads(options_text) if options_text else None
     except json.JSONDecodeError:
         tt_options = options_text
-    if probe is not None and not probe.error and not probe.plugin_info:
-        warnings.append(
-            "the server publishes no tt_plugin_info metric (not a vllm-tt-plugin server, or an "
-            "older build): plugin/ttnn/tt-metal versions and max_num_seqs/lanes come from flags"
+    if not_tt:
+        warnings.insert(
+            0,
+            f"not a TT server: {tt.absent_reason}; not certified: TT-path checks not "
+            "applicable, the report is not labelled as TT hardware; plugin/ttnn/tt-metal "
+            "versions and max_num_seqs/lanes come from flags",
         )
     return Discovered(
+        device=NOT_TT_DEVICE if not_tt else device,
+        tt=tt,
         max_num_seqs=max_num_seqs,
         lanes=lanes,
         max_model_len=max_model_len,
-        mesh_shape=mesh_shape,
+        mesh_shape=None if not_tt else mesh_shape,
         mesh_device=info.info("mesh_device"),
         model_class=info.info("model_class"),
         tt_options=tt_options,

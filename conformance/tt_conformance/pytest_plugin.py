@@ -18,7 +18,9 @@ Options
                              server is a usage error naming both.
     --tt-lanes N             lane-DP lanes of the server (default: tt_plugin_info, else 1)
     --tt-device NAME         N150, N300, T3K, GALAXY (TG), P150X4, ..., emulated;
-                             case-insensitive (default $MESH_DEVICE, else "unknown")
+                             case-insensitive (default $MESH_DEVICE, else the server's mesh).
+                             Must agree with the server's tt_plugin_info (usage error, exit
+                             4); a server without it is reported as device "not-tt"
     --tt-mesh-shape RxC      default: tt_plugin_info, else derived from the device name
     --tt-api-key KEY         bearer token (env OPENAI_API_KEY / VLLM_API_KEY) sent by every
                              client: openai, raw HTTP, streaming, the probe
@@ -51,12 +53,18 @@ Fixtures for check authors
                                      "higher"; identity: metric, stat, input_len, output_len,
                                      concurrency, flag (why a figure is unreliable)
     record_accuracy(result)          per check; an AccuracyResult for the report's accuracy
+    tt_path: TTPath                  per check; tt_path.start() before the requests,
+                                     tt_path.conclude(*claims) after them (ttpath.py): fails
+                                     when a claimed TT path did not run, skips as "not
+                                     exercised" when the launch rules it out
 
 Markers
     Concern markers (isolation, seeding, sampling_fallback, penalties, logprobs,
     structured_output, kv_capacity, lanes, decode_reload, errors, serving_perf, accuracy) set
     a check's concern in the report; without one the module name minus "test_" is used.
     requires_lanes(n=2) skips a check unless the server has >= n lanes. slow marks long checks.
+    tt_path marks a check that claims a TT behaviour: on a server without the TT plugin's
+    metrics it is reported "not applicable" (skipped) before it runs.
     A check's id in reports and expectations is ``<module>::<name[params]>``, for example
     ``tt_conformance.checks.test_isolation::test_parallel_prompts[8]``.
 
@@ -91,9 +99,11 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     record_accuracy,
     record_perf,
     server,
+    tt_path,
 )
 from tt_conformance.reporting import SessionReporter
 from tt_conformance.serverlock import ServerLockPlugin
+from tt_conformance.ttpath import NOT_APPLICABLE
 
 # The user_properties an item had at collection (check id, concern, expected_by).
 BASE_PROPERTIES = pytest.StashKey[list[tuple[str, object]]]()
@@ -246,7 +256,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     lines = [
         f"tt-conformance: server {state.options.server_url or '(none)'}, model "
-        f"{state.model_name}, device {state.options.device}, expectations "
+        f"{state.model_name}, device {state.device}, expectations "
         f"{state.expectations_path or 'none'}"
     ]
     facts = state.facts
@@ -257,6 +267,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     )
     if state.setup_error:
         lines.append(f"tt-conformance: SERVER NOT USABLE: {state.setup_error}")
+
     return lines
 
 
@@ -316,6 +327,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if getattr(item, "execution_count", 1) > 1 and BASE_PROPERTIES in item.stash:
         item.user_properties[:] = item.stash[BASE_PROPERTIES]
     # tryfirst: skip before any fixture (and so the server) is touched.
+    state = harness_state(item.config)
+    if item.get_closest_marker("tt_path") is not None and state.not_tt:
+        pytest.skip(f"{NOT_APPLICABLE}: {state.tt.absent_reason}")
     mark = item.get_closest_marker("requires_lanes")
     if mark is None:
         return

@@ -7,7 +7,6 @@ endpoints /health, /version, /metrics, /tokenize and /detokenize.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,29 +51,16 @@ class MetricSample:
     value: float = math.nan
 
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
-_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-
-
 def parse_prometheus(text: str) -> list[MetricSample]:
-    """Parse the Prometheus text exposition format (what vLLM serves at /metrics)."""
-    samples = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            raise ValueError(f"unparseable /metrics line: {line!r}")
-        labels: dict[str, str] = {}
-        if match.group(3):
-            for lmatch in _LABEL.finditer(match.group(3)):
-                raw = lmatch.group(2)
-                labels[lmatch.group(1)] = (
-                    raw.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-                )
-        samples.append(MetricSample(match.group(1), labels, float(match.group(4))))
-    return samples
+    """Every sample of a Prometheus text exposition (what vLLM serves at /metrics), read with
+    prometheus_client's parser; a malformed body raises ValueError."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        MetricSample(s.name, dict(s.labels), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
 
 
 class RawHttp:

@@ -44,16 +44,17 @@ class SessionReporter:
     def build_report(self, exit_status: int) -> Report:
         state = self.state
         checks, perf, warnings = self.collector.build()
+        facts = state.facts
+        # The server's own facts first (a not-TT server's warning leads), then the run's.
+        warnings[:0] = facts.warnings
         if state.setup_error:
             warnings.insert(0, f"server not usable: {state.setup_error}")
         for entry in state.expectations.unmatched([c.id for c in checks]):
             warnings.append(f"expectations entry {entry.check!r} matched no check in this run")
-        for key, ours in (("model", state.model_name), ("device", state.options.device)):
+        for key, ours in (("model", state.model_name), ("device", state.device)):
             theirs = getattr(state.expectations, key)
             if theirs is not None and theirs != ours:
                 warnings.append(f"expectations file is for {key} {theirs!r}, this run is {ours!r}")
-        facts = state.facts
-        warnings += facts.warnings
         flagged: dict[tuple[str, str], list[str]] = {}
         for name, fig in sorted(perf.items()):
             if fig.flag:
@@ -67,7 +68,7 @@ class SessionReporter:
             started_at=state.started_at,
             finished_at=utc_now_iso(),
             model=state.model_name,
-            device=state.options.device,
+            device=state.device,
             mesh_shape=facts.mesh_shape,
             versions=Versions(
                 vllm=(state.probe.vllm_version if state.probe else None) or "unknown",
@@ -114,3 +115,10 @@ class SessionReporter:
                 terminalreporter.write_line(line, red=bool(gate.exit_code))
         if self.state.setup_error:
             terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)
+        elif self.state.not_tt:
+            terminalreporter.write_line(
+                f"NOT A TT SERVER, not certified: {self.state.tt.absent_reason}. TT-path checks "
+                "were not applicable; generic checks ran; the report is not labelled as TT "
+                "hardware.",
+                red=True,
+            )

@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 import requests
 
+from tt_conformance.ttpath import parse_metrics
+
 PROBE_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds: a dead server must not hang the run
 
 
@@ -54,8 +56,10 @@ class ServerProbe:
     vllm_version: str | None = None
     error: str | None = None
     # Labels of the plugin's tt_plugin_info sample; empty when the server publishes none (not a
-    # vllm-tt-plugin server, or an older plugin build).
+    # vllm-tt-plugin server, metrics off, or an older plugin build). Provenance (provenance.py)
+    # and TT detection (ttpath.TTProbe) both read this one probe.
     plugin_info: dict[str, str] = field(default_factory=dict)
+    metrics_error: str | None = None  # why GET /metrics could not be read, if it could not
 
     def to_json(self) -> dict[str, Any]:
         # Plain data so that pytest-xdist can hand it to the workers.
@@ -64,6 +68,7 @@ class ServerProbe:
             "vllm_version": self.vllm_version,
             "error": self.error,
             "plugin_info": dict(self.plugin_info),
+            "metrics_error": self.metrics_error,
         }
 
     @classmethod
@@ -73,6 +78,7 @@ class ServerProbe:
             vllm_version=data.get("vllm_version"),
             error=data.get("error"),
             plugin_info=dict(data.get("plugin_info") or {}),
+            metrics_error=data.get("metrics_error"),
         )
 
     def info(self, key: str) -> str | None:
@@ -93,25 +99,13 @@ def bearer(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-PLUGIN_INFO_SAMPLE = "tt_plugin_info"  # prometheus_client Info("tt_plugin") -> tt_plugin_info
-
-
 def parse_plugin_info(metrics_text: str) -> dict[str, str]:
-    """Labels of ``tt_plugin_info`` in a /metrics body ({} when absent or unparseable).
-
-    The text format exposes an Info as a gauge family named ``tt_plugin_info``; the sample name
-    is the same in every format, so the sample is what is looked for.
-    """
-    from prometheus_client.parser import text_string_to_metric_families
-
+    """Labels of ``tt_plugin_info`` in a /metrics body ({} when absent or unparseable)."""
     try:
-        for family in text_string_to_metric_families(metrics_text):
-            for sample in family.samples:
-                if sample.name == PLUGIN_INFO_SAMPLE:
-                    return dict(sample.labels)
+        info, _ = parse_metrics(metrics_text)
     except ValueError:
-        return {}  # a malformed /metrics body is not the harness's business to fail on here
-    return {}
+        return {}
+    return info.to_json() if info is not None else {}
 
 
 def normalize_base_url(url: str) -> str:
@@ -168,14 +162,22 @@ def _probe(http: requests.Session, base_url: str, api_key: str | None) -> Server
             version = str(body["version"])
     except (requests.RequestException, ValueError):
         version = None  # /version is informational; the report then says "unknown"
+    # Without the info metric provenance degrades to flags and the server is not certified as
+    # TT (ttpath.py); the generic checks still run.
     info: dict[str, str] = {}
+    error: str | None = None
     try:
         mresp = http.get(f"{base_url}/metrics", timeout=PROBE_TIMEOUT)
-        if mresp.status_code == 200:
-            info = parse_plugin_info(mresp.text)
-    except requests.RequestException:
-        info = {}  # provenance degrades to "unknown"; the checks still run
-    return ServerProbe(models=models, vllm_version=version, plugin_info=info)
+        if mresp.status_code != 200:
+            error = f"GET /metrics returned HTTP {mresp.status_code}"
+        else:
+            parsed, _ = parse_metrics(mresp.text)
+            info = parsed.to_json() if parsed is not None else {}
+    except requests.RequestException as exc:
+        error = f"GET /metrics failed: {exc}"
+    except ValueError as exc:
+        error = f"GET /metrics is not Prometheus text: {exc}"
+    return ServerProbe(models=models, vllm_version=version, plugin_info=info, metrics_error=error)
 
 
 def _parse_models(body: Any) -> tuple[ServedModel, ...]:

@@ -4,7 +4,9 @@
                   verdict is fail
     experimental  the checks pass, but accuracy has no passing verdict (no entry in the
                   expectations, or the accuracy check did not run), or a perf target says
-                  the run is below its functional fraction
+                  the run is below its functional fraction, or the server is not a TT server
+                  (device ``not-tt``: no tt_plugin_info, so its TT-path checks were not
+                  applicable and nothing TT was certified; never above experimental)
     functional    checks pass (expected failures allowed), accuracy passes, and every perf
                   target reaches its functional fraction
     complete      functional, with no expected failures and every perf target at its complete
@@ -18,10 +20,11 @@ Perf targets are evaluated against the expectations once, when a report is writt
 
 from __future__ import annotations
 
+from tt_conformance._names import NOT_TT_DEVICE
 from tt_conformance.expectations import Expectations
 from tt_conformance.report import FAILING, PerfTargetResult, Report, Tier
 
-INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown"})
+INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})
 _RANK = {"functional": 1, "complete": 2, "target": 3}
 
 
@@ -90,6 +93,14 @@ def derive_tier(report: Report) -> Tier:
         )
     if not report.checks:
         return Tier(tier="fail", reason="no checks ran", next_blocker="run the suite")
+    if report.device == NOT_TT_DEVICE:
+        return Tier(
+            tier="experimental",
+            reason="generic checks pass, but the server shows no TT plugin (no tt_plugin_info "
+            "on /metrics): its TT-path checks were not applicable, nothing TT is certified",
+            next_blocker="functional needs a vllm-tt-plugin server publishing its metrics "
+            "(TT_VLLM_METRICS not 0)",
+        )
     if not report.accuracy:
         return Tier(
             tier="experimental",

@@ -24,21 +24,13 @@ def wait_events(events: Any) -> None:
         for event in events:
             wait_events(event)
         return
-    if hasattr(events, "synchronize"):
-        events.synchronize()
+    synchronize = getattr(events, "synchronize", None)  # ttnn.event_synchronize analogue
+    if callable(synchronize):
+        synchronize()
     elif callable(events):
         events()
     else:
         raise TypeError(f"cannot wait on read event of type {type(events).__name__}")
-
-
-def read_back(model: Any, handle: Any, is_tokens: bool) -> Any:
-    """Host tensors of a submitted decode (models returning host tensors need neither hook)."""
-    if not hasattr(model, "read_decode_output"):
-        return handle
-    tt_out, events = model.read_decode_output(handle, async_read=True)
-    wait_events(events)
-    return model.process_decode_output_host(tt_out, is_tokens=is_tokens)
 
 
 class PendingStep:

@@ -19,9 +19,6 @@ _BOOL_KEYS = (
     "supports_lane_data_parallel",
 )
 
-# The most logprobs a TT device sampler returns; beyond it a batch falls back to the host.
-DEFAULT_MAX_DEVICE_LOGPROBS = 20
-
 
 class CapabilityError(TypeError):
     """A model class declares a malformed ``model_capabilities`` entry."""
@@ -38,7 +35,6 @@ class ModelCapabilities:
     supports_lane_data_parallel: bool = False
     # Largest top_k the device sampler handles; None = unlimited.
     max_device_top_k: int | None = None
-    max_device_logprobs: int = DEFAULT_MAX_DEVICE_LOGPROBS
     # Block-output models emit this many tokens per step (DiffusionGemma); 1 for everyone else.
     output_tokens_per_step: int = 1
     # kwargs for ttnn.set_fabric_config, kept by reference (never copied into vLLM's config).
@@ -60,7 +56,7 @@ class ModelCapabilities:
                         f"{name}.model_capabilities[{key!r}] must be a bool, got {declared[key]!r}"
                     )
                 values[key] = declared[key]
-        for key in ("max_device_top_k", "max_device_logprobs", "output_tokens_per_step"):
+        for key in ("max_device_top_k", "output_tokens_per_step"):
             if key in declared and declared[key] is not None:
                 value = declared[key]
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -1,15 +1,15 @@
-"""The TT model contract as typed Protocols (docs: TT_MODEL_CONTRACT / DECODE_RELOAD_CONTRACT).
+"""The TT model contract (version 2) as typed Protocols (docs/TT_MODEL_CONTRACT.md).
 
-tt-metal model classes (``models/...generator_vllm.py``) are duck-typed: the plugin calls them by
-keyword with the argument names tt-metal uses. These Protocols document and type-check that
-surface; the optional parts (hybrid KV specs, async read-back, the decode reload contract) are
-probed with ``hasattr``/attributes at the call sites, because real classes implement subsets.
+tt-metal model classes (``models/...generator_vllm.py``) are duck-typed and implement subsets;
+many declare ``(*args, **kwargs)`` wrappers. These Protocols document the surface
+``model_adapter.ModelAdapter`` calls, with tt-metal's argument names; the adapter is the only
+caller, and it reads what a class offers once (``AdapterProfile``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
 
@@ -18,14 +18,18 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.v1.kv_cache_interface import KVCacheSpec
 
+    from vllm_tt_plugin.sampling_params import TTSamplingParams
+
 # Version of the decode input-update contract the plugin speaks (docs/DECODE_RELOAD_CONTRACT.md).
 DECODE_RELOAD_CONTRACT_VERSION = 1
 
 # Budget used when a model class has no get_max_tokens_all_users.
 DEFAULT_MAX_TOKENS_ALL_USERS = 131072
 
+# One per_layer_specs entry: (shape (blocks, kv_heads_per_device, block, head), dtype, tensor_idx).
+PerLayerSpec = tuple[tuple[int, int, int, int], torch.dtype, int]
 
-@runtime_checkable
+
 class TTModelClass(Protocol):
     """Class-level surface: capabilities, sizing and construction."""
 
@@ -40,18 +44,17 @@ class TTModelClass(Protocol):
         max_seq_len: int = ...,
         tt_data_parallel: int = ...,
         optimizations: str | None = ...,
-    ) -> TTModel: ...
+    ) -> Any: ...
 
-
-class TTModelSizing(Protocol):
     @classmethod
     def get_max_tokens_all_users(
         cls,
+        *,
         model_name: str,
         num_devices: int,
         tt_data_parallel: int,
         max_model_len: int,
-        max_num_seqs: int = ...,
+        max_num_seqs: int,
     ) -> int: ...
 
 
@@ -62,35 +65,38 @@ class TTHybridModelClass(Protocol):
     def get_kv_cache_spec(cls, vllm_config: VllmConfig) -> dict[str, KVCacheSpec]: ...
 
 
-@runtime_checkable
 class TTModel(Protocol):
-    """Instance-level surface used every step."""
+    """Instance-level surface used every step (all by keyword)."""
 
     def prefill_forward(
         self,
-        tokens: torch.Tensor,
+        *,
+        tokens: torch.Tensor,  # int32 [rows, max(prompt_lens)], from position 0
         page_table: torch.Tensor,
         kv_cache: Any,
         enable_trace: bool,
-        prompt_lens: list[int] | torch.Tensor,
-        start_pos: list[int] | torch.Tensor,
-        **kwargs: Any,
+        prompt_lens: list[int],  # end of this chunk
+        start_pos: list[int],  # tokens already in KV
+        sampling_params: TTSamplingParams | None = ...,
+        empty_slots: list[int] = ...,
+        **kwargs: Any,  # page_tables_per_group / _per_layer, multimodal kwargs
     ) -> Any: ...
 
     def decode_forward(
         self,
-        tokens: torch.Tensor,
+        *,
+        tokens: torch.Tensor,  # int32 [pad, 1]
         page_table: torch.Tensor,
         kv_cache: Any,
-        start_pos: torch.Tensor,
-        enable_trace: bool = ...,
-        read_from_device: bool = ...,
-        **kwargs: Any,
+        start_pos: torch.Tensor,  # int32 [pad], -1 on padding rows
+        enable_trace: bool,
+        read_from_device: bool,
+        **kwargs: Any,  # sampling, penalty history, slot_remap, reload commands, ...
     ) -> Any: ...
 
 
 class TTAsyncReadback(Protocol):
-    """Split submit/read-back for async decode (models that return device tensors)."""
+    """Read-back of a decode submitted with ``read_from_device=False``."""
 
     def read_decode_output(self, tt_out: Any, async_read: bool = ...) -> tuple[Any, Any]: ...
 
@@ -98,7 +104,7 @@ class TTAsyncReadback(Protocol):
 
 
 class TTKVAllocator(Protocol):
-    def allocate_kv_cache_per_layer(self, per_layer_specs: Any) -> Any: ...
+    def allocate_kv_cache_per_layer(self, per_layer_specs: Sequence[PerLayerSpec]) -> Any: ...
 
 
 class TTLegacyKVAllocator(Protocol):
@@ -109,11 +115,12 @@ class TTLegacyKVAllocator(Protocol):
 
 class TTWarmup(Protocol):
     def warmup_model_prefill(
-        self, kv_cache: Any, enable_trace: bool, can_sample_on_device: bool
+        self, *, kv_cache: Any, enable_trace: bool, can_sample_on_device: bool
     ) -> None: ...
 
     def warmup_model_decode(
         self,
+        *,
         kv_cache: Any,
         enable_trace: bool,
         max_batch_size: int,
@@ -131,17 +138,3 @@ def decode_contract_version(model: object) -> int:
             f"integer, got {version!r}"
         )
     return version
-
-
-@dataclass(frozen=True)
-class TTLayerKVSpec:
-    """One layer's KV cache as the plugin asks a model to allocate it (per lane)."""
-
-    layer_name: str
-    group_id: int
-    num_blocks: int
-    block_size: int
-    num_kv_heads: int  # already divided over the devices of one lane
-    head_size: int
-    dtype: torch.dtype
-    sliding_window: int | None = None

@@ -59,15 +59,15 @@ class TTRequestState:
     def device_row(self) -> DeviceSamplingRow:
         params = self.sampling_params
         greedy = params.temperature < 1e-5
-        top_k = params.top_k if params.top_k > 0 else 0
         return DeviceSamplingRow(
             temperature=0.0 if greedy else float(params.temperature),
-            top_k=top_k,
+            top_k=params.top_k if params.top_k > 0 else 0,
             top_p=float(params.top_p),
             presence_penalty=float(params.presence_penalty),
             frequency_penalty=float(params.frequency_penalty),
             repetition_penalty=float(params.repetition_penalty),
-            seed=self.device_seed,
+            # Unseeded -> None: the device draws its own randomness.
+            seed=None if params.seed is None else self.device_seed,
             num_logprobs=-1 if params.logprobs is None else int(params.logprobs),
         )
 
@@ -221,9 +221,10 @@ def device_rows(states: list[TTRequestState | None]) -> list[DeviceSamplingRow]:
 
 
 def padded_token_lists(lists: list[list[int]], pad: int = -1) -> torch.Tensor:
+    """int32 [rows, longest] token histories padded with ``pad`` in both axes."""
     width = max((len(x) for x in lists), default=0)
-    out = torch.full((len(lists), max(width, 1)), pad, dtype=torch.int64)
+    out = torch.full((len(lists), max(width, 1)), pad, dtype=torch.int32)
     for row, values in enumerate(lists):
         if values:
-            out[row, : len(values)] = torch.tensor(values, dtype=torch.int64)
+            out[row, : len(values)] = torch.tensor(values, dtype=torch.int32)
     return out

@@ -8,9 +8,10 @@ models, the blocks sliding-window groups can hold per sequence.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from vllm.v1.kv_cache_interface import (
@@ -21,7 +22,6 @@ from vllm.v1.kv_cache_interface import (
     SlidingWindowSpec,
 )
 
-from vllm_tt_plugin.contract import DEFAULT_MAX_TOKENS_ALL_USERS, TTLayerKVSpec
 from vllm_tt_plugin.log import get_logger
 
 if TYPE_CHECKING:
@@ -94,32 +94,6 @@ def compute_block_budget(
     )
 
 
-def model_max_tokens_all_users(
-    model_cls: type,
-    model_name: str,
-    num_devices: int,
-    tt_data_parallel: int,
-    max_model_len: int,
-    max_num_seqs: int,
-) -> int:
-    getter = getattr(model_cls, "get_max_tokens_all_users", None)
-    if getter is None:
-        return DEFAULT_MAX_TOKENS_ALL_USERS
-    value = getter(
-        model_name,
-        num_devices,
-        tt_data_parallel,
-        max_model_len,
-        max_num_seqs=max_num_seqs,
-    )
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"{model_cls.__qualname__}.get_max_tokens_all_users returned {value!r}; "
-            "it must be a positive integer token count"
-        )
-    return value
-
-
 def uniform_kv_cache_spec(vllm_config: VllmConfig) -> dict[str, KVCacheSpec]:
     """One full-attention spec per decoder layer (models without get_kv_cache_spec)."""
     model_config = vllm_config.model_config
@@ -149,55 +123,94 @@ def pool_bytes_per_block(vllm_config: VllmConfig, specs: dict[str, KVCacheSpec])
     return kv_cache_utils._pool_bytes_per_block(vllm_config, groups)
 
 
-def layer_specs_for_model(
-    kv_cache_config: KVCacheConfig, devices_per_lane: int
-) -> list[TTLayerKVSpec]:
-    """Per-layer allocation requests, in layer order, heads divided over a lane's devices."""
-    out: list[TTLayerKVSpec] = []
-    for group_id, group in enumerate(kv_cache_config.kv_cache_groups):
-        spec = group.kv_cache_spec
-        if not isinstance(spec, AttentionSpec):
-            raise TypeError(f"TT supports attention KV caches only, got {type(spec).__name__}")
-        window = spec.sliding_window if isinstance(spec, SlidingWindowSpec) else None
-        heads = spec.num_kv_heads // min(devices_per_lane, spec.num_kv_heads)
+def kv_tp_width(mesh_shape: tuple[int, int], lanes: int = 1) -> int:
+    """TP width that KV heads are split over: the column count of one lane's mesh.
+
+    Lanes split a mesh by rows when they can (Galaxy lane-DP), else by columns. On one-row
+    meshes this equals the devices per lane; on a Blackhole Galaxy (8 x 4) it is 4, not 32.
+    """
+    rows, cols = mesh_shape
+    if lanes <= 1 or rows % lanes == 0:
+        return cols
+    if cols % lanes == 0:
+        return cols // lanes
+    return cols
+
+
+@dataclass(frozen=True)
+class KVLayerEntry:
+    """One ``per_layer_specs`` entry: a layer's block shape, dtype and buffer index."""
+
+    layer_name: str
+    layer_index: int
+    shape: tuple[int, int, int, int]  # (num_blocks, kv_heads_per_device, block_size, head_size)
+    dtype: torch.dtype
+    tensor_idx: int
+
+    def as_tuple(self) -> tuple[tuple[int, int, int, int], torch.dtype, int]:
+        return (self.shape, self.dtype, self.tensor_idx)
+
+
+class KVLayoutError(ValueError):
+    """The KV cache config cannot be expressed as per-layer specs (names the layer)."""
+
+
+def layer_index(name: str) -> int:
+    """The decoder layer index in a layer name (``...layers.<i>...``)."""
+    parts = name.split(".")
+    for before, part in itertools.pairwise(parts):
+        if before == "layers" and part.isdigit():
+            return int(part)
+    raise KVLayoutError(f"KV cache layer {name!r} has no 'layers.<index>' in its name")
+
+
+def layer_specs_for_model(kv_cache_config: KVCacheConfig, tp_width: int) -> list[KVLayerEntry]:
+    """``per_layer_specs`` in layer order (docs/TT_MODEL_CONTRACT.md, KV cache).
+
+    One group: ``tensor_idx`` is the layer index (a UniformTypeKVCacheSpecs group gives each
+    layer its own shape). Several groups: one index per ``kv_cache_tensors`` entry, shared by
+    the layers in its ``shared_by``.
+    """
+    groups = kv_cache_config.kv_cache_groups
+    shared_index: dict[str, int] = {}
+    if len(groups) > 1:
+        for idx, tensor in enumerate(kv_cache_config.kv_cache_tensors):
+            for name in tensor.shared_by:
+                shared_index.setdefault(name, idx)
+    entries: dict[int, KVLayerEntry] = {}
+    for group in groups:
+        group_spec = group.kv_cache_spec
+        per_layer = getattr(group_spec, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs
         for name in group.layer_names:
-            out.append(
-                TTLayerKVSpec(
-                    layer_name=name,
-                    group_id=group_id,
-                    num_blocks=kv_cache_config.num_blocks,
-                    block_size=spec.block_size,
-                    num_kv_heads=heads,
-                    head_size=spec.head_size,
-                    dtype=spec.dtype,
-                    sliding_window=window,
+            spec = per_layer[name] if per_layer is not None else group_spec
+            if not isinstance(spec, AttentionSpec):
+                raise KVLayoutError(
+                    f"KV cache layer {name!r}: TT supports attention KV caches only, got "
+                    f"{type(spec).__name__}"
                 )
+            index = layer_index(name)
+            if index in entries:
+                raise KVLayoutError(
+                    f"KV cache layers {entries[index].layer_name!r} and {name!r} are both "
+                    f"layer {index}"
+                )
+            if len(groups) > 1:
+                if name not in shared_index:
+                    raise KVLayoutError(
+                        f"KV cache layer {name!r} is in no kv_cache_tensors entry's shared_by"
+                    )
+                tensor_idx = shared_index[name]
+            else:
+                tensor_idx = index
+            heads = max(1, spec.num_kv_heads // max(tp_width, 1))
+            entries[index] = KVLayerEntry(
+                name,
+                index,
+                (kv_cache_config.num_blocks, heads, spec.block_size, spec.head_size),
+                spec.dtype,
+                tensor_idx,
             )
-    out.sort(key=lambda s: _layer_index(s.layer_name))
-    return out
-
-
-def _layer_index(name: str) -> tuple[int, str]:
-    for part in name.split("."):
-        if part.isdigit():
-            return (int(part), name)
-    return (0, name)
-
-
-def allocate_kv_cache(model: Any, specs: list[TTLayerKVSpec]) -> Any:
-    """Allocate through the preferred per-layer hook, or the legacy uniform one."""
-    if hasattr(model, "allocate_kv_cache_per_layer"):
-        return model.allocate_kv_cache_per_layer(specs)
-    if not specs:
-        raise ValueError("no KV cache layers to allocate")
-    first = specs[0]
-    shape = (first.num_blocks, first.num_kv_heads, first.block_size, first.head_size)
-    for spec in specs:
-        if (spec.num_blocks, spec.num_kv_heads, spec.block_size, spec.head_size) != shape or (
-            spec.sliding_window is not None
-        ):
-            raise ValueError(
-                f"{type(model).__qualname__} only has the legacy allocate_kv_cache, which needs "
-                "uniform full-attention layers; implement allocate_kv_cache_per_layer"
-            )
-    return model.allocate_kv_cache(shape, first.dtype, len(specs))
+    missing = sorted(set(range(max(entries, default=-1) + 1)) - set(entries))
+    if missing:
+        raise KVLayoutError(f"KV cache config has no entry for layer(s) {missing}")
+    return [entries[i] for i in sorted(entries)]

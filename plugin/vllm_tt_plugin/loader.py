@@ -1,14 +1,15 @@
-"""Loading a TT model: resolve its registered class and construct it on the mesh."""
+"""Loading a TT model: resolve its registered class; construct it on the mesh (via the adapter)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vllm_tt_plugin.call_types import LoadCall
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.contract import TTModel
 from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.model_registry import ModelTarget, get_registry, register_with_vllm
 
 if TYPE_CHECKING:
@@ -43,29 +44,18 @@ def resolve_model_class(vllm_config: VllmConfig, options: TTOptions) -> Resolved
     return ResolvedModel(target, model_cls, ModelCapabilities.from_model_class(model_cls))
 
 
-class ModelContractError(TypeError):
-    """A TT model class or object lacks part of the contract the plugin calls."""
-
-
-def check_model_class(model_cls: type) -> None:
-    if not callable(getattr(model_cls, "initialize_vllm_model", None)):
-        raise ModelContractError(
-            f"{model_cls.__qualname__} has no initialize_vllm_model classmethod "
-            "(docs/TT_MODEL_CONTRACT.md)"
-        )
-
-
 def load_model(
     vllm_config: VllmConfig,
     resolved: ResolvedModel,
+    adapter: ModelAdapter,
     mesh_device: Any,
     options: TTOptions,
     lanes: int,
-) -> TTModel:
-    """``initialize_vllm_model`` with the contract's arguments."""
-    check_model_class(resolved.model_cls)
+) -> None:
+    """Load through the adapter with the contract's arguments (docs/TT_MODEL_CONTRACT.md)."""
     model_config = vllm_config.model_config
-    max_batch_size = vllm_config.scheduler_config.max_num_seqs  # global: lanes x per-lane
+    # This engine's max_num_seqs: under lane-DP already lanes x per-lane; never times DP.
+    max_batch_size = vllm_config.scheduler_config.max_num_seqs
     logger.info(
         "TT: loading %s (max_batch_size=%d, max_seq_len=%d, tt_data_parallel=%d, optimizations=%s)",
         resolved.target.target,
@@ -74,18 +64,14 @@ def load_model(
         lanes,
         options.optimizations,
     )
-    model = resolved.model_cls.initialize_vllm_model(
-        model_config.hf_config,
-        mesh_device,
-        max_batch_size,
-        max_seq_len=model_config.max_model_len,
-        tt_data_parallel=lanes,
-        optimizations=options.optimizations,
-    )
-    if not isinstance(model, TTModel):
-        raise ModelContractError(
-            f"{resolved.model_cls.__qualname__}.initialize_vllm_model returned "
-            f"{type(model).__qualname__}, which lacks prefill_forward/decode_forward "
-            "(docs/TT_MODEL_CONTRACT.md)"
+    adapter.load(
+        LoadCall(
+            hf_config=model_config.hf_config,
+            mesh_device=mesh_device,
+            max_batch_size=max_batch_size,
+            max_seq_len=model_config.max_model_len,
+            tt_data_parallel=lanes,
+            optimizations=options.optimizations,
+            vllm_config=vllm_config,
         )
-    return model
+    )

@@ -1,9 +1,10 @@
-"""The TT model runner: vLLM scheduler outputs in, TT model calls, vLLM runner outputs back.
+"""The TT model runner: vLLM scheduler outputs in, typed TT model calls, vLLM runner outputs back.
 
 Each step is prefill-only or decode-only (TTScheduler guarantees it; the runner checks). Prefill
-rows carry their chunk of the token sequence and the slot they will decode in. Decode runs the
-whole slot-indexed batch, padded, with the reload commands of docs/DECODE_RELOAD_CONTRACT.md.
-Sampling happens on the device or through vLLM's host sampler, chosen per batch.
+rows carry their whole token sequence from position 0 up to the end of the scheduled chunk, and
+the slot they will decode in. Decode runs the whole slot-indexed batch, padded, with the reload
+commands of docs/DECODE_RELOAD_CONTRACT.md. Sampling happens on the device or through vLLM's
+host sampler, chosen per batch. The model itself is called only by ``model_adapter``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,10 @@ from vllm.config import VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
 
-from vllm_tt_plugin.async_decode import (
-    InflightQueue,
-    PendingStep,
-    TTAsyncModelRunnerOutput,
-    read_back,
-)
-from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
+from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.contract import TTModel, decode_contract_version
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -35,19 +31,17 @@ from vllm_tt_plugin.input_batch import (
     padded_token_lists,
 )
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.multimodal import (
-    decode_rope_deltas,
-    prefill_multimodal_kwargs,
-    split_mrope_output,
-)
+from vllm_tt_plugin.model_adapter import LogprobsForm, ModelAdapter
+from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
 from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
-from vllm_tt_plugin.runner_outputs import (
-    build_output,
-    logprobs_rows_from_device,
-    split_device_output,
-)
+from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
+from vllm_tt_plugin.sampling_route import (
+    DeviceLogprobSupport,
+    RouteDecision,
+    StepKind,
+    choose_route,
+)
 
 logger = get_logger(__name__)
 
@@ -110,54 +104,57 @@ class TTModelRunner:
     def __init__(
         self,
         vllm_config: VllmConfig,
-        model: TTModel,
-        model_cls: type,
-        capabilities: ModelCapabilities,
+        adapter: ModelAdapter,
         options: TTOptions,
         lanes: int,
         seqs_per_lane: int,
+        devices_per_rank: int,
     ) -> None:
         self.vllm_config = vllm_config
-        self.model = model
-        self.model_cls = model_cls
-        self.caps = capabilities
+        self.adapter = adapter
+        self.caps = adapter.capabilities
         self.options = options
         self.lanes = lanes
         self.seqs_per_lane = seqs_per_lane
         self.block_size = vllm_config.cache_config.block_size
         self.max_model_len = vllm_config.model_config.max_model_len
-        self.contract_version = decode_contract_version(model)
-        if self.contract_version == 0:
-            logger.warning(
-                "%s predates the decode reload contract (no decode_input_update_contract): it "
-                "gets the legacy reset_batch flag; see docs/DECODE_RELOAD_CONTRACT.md",
-                type(model).__qualname__,
-            )
-        self.hybrid = hasattr(model_cls, "get_kv_cache_spec")
+        self.vocab_size = vllm_config.model_config.get_vocab_size()
+        self.contract_version = adapter.contract_version
         self.uses_mrope = bool(vllm_config.model_config.uses_mrope)
         self.async_decode = bool(
-            vllm_config.scheduler_config.async_scheduling and capabilities.supports_async_decode
+            vllm_config.scheduler_config.async_scheduling and self.caps.supports_async_decode
         )
         self.prefill_trace = options.trace_mode == "all"
         self.decode_trace = options.trace_mode in ("all", "decode_only")
+        self.logprob_support = DeviceLogprobSupport(
+            top_k=adapter.profile.logprobs_form is LogprobsForm.TOP_K,
+            flat=adapter.profile.device_logprobs_on(devices_per_rank),
+        )
         self.batch = TTInputBatch(lanes, seqs_per_lane, self._decode_table_width())
         self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
-        self.planner = ReloadPlanner()
+        # Resident inputs need the split async contract and a captured decode trace.
+        self.planner = ReloadPlanner(
+            resident_inputs=self.caps.supports_async_decode and self.decode_trace
+        )
         self.inflight = InflightQueue()
         self.kv_cache: Any = None
         self.num_kv_groups = 1
+        self.layer_groups: tuple[int, ...] | None = None
         self._scheduled: SchedulerOutput | None = None
         self._step_id = 0
         self.stats = RunnerStats(lane_admissions=[0] * lanes)
         logger.info(
             "TT runner: %d lane(s) x %d slots, decode contract v%d, async decode overlap %s, "
-            "sample_on_device_mode=%s, trace_mode=%s",
+            "sample_on_device_mode=%s, trace_mode=%s, device logprobs %s",
             lanes,
             seqs_per_lane,
             self.contract_version,
             "on" if self.async_decode else "off",
             options.sample_on_device_mode,
             options.trace_mode,
+            "top-32"
+            if self.logprob_support.top_k
+            else ("sampled token" if self.logprob_support.flat else "host only"),
         )
         # Route chosen for the last sampled batch of each kind (tests and logs read it).
         self.last_route: dict[StepKind, RouteDecision] = {}
@@ -165,9 +162,12 @@ class TTModelRunner:
     def _decode_table_width(self) -> int:
         return math.ceil(self.max_model_len / self.block_size)
 
-    def set_kv_cache(self, kv_cache: Any, num_groups: int) -> None:
+    def set_kv_cache(
+        self, kv_cache: Any, num_groups: int, layer_groups: tuple[int, ...] | None = None
+    ) -> None:
         self.kv_cache = kv_cache
         self.num_kv_groups = num_groups
+        self.layer_groups = layer_groups
 
     def update_max_model_len(self, max_model_len: int) -> None:
         self.max_model_len = max_model_len
@@ -179,6 +179,7 @@ class TTModelRunner:
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
         self._update_states(scheduler_output)
+        tt_metrics.observe_schedule(scheduler_output)  # metrics hook: preemptions, resumptions
         if scheduler_output.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -210,7 +211,9 @@ class TTModelRunner:
                 f"both: {dict(scheduler_output.num_scheduled_tokens)}"
             )
         self._step_id += 1
-        if len({r.state.lane for r in rows}) > 1:
+        lanes = {r.state.lane for r in rows}
+        tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
+        if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
         if kinds == {True}:
             return self._run_decode(rows, scheduler_output, grammar_output)
@@ -231,6 +234,7 @@ class TTModelRunner:
 
     def _count_decode(self, command: ReloadCommand, decision: RouteDecision, overlap: bool) -> None:
         self.stats.decode_steps += 1
+        tt_metrics.observe_decode(command, decision, overlap)  # metrics hook
         self._count_route(decision.on_device)
         self.stats.full_reloads += int(command.reload_inputs)
         self.stats.page_table_reloads += int(command.reload_page_table)
@@ -259,20 +263,18 @@ class TTModelRunner:
             self.batch.release_slot(state)
             state.lane = lanes.get(req_id, state.lane)
 
-    def _kv_kwargs(self, states: list[TTRequestState | None], width: int) -> dict[str, Any]:
-        tables = [self.batch.page_table(states, g, width) for g in range(self.num_kv_groups)]
-        kwargs: dict[str, Any] = {"page_table": tables[0]}
-        if self.hybrid:
-            kwargs["page_tables_per_group"] = tables
-        return kwargs
+    def _page_tables(self, states: list[TTRequestState | None], width: int) -> list[torch.Tensor]:
+        return [self.batch.page_table(states, g, width) for g in range(self.num_kv_groups)]
 
-    def _penalty_kwargs(self, states: list[TTRequestState | None]) -> dict[str, Any]:
+    def _penalty_history(
+        self, states: list[TTRequestState | None]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         prompts = [[] if s is None else s.prompt_token_ids for s in states]
         outputs = [[] if s is None else list(s.output_token_ids) for s in states]
-        return {
-            "prompt_tokens": padded_token_lists(prompts),
-            "output_tokens": padded_token_lists(outputs),
-        }
+        return padded_token_lists(prompts), padded_token_lists(outputs)
+
+    def _sampling_params(self, states: list[TTRequestState | None]) -> TTSamplingParams:
+        return TTSamplingParams.encode(device_rows(states), self.vocab_size)
 
     # --- prefill ------------------------------------------------------------------------------
     def _run_prefill(
@@ -292,40 +294,43 @@ class TTModelRunner:
             StepKind.PREFILL,
             [s.sampling_params for s in sampling_states],
             self.host_sampler.has_custom_logitsprocs,
+            self.logprob_support,
+            intermediate_chunk=not all(completing),
         )
         width = max(math.ceil(r.end / self.block_size) for r in rows)
-        max_len = max(r.num_tokens for r in rows)
-        tokens = torch.zeros((len(rows), max_len), dtype=torch.int64)
+        # The whole sequence from position 0 to the chunk's end: the model slices
+        # tokens[row, start_pos:prompt_lens] (a prefix hit, a chunk, a resumed request).
+        tokens = torch.zeros((len(rows), max(r.end for r in rows)), dtype=torch.int32)
         for i, r in enumerate(rows):
-            tokens[i, : r.num_tokens] = torch.tensor(r.state.token_slice(r.start, r.end))
-        kwargs: dict[str, Any] = self._kv_kwargs(states, width)
-        kwargs["empty_slots"] = empty_slots
-        kwargs.update(prefill_multimodal_kwargs(rows))
+            tokens[i, : r.end] = torch.tensor(r.state.token_slice(0, r.end), dtype=torch.int32)
         on_device = decision.on_device and bool(sampling_states)
-        if on_device:
-            params = TTSamplingParams.from_rows(device_rows(states))
-            kwargs["sampling_params"] = params
-            if params.any_penalties:
-                kwargs.update(self._penalty_kwargs(states))
+        params = self._sampling_params(states) if on_device else None
+        call = PrefillCall(
+            tokens=tokens,
+            page_tables=self._page_tables(states, width),
+            kv_cache=self.kv_cache,
+            enable_trace=self.prefill_trace,
+            prompt_lens=[r.end for r in rows],
+            start_pos=[r.start for r in rows],
+            empty_slots=empty_slots,
+            sampling_params=params,
+            want_logprobs=on_device and any(s.sampling_params.logprobs is not None for s in states),
+            multimodal=prefill_multimodal_kwargs(rows),
+            uses_mrope=self.uses_mrope,
+            layer_groups=self.layer_groups,
+        )
         try:
-            out = self.model.prefill_forward(
-                tokens=tokens,
-                kv_cache=self.kv_cache,
-                enable_trace=self.prefill_trace,
-                prompt_lens=[r.end for r in rows],
-                start_pos=[r.start for r in rows],
-                **kwargs,
-            )
+            out = self.adapter.prefill(call)
         except Exception:
             for state in new_slots:
                 self.batch.release_slot(state)
             raise
-        if self.uses_mrope:
-            out, deltas = split_mrope_output(out, len(rows))
-            for state, delta in zip(states, deltas, strict=True):
+        if out.rope_deltas is not None:
+            for state, delta in zip(states, out.rope_deltas, strict=True):
                 state.rope_delta = delta
         self.planner.commit_prefill()
         self.stats.prefill_steps += 1
+        tt_metrics.observe_prefill(decision if sampling_states else None)  # metrics hook
         if sampling_states:
             self.last_route[StepKind.PREFILL] = decision
             self._count_route(on_device)
@@ -334,17 +339,22 @@ class TTModelRunner:
         logprob_rows: list[int | None] = [None] * len(rows)
         sample_index = [i for i, done in enumerate(completing) if done]
         if on_device:
-            out_tokens, out_logprobs = split_device_output(out)
+            assert out.tokens is not None
             for i in sample_index:
-                sampled[i] = int(out_tokens[i])
-            if out_logprobs is not None:
-                logprobs = logprobs_rows_from_device(out_logprobs, sample_index)
+                sampled[i] = int(out.tokens[i])
+            if out.logprobs is not None:
+                logprobs = logprobs_rows_from_device(
+                    out.logprobs,
+                    sample_index,
+                    [int(out.tokens[i]) for i in sample_index],
+                    [states[i].sampling_params.logprobs or 0 for i in sample_index],
+                )
                 for k, i in enumerate(sample_index):
                     logprob_rows[i] = k
         elif sample_index:
-            logits = torch.as_tensor(out if not isinstance(out, tuple) else out[0])
+            assert out.logits is not None
             result = self.host_sampler.sample(
-                sampling_states, logits[sample_index], so, grammar_output
+                sampling_states, out.logits[sample_index], so, grammar_output
             )
             for k, i in enumerate(sample_index):
                 sampled[i] = result.token_ids[k]
@@ -394,7 +404,9 @@ class TTModelRunner:
             StepKind.DECODE,
             [r.state.sampling_params for r in rows],
             self.host_sampler.has_custom_logitsprocs,
+            self.logprob_support,
         )
+        layout_changed = layout != self.planner.view.layout
         step = DecodeStep(
             layout=layout,
             route=decision.route,
@@ -407,9 +419,7 @@ class TTModelRunner:
             self.drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
         try:
-            handle = self._submit_decode(
-                active, step, command, decision, read_from_device=not overlap
-            )
+            handle = self._submit_decode(active, command, decision, layout_changed)
         except Exception:
             # Not accepted: slots taken for this step are not owned yet.
             for state in new_slots:
@@ -437,42 +447,44 @@ class TTModelRunner:
     def _submit_decode(
         self,
         active: list[TTRequestState | None],
-        step: DecodeStep,
         command: ReloadCommand,
         decision: RouteDecision,
-        read_from_device: bool,
-    ) -> Any:
+        layout_changed: bool,
+    ) -> DecodeSubmission:
         n = len(active)
-        tokens = torch.zeros(n, dtype=torch.int64)
-        start_pos = torch.full((n,), -1, dtype=torch.int64)
+        # Padding rows: token 0, position -1, zero page-table row, neutral sampling values.
+        tokens = torch.zeros((n, 1), dtype=torch.int32)
+        start_pos = torch.full((n,), -1, dtype=torch.int32)
         for slot, state in enumerate(active):
             if state is not None:
-                tokens[slot] = state.last_token()
+                tokens[slot, 0] = state.last_token()
                 start_pos[slot] = state.num_computed_tokens
-        kwargs: dict[str, Any] = self._kv_kwargs(active, self.batch.max_blocks_per_req)
-        if decision.on_device:
-            params = TTSamplingParams.from_rows(device_rows(active))
-            kwargs["sampling_params"] = params
-            if params.any_penalties and command.reset_sampling_state:
-                kwargs.update(self._penalty_kwargs(active))
-        if self.contract_version >= 1:
-            kwargs.update(command.v1_kwargs())
-            if command.slot_remap is not None:
-                kwargs["slot_remap"] = torch.tensor(command.slot_remap, dtype=torch.int64)
-        else:
-            kwargs["reset_batch"] = ReloadPlanner.legacy_reset_batch(command)
-        if self.uses_mrope:
-            kwargs["rope_deltas"] = decode_rope_deltas(
-                [None if s is None else s.rope_delta for s in active]
-            )
-        return self.model.decode_forward(
+        params = self._sampling_params(active) if decision.on_device else None
+        history = None
+        if params is not None and params.any_penalties:
+            history = self._penalty_history(active)
+        rope_deltas = None
+        if self.uses_mrope and layout_changed:
+            rope_deltas = decode_rope_deltas([None if s is None else s.rope_delta for s in active])
+        remap = command.slot_remap
+        call = DecodeCall(
             tokens=tokens,
-            kv_cache=self.kv_cache,
             start_pos=start_pos,
+            page_tables=self._page_tables(active, self.batch.max_blocks_per_req),
+            kv_cache=self.kv_cache,
             enable_trace=self.decode_trace,
-            read_from_device=read_from_device,
-            **kwargs,
+            command=command,
+            slot_remap=None if remap is None else torch.tensor(remap, dtype=torch.int64),
+            sampling_params=params,
+            want_logprobs=params is not None
+            and any(s is not None and s.sampling_params.logprobs is not None for s in active),
+            prompt_tokens=None if history is None else history[0],
+            output_tokens=None if history is None else history[1],
+            uses_mrope=self.uses_mrope,
+            rope_deltas=rope_deltas,
+            layer_groups=self.layer_groups,
         )
+        return self.adapter.submit_decode(call)
 
     def _apply_remap(self, remap: tuple[int, ...]) -> None:
         for lane, lane_slots in enumerate(self.batch.slots):
@@ -484,7 +496,7 @@ class TTModelRunner:
 
     def _finish_decode(
         self,
-        handle: Any,
+        handle: DecodeSubmission,
         req_ids: list[str],
         slot_of: dict[str, int],
         decision: RouteDecision,
@@ -493,20 +505,25 @@ class TTModelRunner:
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
-        out = read_back(self.model, handle, decision.on_device) if overlapped else handle
+        out: ModelOutput = self.adapter.read_decode(handle, overlapped)
         slots = [slot_of[req_id] for req_id in req_ids]
         logprobs: LogprobsTensors | None = None
         rows: list[int | None] = list(range(len(req_ids)))
+        states = [active[s] for s in slots]
         if decision.on_device:
-            out_tokens, out_logprobs = split_device_output(out)
-            sampled: list[int | None] = [int(out_tokens[s]) for s in slots]
-            if out_logprobs is not None:
-                logprobs = logprobs_rows_from_device(out_logprobs, slots)
+            assert out.tokens is not None
+            sampled: list[int | None] = [int(out.tokens[s]) for s in slots]
+            if out.logprobs is not None:
+                logprobs = logprobs_rows_from_device(
+                    out.logprobs,
+                    slots,
+                    [int(t) for t in sampled if t is not None],
+                    [0 if s is None else s.sampling_params.logprobs or 0 for s in states],
+                )
         else:
-            logits = torch.as_tensor(out if not isinstance(out, tuple) else out[0])
-            states = [active[s] for s in slots]
+            assert out.logits is not None
             result = self.host_sampler.sample(
-                [s for s in states if s is not None], logits[slots], so, grammar_output
+                [s for s in states if s is not None], out.logits[slots], so, grammar_output
             )
             sampled = list(result.token_ids)
             logprobs = result.logprobs

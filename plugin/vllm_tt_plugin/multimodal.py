@@ -11,10 +11,10 @@ holds (another request with the same image), which a TT model never sees. With v
 ``disable_chunked_mm_input`` an item is never split across chunks; only a prefix-cache hit can
 start a chunk inside an item, whose leading placeholders are then already in the KV cache.
 
-mRoPE models (``model_config.uses_mrope``) return ``(out, rope_deltas)`` from prefill: the
-offset between a request's text position and its rotary position after its images. Decode
-needs it for every step, so the runner keeps it per request and sends ``rope_deltas`` (one per
-decode slot, 0 for padding) on every decode call of such a model.
+mRoPE models (``model_config.uses_mrope``) return ``(out, rope_deltas)`` from prefill (split
+by ``model_adapter``): the offset between a request's text position and its rotary position
+after its images. The runner keeps it per request and sends ``rope_deltas_all_users`` (one per
+decode slot, 0 for padding) when the decode layout changed or a request joined, else None.
 """
 
 from __future__ import annotations
@@ -73,20 +73,6 @@ def prefill_multimodal_kwargs(rows: Sequence[_ChunkLike]) -> dict[str, list[list
         per_row.append(fields)
     keys = sorted({key for fields in per_row for key in fields})
     return {key: [fields.get(key) for fields in per_row] for key in keys}
-
-
-def split_mrope_output(out: Any, num_rows: int) -> tuple[Any, list[int]]:
-    """``(out, rope_deltas)`` of an mRoPE model's prefill -> the output and one int per row."""
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise TypeError(
-            "an mRoPE model's prefill_forward must return (out, rope_deltas); got "
-            f"{type(out).__name__}"
-        )
-    result, deltas = out
-    values = torch.as_tensor(deltas).reshape(-1).tolist()
-    if len(values) != num_rows:
-        raise ValueError(f"prefill returned {len(values)} rope_deltas for {num_rows} rows")
-    return result, [int(v) for v in values]
 
 
 def decode_rope_deltas(deltas: Sequence[int | None]) -> torch.Tensor:

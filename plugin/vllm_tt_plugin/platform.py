@@ -265,6 +265,30 @@ def _configure_block_size(vllm_config: VllmConfig) -> None:
         )
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        logger.warning(message)
+
+
+def _sliding_window(model_config: Any) -> int | None:
+    """The model's sliding window (any layer), or None."""
+    text = model_config.hf_config
+    getter = getattr(text, "get_text_config", None)
+    if callable(getter):
+        text = getter()
+    window = getattr(text, "sliding_window", None)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        return None
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types and "sliding_attention" not in layer_types:
+        return None  # a window is configured but no layer uses it
+    return window
+
+
 def _gate_on_capabilities(
     vllm_config: VllmConfig, options: TTOptions, caps: ModelCapabilities
 ) -> None:
@@ -288,14 +312,26 @@ def _gate_on_capabilities(
             scheduler.max_num_scheduled_tokens = model_config.max_model_len
 
     if cache.enable_prefix_caching and not caps.supports_prefix_caching:
-        logger.info("%s does not declare supports_prefix_caching: prefix caching disabled", arch)
+        _warn_once(
+            f"{arch} does not declare supports_prefix_caching: prefix caching disabled on TT"
+        )
+        cache.enable_prefix_caching = False
+    window = _sliding_window(model_config)
+    if cache.enable_prefix_caching and window is not None:
+        _warn_once(
+            f"{arch} has a sliding window ({window} tokens): prefix caching disabled on TT "
+            "(docs/TT_MODEL_CONTRACT.md)"
+        )
         cache.enable_prefix_caching = False
 
     if scheduler.async_scheduling and not caps.supports_async_decode:
-        raise TTConfigurationError(
-            f"--async-scheduling is not supported by {arch}: its TT model class does not declare "
-            "model_capabilities['supports_async_decode']. Remove --async-scheduling."
+        # vLLM turns async scheduling on by default; only models certifying the split
+        # submit/read-back contract keep it (docs/VLLM_PATCHES.md, P2 retired).
+        _warn_once(
+            f"{arch} does not declare model_capabilities['supports_async_decode']: async "
+            "scheduling turned off on TT"
         )
+        scheduler.async_scheduling = False
 
     if caps.output_tokens_per_step > 1:
         # Block-output models (DiffusionGemma) need the block-serving contract, which this

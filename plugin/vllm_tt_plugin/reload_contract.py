@@ -64,6 +64,9 @@ FULL_RELOAD = ReloadCommand(
 HOST_STEP_RELOAD = ReloadCommand(reload_inputs=True, reload_sampling_params=True)
 STEADY = ReloadCommand()
 PAGE_TABLE_ONLY = ReloadCommand(reload_page_table=True)
+# Steady device steps of a model whose inputs are not resident (no supports_async_decode, or
+# decode tracing off: tt-metal keeps resident inputs only in a captured trace).
+INPUTS_ONLY = ReloadCommand(reload_inputs=True)
 
 
 def check_permutation(remap: Sequence[int]) -> None:
@@ -104,6 +107,8 @@ class ReloadPlanner:
     """Holds the device view between steps; plans each decode, commits after acceptance."""
 
     view: DeviceView = field(default_factory=DeviceView)
+    # False: every decode reloads its inputs (not supports_async_decode, or decode untraced).
+    resident_inputs: bool = True
 
     def plan(self, step: DecodeStep) -> ReloadCommand:
         view = self.view
@@ -121,6 +126,8 @@ class ReloadPlanner:
             command = PAGE_TABLE_ONLY
         else:
             command = STEADY
+        if not self.resident_inputs and not command.reload_inputs:
+            command = INPUTS_ONLY
         if step.slot_remap is not None:
             command = replace(command, slot_remap=step.slot_remap)
         return command

@@ -8,16 +8,52 @@ import numpy as np
 import torch
 from vllm.v1.outputs import LogprobsLists, LogprobsTensors, ModelRunnerOutput
 
-from vllm_tt_plugin.sampling_params import TTLogprobs
+from vllm_tt_plugin.call_types import DeviceLogprobs
+
+# The rank reported for a flat device logprob: the device does not compute one. vLLM's own
+# Logprob.rank is None for an unknown rank, but its LogprobsLists carry ranks as an integer
+# array (None cannot cross its serialisation), and the OpenAI API does not return ranks; -1 is
+# never a real (1-based) rank, so it reads as "unknown" to any consumer that checks.
+UNKNOWN_RANK = -1
 
 
-def logprobs_rows_from_device(logprobs: TTLogprobs, rows: Sequence[int]) -> LogprobsTensors:
-    """Select device logprob rows (batch rows or slots) into a LogprobsTensors."""
+def logprobs_rows_from_device(
+    logprobs: DeviceLogprobs,
+    rows: Sequence[int],
+    sampled: Sequence[int],
+    num_logprobs: Sequence[int],
+) -> LogprobsTensors:
+    """vLLM logprobs rows (sampled token first) for ``rows`` of a device result.
+
+    Flat form: the sampled token's logprob, rank unknown. Top-k form (GPT-OSS): trimmed to the
+    largest requested k; the sampled token's rank is its position among the sorted indices
+    (device 0-based -> vLLM 1-based).
+    """
     index = torch.tensor(list(rows), dtype=torch.long)
+    tokens = torch.tensor(list(sampled), dtype=torch.int64)
+    if logprobs.flat is not None:
+        return LogprobsTensors(
+            tokens[:, None].to(torch.int32),
+            logprobs.flat[index][:, None].to(torch.float32),
+            torch.full((len(rows),), UNKNOWN_RANK, dtype=torch.int32),
+        )
+    assert logprobs.top_values is not None and logprobs.top_indices is not None
+    k = max([0, *num_logprobs])
+    values = logprobs.top_values[index]
+    indices = logprobs.top_indices[index]
+    hit = indices == tokens[:, None]
+    if not bool(hit.any(dim=1).all()):
+        missing = [int(t) for t, found in zip(tokens, hit.any(dim=1), strict=True) if not found]
+        raise ValueError(
+            f"device top-k logprobs do not contain the sampled token(s) {missing}; the "
+            "contract says the sampled token is among them"
+        )
+    position = hit.to(torch.int64).argmax(dim=1)
+    sampled_lp = values.gather(1, position[:, None])
     return LogprobsTensors(
-        logprobs.token_ids[index].to(torch.int32),
-        logprobs.logprobs[index].to(torch.float32),
-        logprobs.ranks[index].to(torch.int32),
+        torch.cat((tokens[:, None], indices[:, :k]), dim=1).to(torch.int32),
+        torch.cat((sampled_lp, values[:, :k]), dim=1).to(torch.float32),
+        (position + 1).to(torch.int32),
     )
 
 
@@ -60,13 +96,3 @@ def build_output(
         sampled_token_ids=sampled_token_ids,
         logprobs=lists,
     )
-
-
-def split_device_output(out: object) -> tuple[torch.Tensor, TTLogprobs | None]:
-    """A device-sampled model output: tokens, or (tokens, logprobs)."""
-    if isinstance(out, tuple) and not isinstance(out, TTLogprobs):
-        tokens, logprobs = out
-        if logprobs is not None and not isinstance(logprobs, TTLogprobs):
-            logprobs = TTLogprobs(*logprobs)
-        return torch.as_tensor(tokens).reshape(-1), logprobs
-    return torch.as_tensor(out).reshape(-1), None

@@ -1,36 +1,41 @@
-"""Per-slot device sampling parameters and the device logprobs layout (docs/TT_MODEL_CONTRACT.md).
+"""Device sampling parameters as the plugin sends them, and the seeding convention
+(docs/TT_MODEL_CONTRACT.md, "Sampling on the device versus the host").
 
-Pure data: the runner builds these from vLLM SamplingParams; TT models consume them.
+Pure data. ``DeviceSamplingRow`` is one request's settings in vLLM's terms; ``TTSamplingParams``
+is what ``prefill_forward``/``decode_forward`` receive as ``sampling_params``: the fields of
+tt-metal's ``models.common.sampling.SamplingParams``, each a per-row Python list, encoded as
+tt-metal expects (unseeded -> None, top_k off -> vocab size, ``enable_log_probs``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
-import torch
-
-# Neutral values: what an empty slot (or an unset parameter) carries.
+# Neutral values: what an unset parameter carries.
 NEUTRAL_TEMPERATURE = 0.0
-NEUTRAL_TOP_K = 0
 NEUTRAL_TOP_P = 1.0
 NEUTRAL_PRESENCE = 0.0
 NEUTRAL_FREQUENCY = 0.0
 NEUTRAL_REPETITION = 1.0
 NO_LOGPROBS = -1
+# vLLM's "top_k off" (0 or -1); encoded as the vocab size for the device.
+TOP_K_OFF = 0
+# What a padding row carries: greedy, top_k 1, top_p 1.0, no penalties.
+PADDING_TOP_K = 1
 
 
 @dataclass(frozen=True)
 class DeviceSamplingRow:
-    """One request's device sampling settings."""
+    """One row's device sampling settings, in vLLM's terms (top_k <= 0 = off)."""
 
     temperature: float = NEUTRAL_TEMPERATURE
-    top_k: int = NEUTRAL_TOP_K
+    top_k: int = TOP_K_OFF
     top_p: float = NEUTRAL_TOP_P
     presence_penalty: float = NEUTRAL_PRESENCE
     frequency_penalty: float = NEUTRAL_FREQUENCY
     repetition_penalty: float = NEUTRAL_REPETITION
-    seed: int = 0
+    seed: int | None = None
     num_logprobs: int = NO_LOGPROBS
 
     @property
@@ -42,54 +47,60 @@ class DeviceSamplingRow:
         )
 
 
-EMPTY_ROW = DeviceSamplingRow()
+# A padding row (empty decode slot): neutral sampling values.
+EMPTY_ROW = DeviceSamplingRow(top_k=PADDING_TOP_K)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TTSamplingParams:
-    """Per-row tensors; row i is batch row i (prefill) or slot i (decode)."""
+    """The ``sampling_params`` object of a TT model call: tt-metal's SamplingParams fields, one
+    list entry per row (prefill: batch row; decode: slot)."""
 
-    temperature: torch.Tensor  # float32 [N], 0 = greedy
-    top_k: torch.Tensor  # int32 [N], 0 = off
-    top_p: torch.Tensor  # float32 [N], 1 = off
-    presence_penalty: torch.Tensor  # float32 [N]
-    frequency_penalty: torch.Tensor  # float32 [N]
-    repetition_penalty: torch.Tensor  # float32 [N]
-    seed: torch.Tensor  # int64 [N]
-    num_logprobs: torch.Tensor  # int32 [N], -1 = none
+    temperature: list[float]
+    top_k: list[int]
+    top_p: list[float]
+    presence_penalty: list[float]
+    frequency_penalty: list[float]
+    repetition_penalty: list[float]
+    seed: list[int | None]
+    enable_log_probs: list[bool]
+    num_logprobs: list[int]
 
     @classmethod
-    def from_rows(cls, rows: list[DeviceSamplingRow]) -> TTSamplingParams:
+    def encode(cls, rows: Sequence[DeviceSamplingRow], vocab_size: int) -> TTSamplingParams:
+        """Encode rows as tt-metal takes them: top_k <= 0 or >= vocab -> vocab size."""
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size={vocab_size} must be positive")
         return cls(
-            temperature=torch.tensor([r.temperature for r in rows], dtype=torch.float32),
-            top_k=torch.tensor([r.top_k for r in rows], dtype=torch.int32),
-            top_p=torch.tensor([r.top_p for r in rows], dtype=torch.float32),
-            presence_penalty=torch.tensor([r.presence_penalty for r in rows], dtype=torch.float32),
-            frequency_penalty=torch.tensor(
-                [r.frequency_penalty for r in rows], dtype=torch.float32
-            ),
-            repetition_penalty=torch.tensor(
-                [r.repetition_penalty for r in rows], dtype=torch.float32
-            ),
-            seed=torch.tensor([r.seed for r in rows], dtype=torch.int64),
-            num_logprobs=torch.tensor([r.num_logprobs for r in rows], dtype=torch.int32),
+            temperature=[float(r.temperature) for r in rows],
+            top_k=[vocab_size if r.top_k <= 0 or r.top_k >= vocab_size else r.top_k for r in rows],
+            top_p=[float(r.top_p) for r in rows],
+            presence_penalty=[float(r.presence_penalty) for r in rows],
+            frequency_penalty=[float(r.frequency_penalty) for r in rows],
+            repetition_penalty=[float(r.repetition_penalty) for r in rows],
+            seed=[r.seed for r in rows],
+            enable_log_probs=[r.num_logprobs >= 0 for r in rows],
+            num_logprobs=[int(r.num_logprobs) for r in rows],
         )
 
     @property
     def batch_size(self) -> int:
-        return int(self.temperature.shape[0])
-
-    @property
-    def max_num_logprobs(self) -> int:
-        return int(self.num_logprobs.max().item()) if self.batch_size else NO_LOGPROBS
+        return len(self.temperature)
 
     @property
     def any_penalties(self) -> bool:
-        return bool(
-            (self.presence_penalty != NEUTRAL_PRESENCE).any()
-            or (self.frequency_penalty != NEUTRAL_FREQUENCY).any()
-            or (self.repetition_penalty != NEUTRAL_REPETITION).any()
+        return (
+            any(v != NEUTRAL_PRESENCE for v in self.presence_penalty)
+            or any(v != NEUTRAL_FREQUENCY for v in self.frequency_penalty)
+            or any(v != NEUTRAL_REPETITION for v in self.repetition_penalty)
         )
+
+    @property
+    def any_logprobs(self) -> bool:
+        return any(self.enable_log_probs)
+
+    def lengths(self) -> dict[str, int]:
+        return {f.name: len(getattr(self, f.name)) for f in fields(self)}
 
 
 _MASK64 = (1 << 64) - 1
@@ -113,11 +124,3 @@ def seeded_draw_seed(seed: int, position: int) -> int:
         return x ^ (x >> 31)
 
     return splitmix(splitmix(seed & _MASK64) ^ (position & _MASK64))
-
-
-class TTLogprobs(NamedTuple):
-    """Device logprobs in vLLM's layout: sampled token in column 0, then the top K."""
-
-    token_ids: torch.Tensor  # int64 [B, K+1]
-    logprobs: torch.Tensor  # float32 [B, K+1]
-    ranks: torch.Tensor  # int64 [B], 1-based rank of the sampled token

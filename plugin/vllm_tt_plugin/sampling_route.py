@@ -28,6 +28,30 @@ class Route(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class DeviceLogprobSupport:
+    """What device logprobs this model and mesh can give (docs/TT_MODEL_CONTRACT.md)."""
+
+    top_k: bool = False  # GPT-OSS: top-32 (values, indices)
+    flat: bool = False  # the sampled token's logprob (8 or 32 devices per DP rank)
+
+    def refusal(self, params: SamplingParams, max_device_top_k: int | None) -> str | None:
+        k = params.logprobs
+        if k is None:
+            return None
+        if self.top_k:
+            stochastic = params.temperature >= SAMPLING_EPS
+            limit = max_device_top_k or TOP_K_LOGPROBS
+            if stochastic and not 1 <= params.top_k <= min(limit, TOP_K_LOGPROBS):
+                return "logprobs (sampled token may fall outside the device's top-32)"
+            if _has_penalties(params):
+                return "logprobs (penalised token may fall outside the device's top-32)"
+            return None if 0 <= k <= TOP_K_LOGPROBS else "logprobs"
+        if self.flat and k == 0:
+            return None
+        return "logprobs"
+
+
+@dataclass(frozen=True)
 class RouteDecision:
     route: Route
     reason: str  # why (for logs and tests)
@@ -37,7 +61,24 @@ class RouteDecision:
         return self.route is Route.DEVICE
 
 
-def host_only_feature(params: SamplingParams, caps: ModelCapabilities) -> str | None:
+# vLLM's threshold below which a temperature means greedy; width of GPT-OSS device logprobs.
+SAMPLING_EPS = 1e-5
+TOP_K_LOGPROBS = 32
+
+
+def _has_penalties(params: SamplingParams) -> bool:
+    return (
+        params.presence_penalty != 0.0
+        or params.frequency_penalty != 0.0
+        or params.repetition_penalty != 1.0
+    )
+
+
+def host_only_feature(
+    params: SamplingParams,
+    caps: ModelCapabilities,
+    logprobs: DeviceLogprobSupport = DeviceLogprobSupport(),
+) -> str | None:
     """The first feature of ``params`` that only vLLM's host sampler provides, or None."""
     if params.min_p > 0.0:
         return "min_p"
@@ -53,18 +94,16 @@ def host_only_feature(params: SamplingParams, caps: ModelCapabilities) -> str | 
         return "structured_outputs"
     if params.logprob_token_ids:
         return "logprob_token_ids"
-    if params.logprobs is not None and (
-        params.logprobs < 0 or params.logprobs > caps.max_device_logprobs
+    refusal = logprobs.refusal(params, caps.max_device_top_k)
+    if refusal is not None:
+        return refusal
+    if (
+        caps.max_device_top_k is not None
+        and params.temperature >= SAMPLING_EPS
+        and not 1 <= params.top_k <= caps.max_device_top_k
     ):
-        return "logprobs"
-    if caps.max_device_top_k is not None and params.top_k > caps.max_device_top_k:
         return "top_k"
-    has_penalties = (
-        params.presence_penalty != 0.0
-        or params.frequency_penalty != 0.0
-        or params.repetition_penalty != 1.0
-    )
-    if has_penalties and not caps.supports_device_penalties:
+    if _has_penalties(params) and not caps.supports_device_penalties:
         return "penalties"
     return None
 
@@ -75,6 +114,8 @@ def choose_route(
     kind: StepKind,
     sampling_rows: Iterable[SamplingParams],
     has_custom_logitsprocs: bool = False,
+    logprobs: DeviceLogprobSupport = DeviceLogprobSupport(),
+    intermediate_chunk: bool = False,
 ) -> RouteDecision:
     """Pick the sampling route for one batch (the rows that sample this step)."""
     if options.always_compat_sampling:
@@ -87,8 +128,12 @@ def choose_route(
         return RouteDecision(Route.HOST, "sample_on_device_mode=decode_only")
     if has_custom_logitsprocs:
         return RouteDecision(Route.HOST, "custom logits processors")
+    if intermediate_chunk:
+        # A chunk ending before its row's end emits no token: the batch samples on the host
+        # and that row's output is dropped.
+        return RouteDecision(Route.HOST, "intermediate prefill chunk")
     for params in sampling_rows:
-        feature = host_only_feature(params, caps)
+        feature = host_only_feature(params, caps, logprobs)
         if feature is not None:
             return RouteDecision(Route.HOST, feature)
     return RouteDecision(Route.DEVICE, "device sampling")

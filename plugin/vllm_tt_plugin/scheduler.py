@@ -12,7 +12,7 @@ plain Scheduler bookkeeping runs. See docs/SCHEDULING.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -23,6 +23,9 @@ from vllm.v1.request import Request
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
 
 logger = get_logger(__name__)
 
@@ -40,9 +43,22 @@ def is_decode_ready(request: Request) -> bool:
     )
 
 
+def force_compact_json(vllm_config: VllmConfig) -> None:
+    """Structured output on TT is compact JSON (``disable_any_whitespace``), so greedy guided
+    JSON cannot loop on whitespace (docs/TT_MODEL_CONTRACT.md).
+
+    Set in the engine core, on the config the grammar backends read, after vLLM validated it:
+    vLLM's config validator refuses the flag with the default backend "auto" (although auto only
+    picks xgrammar or guidance, which both honour it), and API-server processes re-validate the
+    config, so setting it in the platform hook breaks multi-API-server launches
+    (docs/VLLM_PATCHES.md, W14)."""
+    vllm_config.structured_outputs_config.disable_any_whitespace = True
+
+
 class TTScheduler(AsyncScheduler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        force_compact_json(self.structured_output_manager.vllm_config)
         options = get_tt_options(self.vllm_config)
         self.step_policy = StepPolicy(
             InterleaveConfig(

@@ -38,29 +38,6 @@ def _guard_accelerator_empty_cache() -> None:
     torch.accelerator.empty_cache = empty_cache
 
 
-def _default_async_scheduling_off() -> None:
-    """P2: on TT, async scheduling is opt-in (``--async-scheduling``), not auto-enabled.
-
-    vLLM 0.26 turns ``async_scheduling=None`` into True. TT async decode needs the model to
-    declare ``supports_async_decode``, and an explicit request for an incapable model must be
-    refused; the platform can only tell "asked for" from "defaulted" if the default stays off.
-    Drop when vLLM lets a platform decide the auto default.
-    """
-    from vllm.engine.arg_utils import EngineArgs
-
-    original = EngineArgs.create_engine_config
-    if getattr(original, "_tt_patched", False):
-        return
-
-    def create_engine_config(self: EngineArgs, *args: Any, **kwargs: Any) -> Any:
-        if self.async_scheduling is None:
-            self.async_scheduling = False
-        return original(self, *args, **kwargs)
-
-    create_engine_config._tt_patched = True  # type: ignore[attr-defined]
-    EngineArgs.create_engine_config = create_engine_config  # type: ignore[method-assign]
-
-
 def _raise_unchunked_prefill_budget() -> None:
     """P4: with ``--no-enable-chunked-prefill`` a budget below ``max_model_len`` is raised to it.
 
@@ -113,6 +90,5 @@ def apply() -> None:
     if _applied:
         return
     _guard_accelerator_empty_cache()
-    _default_async_scheduling_off()
     _raise_unchunked_prefill_budget()
     _applied = True

@@ -8,6 +8,7 @@ for structured output reaches sample_tokens, where the model is called.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any
@@ -19,15 +20,17 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
 from vllm_tt_plugin.kv_cache import (
     BlockBudget,
-    allocate_kv_cache,
     compute_block_budget,
+    kv_tp_width,
+    layer_index,
     layer_specs_for_model,
-    model_max_tokens_all_users,
     pool_bytes_per_block,
     sliding_windows,
     uniform_kv_cache_spec,
@@ -35,6 +38,7 @@ from vllm_tt_plugin.kv_cache import (
 from vllm_tt_plugin.loader import ResolvedModel, load_model, resolve_model_class
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
+from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.model_runner import TTModelRunner
 
 logger = get_logger(__name__)
@@ -55,8 +59,8 @@ class TTWorker(WorkerBase):
         self.layout = lane_layout(vllm_config)
         self.mesh_spec = mesh_spec_from_env()
         self.resolved: ResolvedModel | None = None
+        self.adapter: ModelAdapter | None = None
         self.mesh: OpenedMesh | None = None
-        self.model: Any = None
         self.model_runner: TTModelRunner | None = None  # type: ignore[assignment]
         self.block_budget: BlockBudget | None = None
         self.device = torch.device("cpu")
@@ -64,6 +68,9 @@ class TTWorker(WorkerBase):
     # --- start-up -----------------------------------------------------------------------------
     def init_device(self) -> None:
         self.resolved = resolve_model_class(self.vllm_config, self.options)
+        self.adapter = ModelAdapter(
+            self.resolved.model_cls, self.vllm_config.model_config.hf_config
+        )
         device_ids = visible_device_ids()
         rank = rank_devices(self.vllm_config)
         if rank is not None:
@@ -95,26 +102,29 @@ class TTWorker(WorkerBase):
         self.mesh = open_mesh(self.mesh_spec, self.options, self.resolved.capabilities, device_ids)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
-        assert self.resolved is not None and self.mesh is not None, "init_device first"
-        self.model = load_model(
-            self.vllm_config, self.resolved, self.mesh.device, self.options, self.layout.lanes
+        assert self.adapter is not None and self.mesh is not None, "init_device first"
+        assert self.resolved is not None
+        load_model(
+            self.vllm_config,
+            self.resolved,
+            self.adapter,
+            self.mesh.device,
+            self.options,
+            self.layout.lanes,
         )
         self.model_runner = TTModelRunner(
             self.vllm_config,
-            self.model,
-            self.resolved.model_cls,
-            self.resolved.capabilities,
+            self.adapter,
             self.options,
             self.layout.lanes,
             self.layout.seqs_per_lane,
+            self.devices_per_lane,
         )
 
     def get_kv_cache_spec(self) -> dict[str, KVCacheSpec]:
-        assert self.resolved is not None
-        model_cls = self.resolved.model_cls
-        if hasattr(model_cls, "get_kv_cache_spec"):
-            return dict(model_cls.get_kv_cache_spec(self.vllm_config))
-        return uniform_kv_cache_spec(self.vllm_config)
+        assert self.adapter is not None
+        specs = self.adapter.kv_cache_spec(self.vllm_config)
+        return specs if specs is not None else uniform_kv_cache_spec(self.vllm_config)
 
     @property
     def devices_per_lane(self) -> int:
@@ -122,21 +132,28 @@ class TTWorker(WorkerBase):
 
     def get_num_available_blocks_tt(self) -> BlockBudget:
         """Blocks of one lane's KV pool, from the model's token budget plus headroom."""
-        assert self.resolved is not None
+        assert self.adapter is not None
         model_config = self.vllm_config.model_config
-        budget_tokens = model_max_tokens_all_users(
-            self.resolved.model_cls,
-            model_config.model,
-            self.mesh_spec.num_devices,
-            self.layout.lanes,
-            model_config.max_model_len,
-            self.layout.seqs_per_lane,
+        budget_tokens = self.adapter.max_tokens_all_users(
+            KVSizingCall(
+                model_name=model_config.model,
+                num_devices=self.mesh_spec.num_devices,
+                tt_data_parallel=self.layout.lanes,
+                max_model_len=model_config.max_model_len,
+                max_num_seqs=self.layout.seqs_per_lane,
+            )
+        )
+        # Sliding-window headroom only for classes that enable hybrid KV groups.
+        windows = (
+            sliding_windows(self.get_kv_cache_spec())
+            if self.adapter.profile.hybrid_groups_enabled
+            else []
         )
         return compute_block_budget(
             budget_tokens,
             self.cache_config.block_size,
             self.layout.seqs_per_lane,
-            sliding_windows(self.get_kv_cache_spec()),
+            windows,
             self.vllm_config.max_in_flight_tokens,
         )
 
@@ -213,37 +230,59 @@ class TTWorker(WorkerBase):
                 max_bytes // spec.page_size_bytes,
                 max_bytes,
             )
-        specs = layer_specs_for_model(kv_cache_config, self.devices_per_lane)
-        kv_cache = allocate_kv_cache(self.model, specs)
-        self.model_runner.set_kv_cache(kv_cache, len(kv_cache_config.kv_cache_groups))
+        assert self.adapter is not None
+        entries = layer_specs_for_model(
+            kv_cache_config, kv_tp_width(self.mesh_spec.shape, self.layout.lanes)
+        )
+        kv_cache = self.adapter.allocate_kv_cache(entries)
+        group_of = {
+            layer_index(name): g
+            for g, group in enumerate(kv_cache_config.kv_cache_groups)
+            for name in group.layer_names
+        }
+        self.model_runner.set_kv_cache(
+            kv_cache,
+            len(kv_cache_config.kv_cache_groups),
+            tuple(group_of[e.layer_index] for e in entries),
+        )
+        # Metrics hook: the launch is settled (max_model_len fitted to the KV pool).
+        assert self.resolved is not None
+        tt_metrics.publish_info(
+            tt_metrics.collect_info(
+                self.options,
+                mesh_spec_from_env(),  # the whole mesh (a DP rank's submesh is part of it)
+                self.resolved.model_cls,
+                self.layout.lanes,
+                self.layout.seqs_per_lane,
+                self.model_config.max_model_len,
+            )
+        )
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         if not self.options.enable_model_warmup:
             return CompilationTimes(language_model=0.0, encoder=0.0)
-        assert self.model_runner is not None
+        assert self.model_runner is not None and self.adapter is not None
         start = time.perf_counter()
-        can_sample = (
-            self.options.sample_on_device_mode is not None
-            and self.resolved is not None
-            and self.resolved.capabilities.supports_sample_on_device
+        options = self.options
+        caps = self.adapter.capabilities
+        device = options.device_sampling_enabled and caps.supports_sample_on_device
+        mode = options.sample_on_device_mode
+        pool = int(self.cache_config.num_gpu_blocks or 0)
+        width = math.ceil(self.model_config.max_model_len / self.cache_config.block_size)
+        self.adapter.warm_up(
+            WarmupPlan(
+                kv_cache=self.model_runner.kv_cache,
+                max_batch_size=self.scheduler_config.max_num_seqs,
+                # The traced page table is one request wide, never the pool.
+                num_blocks=min(width, pool) if pool else width,
+                prefill_on_device=device and mode == "all",
+                decode_on_device=device and mode in ("all", "decode_only"),
+                trace_prefill=options.trace_mode == "all",
+                trace_decode=options.trace_mode in ("all", "decode_only"),
+            )
         )
-        kv_cache = self.model_runner.kv_cache
-        num_blocks = int(self.cache_config.num_gpu_blocks or 0)
-        max_batch = self.scheduler_config.max_num_seqs
-        phases = [False]  # phase 1: compile with trace off
-        if self.options.trace_mode != "none":
-            phases.append(True)  # phase 2: capture traces
-        for enable_trace in phases:
-            if hasattr(self.model, "warmup_model_prefill") and (
-                not enable_trace or self.options.trace_mode == "all"
-            ):
-                self.model.warmup_model_prefill(kv_cache, enable_trace, can_sample)
-            if hasattr(self.model, "warmup_model_decode"):
-                self.model.warmup_model_decode(
-                    kv_cache, enable_trace, max_batch, num_blocks, can_sample
-                )
         elapsed = time.perf_counter() - start
-        logger.info("TT warm-up (trace_mode=%s) took %.2f s", self.options.trace_mode, elapsed)
+        logger.info("TT warm-up (trace_mode=%s) took %.2f s", options.trace_mode, elapsed)
         return CompilationTimes(language_model=elapsed, encoder=0.0)
 
     def get_supported_tasks(self) -> tuple[str, ...]:
@@ -264,7 +303,7 @@ class TTWorker(WorkerBase):
         return None
 
     def get_model(self) -> Any:
-        return self.model
+        return self.adapter.model if self.adapter is not None and self.adapter.loaded else None
 
     def get_cache_block_size_bytes(self) -> int:
         return pool_bytes_per_block(self.vllm_config, self.get_kv_cache_spec())

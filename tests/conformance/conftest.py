@@ -41,6 +41,31 @@ class FakeState:
     # Labels of a tt_plugin_info sample served on /metrics (None: no such metric).
     plugin_info: dict[str, str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # TT plugin samples appended to /metrics, one body per scrape (the last one repeats);
+    # empty: a server without the TT plugin.
+    tt_metrics: list[str] = field(default_factory=list)
+    scrapes: int = 0
+
+    def tt_text(self) -> str:
+        with self.lock:
+            if not self.tt_metrics:
+                return ""
+            text = self.tt_metrics[min(self.scrapes, len(self.tt_metrics) - 1)]
+            self.scrapes += 1
+            return text
+
+
+def tt_info_text(mesh_device: str, mesh_shape: str, **tt_options: Any) -> str:
+    """A tt_plugin_info sample as the plugin exposes it (docs/METRICS.md)."""
+    options = json.dumps(tt_options, separators=(",", ":")).replace('"', '\\"')
+    return (
+        "# HELP tt_plugin_info vllm-tt-plugin build and launch\n"
+        "# TYPE tt_plugin_info gauge\n"
+        f'tt_plugin_info{{lanes="1",max_model_len="2048",max_num_seqs="8",'
+        f'mesh_device="{mesh_device}",mesh_shape="{mesh_shape}",model_class="m.C",'
+        f'plugin_version="0.1.0",tt_metal_commit="abc",tt_options="{options}",'
+        f'ttnn_version="1.0"}} 1.0\n'
+    )
 
 
 def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
@@ -103,7 +128,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     "# TYPE vllm:num_requests_running gauge\n"
                     'vllm:num_requests_running{model_name="m",engine="0"} 2.0\n'
                     'vllm:num_requests_running{model_name="m",engine="1"} 1.0\n'
-                    'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n',
+                    'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n' + state.tt_text(),
                     "text/plain; version=0.0.4",
                 )
             else:

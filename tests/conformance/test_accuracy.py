@@ -156,6 +156,9 @@ def test_lm_eval_missing_raises_import_error(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def _accuracy_run(pytester, fake_server, harness_args, expected: str, scoring: str):
+    from tests.conformance.conftest import tt_info_text
+
+    fake_server.state.tt_metrics = [tt_info_text("N150", "1x1", emulated_mesh=True)]
     (pytester.path / "task.jsonl").write_text(
         "".join(
             json.dumps({"prompt": f"q{i}", "expected": expected, "scoring": scoring}) + "\n"

@@ -148,3 +148,13 @@ def test_a_concern_whose_checks_all_skipped_is_not_shown_as_a_pass(make_report) 
     assert "not run: lanes" in matrix.render_markdown([cell], "now")
     # One check of a concern skipped while another ran: the concern ran.
     assert matrix.not_run_concerns(make_report({"m::a": "pass", "m::b": "skip"})) == ()
+
+
+def test_a_lane_server_is_its_own_column(make_report) -> None:
+    one = make_report({"m::x": "pass"}, device="emulated", finished_at="2025-01-01T00:00:00Z")
+    lanes = make_report({"m::l": "pass"}, device="emulated", finished_at="2025-02-01T00:00:00Z")
+    server = lanes.server.model_copy(update={"lanes": 4})
+    lanes = lanes.model_copy(update={"server": server})
+    cells = matrix.fold([(Path("a.json"), one), (Path("b.json"), lanes)])
+    assert [c.device for c in cells] == ["emulated", "emulated (4 lanes)"]
+    assert "| emulated     | emulated (4 lanes)   |" in matrix.render_markdown(cells, "now")

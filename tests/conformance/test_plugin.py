@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.conftest import tt_info_text
 from tt_conformance._names import installed_version
 from tt_conformance.history import run_files
 from tt_conformance.report import load_report
@@ -52,6 +53,7 @@ def _report(report_dir: Path) -> Any:
 
 
 def test_report_records_every_outcome(pytester: pytest.Pytester, fake_server, harness_args):
+    fake_server.state.tt_metrics = [tt_info_text("N150", "1x1")]
     pytester.makepyfile(test_mixed=CHECKS_MIXED)
     result = pytester.runpytest(
         *harness_args,
@@ -82,7 +84,7 @@ def test_report_records_every_outcome(pytester: pytest.Pytester, fake_server, ha
     assert (report.model, report.device, report.mesh_shape) == ("fake/tiny-model", "N150", "1x1")
     assert report.versions.vllm == "0.26.0"
     # The server's plugin build is invisible over HTTP: never the harness's own version.
-    assert report.versions.plugin == "unknown"
+    assert report.versions.plugin == "0.1.0"  # read from the server's tt_plugin_info
     assert report.versions.harness == installed_version()
     assert report.server.max_model_len == 2048
     assert report.exit_status == 1
@@ -100,6 +102,12 @@ def test_report_records_every_outcome(pytester: pytest.Pytester, fake_server, ha
 def test_each_run_gets_its_own_files_and_latest_follows(
     pytester: pytest.Pytester, fake_server, harness_args
 ):
+    # A server whose plugin does not know its own versions: the flags fill them in.
+    fake_server.state.tt_metrics = [
+        tt_info_text("T3K", "1x8")
+        .replace('plugin_version="0.1.0"', 'plugin_version="unknown"')
+        .replace('tt_metal_commit="abc"', 'tt_metal_commit="unknown"')
+    ]
     pytester.makepyfile(test_one="def test_a(server):\n    pass\n")
     args = [
         *harness_args,
@@ -112,9 +120,7 @@ def test_each_run_gets_its_own_files_and_latest_follows(
     pytester.runpytest(*args).assert_outcomes(passed=1)
     # Default location: reports/<model, path-safe>/<device>/ under the invocation directory.
     report_dir = pytester.path / "reports" / "fake--tiny-model" / "T3K"
-    runs = sorted(
-        p for p in report_dir.glob("*.json") if p.name not in ("latest.json", "index.json")
-    )
+    runs = run_files(report_dir)
     assert len(runs) == 2
     second = max(runs, key=lambda p: p.stat().st_mtime_ns)
     latest = load_report(report_dir / "latest.json")
@@ -329,6 +335,7 @@ def test_several_served_models_need_a_name(pytester: pytest.Pytester, fake_serve
 def test_default_expectations_come_from_the_baselines_tree(
     pytester: pytest.Pytester, fake_server, harness_args
 ):
+    fake_server.state.tt_metrics = [tt_info_text("N300", "1x2")]
     pytester.makepyfile(test_b="def test_broken():\n    assert False\n")
     exp_dir = pytester.path / "reports" / "baselines" / "fake--tiny-model" / "N300"
     exp_dir.mkdir(parents=True)
@@ -388,6 +395,9 @@ def test_collection_errors_are_recorded(pytester: pytest.Pytester, fake_server, 
 
 
 def test_fixtures_reach_the_server(pytester: pytest.Pytester, fake_server, harness_args):
+    fake_server.state.tt_metrics = [
+        tt_info_text("N300", "1x2", emulated_mesh=True).replace('lanes="1"', 'lanes="2"')
+    ]
     pytester.makepyfile(
         test_fx="""
 import asyncio
@@ -447,7 +457,7 @@ def test_record_perf_rejects_bad_input(record_perf):
     result.assert_outcomes(passed=5)
     report = _report(pytester.path / "out")
     assert report.server_options == {"max_num_seqs": 8}
-    assert report.mesh_shape is None
+    assert report.mesh_shape == "1x2"  # the mesh the server's plugin reports, not a guess
     # One probe per run (GET /v1/models), not one per check.
     assert fake_server.state.requests.count(("GET", "/v1/models")) == 1
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Info, generate_latest
 
+from tests.conformance.conftest import tt_info_text
 from tt_conformance._names import KNOWN_MESH_SHAPES, mesh_shape_for, normalize_device
 from tt_conformance.provenance import Flags, ProvenanceError, discover, redact
 from tt_conformance.report import load_report
@@ -73,10 +74,10 @@ def test_a_flag_that_disagrees_with_the_server_is_an_error(flags: Flags, needle:
 def test_without_the_info_metric_flags_and_defaults_are_used() -> None:
     probe = ServerProbe(models=(ServedModel("m", 2048, None),))
     found = discover(probe, probe.models[0], Flags(max_num_seqs=8, plugin_version="0.1.0"), "N300")
-    assert (found.max_num_seqs, found.lanes, found.mesh_shape) == (8, 1, "1x2")
+    assert (found.max_num_seqs, found.lanes, found.mesh_shape) == (8, 1, None)  # not-tt
     assert (found.plugin_version, found.ttnn_version) == ("0.1.0", "unknown")
     assert found.discovered == ("max_model_len",)
-    assert any("publishes no tt_plugin_info" in w for w in found.warnings)
+    assert found.device == "not-tt" and found.warnings[0].startswith("not a TT server")
     assert discover(ServerProbe(), None, Flags(), "unknown").max_num_seqs == 32
     unknowns = {**INFO, "ttnn_version": "unknown", "max_num_seqs": "unknown"}
     found = discover(ServerProbe(plugin_info=unknowns), None, Flags(max_num_seqs=4), "T3K")
@@ -196,6 +197,7 @@ def test_device_defaults_to_mesh_device(
     pytester: pytest.Pytester, fake_server, harness_args, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MESH_DEVICE", "n300")
+    fake_server.state.tt_metrics = [tt_info_text("N300", "1x2")]
     pytester.makepyfile(test_clients=CHECK_USES_EVERY_CLIENT)
     pytester.runpytest(
         *harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out"
@@ -230,3 +232,21 @@ def test_bad_perf_shapes_are_a_usage_error(
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--tt-perf-shapes: bad perf shape '128x128'*"])
+
+
+def test_one_probe_decides_the_reports_device_and_feeds_tt_detection() -> None:
+    model = ServedModel("m", 4096, None)
+    probe = ServerProbe(models=(model,), plugin_info=INFO)
+    found = discover(probe, model, Flags(), "unknown")
+    assert (found.device, found.mesh_shape, found.tt.is_tt) == ("T3K", "1x8", True)
+    emulated = {**INFO, "tt_options": '{"emulated_mesh":true}'}
+    found = discover(ServerProbe(models=(model,), plugin_info=emulated), model, Flags(), "unknown")
+    assert found.device == "emulated"
+    with pytest.raises(ProvenanceError, match="--tt-device N300 means mesh 1x2"):
+        discover(probe, model, Flags(), "N300")
+    # /metrics unreadable: not TT, and the reason says why.
+    broken = ServerProbe(models=(model,), metrics_error="GET /metrics returned HTTP 500")
+    found = discover(broken, model, Flags(), "T3K")
+    assert (found.device, found.mesh_shape, found.tt.is_tt) == ("not-tt", None, False)
+    assert "HTTP 500" in found.warnings[0]
+    assert ServerProbe.from_json(broken.to_json()) == broken

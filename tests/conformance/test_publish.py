@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.conftest import tt_info_text
 from tt_conformance import cli, history, site
 from tt_conformance.gate import compare
 from tt_conformance.matrix import (
@@ -51,6 +52,8 @@ def _run(pytester: pytest.Pytester, harness_args: list[str], url: str) -> pytest
 def test_promote_an_emulated_run_and_gate_against_it(
     pytester: pytest.Pytester, fake_server, harness_args, capsys
 ) -> None:
+    # A TT server (it publishes tt_plugin_info) on the emulated mesh: a non-TT one is "not-tt".
+    fake_server.state.tt_metrics = [tt_info_text("N300", "1x2", emulated_mesh=True)]
     pytester.makepyfile(test_pub=CHECKS)
     baselines = pytester.path / "reports" / "baselines"
     exp_dir = baselines / "fake--tiny-model" / "emulated"
@@ -104,7 +107,7 @@ def test_promote_an_emulated_run_and_gate_against_it(
     # Every run is in the model/device index, with its versions.
     index = json.loads((run_dir / history.INDEX_NAME).read_text())
     assert index["kind"] == history.INDEX_KIND and len(index["runs"]) == 4
-    assert {e["tt_metal"] for e in index["runs"]} == {"unknown"}
+    assert {(e["tt_metal"], e["plugin"]) for e in index["runs"]} == {("abc", "0.1.0")}
 
 
 def test_promote_refuses_a_run_with_collection_errors(tmp_path: Path, make_report, capsys):
@@ -250,3 +253,16 @@ def test_hardware_workflow_is_a_manual_example_on_a_self_hosted_tt_runner() -> N
     uses = [step.get("uses", "") for step in job["steps"]]
     assert any(u.startswith("actions/upload-artifact") for u in uses)
     assert any("junit" in u for u in uses)
+
+
+def test_a_lane_dp_run_has_its_own_baseline(tmp_path: Path, make_report, capsys) -> None:
+    one = make_report({"m::ok": "pass"}, device="emulated")
+    four = one.replace(server=one.server.model_copy(update={"lanes": 4}), run_id=one.run_id + "4")
+    baselines = tmp_path / "baselines"
+    for report, sub in ((one, "one"), (four, "four")):
+        path = write_report(report, tmp_path / sub).json
+        assert cli.main(["baseline", "promote", str(path), "--baselines-dir", str(baselines)]) == 0
+    model_dir = baselines / "org--model-a"
+    assert sorted(p.name for p in model_dir.iterdir()) == ["emulated", "emulated-lanes4"]
+    assert load_report(model_dir / "emulated-lanes4" / "baseline.json").server.lanes == 4
+    assert load_report(model_dir / "emulated" / "baseline.json").server.lanes == 1

@@ -30,11 +30,12 @@ from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
 def _without_penalties(params: TTSamplingParams | None) -> TTSamplingParams | None:
     if params is None:
         return None
+    rows = params.batch_size
     return replace(
         params,
-        presence_penalty=torch.full_like(params.presence_penalty, NEUTRAL_PRESENCE),
-        frequency_penalty=torch.full_like(params.frequency_penalty, NEUTRAL_FREQUENCY),
-        repetition_penalty=torch.full_like(params.repetition_penalty, NEUTRAL_REPETITION),
+        presence_penalty=[NEUTRAL_PRESENCE] * rows,
+        frequency_penalty=[NEUTRAL_FREQUENCY] * rows,
+        repetition_penalty=[NEUTRAL_REPETITION] * rows,
     )
 
 
@@ -69,12 +70,13 @@ class KeepsStaleTokens(ReferenceLlamaForCausalLM):
         self._last_call = "prefill"
         return out
 
-    def decode_forward(self, tokens: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
         if self._last_call == "decode" and kwargs.get("reload_inputs"):
             stale = self.resident_snapshot().tokens
             remap = kwargs.get("slot_remap")
-            tokens = (stale if remap is None else stale[remap]).clone()
-        out = super().decode_forward(tokens, *args, **kwargs)
+            stale = stale if remap is None else stale[remap]
+            kwargs["tokens"] = stale.to(torch.int32)[:, None].clone()
+        out = super().decode_forward(*args, **kwargs)
         self._last_call = "decode"
         return out
 
@@ -84,15 +86,8 @@ class SwapsSlotRows(ReferenceLlamaForCausalLM):
     tokens, positions and page-table rows trade places (a row-order slip in a host->device copy).
     A request alone is unaffected; two requests in one batch continue each other's text."""
 
-    def decode_forward(
-        self,
-        tokens: torch.Tensor,
-        page_table: torch.Tensor,
-        kv_cache: Any,
-        start_pos: torch.Tensor,
-        *args: Any,
-        **kwargs: Any,
-    ) -> Any:
+    def decode_forward(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        start_pos = kwargs["start_pos"]
         if (
             kwargs.get("reload_inputs")
             and start_pos.numel() >= 2
@@ -100,8 +95,9 @@ class SwapsSlotRows(ReferenceLlamaForCausalLM):
         ):
             order = torch.arange(start_pos.numel())
             order[0], order[1] = 1, 0
-            tokens, page_table, start_pos = tokens[order], page_table[order], start_pos[order]
-        return super().decode_forward(tokens, page_table, kv_cache, start_pos, *args, **kwargs)
+            for name in ("tokens", "page_table", "start_pos"):
+                kwargs[name] = kwargs[name][order]
+        return super().decode_forward(**kwargs)
 
 
 class SkipsPenaltyReset(ReferenceLlamaForCausalLM):

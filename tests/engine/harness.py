@@ -13,6 +13,8 @@ import functools
 import os
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ import requests
 import torch
 
 from tests.conftest import BUNDLED_MODEL, REPO
+from tt_conformance.report import Report, load_report
 from vllm_tt_plugin.emulation.server import EmulatedServer
 
 # Engine tests may point at another checkpoint (same architecture) while developing.
@@ -117,6 +120,53 @@ def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     assert server.log_path is not None
     lines = server.log_path.read_text(errors="replace").splitlines()
     return [line for line in lines if needle in line]
+
+
+# --- the conformance suite against a server --------------------------------------------------
+
+CHECKS = "tt_conformance.checks"
+SUITE_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: Report | None
+
+    @property
+    def outcomes(self) -> dict[str, str]:
+        assert self.report is not None, (
+            f"no report (exit {self.returncode}):\n{self.stdout[-3000:]}"
+        )
+        return {c.id: c.outcome for c in self.report.checks}
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        assert self.report is not None
+        return {c.id: c.reason for c in self.report.checks}
+
+
+def run_suite(
+    url: str, selection: Sequence[str], report_dir: Path, *options: str, device: str = "emulated"
+) -> SuiteRun:
+    """Run check modules/ids (``<module>::<test>`` under CHECKS) in a pytest subprocess, as a
+    user does, without expectations; the run's report (if one was written) comes back."""
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", *(f"{CHECKS}.{s}" for s in selection),
+        "--tt-server-url", url,
+        "--tt-device", device,
+        "--tt-report-dir", str(report_dir),
+        "--tt-baselines-dir", str(report_dir / "no-baselines"),  # no expectations apply
+        "-q", "-n", "0", "-p", "no:cacheprovider", *options,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, check=False
+    )
+    latest = report_dir / "latest.json"
+    report = load_report(latest) if latest.is_file() else None
+    return SuiteRun(proc.returncode, proc.stdout, proc.stderr, report)
 
 
 # --- references ------------------------------------------------------------------------------

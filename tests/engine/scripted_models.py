@@ -7,9 +7,11 @@ OpenAI server.
     TT_MODEL_CLASS_OVERRIDES="TTReferenceLlamaForCausalLM=tests.engine.scripted_models:ScriptedOutput"
     TT_TEST_SCRIPTED_OUTPUT="1024,638,277,...,1019"   # token ids, ending with EOS
 
-Only the two contract calls are overridden, at their outputs (host sampling, synchronous decode:
-both return logits). A request is recognised across calls by the first block of its page-table
-row; its generated index is its decode position minus its prompt length.
+Only the two contract calls are overridden, at their outputs (host sampling: prefill returns
+logits [B, 1, V]). The base is the NoAsyncDecode variant, whose decode returns host logits even
+for ``read_from_device=False`` (it has no read-back hooks). A request is recognised across calls
+by the first block of its page-table row; its generated index is its decode position minus its
+prompt length.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
+from vllm_tt_plugin.test_models.variants import NoAsyncDecode
 
 SCRIPT_ENV = "TT_TEST_SCRIPTED_OUTPUT"
 
 
-class ScriptedOutput(ReferenceLlamaForCausalLM):
+class ScriptedOutput(NoAsyncDecode):  # type: ignore[misc, valid-type]
     _prompt_ends: dict[int, int]
 
     def _script(self) -> list[int]:
@@ -34,7 +36,9 @@ class ScriptedOutput(ReferenceLlamaForCausalLM):
         return [int(part) for part in raw.split(",")]
 
     def _force(self, logits: Any, steps: list[int | None]) -> Any:
-        if not isinstance(logits, torch.Tensor):
+        if isinstance(logits, tuple):  # decode: (values, logprobs)
+            return self._force(logits[0], steps), logits[1]
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
             raise RuntimeError(
                 "ScriptedOutput rewrites logits: serve it with host sampling and without "
                 f"async decode (got {type(logits).__name__})"
@@ -49,20 +53,9 @@ class ScriptedOutput(ReferenceLlamaForCausalLM):
             forced[row, ..., token] = 30.0
         return forced
 
-    def prefill_forward(
-        self,
-        tokens: torch.Tensor,
-        page_table: torch.Tensor,
-        kv_cache: Any,
-        enable_trace: bool,
-        prompt_lens: Any,
-        start_pos: Any,
-        *args: Any,
-        **kwargs: Any,
-    ) -> Any:
-        out = super().prefill_forward(
-            tokens, page_table, kv_cache, enable_trace, prompt_lens, start_pos, *args, **kwargs
-        )
+    def prefill_forward(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        out = super().prefill_forward(**kwargs)
+        page_table, prompt_lens = kwargs["page_table"], kwargs["prompt_lens"]
         if not hasattr(self, "_prompt_ends"):
             self._prompt_ends = {}
         ends = [int(end) for end in prompt_lens]
@@ -70,16 +63,9 @@ class ScriptedOutput(ReferenceLlamaForCausalLM):
             self._prompt_ends[int(page_table[row, 0])] = end
         return self._force(out, [0] * len(ends))
 
-    def decode_forward(
-        self,
-        tokens: torch.Tensor,
-        page_table: torch.Tensor,
-        kv_cache: Any,
-        start_pos: torch.Tensor,
-        *args: Any,
-        **kwargs: Any,
-    ) -> Any:
-        out = super().decode_forward(tokens, page_table, kv_cache, start_pos, *args, **kwargs)
+    def decode_forward(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        out = super().decode_forward(**kwargs)
+        page_table, start_pos = kwargs["page_table"], kwargs["start_pos"]
         ends = getattr(self, "_prompt_ends", {})
         steps: list[int | None] = []
         for row, pos in enumerate(start_pos.reshape(-1).tolist()):

@@ -51,9 +51,8 @@ def test_host_sampling_parity(hf_reference: list[list[int]]) -> None:
 
 
 def test_device_sampling_with_async_decode_parity(hf_reference: list[list[int]]) -> None:
-    with serve(
-        tt={"sample_on_device_mode": "all"}, vllm_args=[*BASE_ARGS, "--async-scheduling"]
-    ) as server:
+    # No --async-scheduling: a model declaring supports_async_decode gets vLLM's default (on).
+    with serve(tt={"sample_on_device_mode": "all"}, vllm_args=BASE_ARGS) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
     stats = runner_stats(server)[0]
     assert stats["device_sampled_steps"] > 0 and stats["host_sampled_steps"] == 0
@@ -61,7 +60,10 @@ def test_device_sampling_with_async_decode_parity(hf_reference: list[list[int]])
 
 
 def test_device_sampling_without_async_parity(hf_reference: list[list[int]]) -> None:
-    with serve(tt={"sample_on_device_mode": "decode_only"}, vllm_args=BASE_ARGS) as server:
+    with serve(
+        tt={"sample_on_device_mode": "decode_only"},
+        vllm_args=[*BASE_ARGS, "--no-async-scheduling"],
+    ) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
     stats = runner_stats(server)[0]
     assert stats["overlapped_decodes"] == 0 and stats["device_sampled_steps"] > 0

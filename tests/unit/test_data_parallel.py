@@ -273,6 +273,7 @@ def test_kv_budget_is_per_lane(make_config: Any) -> None:
     from tests.unit.fakes.models import LaneModel
     from vllm_tt_plugin.capabilities import ModelCapabilities
     from vllm_tt_plugin.loader import ResolvedModel
+    from vllm_tt_plugin.model_adapter import ModelAdapter
     from vllm_tt_plugin.model_registry import ModelTarget
     from vllm_tt_plugin.worker import TTWorker
 
@@ -283,6 +284,7 @@ def test_kv_budget_is_per_lane(make_config: Any) -> None:
         LaneModel,
         ModelCapabilities.from_model_class(LaneModel),
     )
+    worker.adapter = ModelAdapter(LaneModel)
     budget = worker.get_num_available_blocks_tt()
     assert budget.seqs_per_lane == 8  # not the global 32
     assert budget.num_blocks == 131072 // 64 + 8 + 1

@@ -90,14 +90,25 @@ def test_token_slice_spans_prompt_and_output() -> None:
     assert s.last_token() == 11
 
 
-def test_device_rows_pad_empty_slots_with_neutral_values() -> None:
-    rows = device_rows([state("a", [1], temperature=0.8, top_k=5, logprobs=3), None])
-    params = TTSamplingParams.from_rows(rows)
-    assert params.temperature.tolist() == pytest.approx([0.8, 0.0])
-    assert params.top_k.tolist() == [5, 0]
-    assert params.num_logprobs.tolist() == [3, -1]
+def test_device_rows_encode_as_tt_metal_sampling_params() -> None:
+    """Per-row lists; padding rows neutral (temperature 0, top_k 1, top_p 1.0); top_k off or
+    >= vocab -> vocab; unseeded -> None; enable_log_probs = num_logprobs >= 0."""
+    rows = device_rows(
+        [
+            state("a", [1], temperature=0.8, top_k=5, logprobs=3, seed=11),
+            None,
+            state("b", [1], temperature=0.8, top_k=-1),
+            state("c", [1], temperature=0.8, top_k=999, logprobs=0),
+        ]
+    )
+    params = TTSamplingParams.encode(rows, vocab_size=256)
+    assert params.temperature == pytest.approx([0.8, 0.0, 0.8, 0.8])
+    assert params.top_k == [5, 1, 256, 256]
+    assert params.top_p == [1.0, 1.0, 1.0, 1.0]
+    assert params.num_logprobs == [3, -1, -1, 0]
+    assert params.enable_log_probs == [True, False, False, True]
     assert rows[1] == EMPTY_ROW
-    assert params.seed.tolist() == [7, 0]
+    assert params.seed == [7, None, None, None]  # the request's device seed; unseeded None
     assert not params.any_penalties
 
 

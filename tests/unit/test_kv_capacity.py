@@ -12,7 +12,6 @@ from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 from tests.conftest import write_checkpoint_config
 from vllm_tt_plugin.kv_cache import (
     compute_block_budget,
-    model_max_tokens_all_users,
     pool_bytes_per_block,
     uniform_kv_cache_spec,
 )
@@ -34,39 +33,6 @@ def test_sliding_window_headroom_per_group() -> None:
     in_flight = compute_block_budget(4096, 64, 8, windows=[512, 1000], max_in_flight_tokens=4096)
     assert in_flight.sliding_headroom == budget.sliding_headroom + 2 * 64
     assert budget.num_blocks == 64 + 8 + budget.sliding_headroom + 1
-
-
-class WithBudget:
-    seen: dict[str, Any] = {}
-
-    @classmethod
-    def get_max_tokens_all_users(
-        cls, model_name, num_devices, tt_data_parallel, max_model_len, max_num_seqs=32
-    ):
-        cls.seen = dict(
-            model_name=model_name,
-            num_devices=num_devices,
-            dp=tt_data_parallel,
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-        )
-        return 5000
-
-
-class BadBudget:
-    @classmethod
-    def get_max_tokens_all_users(cls, *args, **kwargs):
-        return 0
-
-
-def test_model_budget_hook_and_default() -> None:
-    assert model_max_tokens_all_users(object, "m", 8, 2, 4096, 16) == 131072
-    assert model_max_tokens_all_users(WithBudget, "m", 8, 2, 4096, 16) == 5000
-    assert WithBudget.seen == dict(
-        model_name="m", num_devices=8, dp=2, max_model_len=4096, max_num_seqs=16
-    )
-    with pytest.raises(ValueError, match="positive integer"):
-        model_max_tokens_all_users(BadBudget, "m", 1, 1, 128, 1)
 
 
 def plan(config: Any, budget_tokens: int) -> list[Any]:

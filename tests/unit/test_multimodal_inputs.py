@@ -33,10 +33,10 @@ from tests.unit.tiny_checkpoint import (
     start_worker_and_scheduler,
     write_tiny_checkpoint,
 )
+from vllm_tt_plugin.model_adapter import ModelContractError, _split_mrope
 from vllm_tt_plugin.multimodal import (
     decode_rope_deltas,
     prefill_multimodal_kwargs,
-    split_mrope_output,
 )
 
 _ids = itertools.count()
@@ -93,12 +93,12 @@ def test_item_without_data_is_refused_by_name() -> None:
 
 
 def test_mrope_output_split() -> None:
-    out, deltas = split_mrope_output(("logits", torch.tensor([[3], [-2]])), 2)
+    out, deltas = _split_mrope(("logits", torch.tensor([[3], [-2]])), 2)
     assert out == "logits" and deltas == [3, -2]
-    with pytest.raises(TypeError, match=r"must return \(out, rope_deltas\)"):
-        split_mrope_output(torch.zeros(2, 5), 2)
-    with pytest.raises(ValueError, match="1 rope_deltas for 2 rows"):
-        split_mrope_output(("x", torch.tensor([1])), 2)
+    with pytest.raises(ModelContractError, match=r"must return \(out, rope_deltas\)"):
+        _split_mrope(torch.zeros(2, 5), 2)
+    with pytest.raises(ModelContractError, match="1 rope_deltas for 2 rows"):
+        _split_mrope(("x", torch.tensor([1])), 2)
     assert decode_rope_deltas([None, 4, None]).tolist() == [0, 4, 0]
 
 
@@ -125,7 +125,7 @@ def request(prompt_len: int, images: list[tuple[int, int]], max_tokens: int) -> 
     )
 
 
-def test_runner_sends_each_image_once_and_rope_deltas_every_decode(
+def test_runner_sends_each_image_once_and_rope_deltas_when_the_layout_changes(
     make_config: Any, mrope_checkpoint: Path
 ) -> None:
     config = make_config(
@@ -175,11 +175,58 @@ def test_runner_sends_each_image_once_and_rope_deltas_every_decode(
     base = 10 * len(with_images.request_id)
     assert sorted(v for step in delivered for v in step) == [base, base + 1]
     assert all(len(step) == 1 for step in delivered), delivered
-    # Every decode step carried each live slot's delta (0 for empty slots).
+    # rope_deltas_all_users: each live slot's delta (0 for empty slots) when the layout
+    # changed or a request joined, None on steady steps.
     assert decodes >= 3
     want = {rope_delta_of(150): slot_of[with_images.request_id]}
     want[rope_delta_of(20)] = slot_of[plain.request_id]
-    for step in model.decode_rope_deltas:
+    sent = [step for step in model.decode_rope_deltas if step is not None]
+    assert model.decode_rope_deltas[0] is not None
+    assert None in model.decode_rope_deltas  # steady steps send no deltas
+    for step in sent:
         live = {d: i for i, d in enumerate(step) if d != 0}
         assert set(live) <= set(want) and all(live[d] == want[d] for d in live), step
-    assert any(len([d for d in s if d]) == 2 for s in model.decode_rope_deltas)
+    assert any(len([d for d in s if d]) == 2 for s in sent)
+
+
+def test_mrope_variant_gets_each_joining_request_its_delta(
+    make_config: Any, mrope_checkpoint: Path
+) -> None:
+    """The MRoPEDeltas reference variant refuses a decode that lacks the delta of a request
+    that joined; serving requests that join at different steps runs clean, with the same
+    greedy tokens as each request served alone."""
+    from vllm_tt_plugin.test_models.reference_llama import WithMRoPEDeltas
+
+    config = make_config(
+        model=mrope_checkpoint,
+        model_class="vllm_tt_plugin.test_models.variants:MRoPEDeltas",
+        tt={"emulated_mesh": True, "sample_on_device_mode": "all"},
+        max_num_seqs=4,
+        max_model_len=256,
+    )
+    worker, sched = start_worker_and_scheduler(config, warm_up=False)
+
+    def serve(requests: list[tuple[int, Request]]) -> dict[str, list[int]]:
+        pending = sorted(requests, key=lambda x: x[0])
+        step = 0
+        while pending or sched.has_requests():
+            while pending and pending[0][0] <= step:
+                sched.add_request(pending.pop(0)[1])
+            out = sched.schedule()
+            result = worker.execute_model(out)
+            if result is None:
+                result = worker.sample_tokens(None)
+            if hasattr(result, "get_output"):
+                result = result.get_output()
+            sched.update_from_output(out, result)
+            step += 1
+        return {r.request_id: list(r.output_token_ids) for _, r in requests}
+
+    try:
+        assert isinstance(worker.get_model(), WithMRoPEDeltas)
+        lens = (30, 12, 45)
+        together = serve([(3 * i, request(n, [], max_tokens=6)) for i, n in enumerate(lens)])
+        alone = [serve([(0, request(n, [], max_tokens=6))]) for n in lens]
+    finally:
+        worker.shutdown()
+    assert list(together.values()) == [next(iter(a.values())) for a in alone]

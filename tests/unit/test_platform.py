@@ -158,17 +158,39 @@ def test_prefix_caching_only_when_declared(make_config: Any) -> None:
     assert not make_config(model_class=f"{FAKES}:BareModel").cache_config.enable_prefix_caching
 
 
-def test_async_scheduling_is_opt_in_on_tt(make_config: Any) -> None:
-    assert not make_config().scheduler_config.async_scheduling
+def test_async_scheduling_on_by_default_for_models_that_declare_it(make_config: Any) -> None:
+    assert make_config().scheduler_config.async_scheduling  # vLLM's default, kept
     assert make_config(async_scheduling=True).scheduler_config.async_scheduling
+    assert not make_config(async_scheduling=False).scheduler_config.async_scheduling
 
 
-def test_async_scheduling_refused_for_incapable_model(make_config: Any) -> None:
-    assert not make_config(model_class=f"{FAKES}:BareModel").scheduler_config.async_scheduling
-    with pytest.raises(
-        Exception, match="--async-scheduling is not supported.*supports_async_decode"
-    ):
-        make_config(model_class=f"{FAKES}:BareModel", async_scheduling=True)
+def test_async_scheduling_turned_off_with_one_warning_for_incapable_model(
+    make_config: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from vllm_tt_plugin import platform
+
+    platform._warned.clear()
+    with caplog.at_level("WARNING", logger="vllm.tt_plugin.platform"):
+        for _ in range(2):
+            config = make_config(model_class=f"{FAKES}:BareModel", async_scheduling=True)
+            assert not config.scheduler_config.async_scheduling
+        assert not make_config(model_class=f"{FAKES}:BareModel").scheduler_config.async_scheduling
+    warnings = [r for r in caplog.records if "supports_async_decode" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "async scheduling turned off" in warnings[0].getMessage()
+
+
+def test_platform_config_stays_valid_for_api_server_processes(make_config: Any) -> None:
+    """vLLM re-validates the config in API-server processes; compact JSON is therefore forced
+    in the engine core (TTScheduler), not here, where "auto" would fail validation."""
+    from vllm.config import StructuredOutputsConfig
+
+    config = make_config()
+    structured = config.structured_outputs_config
+    assert not structured.disable_any_whitespace
+    StructuredOutputsConfig(
+        **{k: getattr(structured, k) for k in ("backend", "disable_any_whitespace")}
+    )
 
 
 def test_device_sampling_needs_model_support(make_config: Any) -> None:

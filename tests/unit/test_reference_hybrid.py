@@ -29,11 +29,11 @@ from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM, Qwen2ForCaus
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
 from tests.conftest import REPO
-from vllm_tt_plugin.contract import TTLayerKVSpec
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.kv_cache import compute_block_budget, layer_name, sliding_windows
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.test_models.hybrid import vllm_layer_groups
 from vllm_tt_plugin.test_models.inputs import ContractInputError
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError
@@ -134,15 +134,15 @@ def build(ckpt: Checkpoint, mesh: Any, hybrid_manager: bool = True) -> tuple[Any
         ckpt.config, mesh, SLOTS, max_seq_len=MAX_LEN
     )
     heads = model.sharding.kv_heads_per_shard
-    specs = []
-    for i, window in enumerate(model.hybrid_layers.windows):
-        if hybrid_manager:  # as the plugin passes vLLM's two groups
-            group = SLIDING_GROUP if window else FULL_GROUP
-        else:  # vLLM without its hybrid manager: one group, full-length blocks, no window
-            group, window = 0, None
-        specs.append(
-            TTLayerKVSpec(layer_name(i), group, NUM_BLOCKS, BS, heads, 16, torch.float32, window)
-        )
+    windows = model.hybrid_layers.windows
+    if hybrid_manager:
+        # What initialize_vllm_model(vllm_config=...) derives from vLLM's grouping (checked in
+        # test_kv_cache_spec_per_layer_and_vllm_groups); layer pairs share one buffer each.
+        model.layer_groups = tuple(SLIDING_GROUP if w else FULL_GROUP for w in windows)
+        tensor_idx = [i // 2 for i in range(len(windows))]
+    else:  # vLLM without its hybrid manager: one group, full-length blocks, one buffer per layer
+        tensor_idx = list(range(len(windows)))
+    specs = [((NUM_BLOCKS, heads, BS, 16), torch.float32, idx) for idx in tensor_idx]
     return model, model.allocate_kv_cache_per_layer(specs)
 
 
@@ -235,41 +235,38 @@ def run(
         ends = [min(s + chunk, len(r.prompt)) for s, r in zip(starts, rows, strict=True)]
         for r, s, e in zip(rows, starts, ends, strict=True):
             blocks.schedule(r, s, e - 1)
-        tokens = torch.zeros(
-            (len(rows), max(e - s for s, e in zip(starts, ends, strict=True))), dtype=torch.int64
-        )
-        for i, (r, s, e) in enumerate(zip(rows, starts, ends, strict=True)):
-            tokens[i, : e - s] = torch.tensor(r.prompt[s:e])
+        tokens = torch.zeros((len(rows), max(ends)), dtype=torch.int32)  # from position 0
+        for i, (r, e) in enumerate(zip(rows, ends, strict=True)):
+            tokens[i, :e] = torch.tensor(r.prompt[:e], dtype=torch.int32)
         tables = group_tables(rows, view)
-        params = TTSamplingParams.from_rows([DeviceSamplingRow()] * len(rows)) if sampling else None
+        params = encode([DeviceSamplingRow()] * len(rows)) if sampling else None
         result = model.prefill_forward(
-            tokens,
-            tables[0],
-            kv,
-            False,
-            ends,
-            starts,
+            tokens=tokens,
+            page_table=tables[0],
+            kv_cache=kv,
+            prompt_lens=ends,
+            start_pos=starts,
             page_tables_per_group=tables,
             sampling_params=params,
             empty_slots=[r.slot for r in rows],
         )
-        new = result if sampling else result.argmax(dim=1)
+        new = result[:, 0] if sampling else result[:, -1].argmax(dim=1)
         for i, (r, e) in enumerate(zip(rows, ends, strict=True)):
             done[id(r)] = e
             if e == len(r.prompt):
                 r.out.append(int(new[i]))
     for _ in range(steps):
         n = model.num_slots
-        tokens = torch.zeros(n, dtype=torch.int64)
-        pos = torch.full((n,), -1, dtype=torch.int64)
+        tokens = torch.zeros((n, 1), dtype=torch.int32)
+        pos = torch.full((n,), -1, dtype=torch.int32)
         for r in reqs:
             p = len(r.seq) - 1
             blocks.schedule(r, p, p)
-            tokens[r.slot], pos[r.slot] = r.seq[-1], p
+            tokens[r.slot, 0], pos[r.slot] = r.seq[-1], p
         tables = group_tables(reqs, view, rows=n, slot_indexed=True)
         extra: dict[str, Any] = {}
         if sampling:
-            extra["sampling_params"] = TTSamplingParams.from_rows([DeviceSamplingRow()] * n)
+            extra["sampling_params"] = encode([DeviceSamplingRow()] * n)
         result = model.decode_forward(
             tokens=tokens,
             page_table=tables[0],
@@ -279,9 +276,14 @@ def run(
             **extra,
             **FULL_RELOAD,
         )
-        new = result if sampling else result.argmax(dim=1)
+        values = result[0]  # (values, logprobs)
+        new = values[:, 0] if sampling else values[:, -1].argmax(dim=1)
         for r in reqs:
             r.out.append(int(new[r.slot]))
+
+
+def encode(rows: list[DeviceSamplingRow]) -> TTSamplingParams:
+    return TTSamplingParams.encode(rows, VOCAB)
 
 
 def poison_null_block(kv: Any) -> None:
@@ -373,16 +375,15 @@ def test_page_table_checks_follow_the_window(checkpoint, mesh):
     prompt = prompts(9)[-1][:80]  # positions 0..79; the window of 79 starts at 56 (block 3)
     full = table_row(list(range(1, 6)))[None]
     sliding = table_row([0, 0, 0, 8, 9])[None]  # blocks 0-2 freed
-    tokens = torch.tensor([prompt[64:]])
+    tokens = torch.tensor([prompt], dtype=torch.int32)
 
     def call(sliding_table: torch.Tensor) -> Any:
         return model.prefill_forward(
-            tokens,
-            sliding_table,
-            kv,
-            False,
-            [80],
-            [64],
+            tokens=tokens,
+            page_table=sliding_table,
+            kv_cache=kv,
+            prompt_lens=[80],
+            start_pos=[64],
             page_tables_per_group=[sliding_table, full],
             empty_slots=[0],
         )
@@ -393,7 +394,13 @@ def test_page_table_checks_follow_the_window(checkpoint, mesh):
     call(table_row([0, 0, 7, 8, 9])[None])
     with pytest.raises(ContractInputError, match="page_tables_per_group must be a list of 2"):
         model.prefill_forward(
-            tokens, full, kv, False, [80], [64], page_tables_per_group=[full], empty_slots=[0]
+            tokens=tokens,
+            page_table=full,
+            kv_cache=kv,
+            prompt_lens=[80],
+            start_pos=[64],
+            page_tables_per_group=[full],
+            empty_slots=[0],
         )
 
 
@@ -481,7 +488,7 @@ def hybrid_vllm_config(checkpoint, clean_registry):
             model=str(checkpoint.path),
             skip_tokenizer_init=True,
             additional_config={"tt": {"emulated_mesh": True, "register_test_models": True}},
-            **engine_args,
+            **{"async_scheduling": False, **engine_args},
         )
         return args.create_engine_config()
 
@@ -508,13 +515,17 @@ def test_kv_cache_spec_per_layer_and_vllm_groups(hybrid_vllm_config):
         ["model.layers.0.self_attn", "model.layers.2.self_attn"],
         ["model.layers.1.self_attn", "model.layers.3.self_attn"],
     ]
+    # The model groups its layers as vLLM does when it is given vllm_config.
+    assert vllm_layer_groups(config, specs) == (SLIDING_GROUP, FULL_GROUP) * 2
     [kv_config] = kv_cache_utils.get_kv_cache_configs(config, [dict(specs)], [1 << 24])
-    per_layer = layer_specs_for_model(kv_config, devices_per_lane=1)
-    assert [(s.group_id, s.sliding_window) for s in per_layer] == [
-        (SLIDING_GROUP, WINDOW),
-        (FULL_GROUP, None),
-        (SLIDING_GROUP, WINDOW),
-        (FULL_GROUP, None),
+    per_layer = layer_specs_for_model(kv_config, tp_width=1)
+    # Several groups: one tensor_idx per kv_cache_tensors entry, shared by its layers.
+    shape = (kv_config.num_blocks, 2, block, 16)
+    assert [entry.as_tuple() for entry in per_layer] == [
+        (shape, torch.bfloat16, 0),
+        (shape, torch.bfloat16, 0),
+        (shape, torch.bfloat16, 1),
+        (shape, torch.bfloat16, 1),
     ]
 
 
@@ -532,8 +543,9 @@ def test_without_vllm_hybrid_manager_one_group_carries_no_window(hybrid_vllm_con
     [kv_config] = kv_cache_utils.get_kv_cache_configs(config, [dict(specs)], [1 << 24])
     [group] = kv_config.kv_cache_groups
     assert type(group.kv_cache_spec) is FullAttentionSpec and len(group.layer_names) == 4
-    per_layer = layer_specs_for_model(kv_config, devices_per_lane=1)
-    assert [(s.group_id, s.sliding_window) for s in per_layer] == [(0, None)] * 4
+    per_layer = layer_specs_for_model(kv_config, tp_width=2)  # 2 KV heads over 2 columns
+    assert [entry.as_tuple()[1:] for entry in per_layer] == [(torch.bfloat16, i) for i in range(4)]
+    assert {entry.shape[1] for entry in per_layer} == {1}
 
 
 @pytest.mark.parametrize(

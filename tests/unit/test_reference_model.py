@@ -20,13 +20,14 @@ import torch
 from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
-from vllm_tt_plugin.contract import TTLayerKVSpec, decode_contract_version
+from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTLogprobs, TTSamplingParams
+from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
 from vllm_tt_plugin.test_models import variants
 from vllm_tt_plugin.test_models.core import MAX_TOKENS_ENV, ReferenceModelError
+from vllm_tt_plugin.test_models.inputs import UnexpectedArgumentError
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError
 from vllm_tt_plugin.test_models.reference_llama import (
     ReferenceLlamaForCausalLM,
@@ -34,12 +35,12 @@ from vllm_tt_plugin.test_models.reference_llama import (
 )
 from vllm_tt_plugin.test_models.sampling import (
     PenaltyHistory,
+    SamplingTensors,
     exponential_noise,
     sample,
     select_params,
+    tensors_from_params,
 )
-
-params_of = select_params
 
 BS = 16  # block size
 MAX_LEN = 128
@@ -101,6 +102,23 @@ def mesh_n300() -> Iterator[EmulatedMeshDevice]:
     device.close()
 
 
+@pytest.fixture
+def mesh_t3k() -> Iterator[EmulatedMeshDevice]:
+    device = EmulatedMeshDevice(NAMED_MESHES["T3K"], step_time_s=0.0)
+    yield device
+    device.close()
+
+
+def encode(rows: list[DeviceSamplingRow]) -> TTSamplingParams:
+    """What the plugin sends as sampling_params (tt-metal's SamplingParams, per-row lists)."""
+    return TTSamplingParams.encode(rows, VOCAB)
+
+
+def as_tensors(params: TTSamplingParams) -> SamplingTensors:
+    """The device's copy of ``params`` (what the reference sampler consumes)."""
+    return tensors_from_params(params, params.batch_size, VOCAB, "test")
+
+
 def build(cls: type, config: Any, mesh: Any, slots: int = 8, lanes: int = 1, legacy_kv=False):
     model = cls.initialize_vllm_model(
         config, mesh, slots, max_seq_len=MAX_LEN, tt_data_parallel=lanes
@@ -108,14 +126,10 @@ def build(cls: type, config: Any, mesh: Any, slots: int = 8, lanes: int = 1, leg
     heads = model.sharding.kv_heads_per_shard
     if legacy_kv:
         kv = model.allocate_kv_cache((NUM_BLOCKS, heads, BS, 24), torch.float32, 2)
-    else:
-        specs = [
-            TTLayerKVSpec(
-                f"model.layers.{i}.self_attn", 0, NUM_BLOCKS, BS, heads, 24, torch.float32
-            )
-            for i in range(2)
-        ]
-        kv = model.allocate_kv_cache_per_layer(specs)
+    else:  # per_layer_specs: (shape, dtype, tensor_idx) per layer
+        kv = model.allocate_kv_cache_per_layer(
+            [((NUM_BLOCKS, heads, BS, 24), torch.float32, i) for i in range(2)]
+        )
     return model, kv
 
 
@@ -159,30 +173,46 @@ def page_row(blocks: list[int], upto: int | None = None) -> torch.Tensor:
     return row
 
 
-def tokens_of(result: Any) -> torch.Tensor:
+def values_of(result: Any) -> torch.Tensor:
     return result[0] if isinstance(result, tuple) else result
+
+
+def tokens_of(result: Any) -> torch.Tensor:
+    """Device-sampled tokens [B] of a prefill ([B, 1]) or decode ((values [B, 1], logprobs))."""
+    values = values_of(result)
+    return values.reshape(values.shape[0], -1)[:, -1]
+
+
+def logits_of(result: Any) -> torch.Tensor:
+    """Host logits [B, V] of a prefill ([B, 1, V]) or decode ((logits [B, 1, V], placeholder))."""
+    return values_of(result)[:, -1, :]
+
+
+def full_tokens(seqs: list[list[int]], end: int | None = None) -> torch.Tensor:
+    """Prefill ``tokens``: each row's sequence from position 0, int32, zero padded."""
+    rows = [seq[: (end or len(seq))] for seq in seqs]
+    tokens = torch.zeros((len(rows), max(map(len, rows))), dtype=torch.int32)
+    for i, row in enumerate(rows):
+        tokens[i, : len(row)] = torch.tensor(row, dtype=torch.int32)
+    return tokens
 
 
 def prefill(model, kv, reqs: list[Req], sampling: bool, start: int = 0, end: int | None = None):
     """One prefill call over reqs (positions start..end of each sequence); appends the token."""
-    chunks = [r.seq[start : (end or len(r.seq))] for r in reqs]
-    tokens = torch.zeros((len(reqs), max(map(len, chunks))), dtype=torch.int64)
-    for i, chunk in enumerate(chunks):
-        tokens[i, : len(chunk)] = torch.tensor(chunk)
-    params = TTSamplingParams.from_rows([r.row for r in reqs]) if sampling else None
+    ends = [end or len(r.seq) for r in reqs]
     result = model.prefill_forward(
-        tokens,
-        torch.stack([page_row(r.blocks) for r in reqs]),
-        kv,
-        False,
-        [start + len(c) for c in chunks],
-        [start] * len(reqs),
-        sampling_params=params,
+        tokens=full_tokens([r.seq for r in reqs], end),
+        page_table=torch.stack([page_row(r.blocks) for r in reqs]),
+        kv_cache=kv,
+        enable_trace=False,
+        prompt_lens=ends,
+        start_pos=[start] * len(reqs),
+        sampling_params=encode([r.row for r in reqs]) if sampling else None,
         empty_slots=[r.slot for r in reqs],
     )
     if end is not None:
         return result
-    new = tokens_of(result) if sampling else result.argmax(dim=1)
+    new = tokens_of(result) if sampling else logits_of(result).argmax(dim=1)
     for r, t in zip(reqs, new.tolist(), strict=True):
         r.out.append(t)
     return result
@@ -190,22 +220,22 @@ def prefill(model, kv, reqs: list[Req], sampling: bool, start: int = 0, end: int
 
 def decode_args(model, reqs: list[Req], sampling: bool, pages_upto_pos: bool = False):
     n = model.num_slots
-    tokens = torch.zeros(n, dtype=torch.int64)
-    pos = torch.full((n,), -1, dtype=torch.int64)
+    tokens = torch.zeros((n, 1), dtype=torch.int32)
+    pos = torch.full((n,), -1, dtype=torch.int32)
     table = torch.zeros((n, WIDTH), dtype=torch.int32)
-    rows = [DeviceSamplingRow()] * n
+    rows = [DeviceSamplingRow(top_k=1)] * n  # padding: neutral values
     for r in reqs:
         p = len(r.seq) - 1
-        tokens[r.slot], pos[r.slot] = r.seq[-1], p
+        tokens[r.slot, 0], pos[r.slot] = r.seq[-1], p
         table[r.slot] = page_row(r.blocks, p if pages_upto_pos else None)
         rows[r.slot] = r.row
     args: dict[str, Any] = dict(tokens=tokens, page_table=table, start_pos=pos)
     if sampling:
-        args["sampling_params"] = TTSamplingParams.from_rows(rows)
+        args["sampling_params"] = encode(rows)
         if any(r.row.has_penalties for r in reqs):
             width = max(1, max(len(r.prompt) for r in reqs), max(len(r.out) for r in reqs))
-            prompt = torch.full((n, width), -1, dtype=torch.int64)
-            out = torch.full((n, width), -1, dtype=torch.int64)
+            prompt = torch.full((n, width), -1, dtype=torch.int32)
+            out = torch.full((n, width), -1, dtype=torch.int32)
             for r in reqs:
                 prompt[r.slot, : len(r.prompt)] = torch.tensor(r.prompt)
                 out[r.slot, : len(r.out)] = torch.tensor(r.out)
@@ -220,7 +250,7 @@ def decode_sync(model, kv, reqs: list[Req], steps: int, sampling: bool) -> list[
         result = model.decode_forward(
             kv_cache=kv, **decode_args(model, reqs, sampling), **FULL_RELOAD
         )
-        new = tokens_of(result) if sampling else result.argmax(dim=1)
+        new = tokens_of(result) if sampling else logits_of(result).argmax(dim=1)
         for r in reqs:
             r.out.append(int(new[r.slot]))
         results.append(result)
@@ -249,13 +279,17 @@ def decode_async(model, kv, reqs: list[Req], steps: int, first_reload: bool = Tr
             flags = FULL_RELOAD
         else:  # stale host copies: only what a flag names may be used
             args["tokens"] = torch.zeros_like(args["tokens"])
-            args["start_pos"] = torch.where(args["start_pos"] >= 0, 0, -1)
-            args["sampling_params"] = TTSamplingParams.from_rows([GREEDY] * model.num_slots)
+            args["start_pos"] = torch.where(args["start_pos"] >= 0, 0, -1).to(torch.int32)
+            args["sampling_params"] = encode([GREEDY] * model.num_slots)
             args.pop("prompt_tokens", None), args.pop("output_tokens", None)
             changed = last_table is None or not torch.equal(args["page_table"], last_table)
             flags = {**NO_RELOAD, "reload_page_table": changed}
         last_table = args["page_table"].clone()
-        pending.append(model.decode_forward(kv_cache=kv, read_from_device=False, **args, **flags))
+        pending.append(
+            model.decode_forward(
+                kv_cache=kv, read_from_device=False, enable_trace=True, **args, **flags
+            )
+        )
         while len(pending) > 1 or (pending and step == steps - 1):
             new = tokens_of(finalize(model, pending.popleft()))
             for r in reqs:
@@ -290,7 +324,7 @@ def test_prefill_logits_match_hf_and_tied_embeddings(checkpoint, mesh, tmp_path)
     model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
     prompt = list(range(3, 40))
     [req] = make_reqs([prompt], [0], random.Random(1))
-    logits = prefill(model, kv, [req], sampling=False)
+    logits = logits_of(prefill(model, kv, [req], sampling=False))
     with torch.no_grad():
         expected = hf_tied(torch.tensor([prompt])).logits[0, -1]
     torch.testing.assert_close(logits[0], expected, rtol=1e-4, atol=1e-5)
@@ -398,14 +432,20 @@ def test_async_handles_are_finalised_exactly_once(checkpoint, mesh):
     prefill(model, kv, [req], sampling=True)
     args = decode_args(model, [req], sampling=True)
     handle = model.decode_forward(kv_cache=kv, read_from_device=False, **args, **FULL_RELOAD)
-    with pytest.raises(ReferenceModelError, match="not read first"):
-        model.process_decode_output_host(handle, is_tokens=True)
     handle, _ = model.read_decode_output(handle, async_read=True)
     with pytest.raises(ReferenceModelError, match="is_tokens=False"):
         model.process_decode_output_host(handle, is_tokens=False)
     assert tokens_of(model.process_decode_output_host(handle, is_tokens=True)).shape == (8,)
     with pytest.raises(ReferenceModelError, match="already finalised"):
         model.process_decode_output_host(handle, is_tokens=True)
+    with pytest.raises(ReferenceModelError, match="already read"):
+        model.read_decode_output(handle, async_read=True)
+    # The synchronous path: the raw device output straight to process_decode_output_host.
+    args = decode_args(model, [req], sampling=True)
+    raw = model.decode_forward(kv_cache=kv, read_from_device=False, **args, **FULL_RELOAD)
+    values, logprobs = model.process_decode_output_host(raw, is_tokens=True)
+    assert values.shape == (8, 1) and values.dtype == torch.int64
+    assert logprobs.shape == (8,) and bool(logprobs.isnan().all())  # placeholder: none asked
 
 
 @pytest.mark.parametrize("with_reload", [False, True], ids=["steady", "full-reload"])
@@ -431,7 +471,9 @@ def test_slot_remap_applies_exactly_once(checkpoint, mesh, with_reload):
     args = decode_args(model2, moved, sampling=True)
     if not with_reload:
         args["tokens"] = torch.zeros_like(args["tokens"])  # resident state must be used
-    result = model2.decode_forward(kv_cache=kv2, slot_remap=remap, **args, **flags)
+    result = model2.decode_forward(
+        kv_cache=kv2, slot_remap=remap, enable_trace=True, **args, **flags
+    )
     for r in moved:
         r.out.append(int(tokens_of(result)[r.slot]))
     decode_async(model2, kv2, moved, 5, first_reload=with_reload)
@@ -444,24 +486,26 @@ def test_preempted_request_replays_and_continues_identically(checkpoint, mesh):
     config, _ = checkpoint
     rng = random.Random(41)
     model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
-    [ref] = make_reqs(prompts(rng, [12]), [2], rng, rows=[SAMPLED_ROWS[2]])
+    # Repetition penalty only: prefill counts the replayed sequence as prompt tokens (it is
+    # never sent a history), which repetition treats like output tokens.
+    row = DeviceSamplingRow(temperature=1.3, seed=202, repetition_penalty=1.5)
+    [ref] = make_reqs(prompts(rng, [12]), [2], rng, rows=[row])
     prefill(model, kv, [ref], sampling=True)
     decode_sync(model, kv, [ref], 12, sampling=True)
-    [again] = make_reqs([ref.prompt], [5], random.Random(99), rows=[SAMPLED_ROWS[2]])
+    [again] = make_reqs([ref.prompt], [5], random.Random(99), rows=[row])
     prefill(model, kv, [again], sampling=True)
     decode_sync(model, kv, [again], 5, sampling=True)
     # Preempted: its blocks are gone; it replays prompt + generated tokens through prefill in
-    # other blocks and another slot, with the generated part sent as output_tokens history.
+    # other blocks and another slot.
     resumed = Req(again.prompt, 7, make_reqs([[0]], [0], random.Random(5))[0].blocks,
                   again.row, list(again.out))  # fmt: skip
-    seq = resumed.seq
-    out_hist = torch.tensor([resumed.out])
-    result = model.prefill_forward(
-        torch.tensor([seq]), page_row(resumed.blocks)[None], kv, False, [len(seq)], [0],
-        sampling_params=TTSamplingParams.from_rows([resumed.row]), empty_slots=[7],
-        prompt_tokens=torch.tensor([resumed.prompt]), output_tokens=out_hist,
-    )  # fmt: skip
-    resumed.out.append(int(tokens_of(result)[0]))
+    prefill(model, kv, [resumed], sampling=True)
+    with pytest.raises(UnexpectedArgumentError, match="output_tokens"):
+        model.prefill_forward(
+            tokens=full_tokens([resumed.seq]), page_table=page_row(resumed.blocks)[None],
+            kv_cache=kv, prompt_lens=[len(resumed.seq)], start_pos=[0], empty_slots=[7],
+            output_tokens=torch.tensor([resumed.out], dtype=torch.int32),
+        )  # fmt: skip
     decode_sync(model, kv, [resumed], 6, sampling=True)
     assert resumed.out == ref.out
 
@@ -543,7 +587,7 @@ def test_sampler_matches_vllm_ops_on_random_logits():
         )
         for _ in range(rows)
     ]
-    params = TTSamplingParams.from_rows(table)
+    params = tensors_from_params(TTSamplingParams.encode(table, vocab), rows, vocab, "test")
     prompt_ids = [[pick.randrange(vocab) for _ in range(pick.randrange(0, 9))] for _ in range(rows)]
     output_ids = [[pick.randrange(vocab) for _ in range(pick.randrange(0, 9))] for _ in range(rows)]
     pos = torch.tensor([pick.randrange(1000) for _ in range(rows)], dtype=torch.int64)
@@ -556,38 +600,54 @@ def test_sampler_matches_vllm_ops_on_random_logits():
     )
 
 
-def test_device_sampling_matches_vllm_sampler_ops_and_logprobs_layout(checkpoint, mesh):
+def test_device_sampling_matches_vllm_sampler_ops_and_flat_logprobs(checkpoint, mesh_t3k):
+    """On 8 devices per lane the default device path computes the sampled token's logprob, a
+    flat [B] tensor from the raw logits (tt-metal's form)."""
     config, _ = checkpoint
     rng = random.Random(61)
-    model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
+    model, kv = build(ReferenceLlamaForCausalLM, config, mesh_t3k)
     reqs = _sampled_reqs(rng, [0, 1, 2, 4, 5, 7])
     prefill(model, kv, reqs, sampling=True)
     slots = torch.tensor([r.slot for r in reqs])
     for _ in range(6):
         args = decode_args(model, reqs, sampling=True)
-        params = args["sampling_params"]
+        params = as_tensors(args["sampling_params"])
         host = {k: args[k] for k in ("tokens", "page_table", "start_pos")}
-        logits = model.decode_forward(kv_cache=kv, **host, **FULL_RELOAD)  # same KV, logits
-        tokens, lp = model.decode_forward(kv_cache=kv, **args, **FULL_RELOAD)
+        logits = logits_of(model.decode_forward(kv_cache=kv, **host, **FULL_RELOAD))
+        values, lp = model.decode_forward(kv_cache=kv, **args, **FULL_RELOAD)
+        tokens = tokens_of(values)
         expected = vllm_reference_tokens(
-            logits[slots], params_of(params, slots), [r.prompt for r in reqs],
+            logits[slots], select_params(params, slots), [r.prompt for r in reqs],
             [r.out for r in reqs], args["start_pos"][slots],
         )  # fmt: skip
         assert tokens[slots].tolist() == expected.tolist()
-        # Logprobs: vLLM layout from raw logits, K = largest num_logprobs in the batch.
-        assert isinstance(lp, TTLogprobs) and lp.token_ids.shape == (8, 4)
         raw = logits[slots].log_softmax(dim=1)
-        sampled = tokens[slots]
-        assert torch.equal(lp.token_ids[slots, 0], sampled)
-        torch.testing.assert_close(lp.logprobs[slots, 0], raw.gather(1, sampled[:, None])[:, 0])
-        top = raw.topk(3, dim=1)
-        assert torch.equal(lp.token_ids[slots, 1:], top.indices)
-        torch.testing.assert_close(lp.logprobs[slots, 1:], top.values)
-        assert torch.all(lp.logprobs[slots, 1:-1] >= lp.logprobs[slots, 2:])
-        expected_rank = (raw >= raw.gather(1, sampled[:, None])).sum(dim=1)
-        assert torch.equal(lp.ranks[slots], expected_rank) and lp.ranks.dtype == torch.int64
+        assert lp.shape == (8,) and lp.dtype == torch.float32
+        torch.testing.assert_close(lp[slots], raw.gather(1, tokens[slots][:, None])[:, 0])
         for r in reqs:
             r.out.append(int(tokens[r.slot]))
+
+
+def test_logprobs_forms_by_mesh_and_family(checkpoint, mesh, mesh_t3k):
+    """One device: a placeholder (NaN), never a value. GPT-OSS: top-32 (values, indices),
+    sorted descending, from the raw logits."""
+    config, _ = checkpoint
+    row = DeviceSamplingRow(num_logprobs=3)
+    [req] = make_reqs([[4, 5, 6, 7]], [2], random.Random(8), rows=[row])
+    model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
+    tokens, lp = prefill(model, kv, [replace(req, out=[])], sampling=True)
+    assert tokens.shape == (1, 1) and bool(lp.isnan().all())
+    gpt, gkv = build(variants.GptOssForCausalLM, config, mesh_t3k)
+    prefill(gpt, gkv, [req], sampling=True)
+    args = decode_args(gpt, [req], sampling=True)
+    logits = logits_of(gpt.decode_forward(kv_cache=gkv, **{
+        k: args[k] for k in ("tokens", "page_table", "start_pos")}, **FULL_RELOAD))  # fmt: skip
+    values, (top_values, top_indices) = gpt.decode_forward(kv_cache=gkv, **args, **FULL_RELOAD)
+    assert top_values.shape == top_indices.shape == (8, 32)
+    assert top_values.dtype == torch.float32 and top_indices.dtype == torch.int32
+    raw = logits[2].log_softmax(dim=0)
+    torch.testing.assert_close(top_values[2], raw.topk(32).values)
+    assert int(values[2, 0]) in top_indices[2].tolist()
 
 
 def test_penalties_steer_greedy_output(checkpoint, mesh):
@@ -613,7 +673,8 @@ def test_logits_without_sampling_params_cover_every_slot(checkpoint, mesh):
     model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
     [req] = make_reqs([[4, 5, 6]], [3], random.Random(1))
     prefill(model, kv, [req], sampling=False)
-    logits = model.decode_forward(kv_cache=kv, **decode_args(model, [req], False), **FULL_RELOAD)
+    result = model.decode_forward(kv_cache=kv, **decode_args(model, [req], False), **FULL_RELOAD)
+    logits = logits_of(result)  # tt_transformers' (values, logprobs) tuple, logits [B, 1, V]
     assert logits.shape == (8, VOCAB) and logits.dtype == torch.float32
     assert torch.count_nonzero(logits.abs().sum(dim=1)) == 1 and logits[3].abs().sum() > 0
 
@@ -670,12 +731,15 @@ def test_warmup_leaves_no_state_behind(checkpoint, mesh):
 
     model2, kv2 = build(ReferenceLlamaForCausalLM, config, mesh)
     for trace in (False, True):
-        model2.warmup_model_prefill(kv2, trace, True)
-        model2.warmup_model_decode(kv2, trace, 8, NUM_BLOCKS, True)
+        model2.already_warmed_up_prefill = False  # what the plugin does between phases
+        model2.warmup_model_prefill(kv_cache=kv2, enable_trace=trace, can_sample_on_device=True)
+        model2.warmup_model_decode(kv_cache=kv2, enable_trace=trace, max_batch_size=8,
+                                   num_blocks=WIDTH, can_sample_on_device=True)  # fmt: skip
     prefill(model2, kv2, warmed, sampling=True)
     decode_async(model2, kv2, warmed, 3)
     before = model2.resident_snapshot()
-    model2.warmup_model_decode(kv2, True, 8, NUM_BLOCKS, True)  # mid-run: must not disturb
+    model2.already_warmed_up_prefill = False
+    model2.warmup_model_decode(kv2, True, 8, WIDTH, True)  # mid-run: must not disturb
     model2.warmup_model_prefill(kv2, True, True)
     after = model2.resident_snapshot()
     assert torch.equal(before.tokens, after.tokens)
@@ -684,6 +748,17 @@ def test_warmup_leaves_no_state_behind(checkpoint, mesh):
     assert [r.out for r in warmed] == [r.out for r in plain]
     traced = [c.enable_trace for c in model2.call_log if c.method.startswith("warmup")]
     assert traced == [False, False, True, True, True, True]
+
+
+def test_warmup_table_width_and_prefill_runs_once_until_reset(checkpoint, mesh):
+    config, _ = checkpoint
+    model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
+    with pytest.raises(ValueError, match="wider than one request's page table"):
+        model.warmup_model_decode(kv, False, 8, NUM_BLOCKS, False)  # the pool, not a request
+    for _ in range(2):
+        model.warmup_model_prefill(kv_cache=kv, enable_trace=False, can_sample_on_device=False)
+    assert [c.method for c in model.call_log].count("warmup_model_prefill") == 1
+    assert model.already_warmed_up_prefill
 
 
 # --- contract enforcement -----------------------------------------------------------------------
@@ -698,13 +773,15 @@ def test_v1_model_rejects_reset_batch_and_incoherent_flags(checkpoint, mesh):
         ({**FULL_RELOAD, "reset_batch": False}, "reset_batch is the legacy"),
         ({**FULL_RELOAD, "reload_page_table": True}, "both True"),
         ({**NO_RELOAD, "reset_sampling_state": True}, "requires reload_inputs"),
-        ({"reload_inputs": True}, "missing: reload_page_table"),
         ({**FULL_RELOAD, "slot_remap": torch.tensor([0, 0, 1, 2, 3, 4, 5, 6])}, "permutation"),
-        ({**NO_RELOAD}, "no sampling parameters are resident"),
+        ({**NO_RELOAD}, "reload_inputs=False on an untraced decode"),
+        ({**NO_RELOAD, "enable_trace": True}, "no sampling parameters are resident"),
     ]
     for flags, message in bad_calls:
         with pytest.raises(ValueError, match=message):
             model.decode_forward(kv_cache=kv, **args, **flags)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*page_tables_per_layer"):
+        model.decode_forward(kv_cache=kv, page_tables_per_layer=[], **args, **FULL_RELOAD)
     assert len(model.call_log) == logged  # rejected calls left nothing behind
     decode_sync(model, kv, [req], 2, sampling=True)
 
@@ -714,15 +791,30 @@ def test_page_table_null_block_and_bounds_are_checked(checkpoint, mesh):
     model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
     [req] = make_reqs([list(range(20))], [0], random.Random(4))
     table = page_row(req.blocks)[None].clone()
+    call = dict(kv_cache=kv, prompt_lens=[20], start_pos=[0])
     table[0, 1] = 0
     with pytest.raises(KVCacheError, match="null block"):
-        model.prefill_forward(torch.tensor([req.prompt]), table, kv, False, [20], [0])
+        model.prefill_forward(full_tokens([req.prompt]), page_table=table, **call)
     table[0, 1] = NUM_BLOCKS
     with pytest.raises(KVCacheError, match="outside this lane's cache"):
-        model.prefill_forward(torch.tensor([req.prompt]), table, kv, False, [20], [0])
-    with pytest.raises(ValueError, match=r"tokens must be torch\.int64"):
-        model.prefill_forward(torch.tensor([req.prompt], dtype=torch.int32), table, kv, False,
-                              [20], [0])  # fmt: skip
+        model.prefill_forward(full_tokens([req.prompt]), page_table=table, **call)
+    table = page_row(req.blocks)[None]
+    with pytest.raises(ValueError, match=r"tokens must be torch\.int32"):
+        model.prefill_forward(full_tokens([req.prompt]).long(), page_table=table, **call)
+
+
+def test_prefill_reads_its_chunk_out_of_the_whole_sequence(checkpoint, mesh):
+    """tokens carry the sequence from position 0; a plugin sending only the chunk is refused
+    (prompt_lens beyond the columns) or, when the chunk happens to be long enough, computes
+    other logits than the whole-sequence call."""
+    config, _ = checkpoint
+    model, kv = build(ReferenceLlamaForCausalLM, config, mesh)
+    [req] = make_reqs([list(range(3, 43))], [0], random.Random(6))
+    prefill(model, kv, [replace(req, out=[])], sampling=False, start=0, end=20)
+    table = page_row(req.blocks)[None]
+    with pytest.raises(ValueError, match="tokens carry the whole sequence from position 0"):
+        model.prefill_forward(full_tokens([req.prompt[20:]]), page_table=table, kv_cache=kv,
+                              prompt_lens=[40], start_pos=[20])  # fmt: skip
 
 
 def test_legacy_variant_uses_reset_batch_and_legacy_allocation(checkpoint, mesh):
@@ -750,7 +842,7 @@ def test_legacy_variant_uses_reset_batch_and_legacy_allocation(checkpoint, mesh)
         True, False, False, False, False, False
     ]  # fmt: skip
     args = decode_args(legacy, legacy_reqs, sampling=True)
-    with pytest.raises(ValueError, match="belong to decode contract v1"):
+    with pytest.raises(TypeError, match="unexpected keyword argument.*reload_inputs"):
         legacy.decode_forward(kv_cache=lkv, **args, **FULL_RELOAD)
     with pytest.raises(ValueError, match="never sent to a contract-v0 model"):
         legacy.decode_forward(kv_cache=lkv, slot_remap=torch.arange(8), **args)
@@ -769,12 +861,12 @@ def test_variants_enforce_their_declarations(checkpoint, mesh):
     assert not hasattr(variants.NoAsyncDecode, "read_decode_output")
     rng = random.Random(121)
     [req] = make_reqs([list(range(40))], [0], rng)
-    penal = TTSamplingParams.from_rows([DeviceSamplingRow(repetition_penalty=1.2)])
+    penal = encode([DeviceSamplingRow(repetition_penalty=1.2)])
     cases = [
-        (variants.HostSamplingOnly, dict(sampling_params=TTSamplingParams.from_rows([GREEDY])),
+        (variants.HostSamplingOnly, dict(sampling_params=encode([GREEDY])),
          0, "without supports_sample_on_device"),
         (variants.NoDevicePenalties, dict(sampling_params=penal), 0, "supports_device_penalties"),
-        (variants.LimitedDeviceSampler, dict(sampling_params=TTSamplingParams.from_rows(
+        (variants.LimitedDeviceSampler, dict(sampling_params=encode(
             [DeviceSamplingRow(temperature=1.0, top_k=9)])), 0, "max_device_top_k=8"),
         (variants.WholePromptPrefill, {}, BS, "neither supports_chunked_prefill"),
         (variants.NoPrefixCaching, {}, BS, "does not continue an earlier chunk"),
@@ -783,17 +875,23 @@ def test_variants_enforce_their_declarations(checkpoint, mesh):
     for cls, extra, start, message in cases:
         model, kv = build(cls, config, mesh)
         with pytest.raises(ValueError, match=message):
-            model.prefill_forward(torch.tensor([req.prompt[start:]]), page_row(req.blocks)[None],
-                                  kv, False, [40], [start], empty_slots=[0], **extra)  # fmt: skip
+            model.prefill_forward(full_tokens([req.prompt]), page_table=page_row(req.blocks)[None],
+                                  kv_cache=kv, prompt_lens=[40], start_pos=[start],
+                                  empty_slots=[0], **extra)  # fmt: skip
     # What the variants do allow: a chunk continuation without prefix caching.
     model, kv = build(variants.NoPrefixCaching, config, mesh)
     chunk = replace(req, out=[])
     prefill(model, kv, [chunk], sampling=False, start=0, end=BS)
     prefill(model, kv, [chunk], sampling=False, start=BS)
+    # No read-back hooks: host tensors (bare logits) even for read_from_device=False; resident
+    # inputs (reload_inputs=False) are refused without supports_async_decode.
     model, kv = build(variants.NoAsyncDecode, config, mesh)
+    out = model.decode_forward(kv_cache=kv, read_from_device=False,
+                               **decode_args(model, [], False), **FULL_RELOAD)  # fmt: skip
+    assert isinstance(out, torch.Tensor) and out.shape == (8, 1, VOCAB)
     with pytest.raises(ReferenceModelError, match="supports_async_decode"):
-        model.decode_forward(kv_cache=kv, read_from_device=False,
-                             **decode_args(model, [], False), **FULL_RELOAD)  # fmt: skip
+        model.decode_forward(kv_cache=kv, enable_trace=True,
+                             **decode_args(model, [], False), **NO_RELOAD)  # fmt: skip
 
 
 def test_kv_budget_default_and_env_override(monkeypatch):

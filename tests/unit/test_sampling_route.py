@@ -9,11 +9,20 @@ from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route, host_only_feature
+from vllm_tt_plugin.sampling_route import (
+    DeviceLogprobSupport,
+    Route,
+    StepKind,
+    choose_route,
+    host_only_feature,
+)
 
 CAPS = ModelCapabilities(supports_sample_on_device=True, max_device_top_k=32)
 ON = TTOptions(sample_on_device_mode="all")
-PLAIN = SamplingParams(temperature=0.7, top_k=10, top_p=0.9, seed=3, logprobs=5)
+PLAIN = SamplingParams(temperature=0.7, top_k=10, top_p=0.9, seed=3)
+NO_LOGPROBS = DeviceLogprobSupport()
+FLAT = DeviceLogprobSupport(flat=True)  # 8 or 32 devices per rank
+TOP_K = DeviceLogprobSupport(top_k=True)  # GPT-OSS
 
 
 HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
@@ -23,10 +32,11 @@ HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
     ("allowed_token_ids", {"allowed_token_ids": [1, 2, 3]}),
     ("bad_words", {"bad_words": ["cat"]}),
     ("structured_outputs", {"structured_outputs": StructuredOutputsParams(choice=["a", "b"])}),
-    ("logprobs", {"logprobs": 21}),
-    ("logprobs", {"logprobs": -1}),
+    ("logprobs", {"logprobs": 0}),  # no device logprobs on this mesh
+    ("logprobs", {"logprobs": 5}),
     ("logprob_token_ids", {"logprob_token_ids": [4, 5]}),
-    ("top_k", {"top_k": 33}),
+    ("top_k", {"top_k": 33, "temperature": 0.8}),
+    ("top_k", {"top_k": -1, "temperature": 0.8}),  # stochastic, top_k off: outside 1..32
 ]
 
 
@@ -43,9 +53,9 @@ def test_device_eligible_batch() -> None:
     rows = [
         PLAIN,
         SamplingParams(temperature=0.0),
-        SamplingParams(presence_penalty=0.5),
-        SamplingParams(logprobs=20),
-        SamplingParams(top_k=32),
+        SamplingParams(temperature=0.0, presence_penalty=0.5),
+        SamplingParams(temperature=0.9, top_k=32),
+        SamplingParams(temperature=0.0, top_k=-1),  # greedy rows ignore max_device_top_k
     ]
     assert choose_route(ON, CAPS, StepKind.DECODE, rows).route is Route.DEVICE
     assert choose_route(ON, CAPS, StepKind.PREFILL, rows).route is Route.DEVICE
@@ -99,7 +109,33 @@ def test_custom_logits_processors_force_host() -> None:
     assert (decision.route, decision.reason) == (Route.HOST, "custom logits processors")
 
 
-def test_max_device_logprobs_capability() -> None:
-    caps = ModelCapabilities(supports_sample_on_device=True, max_device_logprobs=5)
-    assert choose_route(ON, caps, StepKind.DECODE, [SamplingParams(logprobs=5)]).on_device
-    assert not choose_route(ON, caps, StepKind.DECODE, [SamplingParams(logprobs=6)]).on_device
+def test_flat_device_logprobs_only_for_the_sampled_token() -> None:
+    """The default device path returns the sampled token's logprob only, and only on meshes
+    with 8 or 32 devices per rank: logprobs=0 stays there, any k >= 1 goes to the host."""
+    zero = SamplingParams(temperature=0.0, logprobs=0)
+    five = SamplingParams(temperature=0.0, logprobs=5)
+    assert choose_route(ON, CAPS, StepKind.DECODE, [zero], logprobs=FLAT).on_device
+    assert not choose_route(ON, CAPS, StepKind.DECODE, [zero], logprobs=NO_LOGPROBS).on_device
+    decision = choose_route(ON, CAPS, StepKind.DECODE, [zero, five], logprobs=FLAT)
+    assert (decision.route, decision.reason) == (Route.HOST, "logprobs")
+
+
+def test_top_k_device_logprobs_cover_k_up_to_20_without_penalties() -> None:
+    """GPT-OSS: top-32 logprobs serve any k <= 20, as long as the sampled token is sure to be
+    among the raw top 32 (greedy or 1 <= top_k <= 32, no penalties)."""
+    for row in (
+        SamplingParams(logprobs=20, temperature=0.0),
+        SamplingParams(logprobs=3, temperature=0.8, top_k=32),
+    ):
+        assert choose_route(ON, CAPS, StepKind.DECODE, [row], logprobs=TOP_K).on_device
+    for row in (
+        SamplingParams(logprobs=3, temperature=0.8, top_k=-1),
+        SamplingParams(logprobs=3, temperature=0.0, repetition_penalty=1.3),
+    ):
+        decision = choose_route(ON, CAPS, StepKind.DECODE, [row], logprobs=TOP_K)
+        assert decision.route is Route.HOST and decision.reason.startswith("logprobs")
+
+
+def test_intermediate_prefill_chunk_forces_host() -> None:
+    decision = choose_route(ON, CAPS, StepKind.PREFILL, [PLAIN], intermediate_chunk=True)
+    assert (decision.route, decision.reason) == (Route.HOST, "intermediate prefill chunk")

@@ -18,6 +18,7 @@ from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import TTRequestState, device_rows
 from vllm_tt_plugin.sampling_params import TTSamplingParams, seeded_draw_seed
 from vllm_tt_plugin.test_models.sampling import sample as device_sample
+from vllm_tt_plugin.test_models.sampling import tensors_from_params
 
 VOCAB = 256
 
@@ -52,7 +53,8 @@ def test_device_and_host_draws_agree(make_config: Any, params: dict[str, Any]) -
         logits = torch.randn((1, VOCAB), generator=gen) * 3
         state = seeded_state(seed=1000 + trial, prompt_len=5 + trial, **params)
         host = sampler.sample([state], logits, SchedulerOutput.make_empty(), None).token_ids[0]
-        rows = TTSamplingParams.from_rows(device_rows([state]))
+        encoded = TTSamplingParams.encode(device_rows([state]), VOCAB)
+        rows = tensors_from_params(encoded, 1, VOCAB, "test")
         position = torch.tensor([state.num_tokens - 1])
         device = int(device_sample(logits.clone(), rows, None, position)[0])
         agree += host == device

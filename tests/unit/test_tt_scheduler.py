@@ -269,3 +269,14 @@ def test_chunked_prefill_never_splits_a_multimodal_item(make_config: Any, tt_rul
         assert all(end - start <= 64 for start, end in chunks)
     else:
         assert split, f"control run: chunks {chunks} never cut an image"
+
+
+def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
+    """The grammar backends read disable_any_whitespace from the structured output manager's
+    config in the engine core: TTScheduler sets it there (compact JSON cannot loop)."""
+    config = make_config(max_num_seqs=4)
+    assert not config.structured_outputs_config.disable_any_whitespace
+    sched = make_scheduler(config, 64)
+    assert (
+        sched.structured_output_manager.vllm_config.structured_outputs_config.disable_any_whitespace
+    )

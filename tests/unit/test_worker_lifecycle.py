@@ -37,7 +37,7 @@ def start_worker(make_config: Any, checkpoint: Path, **tt: Any) -> TTWorker:
 def warmups(worker: TTWorker) -> list[tuple[str, bool]]:
     return [
         (r.method, bool(r.enable_trace))
-        for r in worker.model.call_log
+        for r in worker.get_model().call_log
         if r.method.startswith("warmup_model")
     ]
 
@@ -79,6 +79,41 @@ def test_two_phase_warmup_follows_trace_mode(
         worker.shutdown()
 
 
+@pytest.mark.parametrize(
+    ("mode", "prefill_on_device", "decode_on_device"),
+    [("all", True, True), ("decode_only", False, True), (None, False, False)],
+)
+def test_warmup_device_sampling_flag_per_phase_and_one_request_table_width(
+    make_config: Any,
+    weights_checkpoint: Path,
+    mode: str | None,
+    prefill_on_device: bool,
+    decode_on_device: bool,
+) -> None:
+    """Prefill warm-up may sample on the device only under mode "all", decode under "all" and
+    "decode_only"; decode warm-up's num_blocks is one request's page-table width
+    (ceil(max_model_len 256 / block 64) = 4), not the pool; and the prefill warm-up's
+    trace phase runs at all only because already_warmed_up_prefill was reset between phases."""
+    tt = {} if mode is None else {"sample_on_device_mode": mode}
+    worker = start_worker(make_config, weights_checkpoint, **tt)
+    try:
+        records = [r for r in worker.get_model().call_log if r.method.startswith("warmup")]
+        assert [(r.method, r.enable_trace) for r in records] == [
+            ("warmup_model_prefill", False),
+            ("warmup_model_decode", False),
+            ("warmup_model_prefill", True),
+            ("warmup_model_decode", True),
+        ]
+        prefill = [r.device_sampling for r in records if r.method == "warmup_model_prefill"]
+        decode = [r for r in records if r.method == "warmup_model_decode"]
+        assert prefill == [prefill_on_device] * 2
+        assert [r.device_sampling for r in decode] == [decode_on_device] * 2
+        assert {r.num_blocks for r in decode} == {4}
+        assert worker.cache_config.num_gpu_blocks > 4
+    finally:
+        worker.shutdown()
+
+
 def test_warmup_can_be_disabled(make_config: Any, weights_checkpoint: Path) -> None:
     worker = start_worker(make_config, weights_checkpoint, enable_model_warmup=False)
     try:
@@ -103,11 +138,11 @@ def test_block_budget_is_published_as_override_and_bytes(
     assert worker.mesh is None  # shutdown closed the mesh
 
 
-def test_loader_checks_the_contract_surface() -> None:
-    from vllm_tt_plugin.loader import ModelContractError, check_model_class
+def test_adapter_checks_the_contract_surface() -> None:
+    from vllm_tt_plugin.model_adapter import ModelAdapter, ModelContractError
 
     class NotAModel:
         pass
 
     with pytest.raises(ModelContractError, match="NotAModel has no initialize_vllm_model"):
-        check_model_class(NotAModel)
+        ModelAdapter(NotAModel)

@@ -13,6 +13,9 @@ The companions themselves must also keep their solo outputs.
 Why (docs/DECODE_RELOAD_CONTRACT.md): with async device sampling the device keeps tokens,
 positions, page tables, sampling parameters and penalty state resident and advances them itself;
 a missed or misapplied reload feeds a request stale or foreign inputs, which changes its tokens.
+Each check also reads the plugin's counters (tt_conformance.ttpath): full reloads around steady
+resident decode steps, overlapped (async) decode steps, and the host fallbacks it provokes must
+have happened, or the check reports "not exercised" when the launch rules them out.
 Companions are started when the long request has streamed a given number of tokens (not after
 a delay), so the events happen while it decodes; equality never depends on timing.
 """
@@ -41,12 +44,14 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
+from tt_conformance.ttpath import async_overlap, host_fallback, preemptions_resumed, resident_decode
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.decode_reload
 
@@ -108,9 +113,10 @@ def long_request(kind: str = "greedy") -> Body:
     }
 
 
+@pytest.mark.tt_path
 @pytest.mark.parametrize("kind", ["greedy", "penalised", pytest.param("seeded", marks=EXCLUSIVE)])
 def test_companions_arrive_and_leave(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, kind: str
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, kind: str
 ) -> None:
     # Lengths differ so companions leave at different steps; the first one is sent before the
     # long request, so when it leaves the long request is compacted into its slot.
@@ -125,15 +131,22 @@ def test_companions_arrive_and_leave(
         (at, lambda r=r: acomplete(client, model, r))
         for (at, _), r in zip(plan, mates, strict=True)
     ]
+    tt_path.start()
     got, outs = asyncio.run(long_with_events(client, model, long_request(kind), schedule))
     assert_long_unchanged(solo[0], got, "companions arrived and left")
     problems = mismatches([f"companion {r['prompt']!r}" for r in mates], solo[1:], outs)
     assert not problems, "companions changed output:\n" + "\n".join(problems)
+    tt_path.conclude(resident_decode(), async_overlap())
 
 
+@pytest.mark.tt_path
 @pytest.mark.parametrize("kind", ["greedy", "penalised"])
 def test_host_sampling_switches(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, kind: str
+    server: ServerInfo,
+    async_openai_client: AsyncOpenAI,
+    raw_http: RawHttp,
+    tt_path: TTPath,
+    kind: str,
 ) -> None:
     """min_p / logit_bias companions come and go: device -> host -> device sampling, twice."""
     banned = token_ids_of(raw_http, " the")[:1]
@@ -152,14 +165,17 @@ def test_host_sampling_switches(
     )
     client, model = async_openai_client, server.model
     schedule = [(at, lambda r=r: acomplete(client, model, r)) for at, r in plan]
+    tt_path.start()
     got, outs = asyncio.run(long_with_events(client, model, long_request(kind), schedule))
     assert_long_unchanged(solo[0], got, "host-sampled companions came and went")
     problems = mismatches([f"companion {r}" for _, r in plan], solo[1:], outs)
     assert not problems, "companions changed output:\n" + "\n".join(problems)
+    tt_path.conclude(resident_decode(), host_fallback(["min_p", "logit_bias"]), async_overlap())
 
 
+@pytest.mark.tt_path
 def test_aborted_companions(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp
+    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
 ) -> None:
     """Streamed companions (device- and host-sampled) are closed after a few tokens."""
     client, model = async_openai_client, server.model
@@ -179,6 +195,7 @@ def test_aborted_companions(
         (16, lambda: astream(client, model, aborted[2], abort_after=5)),
         (30, lambda: astream(client, model, aborted[3], abort_after=10)),
     ]
+    tt_path.start()
     got, outs = asyncio.run(long_with_events(client, model, long_request(), schedule))
     assert_long_unchanged(solo[0], got, "streamed companions were aborted")
     assert outs[2].token_ids == solo[1].token_ids, (
@@ -188,6 +205,7 @@ def test_aborted_companions(
     for stream in (outs[0], outs[1], outs[3], outs[4]):
         assert stream.aborted, "a companion finished before it could be aborted"
     assert_healthy(raw_http)
+    tt_path.conclude(resident_decode(), host_fallback(["min_p"]), async_overlap())
 
 
 def kv_capacity_tokens(raw_http: RawHttp) -> int | None:
@@ -227,11 +245,12 @@ def preemption_compared(n: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.xdist_group("exclusive")
 def test_preemption_and_resume(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp
+    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
 ) -> None:
     """A full batch whose KV demand is 1.25x the cache: requests get preempted and resumed,
     and the compared ones (see preemption_compared: the late arrivals that FCFS preempts) still
-    give their solo tokens; vllm:num_preemptions_total must prove that preemption happened."""
+    give their solo tokens; vllm:num_preemptions_total must prove that preemption happened (and,
+    on a TT server, tt_preemptions_resumed_total that the plugin resumed them)."""
     kv_tokens = kv_capacity_tokens(raw_http)
     if kv_tokens is None:
         pytest.skip("the server exports no vllm:cache_config_info, so KV capacity is unknown")
@@ -259,6 +278,7 @@ def test_preemption_and_resume(
     solo = complete_each(async_openai_client, server.model, [requests[i] for i in compared])
     before = metric(raw_http, PREEMPTIONS_METRIC, server.model)
     assert before is not None, f"{PREEMPTIONS_METRIC} disappeared from /metrics"
+    tt_path.start(required=False)  # generic check; on a TT server the plugin must resume them
 
     async def run() -> list[Output]:
         return list(
@@ -282,3 +302,4 @@ def test_preemption_and_resume(
         f"{PREEMPTIONS_METRIC} went from {before} to {after}: the check did not exercise "
         "preemption"
     )
+    tt_path.conclude(preemptions_resumed())

@@ -8,7 +8,8 @@ with per-slot sampling parameters and penalty state; a wrong slot index, a param
 the wrong row or state leaking between slots shows up as a changed output here.
 
 Every request of the mixed batch is eligible for device sampling (logprobs <= 5, top-k <= 20),
-so the batch stays on the device path; host fallback is covered by test_sampling_fallback.
+so the batch stays on the device path (on a TT server the plugin's counters must show it did);
+host fallback is covered by test_sampling_fallback.
 Requests end at different lengths, so the batch layout changes while the compared ones decode.
 """
 
@@ -31,11 +32,13 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
+from tt_conformance.ttpath import stays_on_device
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.isolation
 
@@ -72,7 +75,9 @@ def mixed_batch(size: int) -> tuple[list[Body], list[bool]]:
 
 
 @pytest.mark.xdist_group("exclusive")
-def test_mixed_batch_matches_solo(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_mixed_batch_matches_solo(
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+) -> None:
     """Greedy and seeded requests give their solo tokens in a full mixed batch, in two orders.
 
     Runs alone: a host-only request from another check in the batch would move the seeded
@@ -80,6 +85,7 @@ def test_mixed_batch_matches_solo(server: ServerInfo, async_openai_client: Async
     requests, compared = mixed_batch(capacity(server))
     picked = [i for i, c in enumerate(compared) if c]
     solo = complete_each(async_openai_client, server.model, [requests[i] for i in picked])
+    tt_path.start(required=False)  # generic check: TT-path claim only on a TT server
     batched = complete_all(async_openai_client, server.model, requests)
     reordered, order = shuffled(requests)
     again = unshuffle(complete_all(async_openai_client, server.model, reordered), order)
@@ -98,6 +104,7 @@ def test_mixed_batch_matches_solo(server: ServerInfo, async_openai_client: Async
         assert out.finish_reason == "length" and len(out.token_ids) == req["max_tokens"], (
             f"request {describe_body(req)} ended early: {out.describe()}"
         )
+    tt_path.conclude(stays_on_device())
 
 
 def test_same_prompt_in_every_slot(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:

@@ -27,14 +27,17 @@ from tt_conformance.checks._support import (
     complete_each,
     greedy,
 )
+from tt_conformance.ttpath import lanes_carry_rows
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = [
     pytest.mark.lanes,
+    pytest.mark.tt_path,
     pytest.mark.requires_lanes(2),
     pytest.mark.xdist_group("exclusive"),
 ]
@@ -42,14 +45,18 @@ pytestmark = [
 MAX_TOKENS = 24
 
 
-def test_every_lane_slot_finishes(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_every_lane_slot_finishes(
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+) -> None:
     n = capacity(server)
     requests = [
         greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], MAX_TOKENS, ignore_eos=True) for i in range(n)
     ]
+    tt_path.start()
     outputs = complete_all(async_openai_client, server.model, requests)
     short = [i for i, out in enumerate(outputs) if len(out.token_ids) != MAX_TOKENS]
     assert not short, f"{len(short)} of {n} requests on {server.lanes} lanes ended early: {short}"
+    tt_path.conclude(lanes_carry_rows(server.lanes))
 
 
 @pytest.mark.parametrize(
@@ -62,12 +69,14 @@ def test_every_lane_slot_finishes(server: ServerInfo, async_openai_client: Async
     ],
 )
 def test_same_output_on_every_lane(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, request_body: dict
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, request_body: dict
 ) -> None:
     solo = complete_each(async_openai_client, server.model, [request_body])[0]
+    tt_path.start()
     outputs = complete_all(async_openai_client, server.model, [request_body] * capacity(server))
     differing = [i for i, out in enumerate(outputs) if out.token_ids != solo.token_ids]
     assert not differing, (
         f"{len(differing)} of {len(outputs)} copies across {server.lanes} lanes differ from the "
         f"solo output {solo.describe()}; e.g. {outputs[differing[0]].describe()}"
     )
+    tt_path.conclude(lanes_carry_rows(server.lanes))

@@ -33,12 +33,14 @@ from tt_conformance.checks._support import (
     complete_each,
     describe_body,
 )
+from tt_conformance.ttpath import device_decode, host_fallback, tt_rule
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.logprobs
 
@@ -112,18 +114,22 @@ def check_logprobs(request: dict, out: Output) -> None:
             )
 
 
+@pytest.mark.tt_path
 @pytest.mark.parametrize("fraction", ["one", "half", "full", "full_host"])
 def test_logprobs_shape_and_values(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, fraction: str
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, fraction: str
 ) -> None:
     """Every k, greedy and sampled: each alone, then mixed in batches of half and all slots;
     ``full_host`` adds min_p to one request per batch, so the whole batch is sampled (and its
-    logprobs computed) by vLLM's host sampler instead of the device."""
+    logprobs computed) by vLLM's host sampler instead of the device. The plugin's counters must
+    show the device path (or, for ``full_host``, the min_p fallback) was taken."""
+    tt_path.start()
     if fraction == "one":
         requests = [logprob_request(i, k, sampled=i % 2 == 1) for i, k in enumerate(KS)]
         outputs = complete_each(async_openai_client, server.model, requests)
         for request, out in zip(requests, outputs, strict=True):
             check_logprobs(request, out)
+        tt_path.conclude(device_decode())
         return
     size = capacity(server) if fraction.startswith("full") else max(2, capacity(server) // 2)
     # k cycles through KS across consecutive batches of ``size``, so every fraction covers every
@@ -142,6 +148,10 @@ def test_logprobs_shape_and_values(
         outputs = complete_all(async_openai_client, server.model, batch)
         for request, out in zip(batch, outputs, strict=True):
             check_logprobs(request, out)
+    if fraction == "full_host":
+        tt_path.conclude(host_fallback(["min_p"]))
+    else:
+        tt_path.conclude(device_decode())
 
 
 def test_logprobs_same_alone_and_batched(
@@ -161,6 +171,14 @@ def test_logprobs_same_alone_and_batched(
             assert abs(a[key] - b[key]) <= 1e-3, f"token {pos} {key}: {a[key]} vs {b[key]}"
 
 
+TT_LOGPROBS_RULES = {
+    "logprobs": "TT returns at most 20 logprobs per token: logprobs > 20 is rejected at request "
+    "validation",
+    "prompt_logprobs": "TT rejects prompt_logprobs at request validation",
+}
+
+
+@pytest.mark.tt_path  # TT rules: not applicable to a server without the plugin
 @pytest.mark.parametrize(
     ("field", "extra"),
     [
@@ -169,10 +187,13 @@ def test_logprobs_same_alone_and_batched(
     ],
 )
 def test_logprobs_rejected(server: ServerInfo, raw_http: RawHttp, field: str, extra: dict) -> None:
+    rule = TT_LOGPROBS_RULES[field]
     resp = raw_http.completions(body(PLAIN_PROMPTS[0], 4, **extra))
     error = raw_http.error_of(resp)
-    assert resp.status_code == 400, f"{extra}: expected 400, got {resp.status_code}: {error.body}"
-    assert field in error.message, f"{extra}: the error does not name {field!r}: {error.message!r}"
+    tt_rule(rule, resp.status_code == 400,
+            f"{extra}: expected 400, got {resp.status_code}: {error.body}")  # fmt: skip
+    tt_rule(rule, field in error.message,
+            f"{extra}: the error does not name {field!r}: {error.message!r}")  # fmt: skip
 
 
 @pytest.mark.parametrize("k", [1, 5, 20])

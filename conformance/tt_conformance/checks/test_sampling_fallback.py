@@ -42,12 +42,14 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
+from tt_conformance.ttpath import device_decode, host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.sampling_fallback
 
@@ -269,6 +271,25 @@ def features(ref: Reference) -> dict[str, Feature]:
     }
 
 
+# The reason the plugin gives (tt_host_fallback_steps_total{reason}) when a feature moves the
+# batch to the host sampler; stop strings are applied by vLLM's detokenizer, on any route.
+FALLBACK_REASON: dict[str, str | None] = {
+    "min_p": "min_p",
+    "logit_bias_force": "logit_bias",
+    "logit_bias_ban": "logit_bias",
+    "allowed_token_ids": "allowed_token_ids",
+    "min_tokens": "min_tokens",
+    "stop_string": None,
+    "bad_words": "bad_words",
+}
+
+
+def device_batch_claims(names: list[str]) -> list:
+    """Companions decode on the device; the feature requests move the batch to the host."""
+    reasons = sorted({r for n in names if (r := FALLBACK_REASON[n]) is not None})
+    return [device_decode(), *([host_fallback(reasons)] if reasons else [])]
+
+
 FEATURES = (
     "min_p",
     "logit_bias_force",
@@ -318,13 +339,19 @@ def test_feature_alone(
     feature.verify(out)
 
 
+@pytest.mark.tt_path
 @pytest.mark.parametrize("name", FEATURE_PARAMS)
 def test_feature_in_device_batch(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference, name: str
+    server: ServerInfo,
+    async_openai_client: AsyncOpenAI,
+    reference: Reference,
+    tt_path: TTPath,
+    name: str,
 ) -> None:
     feature = features(reference)[name]
     others = companions(max(1, capacity(server) - 1))
     solo = complete_each(async_openai_client, server.model, others)
+    tt_path.start()
     (out,), mates = run_mixed(async_openai_client, server.model, [feature.call], others)
     feature.verify(out)
     labels = [f"greedy companion {r['prompt']!r}" for r in others]
@@ -333,15 +360,18 @@ def test_feature_in_device_batch(
         f"device-eligible companions changed output next to a {name} request:\n"
         + "\n".join(problems)
     )
+    tt_path.conclude(*device_batch_claims([name]))
 
 
+@pytest.mark.tt_path
 @pytest.mark.xdist_group("exclusive")
 def test_all_features_in_one_batch(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference
+    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference, tt_path: TTPath
 ) -> None:
     table = features(reference)
     others = companions(max(1, capacity(server) - len(table)))
     solo = complete_each(async_openai_client, server.model, others)
+    tt_path.start()
     outs, mates = run_mixed(
         async_openai_client, server.model, [f.call for f in table.values()], others
     )
@@ -349,6 +379,7 @@ def test_all_features_in_one_batch(
         feature.verify(out)
     problems = mismatches([f"greedy companion {r['prompt']!r}" for r in others], solo, mates)
     assert not problems, "companions changed output next to every feature:\n" + "\n".join(problems)
+    tt_path.conclude(*device_batch_claims(list(table)))
 
 
 def test_min_tokens_precondition(
@@ -366,10 +397,15 @@ def test_min_tokens_precondition(
     )
 
 
+@pytest.mark.tt_path
 @pytest.mark.xdist_group("exclusive")  # solo runs must not meet another check's host requests
 @pytest.mark.parametrize("name", ["min_p", "logit_bias_ban"])
 def test_seeded_companion_keeps_its_tokens(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference, name: str
+    server: ServerInfo,
+    async_openai_client: AsyncOpenAI,
+    reference: Reference,
+    tt_path: TTPath,
+    name: str,
 ) -> None:
     """A seeded sampled companion (device-eligible) gives its solo tokens next to a host-only
     request: a seed must reproduce whatever else the batch holds, so the host path has to draw
@@ -382,6 +418,7 @@ def test_seeded_companion_keeps_its_tokens(
          "top_k": 20, "seed": 7, "ignore_eos": True},
     ]  # fmt: skip
     solo = complete_each(async_openai_client, server.model, seeded)
+    tt_path.start()
     (out,), mates = run_mixed(async_openai_client, server.model, [feature.call], seeded)
     feature.verify(out)
     problems = mismatches([f"seeded companion {describe_body(r)}" for r in seeded], solo, mates)
@@ -389,3 +426,4 @@ def test_seeded_companion_keeps_its_tokens(
         f"seeded companions changed output next to a {name} request (host sampling for the "
         "batch):\n" + "\n".join(problems)
     )
+    tt_path.conclude(*device_batch_claims([name]))

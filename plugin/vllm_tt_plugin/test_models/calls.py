@@ -23,6 +23,7 @@ class CallRecord:
     reset_sampling_state: bool | None = None
     reset_batch: bool | None = None
     slot_remap: tuple[int, ...] | None = None
+    num_blocks: int | None = None  # warmup_model_decode
 
 
 class DecodeHandle:

@@ -60,10 +60,13 @@ import torch
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import decode_contract_version
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.kv_cache import kv_tp_width
+from vllm_tt_plugin.model_adapter import FLAT_LOGPROB_DEVICES
+from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle
 from vllm_tt_plugin.test_models.inputs import (
     FLAG_NAMES,
+    ContractInputError,
     Geometry,
     PrefillBatch,
     PrefillRow,
@@ -91,7 +94,14 @@ from vllm_tt_plugin.test_models.paged_kv import (
     write_tokens,
 )
 from vllm_tt_plugin.test_models.resident import DecodeInputs, DecodeUpdate, ResidentDecodeState
-from vllm_tt_plugin.test_models.sampling import PenaltyHistory, SamplerLimits, device_sample
+from vllm_tt_plugin.test_models.sampling import (
+    PenaltyHistory,
+    SamplerLimits,
+    device_sample,
+    flat_logprobs,
+    placeholder_logprobs,
+)
+from vllm_tt_plugin.test_models.warmup import ReferenceWarmup
 
 T = TypeVar("T")
 
@@ -106,7 +116,7 @@ class ReferenceModelError(ValueError):
     """The plugin used the reference model outside the contract or its declared capabilities."""
 
 
-class ReferenceLlamaCore:
+class ReferenceLlamaCore(ReferenceWarmup):
     """A tt-metal-style model class in torch; see the module docstring for its contract reading."""
 
     model_capabilities: ClassVar[dict[str, Any]] = {
@@ -115,7 +125,6 @@ class ReferenceLlamaCore:
         "supports_prefix_caching": True,
         "supports_chunked_prefill": True,
         "supports_device_penalties": True,
-        "max_device_logprobs": 20,
     }
     decode_input_update_contract: ClassVar[int] = 1
 
@@ -165,13 +174,14 @@ class ReferenceLlamaCore:
         self.num_lanes = tt_data_parallel
         self.optimizations = optimizations
         self.devices_per_lane = num_devices // tt_data_parallel
+        # KV heads are split over the lane's mesh columns (the TP width), not all its devices.
+        self.tp_width = kv_tp_width(tuple(mesh_device.shape), tt_data_parallel)
         self.sharding = HeadSharding.for_lane(
-            self.devices_per_lane, self.dims.num_kv_heads, self.dims.q_per_kv
+            self.tp_width, self.dims.num_kv_heads, self.dims.q_per_kv
         )
         self.capabilities = ModelCapabilities.from_model_class(type(self))
         self.limits = SamplerLimits(
             max_top_k=self.capabilities.max_device_top_k,
-            max_logprobs=self.capabilities.max_device_logprobs,
             penalties=self.capabilities.supports_device_penalties,
         )
         self.call_log: deque[CallRecord] = deque(maxlen=CALL_LOG_SIZE)
@@ -302,8 +312,8 @@ class ReferenceLlamaCore:
         if heads != self.sharding.kv_heads_per_shard:
             raise KVCacheError(
                 f"{what}: num_kv_heads={heads} per device, but {self.dims.num_kv_heads} KV heads "
-                f"over {self.sharding.num_shards} shard(s) of a {self.devices_per_lane}-device "
-                f"lane give {self.sharding.kv_heads_per_shard}"
+                f"over {self.sharding.num_shards} shard(s) (a lane {self.tp_width} mesh columns "
+                f"wide) give {self.sharding.kv_heads_per_shard}"
             )
         if head_size != self.dims.head_dim:
             raise KVCacheError(f"{what}: head_size={head_size} but head_dim={self.dims.head_dim}")
@@ -353,35 +363,35 @@ class ReferenceLlamaCore:
     def prefill_forward(
         self,
         tokens: torch.Tensor,
-        page_table: torch.Tensor,
-        kv_cache: Any,
-        enable_trace: bool,
-        prompt_lens: list[int] | torch.Tensor,
-        start_pos: list[int] | torch.Tensor,
-        page_tables_per_group: list[torch.Tensor] | None = None,
-        sampling_params: TTSamplingParams | None = None,
+        page_table: torch.Tensor | None = None,
+        kv_cache: Any = None,
+        prompt_lens: list[int] | torch.Tensor | None = None,
         empty_slots: list[int] | None = None,
-        prompt_tokens: torch.Tensor | None = None,
-        output_tokens: torch.Tensor | None = None,
-        **multimodal_kwargs: Any,
+        enable_trace: bool = False,
+        sampling_params: TTSamplingParams | None = None,
+        start_pos: list[int] | torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> Any:
+        """tt_transformers' ``prefill_forward_text`` surface. ``tokens`` carry every row's
+        sequence from position 0; row i computes ``tokens[i, start_pos[i]:prompt_lens[i]]``."""
         what = "prefill_forward"
         kv = self._check_kv(kv_cache, what)
-        reject_unknown(multimodal_kwargs, what)
+        tables = self._take_group_tables(kwargs, what)
+        reject_unknown(kwargs, what)
         if sampling_params is not None and not self.capabilities.supports_sample_on_device:
             raise ReferenceModelError(
                 f"{what}: sampling_params sent to a model without supports_sample_on_device"
             )
+        if prompt_lens is None or start_pos is None:
+            raise ReferenceModelError(f"{what}: prompt_lens and start_pos are required")
         batch = parse_prefill(
             tokens,
             page_table,
             prompt_lens,
             start_pos,
-            page_tables_per_group,
+            tables,
             sampling_params,
             empty_slots,
-            prompt_tokens,
-            output_tokens,
             self.geometry(kv),
         )
         self._check_prefill_starts(kv, batch)
@@ -394,7 +404,23 @@ class ReferenceLlamaCore:
                 start_pos=tuple(row.start for row in batch.rows),
             )
         )
-        return self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+        result = self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+        return self.prefill_output(result, batch)
+
+    def prefill_output(self, result: Any, batch: PrefillBatch) -> Any:
+        """Hook: what prefill_forward returns (an mRoPE class wraps it as
+        ``(result, rope_deltas)``)."""
+        return result
+
+    def take_decode_kwargs(self, kwargs: dict[str, Any]) -> None:
+        """Hook: pop the decode keywords a subclass's real signature has (an mRoPE class:
+        ``rope_deltas_all_users``); what is left is refused as a TypeError."""
+
+    def _take_group_tables(self, kwargs: dict[str, Any], what: str) -> Any:
+        """``page_tables_per_group``: only a class with ``get_kv_cache_spec`` takes it."""
+        if "page_tables_per_group" in kwargs and hasattr(type(self), "get_kv_cache_spec"):
+            return kwargs.pop("page_tables_per_group")
+        return None
 
     def _check_prefill_starts(self, kv: ReferenceKVCache, batch: PrefillBatch) -> None:
         caps = self.capabilities
@@ -430,11 +456,13 @@ class ReferenceLlamaCore:
         logits = self._prefill_logits(kv, batch.rows, allow_null=False)
         params = batch.sampling_params
         if params is None:
-            return logits
+            return logits[:, None, :]  # [B, 1, V], input-row order
         history = self._prefill_history(kv, batch) if params.any_penalties else None
         positions = torch.tensor([row.end - 1 for row in batch.rows], dtype=torch.int64)
-        result = device_sample(logits, params, history, positions)
-        tokens = result[0] if isinstance(result, tuple) else result
+        tokens = device_sample(logits, params, history, positions)
+        result: Any = tokens[:, None]
+        if params.max_num_logprobs >= 0:
+            result = (result, self.device_logprobs(logits, tokens))
         placed = [row for row in batch.rows if row.slot is not None]
         if placed:
             index = torch.tensor([row.index for row in placed])
@@ -498,10 +526,17 @@ class ReferenceLlamaCore:
         """Input embeddings replacing the row's token embeddings (vision models); None = tokens."""
         return None
 
+    def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any:
+        """tt-metal's default device logprobs: the sampled token's, flat [B], computed only on
+        meshes with 8 or 32 devices per lane; elsewhere a placeholder (GPT-OSS overrides)."""
+        if self.devices_per_lane in FLAT_LOGPROB_DEVICES:
+            return flat_logprobs(logits, tokens)
+        return placeholder_logprobs(int(tokens.shape[0]))
+
     def _prefill_history(self, kv: ReferenceKVCache, batch: PrefillBatch) -> PenaltyHistory:
+        """Prefill penalties count the row's whole sequence [0, prompt_lens) as prompt tokens
+        (read back from the token record); prefill never receives a history."""
         rows, vocab = len(batch.rows), self.dims.vocab_size
-        if batch.prompt_tokens is not None or batch.output_tokens is not None:
-            return PenaltyHistory.from_padded(batch.prompt_tokens, batch.output_tokens, rows, vocab)
         group = kv.history_group()
         longest = max(row.end for row in batch.rows)
         prompt = torch.full((rows, longest), -1, dtype=torch.int64)
@@ -514,50 +549,88 @@ class ReferenceLlamaCore:
     def decode_forward(
         self,
         tokens: torch.Tensor,
-        page_table: torch.Tensor,
-        kv_cache: Any,
         start_pos: torch.Tensor,
-        page_tables_per_group: list[torch.Tensor] | None = None,
+        page_table: torch.Tensor | None = None,
+        kv_cache: Any = None,
         enable_trace: bool = False,
         read_from_device: bool = True,
         sampling_params: TTSamplingParams | None = None,
         prompt_tokens: torch.Tensor | None = None,
         output_tokens: torch.Tensor | None = None,
-        reload_inputs: bool | None = None,
-        reload_page_table: bool | None = None,
-        reload_sampling_params: bool | None = None,
-        reset_sampling_state: bool | None = None,
         slot_remap: torch.Tensor | None = None,
+        *,
+        reload_inputs: bool = True,
+        reload_page_table: bool = False,
+        reload_sampling_params: bool = False,
+        reset_sampling_state: bool = False,
         **kwargs: Any,
+    ) -> Any:
+        """tt_transformers' Generator.decode_forward (decode reload contract v1)."""
+        if "reset_batch" in kwargs:
+            raise ContractInputError(
+                "decode_forward: reset_batch is the legacy (contract v0) argument; this model "
+                f"declares decode_input_update_contract={decode_contract_version(self)} and "
+                f"takes {', '.join(FLAG_NAMES)} instead"
+            )
+        flags = (reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state)
+        return self._decode(
+            tokens,
+            start_pos,
+            page_table,
+            kv_cache,
+            enable_trace,
+            read_from_device,
+            sampling_params,
+            prompt_tokens,
+            output_tokens,
+            slot_remap,
+            dict(zip(FLAG_NAMES, flags, strict=True)),
+            kwargs,
+        )
+
+    def _decode(
+        self,
+        tokens: Any,
+        start_pos: Any,
+        page_table: Any,
+        kv_cache: Any,
+        enable_trace: bool,
+        read_from_device: bool,
+        sampling_params: Any,
+        prompt_tokens: Any,
+        output_tokens: Any,
+        slot_remap: Any,
+        flags: dict[str, Any],
+        kwargs: dict[str, Any],
     ) -> Any:
         what = "decode_forward"
         kv = self._check_kv(kv_cache, what)
-        flags = dict(
-            zip(
-                FLAG_NAMES,
-                (reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state),
-                strict=True,
-            )
-        )
+        tables = self._take_group_tables(kwargs, what)
         update = parse_decode_update(
             decode_contract_version(self), flags, slot_remap, kwargs, self.geometry(kv)
         )
+        self.take_decode_kwargs(kwargs)
         reject_unknown(kwargs, what)
+        if decode_contract_version(self) >= 1 and not update.reload_inputs:
+            if not enable_trace:
+                raise ReferenceModelError(
+                    f"{what}: reload_inputs=False on an untraced decode (tt-metal keeps resident "
+                    "inputs only in a captured trace)"
+                )
+            if not self.capabilities.supports_async_decode:
+                raise ReferenceModelError(
+                    f"{what}: reload_inputs=False to a model without supports_async_decode"
+                )
         device_sampling = sampling_params is not None
         if device_sampling and not self.capabilities.supports_sample_on_device:
             raise ReferenceModelError(
                 f"{what}: sampling_params sent to a model without supports_sample_on_device"
             )
-        if not read_from_device and not self.capabilities.supports_async_decode:
-            raise ReferenceModelError(
-                f"{what}: read_from_device=False (async submit) on a model without "
-                "supports_async_decode"
-            )
         inputs = parse_decode(
             tokens,
             page_table,
             start_pos,
-            page_tables_per_group,
+            tables,
             sampling_params,
             prompt_tokens,
             output_tokens,
@@ -578,7 +651,19 @@ class ReferenceLlamaCore:
         handle.event = self.mesh_device.enqueue(
             lambda: self._decode_step(kv, update, inputs, handle)
         )
+        return self.device_output(handle)
+
+    def device_output(self, handle: DecodeHandle) -> Any:
+        """What ``read_from_device=False`` returns: the device handle (read back through
+        ``process_decode_output_host``). A class without read-back hooks returns host tensors."""
         return handle
+
+    def decode_result(self, values: torch.Tensor, logprobs: Any) -> Any:
+        """tt_transformers always returns ``(values, logprobs)``; the logprobs are a placeholder
+        when none were asked for (or none computed)."""
+        if logprobs is None:
+            logprobs = placeholder_logprobs(int(values.shape[0]))
+        return values, logprobs
 
     def _decode_record(
         self, enable_trace: bool, read_from_device: bool, sampling: bool, update: DecodeUpdate
@@ -610,13 +695,16 @@ class ReferenceLlamaCore:
         state = self._resident.updated(update, inputs, self.dims.vocab_size)
         logits, rows = self._decode_logits(kv, state, allow_null=False)
         if inputs.sampling_params is None:
-            result: Any = logits
+            result: Any = self.decode_result(logits[:, None, :], None)
         else:
             if state.params is None:
                 raise ReferenceModelError("decode_forward: no resident sampling parameters")
             history = state.history if state.params.any_penalties else None
-            result = device_sample(logits, state.params, history, state.positions)
-            sampled = result[0] if isinstance(result, tuple) else result
+            sampled = device_sample(logits, state.params, history, state.positions)
+            logprobs = None
+            if state.params.max_num_logprobs >= 0:
+                logprobs = self.device_logprobs(logits, sampled)
+            result = self.decode_result(sampled[:, None], logprobs)
             state = state.advanced(rows, sampled[rows])
         self._resident = state
         if handle is not None:
@@ -679,99 +767,6 @@ class ReferenceLlamaCore:
         hidden = self.decoder.hidden_states(tokens, positions, attend)
         logits[rows] = self.decoder.logits(hidden)
         return logits, rows
-
-    # --- warm-up -----------------------------------------------------------------------------
-    def warmup_model_prefill(
-        self, kv_cache: Any, enable_trace: bool, can_sample_on_device: bool
-    ) -> None:
-        """Runs a prefill per lane in the null block; touches no resident or host bookkeeping."""
-        kv = self._check_kv(kv_cache, "warmup_model_prefill")
-        self._log(
-            CallRecord(
-                "warmup_model_prefill",
-                enable_trace=bool(enable_trace),
-                device_sampling=bool(can_sample_on_device),
-            )
-        )
-        length = min(2 * kv.layers[0].block_size, self.max_seq_len)
-        tokens = torch.arange(length, dtype=torch.int64) % self.dims.vocab_size
-
-        def run() -> None:
-            for lane in range(self.num_lanes):
-                width = -(-length // kv.group_layout(0).block_size)
-                tables = tuple(torch.zeros(width, dtype=torch.int32) for _ in range(kv.num_groups))
-                row = PrefillRow(0, lane, None, 0, length, tokens, tables)
-                logits = self._prefill_logits(kv, (row,), allow_null=True)
-                if can_sample_on_device:
-                    self._warmup_sample(logits, torch.tensor([length - 1]))
-
-        self._run_device(run)
-
-    def warmup_model_decode(
-        self,
-        kv_cache: Any,
-        enable_trace: bool,
-        max_batch_size: int,
-        num_blocks: int,
-        can_sample_on_device: bool,
-    ) -> None:
-        """Runs a full-batch decode on scratch state in the null block; resident state stays."""
-        what = "warmup_model_decode"
-        kv = self._check_kv(kv_cache, what)
-        if max_batch_size != self.max_batch_size:
-            raise ReferenceModelError(
-                f"{what}: max_batch_size={max_batch_size} but the model was built for "
-                f"{self.max_batch_size}"
-            )
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ReferenceModelError(f"{what}: num_blocks={num_blocks!r} must be a positive int")
-        self._log(
-            CallRecord(
-                what,
-                enable_trace=bool(enable_trace),
-                device_sampling=bool(can_sample_on_device),
-                rows=max_batch_size,
-            )
-        )
-        slots = self.max_batch_size
-
-        def run() -> None:
-            scratch = ResidentDecodeState(
-                tokens=torch.zeros(slots, dtype=torch.int64),
-                positions=torch.zeros(slots, dtype=torch.int64),
-                page_tables=tuple(
-                    torch.zeros((slots, 1), dtype=torch.int32) for _ in range(kv.num_groups)
-                ),
-                params=None,
-                history=PenaltyHistory.empty(slots, self.dims.vocab_size),
-            )
-            logits, _ = self._decode_logits(kv, scratch, allow_null=True)
-            if can_sample_on_device:
-                self._warmup_sample(logits, scratch.positions)
-
-        self._run_device(run)
-
-    def _warmup_sample(self, logits: torch.Tensor, positions: torch.Tensor) -> None:
-        """Exercise every sampler path (greedy, random, top-k/p, penalties, logprobs)."""
-        if not self.capabilities.supports_sample_on_device:
-            return
-        rows = logits.shape[0]
-        top_k = min(5, self.limits.max_top_k or 5)
-        penalty = 1.1 if self.limits.penalties else 1.0
-        params = TTSamplingParams.from_rows(
-            [
-                DeviceSamplingRow(
-                    temperature=0.0 if i % 2 == 0 else 0.8,
-                    top_k=top_k,
-                    top_p=0.9,
-                    repetition_penalty=penalty,
-                    seed=i,
-                    num_logprobs=min(1, self.limits.max_logprobs),
-                )
-                for i in range(rows)
-            ]
-        )
-        device_sample(logits, params, PenaltyHistory.empty(rows, self.dims.vocab_size), positions)
 
     def _run_device(self, fn: Callable[[], T]) -> T:
         return self.mesh_device.run(fn)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
 
-from vllm_tt_plugin.kv_cache import DEFAULT_KV_DTYPE, layer_name
+from vllm_tt_plugin.kv_cache import DEFAULT_KV_DTYPE, layer_index, layer_name
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError
 
 if TYPE_CHECKING:
@@ -114,3 +114,15 @@ def check_zero_attention_biases(raw: Mapping[str, torch.Tensor], path: Path) -> 
                 f"{path}: {name} is nonzero (max |b| = {peak:g}); the hybrid reference "
                 "model implements Llama math and needs zero q/k/v biases"
             )
+
+
+def vllm_layer_groups(vllm_config: VllmConfig, specs: dict[str, KVCacheSpec]) -> tuple[int, ...]:
+    """The KV cache group of each layer, as vLLM's KV cache manager groups ``specs``."""
+    from vllm.v1.core import kv_cache_utils
+
+    groups = kv_cache_utils.get_kv_cache_groups(vllm_config, dict(specs))
+    group_of: dict[int, int] = {}
+    for g, group in enumerate(groups):
+        for name in group.layer_names:
+            group_of[layer_index(name)] = g
+    return tuple(group_of[i] for i in range(len(group_of)))

@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.test_models.resident import DecodeInputs, DecodeUpdate
 from vllm_tt_plugin.test_models.sampling import (
     SamplerLimits,
+    SamplingTensors,
     check_token_ids,
-    copy_params,
+    tensors_from_params,
     validate_params,
 )
 
@@ -32,6 +32,10 @@ FLAG_NAMES = (
 
 class ContractInputError(ValueError):
     """A prefill/decode argument does not match docs/TT_MODEL_CONTRACT.md."""
+
+
+class UnexpectedArgumentError(TypeError):
+    """A keyword argument the real class's signature does not have (Python's own TypeError)."""
 
 
 @dataclass(frozen=True)
@@ -57,16 +61,14 @@ class PrefillRow:
     slot: int | None  # global decode slot (from empty_slots), None when not sent
     start: int
     end: int
-    tokens: torch.Tensor  # int64 [end - start]
+    tokens: torch.Tensor  # int64 [end - start]: tokens[row, start_pos:prompt_lens]
     page_rows: tuple[torch.Tensor, ...]  # per group, int32 [W]
 
 
 @dataclass(frozen=True)
 class PrefillBatch:
     rows: tuple[PrefillRow, ...]
-    sampling_params: TTSamplingParams | None
-    prompt_tokens: torch.Tensor | None  # optional extension, int64 [B, L], -1 padded
-    output_tokens: torch.Tensor | None
+    sampling_params: SamplingTensors | None
 
 
 def _tensor(
@@ -104,12 +106,10 @@ def _int_list(value: Any, name: str, length: int, what: str) -> list[int]:
 
 
 def reject_unknown(kwargs: dict[str, Any], what: str) -> None:
-    """Extra keyword arguments (e.g. multimodal ones) are accepted only when None."""
-    unexpected = sorted(name for name, value in kwargs.items() if value is not None)
-    if unexpected:
-        raise ContractInputError(
-            f"{what}: unexpected argument(s) {', '.join(unexpected)} for a text-only "
-            "reference model"
+    """Keyword arguments outside the class's signature: a TypeError, as Python raises it."""
+    if kwargs:
+        raise UnexpectedArgumentError(
+            f"{what}() got unexpected keyword argument(s) {', '.join(sorted(kwargs))}"
         )
 
 
@@ -145,9 +145,9 @@ def _optional_history(
 ) -> torch.Tensor | None:
     if value is None:
         return None
-    tensor = _tensor(value, name, torch.int64, (rows, None), what)
+    tensor = _tensor(value, name, torch.int32, (rows, None), what).to(torch.int64)
     check_token_ids(tensor, geometry.vocab_size, name, what)
-    return tensor.clone()
+    return tensor
 
 
 def parse_prefill(
@@ -158,12 +158,12 @@ def parse_prefill(
     page_tables_per_group: Any,
     sampling_params: Any,
     empty_slots: Any,
-    prompt_tokens: Any,
-    output_tokens: Any,
     geometry: Geometry,
 ) -> PrefillBatch:
+    """``tokens`` holds each row's sequence from position 0; the model reads
+    ``tokens[row, start_pos:prompt_lens]`` (docs/TT_MODEL_CONTRACT.md, Prefill)."""
     what = "prefill_forward"
-    tokens = _tensor(tokens, "tokens", torch.int64, (None, None), what)
+    tokens = _tensor(tokens, "tokens", torch.int32, (None, None), what)
     batch, width = tokens.shape
     tables = group_tables(page_table, page_tables_per_group, batch, geometry, what)
     ends = _int_list(prompt_lens, "prompt_lens", batch, what)
@@ -197,12 +197,12 @@ def parse_prefill(
             raise ContractInputError(
                 f"{what}: row {i} prompt_lens={end} exceeds max_seq_len={geometry.max_seq_len}"
             )
-        if end - start > width:
+        if end > width:
             raise ContractInputError(
-                f"{what}: row {i} chunk {start}..{end} has {end - start} tokens but tokens has "
-                f"only {width} columns"
+                f"{what}: row {i} ends at prompt_lens={end} but tokens has only {width} columns "
+                "(tokens carry the whole sequence from position 0)"
             )
-        chunk = tokens[i, : end - start].clone()
+        chunk = tokens[i, start:end].to(torch.int64)
         if bool((chunk < 0).any()) or bool((chunk >= geometry.vocab_size).any()):
             raise ContractInputError(
                 f"{what}: row {i} holds token ids outside [0, {geometry.vocab_size})"
@@ -210,16 +210,17 @@ def parse_prefill(
         row_slot = slots[i]
         lane = 0 if row_slot is None else row_slot // geometry.slots_per_lane
         rows.append(PrefillRow(i, lane, row_slot, start, end, chunk, tuple(t[i] for t in tables)))
-    params = None
-    if sampling_params is not None:
-        validate_params(sampling_params, batch, geometry.limits, what)
-        params = copy_params(sampling_params)
     return PrefillBatch(
-        rows=tuple(rows),
-        sampling_params=params,
-        prompt_tokens=_optional_history(prompt_tokens, "prompt_tokens", batch, geometry, what),
-        output_tokens=_optional_history(output_tokens, "output_tokens", batch, geometry, what),
+        rows=tuple(rows), sampling_params=_params(sampling_params, batch, geometry, what)
     )
+
+
+def _params(value: Any, rows: int, geometry: Geometry, what: str) -> SamplingTensors | None:
+    if value is None:
+        return None
+    params = tensors_from_params(value, rows, geometry.vocab_size, what)
+    validate_params(params, rows, geometry.limits, what)
+    return params
 
 
 def parse_slot_remap(slot_remap: Any, geometry: Geometry) -> torch.Tensor | None:
@@ -256,8 +257,8 @@ def parse_decode(
     about to be loaded (``check_values``): steady-state calls may carry stale host copies."""
     what = "decode_forward"
     n = geometry.num_slots
-    tokens = _tensor(tokens, "tokens", torch.int64, (n,), what)
-    positions = _tensor(start_pos, "start_pos", torch.int64, (n,), what)
+    tokens = _tensor(tokens, "tokens", torch.int32, (n, 1), what)[:, 0].to(torch.int64)
+    positions = _tensor(start_pos, "start_pos", torch.int32, (n,), what).to(torch.int64)
     tables = group_tables(page_table, page_tables_per_group, n, geometry, what)
     active = positions >= 0
     if not check_values:
@@ -270,15 +271,11 @@ def parse_decode(
         raise ContractInputError(
             f"{what}: active slots hold token ids outside [0, {geometry.vocab_size})"
         )
-    params = None
-    if sampling_params is not None:
-        validate_params(sampling_params, n, geometry.limits, what)
-        params = copy_params(sampling_params)
     return DecodeInputs(
-        tokens=tokens.clone(),
-        positions=positions.clone(),
+        tokens=tokens,
+        positions=positions,
         page_tables=tables,
-        sampling_params=params,
+        sampling_params=_params(sampling_params, n, geometry, what),
         prompt_tokens=_optional_history(prompt_tokens, "prompt_tokens", n, geometry, what),
         output_tokens=_optional_history(output_tokens, "output_tokens", n, geometry, what),
     )

@@ -17,8 +17,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.test_models.sampling import PenaltyHistory, copy_params, select_params
+from vllm_tt_plugin.test_models.sampling import (
+    PenaltyHistory,
+    SamplingTensors,
+    copy_params,
+    select_params,
+)
 
 
 class ReloadContractError(ValueError):
@@ -60,8 +64,8 @@ class DecodeInputs:
     tokens: torch.Tensor  # int64 [N]
     positions: torch.Tensor  # int64 [N], -1 in empty slots
     page_tables: tuple[torch.Tensor, ...]  # per group, int32 [N, W]
-    sampling_params: TTSamplingParams | None
-    prompt_tokens: torch.Tensor | None  # int64 [N, L], -1 padded
+    sampling_params: SamplingTensors | None
+    prompt_tokens: torch.Tensor | None  # int64 [N, L], -1 padded (sent as int32)
     output_tokens: torch.Tensor | None
 
 
@@ -70,7 +74,7 @@ class ResidentDecodeState:
     tokens: torch.Tensor  # int64 [N]
     positions: torch.Tensor  # int64 [N]
     page_tables: tuple[torch.Tensor, ...]  # per group, int32 [N, W]
-    params: TTSamplingParams | None
+    params: SamplingTensors | None
     history: PenaltyHistory
 
     @classmethod

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.sampling_params import TTLogprobs, TTSamplingParams, seeded_draw_seed
+from vllm_tt_plugin.sampling_params import TTSamplingParams, seeded_draw_seed
 
 SAMPLING_EPS = 1e-5  # vLLM's threshold below which a temperature means greedy
 
@@ -46,33 +46,103 @@ class SamplerLimits:
     """What the model declared in ``model_capabilities``."""
 
     max_top_k: int | None
-    max_logprobs: int
     penalties: bool
 
 
-def copy_params(params: TTSamplingParams) -> TTSamplingParams:
-    return TTSamplingParams(**{f.name: getattr(params, f.name).clone() for f in fields(params)})
+@dataclass(frozen=True)
+class SamplingTensors:
+    """The device's copy of ``sampling_params``: per-row tensors (top_k 0 = off, seeds drawn for
+    unseeded rows, num_logprobs -1 where ``enable_log_probs`` is False)."""
+
+    temperature: torch.Tensor  # float32 [N], 0 = greedy
+    top_k: torch.Tensor  # int32 [N], 0 = off
+    top_p: torch.Tensor  # float32 [N], 1 = off
+    presence_penalty: torch.Tensor  # float32 [N]
+    frequency_penalty: torch.Tensor  # float32 [N]
+    repetition_penalty: torch.Tensor  # float32 [N]
+    seed: torch.Tensor  # int64 [N]
+    num_logprobs: torch.Tensor  # int32 [N], -1 = none
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.temperature.shape[0])
+
+    @property
+    def max_num_logprobs(self) -> int:
+        return int(self.num_logprobs.max().item()) if self.batch_size else -1
+
+    @property
+    def any_penalties(self) -> bool:
+        return bool(
+            (self.presence_penalty != 0.0).any()
+            or (self.frequency_penalty != 0.0).any()
+            or (self.repetition_penalty != 1.0).any()
+        )
 
 
-def select_params(params: TTSamplingParams, index: torch.Tensor) -> TTSamplingParams:
-    return TTSamplingParams(**{f.name: getattr(params, f.name)[index] for f in fields(params)})
+_SEED_BOUND = 2**31 - 1
 
 
-def validate_params(params: Any, rows: int, limits: SamplerLimits, what: str) -> None:
-    """Host-side check of a ``sampling_params`` argument before it reaches the device."""
+def tensors_from_params(params: Any, rows: int, vocab: int, what: str) -> SamplingTensors:
+    """Check a ``sampling_params`` argument field by field, as tt-metal's SamplingParams is
+    consumed (per-row lists), and copy it into device tensors."""
     if not isinstance(params, TTSamplingParams):
         raise SamplingParamsError(
             f"{what}: sampling_params must be a TTSamplingParams, got {type(params).__name__}"
         )
+    for name, length in params.lengths().items():
+        value = getattr(params, name)
+        if not isinstance(value, list):
+            raise SamplingParamsError(
+                f"{what}: sampling_params.{name} must be a per-row list, got {type(value).__name__}"
+            )
+        if length != rows:
+            raise SamplingParamsError(
+                f"{what}: sampling_params.{name} has {length} entries, expected {rows}"
+            )
+    for k in params.top_k:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab:
+            raise SamplingParamsError(
+                f"{what}: sampling_params.top_k={k!r}: tt-metal takes 1..{vocab} (the vocab "
+                "size means off)"
+            )
+    for seed in params.seed:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise SamplingParamsError(f"{what}: sampling_params.seed={seed!r} must be int or None")
+    for on, k in zip(params.enable_log_probs, params.num_logprobs, strict=True):
+        if bool(on) != (k >= 0):
+            raise SamplingParamsError(
+                f"{what}: sampling_params.enable_log_probs={on} disagrees with num_logprobs={k}"
+            )
+    seeds = [
+        int(torch.randint(0, _SEED_BOUND, (1,)).item()) if s is None else s for s in params.seed
+    ]
+    return SamplingTensors(
+        temperature=torch.tensor(params.temperature, dtype=torch.float32),
+        top_k=torch.tensor([0 if k >= vocab else k for k in params.top_k], dtype=torch.int32),
+        top_p=torch.tensor(params.top_p, dtype=torch.float32),
+        presence_penalty=torch.tensor(params.presence_penalty, dtype=torch.float32),
+        frequency_penalty=torch.tensor(params.frequency_penalty, dtype=torch.float32),
+        repetition_penalty=torch.tensor(params.repetition_penalty, dtype=torch.float32),
+        seed=torch.tensor(seeds, dtype=torch.int64),
+        num_logprobs=torch.tensor(params.num_logprobs, dtype=torch.int32),
+    )
+
+
+def copy_params(params: SamplingTensors) -> SamplingTensors:
+    return SamplingTensors(**{f.name: getattr(params, f.name).clone() for f in fields(params)})
+
+
+def select_params(params: SamplingTensors, index: torch.Tensor) -> SamplingTensors:
+    return SamplingTensors(**{f.name: getattr(params, f.name)[index] for f in fields(params)})
+
+
+def validate_params(params: SamplingTensors, rows: int, limits: SamplerLimits, what: str) -> None:
+    """Host-side check of the decoded ``sampling_params`` before they reach the device."""
     for name, dtype in _DTYPES.items():
         tensor = getattr(params, name)
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype:
-            raise SamplingParamsError(f"{what}: sampling_params.{name} must be a {dtype} tensor")
-        if tuple(tensor.shape) != (rows,):
-            raise SamplingParamsError(
-                f"{what}: sampling_params.{name} has shape {tuple(tensor.shape)}, expected "
-                f"({rows},)"
-            )
+        if tensor.dtype != dtype or tuple(tensor.shape) != (rows,):
+            raise SamplingParamsError(f"{what}: sampling_params.{name} must be {dtype} [{rows}]")
     if bool((params.temperature < 0).any()) or not bool(params.temperature.isfinite().all()):
         raise SamplingParamsError(f"{what}: sampling_params.temperature must be finite and >= 0")
     if bool((params.top_k < 0).any()):
@@ -85,11 +155,6 @@ def validate_params(params: Any, rows: int, limits: SamplerLimits, what: str) ->
         raise SamplingParamsError(
             f"{what}: sampling_params.top_k={int(params.top_k.max())} exceeds this model's "
             f"max_device_top_k={limits.max_top_k}"
-        )
-    if int(params.num_logprobs.max()) > limits.max_logprobs:
-        raise SamplingParamsError(
-            f"{what}: sampling_params.num_logprobs={int(params.num_logprobs.max())} exceeds "
-            f"this model's max_device_logprobs={limits.max_logprobs}"
         )
     if not limits.penalties and params.any_penalties:
         raise SamplingParamsError(
@@ -152,7 +217,7 @@ def check_token_ids(tokens: torch.Tensor | None, vocab: int, name: str, what: st
 
 
 def apply_penalties(
-    logits: torch.Tensor, params: TTSamplingParams, history: PenaltyHistory
+    logits: torch.Tensor, params: SamplingTensors, history: PenaltyHistory
 ) -> torch.Tensor:
     rep = params.repetition_penalty[:, None]
     seen = history.prompt_mask | (history.output_counts > 0)
@@ -189,7 +254,7 @@ def _apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
 
 def sample(
     raw_logits: torch.Tensor,
-    params: TTSamplingParams,
+    params: SamplingTensors,
     history: PenaltyHistory | None,
     positions: torch.Tensor,
 ) -> torch.Tensor:
@@ -224,27 +289,32 @@ def exponential_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
     return torch.empty(vocab, dtype=torch.float32).exponential_(generator=generator)
 
 
-def logprobs_for(raw_logits: torch.Tensor, tokens: torch.Tensor, k: int) -> TTLogprobs:
-    """vLLM's layout from the raw logits: sampled token first, then the top ``k`` descending."""
+# Width of the GPT-OSS-style top-k device logprobs.
+TOP_K_LOGPROBS = 32
+
+
+def flat_logprobs(raw_logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The sampled token's logprob per row, float32 [B] (tt-metal's default device form)."""
+    return raw_logits.log_softmax(dim=1).gather(1, tokens[:, None])[:, 0].to(torch.float32)
+
+
+def top_k_logprobs(raw_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-OSS form: (values [B, 32] float32, indices [B, 32] int32), sorted descending."""
     logprobs = raw_logits.log_softmax(dim=1)
-    sampled = logprobs.gather(1, tokens[:, None])
-    top = logprobs.topk(min(k, logprobs.shape[1]), dim=1)
-    return TTLogprobs(
-        token_ids=torch.cat((tokens[:, None], top.indices), dim=1).to(torch.int64),
-        logprobs=torch.cat((sampled, top.values), dim=1).to(torch.float32),
-        ranks=(logprobs >= sampled).sum(dim=1).to(torch.int64),
-    )
+    top = logprobs.topk(min(TOP_K_LOGPROBS, logprobs.shape[1]), dim=1)
+    return top.values.to(torch.float32), top.indices.to(torch.int32)
+
+
+def placeholder_logprobs(rows: int) -> torch.Tensor:
+    """What a device returns when it computed no logprobs (NaN: never a real value)."""
+    return torch.full((rows,), float("nan"), dtype=torch.float32)
 
 
 def device_sample(
     raw_logits: torch.Tensor,
-    params: TTSamplingParams,
+    params: SamplingTensors,
     history: PenaltyHistory | None,
     positions: torch.Tensor,
-) -> torch.Tensor | tuple[torch.Tensor, TTLogprobs]:
-    """What a device sampling step returns: tokens, or (tokens, logprobs) if any row asks."""
-    tokens = sample(raw_logits, params, history, positions)
-    k = params.max_num_logprobs
-    if k < 0:
-        return tokens
-    return tokens, logprobs_for(raw_logits, tokens, k)
+) -> torch.Tensor:
+    """Tokens int64 [B] of one device sampling step."""
+    return sample(raw_logits, params, history, positions)

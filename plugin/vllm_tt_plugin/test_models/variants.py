@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
-from vllm_tt_plugin.test_models.reference_llama import WithAsyncReadback, WithPerLayerKVAllocation
+from vllm_tt_plugin.test_models.reference_llama import (
+    WithAsyncReadback,
+    WithLegacyDecode,
+    WithMRoPEDeltas,
+    WithoutReadback,
+    WithPerLayerKVAllocation,
+    WithTopKLogprobs,
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,8 @@ class VariantSpec:
     decode_contract: int = 1  # 0 = legacy reset_batch
     per_layer_kv: bool = True  # has allocate_kv_cache_per_layer (else legacy allocate_kv_cache)
     async_readback: bool = True  # has read_decode_output / process_decode_output_host
+    top_k_logprobs: bool = False  # GPT-OSS device logprobs: top-32 (values, indices)
+    mrope: bool = False  # (output, rope_deltas) from prefill; needs an mRoPE checkpoint config
 
 
 VARIANTS: tuple[VariantSpec, ...] = (
@@ -37,7 +46,8 @@ VARIANTS: tuple[VariantSpec, ...] = (
     ),
     VariantSpec(
         "NoAsyncDecode",
-        "Synchronous decode only: no read_from_device=False, no read-back methods.",
+        "Synchronous decode only: no read-back methods, so decode returns host tensors (bare "
+        "logits or tokens) even with read_from_device=False; every decode reloads its inputs.",
         {"supports_async_decode": False},
         async_readback=False,
     ),
@@ -63,8 +73,8 @@ VARIANTS: tuple[VariantSpec, ...] = (
     ),
     VariantSpec(
         "LimitedDeviceSampler",
-        "Device sampler limited to top_k <= 8 and 5 logprobs (larger requests go to the host).",
-        {"max_device_top_k": 8, "max_device_logprobs": 5},
+        "Device sampler limited to top_k <= 8 (stochastic rows outside 1..8 go to the host).",
+        {"max_device_top_k": 8},
     ),
     VariantSpec(
         "LegacyDecodeContract",
@@ -72,6 +82,19 @@ VARIANTS: tuple[VariantSpec, ...] = (
         "allocate_kv_cache.",
         decode_contract=0,
         per_layer_kv=False,
+    ),
+    VariantSpec(
+        "GptOssForCausalLM",
+        "GPT-OSS-like: device logprobs as top-32 (values, indices); the plugin recognises the "
+        "family by this class name, as it does tt-metal's GptOssForCausalLM.",
+        {"max_device_top_k": 32},
+        top_k_logprobs=True,
+    ),
+    VariantSpec(
+        "MRoPEDeltas",
+        "mRoPE surface: prefill returns (output, rope_deltas), decode takes "
+        "rope_deltas_all_users; serve a checkpoint whose rope config has mrope_section.",
+        mrope=True,
     ),
     VariantSpec(
         "LaneDataParallel",
@@ -83,10 +106,15 @@ VARIANTS: tuple[VariantSpec, ...] = (
 
 def build_variant(spec: VariantSpec) -> type[ReferenceLlamaCore]:
     bases: list[type[ReferenceLlamaCore]] = []
+    if spec.decode_contract == 0:
+        bases.append(WithLegacyDecode)
+    if spec.top_k_logprobs:
+        bases.append(WithTopKLogprobs)
+    if spec.mrope:
+        bases.append(WithMRoPEDeltas)
     if spec.per_layer_kv:
         bases.append(WithPerLayerKVAllocation)
-    if spec.async_readback:
-        bases.append(WithAsyncReadback)
+    bases.append(WithAsyncReadback if spec.async_readback else WithoutReadback)
     if not bases:
         bases.append(ReferenceLlamaCore)
     unknown = set(spec.capabilities) - set(_KNOWN_CAPABILITIES)
@@ -110,7 +138,6 @@ _KNOWN_CAPABILITIES = (
     "supports_device_penalties",
     "supports_lane_data_parallel",
     "max_device_top_k",
-    "max_device_logprobs",
 )
 
 VARIANT_CLASSES: dict[str, type[ReferenceLlamaCore]] = {

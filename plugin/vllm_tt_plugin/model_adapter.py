@@ -1,0 +1,442 @@
+"""The one module that calls into a tt-metal model class and its instances.
+
+Everything the plugin asks of a TT model goes through ``ModelAdapter``: loading
+(``initialize_vllm_model``), the KV budget and allocation, warm-up, prefill, decode submit and
+read-back, and the release hooks. The runner and worker build typed call objects
+(``call_types.py``) and receive typed results; they never touch the model object or probe it.
+What a class offers is read once, from its attributes and signatures, into ``AdapterProfile``.
+Every call passes the real argument names by keyword, except where docs/TT_MODEL_CONTRACT.md
+says positional (the first three of ``initialize_vllm_model``, ``allocate_kv_cache_per_layer``'s
+list and legacy ``allocate_kv_cache``'s three arguments).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vllm_tt_plugin.async_decode import wait_events
+from vllm_tt_plugin.call_types import (
+    DecodeCall,
+    DecodeSubmission,
+    DeviceLogprobs,
+    KVSizingCall,
+    LoadCall,
+    ModelOutput,
+    PrefillCall,
+    WarmupPlan,
+)
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.contract import DEFAULT_MAX_TOKENS_ALL_USERS, decode_contract_version
+from vllm_tt_plugin.kv_cache import KVLayerEntry
+from vllm_tt_plugin.log import get_logger
+
+logger = get_logger(__name__)
+
+# Devices per DP rank on which tt-metal computes the flat sampled-token logprob.
+FLAT_LOGPROB_DEVICES = (8, 32)
+# Class names whose generator returns top-k (values, indices) device logprobs (identity fact).
+TOP_K_LOGPROB_CLASSES = ("GptOssForCausalLM",)
+
+
+class ModelContractError(TypeError):
+    """A TT model class or object does not offer the part of the contract the plugin calls."""
+
+
+class HybridTables(str, enum.Enum):
+    """How a hybrid class takes its page tables (its signature decides)."""
+
+    PER_GROUP = "page_tables_per_group"
+    PER_LAYER = "page_tables_per_layer"
+
+
+class LogprobsForm(str, enum.Enum):
+    FLAT = "flat"  # the sampled token's logprob, [B]
+    TOP_K = "top_k"  # GPT-OSS: (values [B, 32], indices [B, 32])
+
+
+def _has_parameter(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _bind(fn: Callable[..., Any], what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Fail before calling when ``fn``'s signature cannot take these arguments, naming the
+    parameter (e.g. an older tt-metal's extra required warm-up argument)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        missing = [
+            name
+            for name, p in signature.parameters.items()
+            if p.default is inspect.Parameter.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            and name not in kwargs
+        ][len(args) :]
+        detail = f"; required but not passed: {', '.join(missing)}" if missing else ""
+        raise ModelContractError(
+            f"{what}{signature} cannot be called as the TT model contract calls it "
+            f"({exc}){detail} (docs/TT_MODEL_CONTRACT.md)"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class AdapterProfile:
+    """What a served class offers, read once from its attributes and signatures."""
+
+    class_name: str
+    capabilities: ModelCapabilities
+    hybrid: bool  # has get_kv_cache_spec
+    hybrid_tables: HybridTables | None
+    hybrid_groups_enabled: bool  # _HYBRID_KV_CACHE_GROUPS_ENABLED
+    per_layer_allocation: bool
+    init_takes_vllm_config: bool
+    has_max_tokens_all_users: bool
+    logprobs_form: LogprobsForm
+
+    @classmethod
+    def of(cls, model_cls: type, hf_config: Any = None) -> AdapterProfile:
+        hybrid = callable(getattr(model_cls, "get_kv_cache_spec", None))
+        tables = None
+        if hybrid:
+            prefill = getattr(model_cls, "prefill_forward", None)
+            per_layer = _has_parameter(prefill, HybridTables.PER_LAYER.value)
+            tables = HybridTables.PER_LAYER if per_layer else HybridTables.PER_GROUP
+        model_type = getattr(hf_config, "model_type", None)
+        top_k = model_cls.__name__ in TOP_K_LOGPROB_CLASSES or model_type == "gpt_oss"
+        return cls(
+            class_name=model_cls.__qualname__,
+            capabilities=ModelCapabilities.from_model_class(model_cls),
+            hybrid=hybrid,
+            hybrid_tables=tables,
+            hybrid_groups_enabled=getattr(model_cls, "_HYBRID_KV_CACHE_GROUPS_ENABLED", False)
+            is True,
+            per_layer_allocation=callable(getattr(model_cls, "allocate_kv_cache_per_layer", None)),
+            init_takes_vllm_config=_has_parameter(
+                getattr(model_cls, "initialize_vllm_model", None), "vllm_config"
+            ),
+            has_max_tokens_all_users=callable(getattr(model_cls, "get_max_tokens_all_users", None)),
+            logprobs_form=LogprobsForm.TOP_K if top_k else LogprobsForm.FLAT,
+        )
+
+    def device_logprobs_on(self, devices_per_rank: int) -> bool:
+        """Whether the default device path computes the flat sampled-token logprob here."""
+        return devices_per_rank in FLAT_LOGPROB_DEVICES
+
+
+class ModelAdapter:
+    """Owns the class and, after ``load``, the instance of the served TT model."""
+
+    def __init__(self, model_cls: type, hf_config: Any = None) -> None:
+        init = getattr(model_cls, "initialize_vllm_model", None)
+        if not callable(init):
+            raise ModelContractError(
+                f"{model_cls.__qualname__} has no initialize_vllm_model classmethod "
+                "(docs/TT_MODEL_CONTRACT.md)"
+            )
+        self.model_cls = model_cls
+        self.profile = AdapterProfile.of(model_cls, hf_config)
+        self._model: Any = None
+        self.contract_version = 0
+        self._read_back = False
+
+    @property
+    def capabilities(self) -> ModelCapabilities:
+        return self.profile.capabilities
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self) -> Any:
+        """The loaded instance (for tests and ``get_model``); the plugin never calls it."""
+        if self._model is None:
+            raise RuntimeError("the TT model is not loaded yet")
+        return self._model
+
+    # --- class level ---------------------------------------------------------------------------
+    def kv_cache_spec(self, vllm_config: Any) -> dict[str, Any] | None:
+        """``get_kv_cache_spec(vllm_config)`` of a hybrid class, else None."""
+        if not self.profile.hybrid:
+            return None
+        return dict(self.model_cls.get_kv_cache_spec(vllm_config))
+
+    def max_tokens_all_users(self, call: KVSizingCall) -> int:
+        if not self.profile.has_max_tokens_all_users:
+            return DEFAULT_MAX_TOKENS_ALL_USERS
+        kwargs = {
+            "model_name": call.model_name,
+            "num_devices": call.num_devices,
+            "tt_data_parallel": call.tt_data_parallel,
+            "max_model_len": call.max_model_len,
+            "max_num_seqs": call.max_num_seqs,
+        }
+        try:
+            value = self.model_cls.get_max_tokens_all_users(**kwargs)
+        except AttributeError:
+            return DEFAULT_MAX_TOKENS_ALL_USERS
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(
+                f"{self.profile.class_name}.get_max_tokens_all_users returned {value!r}; "
+                "it must be a positive integer token count"
+            )
+        return value
+
+    def load(self, call: LoadCall) -> None:
+        """``initialize_vllm_model``: three positional, the rest by keyword; ``vllm_config`` only
+        when the signature has it; ``n_layers`` never."""
+        kwargs: dict[str, Any] = {
+            "max_seq_len": call.max_seq_len,
+            "tt_data_parallel": call.tt_data_parallel,
+            "optimizations": call.optimizations,
+        }
+        if self.profile.init_takes_vllm_config:
+            kwargs["vllm_config"] = call.vllm_config
+        args = (call.hf_config, call.mesh_device, call.max_batch_size)
+        init = self.model_cls.initialize_vllm_model
+        _bind(init, f"{self.profile.class_name}.initialize_vllm_model", args, kwargs)
+        model = init(*args, **kwargs)
+        for method in ("prefill_forward", "decode_forward"):
+            if not callable(getattr(model, method, None)):
+                raise ModelContractError(
+                    f"{self.profile.class_name}.initialize_vllm_model returned "
+                    f"{type(model).__qualname__}, which has no {method} "
+                    "(docs/TT_MODEL_CONTRACT.md)"
+                )
+        self._model = model
+        self.contract_version = decode_contract_version(model)
+        # Without read_decode_output a model returns host tensors and both hooks are skipped.
+        self._read_back = callable(getattr(model, "read_decode_output", None)) and callable(
+            getattr(model, "process_decode_output_host", None)
+        )
+        if self.contract_version == 0:
+            logger.warning(
+                "%s predates the decode reload contract (no decode_input_update_contract): it "
+                "gets the legacy reset_batch flag; see docs/DECODE_RELOAD_CONTRACT.md",
+                type(model).__qualname__,
+            )
+
+    # --- KV cache ------------------------------------------------------------------------------
+    def allocate_kv_cache(self, entries: list[KVLayerEntry]) -> Any:
+        """``allocate_kv_cache_per_layer(per_layer_specs)`` when present, else the legacy
+        ``allocate_kv_cache(kv_cache_shape, dtype, num_layers)`` for identical layers."""
+        if not entries:
+            raise ValueError("no KV cache layers to allocate")
+        model = self.model
+        if callable(getattr(model, "allocate_kv_cache_per_layer", None)):
+            return model.allocate_kv_cache_per_layer([e.as_tuple() for e in entries])
+        first = entries[0]
+        for entry in entries:
+            if (entry.shape, entry.dtype) != (first.shape, first.dtype):
+                raise ModelContractError(
+                    f"{self.profile.class_name} only has the legacy allocate_kv_cache, which "
+                    f"needs identical layers; {entry.layer_name} is {entry.shape} {entry.dtype}, "
+                    f"{first.layer_name} is {first.shape} {first.dtype}. Implement "
+                    "allocate_kv_cache_per_layer"
+                )
+        if len({e.tensor_idx for e in entries}) != len(entries):
+            raise ModelContractError(
+                f"{self.profile.class_name} only has the legacy allocate_kv_cache, which cannot "
+                "share buffers between layers; implement allocate_kv_cache_per_layer"
+            )
+        return model.allocate_kv_cache(first.shape, first.dtype, len(entries))
+
+    # --- warm-up -------------------------------------------------------------------------------
+    def warm_up(self, plan: WarmupPlan) -> None:
+        """Compile with trace off, reset ``already_warmed_up_prefill``, then capture traces."""
+        model = self.model
+        prefill = getattr(model, "warmup_model_prefill", None)
+        decode = getattr(model, "warmup_model_decode", None)
+        for enable_trace in (False, True):
+            if enable_trace and hasattr(model, "already_warmed_up_prefill"):
+                model.already_warmed_up_prefill = False
+            if enable_trace and not (plan.trace_prefill or plan.trace_decode):
+                break
+            if callable(prefill) and (not enable_trace or plan.trace_prefill):
+                kwargs = {
+                    "kv_cache": plan.kv_cache,
+                    "enable_trace": enable_trace,
+                    "can_sample_on_device": plan.prefill_on_device,
+                }
+                _bind(prefill, f"{self.profile.class_name}.warmup_model_prefill", (), kwargs)
+                prefill(**kwargs)
+            if callable(decode) and (not enable_trace or plan.trace_decode):
+                kwargs = {
+                    "kv_cache": plan.kv_cache,
+                    "enable_trace": enable_trace,
+                    "max_batch_size": plan.max_batch_size,
+                    "num_blocks": plan.num_blocks,
+                    "can_sample_on_device": plan.decode_on_device,
+                }
+                _bind(decode, f"{self.profile.class_name}.warmup_model_decode", (), kwargs)
+                decode(**kwargs)
+
+    # --- prefill -------------------------------------------------------------------------------
+    def prefill(self, call: PrefillCall) -> ModelOutput:
+        kwargs: dict[str, Any] = {
+            "tokens": call.tokens,
+            "page_table": call.page_tables[0],
+            "kv_cache": call.kv_cache,
+            "enable_trace": call.enable_trace,
+            "prompt_lens": call.prompt_lens,
+            "start_pos": call.start_pos,
+        }
+        kwargs.update(self._hybrid_tables(call.page_tables, call.layer_groups))
+        kwargs.update(call.multimodal)
+        if call.sampling_params is not None:
+            kwargs["sampling_params"] = call.sampling_params
+        kwargs["empty_slots"] = call.empty_slots
+        out = self.model.prefill_forward(**kwargs)
+        rope_deltas = None
+        if call.uses_mrope:
+            out, rope_deltas = _split_mrope(out, len(call.prompt_lens))
+        result = self._normalise(out, call.sampling_params is not None, call.want_logprobs)
+        return ModelOutput(result.logits, result.tokens, result.logprobs, rope_deltas)
+
+    def _hybrid_tables(
+        self, tables: list[torch.Tensor], layer_groups: tuple[int, ...] | None
+    ) -> dict[str, Any]:
+        form = self.profile.hybrid_tables
+        if form is None:
+            return {}
+        if form is HybridTables.PER_GROUP:
+            return {form.value: list(tables)}
+        if layer_groups is None:
+            raise ModelContractError(
+                f"{self.profile.class_name} takes page_tables_per_layer but the layer -> KV "
+                "group map is unknown"
+            )
+        return {form.value: [tables[g] for g in layer_groups]}
+
+    # --- decode --------------------------------------------------------------------------------
+    def submit_decode(self, call: DecodeCall) -> DecodeSubmission:
+        kwargs: dict[str, Any] = {
+            "tokens": call.tokens,
+            "page_table": call.page_tables[0],
+            "kv_cache": call.kv_cache,
+            "start_pos": call.start_pos,
+            "enable_trace": call.enable_trace,
+            "read_from_device": False,
+        }
+        kwargs.update(self._hybrid_tables(call.page_tables, call.layer_groups))
+        on_device = call.sampling_params is not None
+        if on_device:
+            kwargs["sampling_params"] = call.sampling_params
+            if call.prompt_tokens is not None:
+                kwargs["prompt_tokens"] = call.prompt_tokens
+                kwargs["output_tokens"] = call.output_tokens
+        if self.contract_version >= 1:
+            if call.slot_remap is not None:
+                kwargs["slot_remap"] = call.slot_remap
+            kwargs.update(call.command.v1_kwargs())
+        elif on_device:
+            kwargs["reset_batch"] = call.command.touches_device_inputs
+        if call.uses_mrope:
+            kwargs["rope_deltas_all_users"] = call.rope_deltas
+        raw = self.model.decode_forward(**kwargs)
+        return DecodeSubmission(raw, on_device, call.want_logprobs)
+
+    def read_decode(self, submission: DecodeSubmission, overlapped: bool) -> ModelOutput:
+        """Async path: ``read_decode_output(async_read=True)``, wait on every event, then
+        ``process_decode_output_host``. Synchronous path: ``process_decode_output_host`` on the
+        raw output. A model without ``read_decode_output`` returned host tensors already."""
+        out = submission.raw
+        if self._read_back:
+            model = self.model
+            if overlapped:
+                out, events = model.read_decode_output(out, async_read=True)
+                wait_events(events)
+            out = model.process_decode_output_host(out, is_tokens=submission.on_device)
+        result = self._normalise(out, submission.on_device, submission.want_logprobs)
+        return result
+
+    # --- output normalisation ------------------------------------------------------------------
+    def _normalise(self, out: Any, on_device: bool, want_logprobs: bool) -> ModelOutput:
+        """A bare tensor or a ``(values, logprobs)`` 2-tuple -> logits [B, V] or tokens [B]."""
+        logprobs_raw: Any = None
+        if isinstance(out, (tuple, list)):
+            if len(out) != 2:
+                raise ModelContractError(
+                    f"{self.profile.class_name} returned a {len(out)}-tuple; expected a tensor "
+                    "or (values, logprobs)"
+                )
+            out, logprobs_raw = out
+        values = torch.as_tensor(out)
+        if not on_device:
+            if values.dim() == 3:
+                values = values[:, -1, :]
+            return ModelOutput(logits=values, tokens=None, logprobs=None)
+        tokens = values.reshape(values.shape[0], -1)[:, -1].to(torch.int64)
+        logprobs = None
+        if want_logprobs:
+            if logprobs_raw is None:
+                raise ModelContractError(
+                    f"{self.profile.class_name} sampled on the device with logprobs asked for "
+                    "but returned no logprobs"
+                )
+            logprobs = self._device_logprobs(logprobs_raw, int(tokens.shape[0]))
+        return ModelOutput(logits=None, tokens=tokens, logprobs=logprobs)
+
+    def _device_logprobs(self, raw: Any, rows: int) -> DeviceLogprobs:
+        if self.profile.logprobs_form is LogprobsForm.TOP_K:
+            if not (isinstance(raw, (tuple, list)) and len(raw) == 2):
+                raise ModelContractError(
+                    f"{self.profile.class_name}: top-k device logprobs must be "
+                    f"(values [B, 32], indices [B, 32]), got {type(raw).__name__}"
+                )
+            values, indices = (torch.as_tensor(t) for t in raw)
+            return DeviceLogprobs(
+                flat=None,
+                top_values=values.reshape(rows, -1).to(torch.float32),
+                top_indices=indices.reshape(rows, -1).to(torch.int64),
+            )
+        flat = torch.as_tensor(raw).reshape(-1).to(torch.float32)
+        if flat.numel() != rows or bool(flat.isnan().any()):
+            raise ModelContractError(
+                f"{self.profile.class_name} returned no sampled-token logprobs (a placeholder) "
+                "although the plugin routed logprobs to the device"
+            )
+        return DeviceLogprobs(flat=flat, top_values=None, top_indices=None)
+
+    # --- release hooks -------------------------------------------------------------------------
+    def release_request(self, slot: int) -> None:
+        hook = getattr(self._model, "release_request", None)
+        if callable(hook):
+            hook(slot)
+
+    def release_persistent_capture(self) -> None:
+        hook = getattr(self._model, "release_persistent_capture", None)
+        if callable(hook):
+            hook()
+
+
+def _split_mrope(out: Any, num_rows: int) -> tuple[Any, list[int]]:
+    """``(out, rope_deltas)`` of an mRoPE model's prefill -> the output and one int per row."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ModelContractError(
+            "an mRoPE model's prefill_forward must return (out, rope_deltas); got "
+            f"{type(out).__name__}"
+        )
+    result, deltas = out
+    values = torch.as_tensor(deltas).reshape(-1).tolist()
+    if len(values) != num_rows:
+        raise ModelContractError(f"prefill returned {len(values)} rope_deltas for {num_rows} rows")
+    return result, [int(v) for v in values]
+
+
+def decode_table_width(max_model_len: int, block_size: int) -> int:
+    """Blocks one request can hold: the page-table width of a decode row."""
+    return math.ceil(max_model_len / block_size)

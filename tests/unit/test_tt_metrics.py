@@ -1,0 +1,152 @@
+"""tt_metrics: engine-side samples reach a registry through prometheus_client's multiprocess files,
+exactly as the API server's /metrics reads them; the switch turns them off; the info is honest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+
+from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.mesh_spec import parse_mesh_device
+from vllm_tt_plugin.reload_contract import FULL_RELOAD, PAGE_TABLE_ONLY, STEADY, ReloadCommand
+from vllm_tt_plugin.sampling_route import Route, RouteDecision
+
+
+@pytest.fixture
+def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
+    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
+    monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
+    monkeypatch.setattr(tt_metrics, "_store_cache", None)
+    yield tmp_path
+    tt_metrics._store_cache = None
+
+
+def scrape(directory: Path) -> dict[tuple[str, frozenset], float]:
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+DEVICE = RouteDecision(Route.DEVICE, "device sampling")
+HOST = RouteDecision(Route.HOST, "min_p")
+
+
+def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Path) -> None:
+    tt_metrics.observe_prefill(DEVICE)
+    tt_metrics.observe_prefill(None)
+    tt_metrics.observe_decode(FULL_RELOAD, DEVICE, overlapped=False)
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=True)
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=True)
+    tt_metrics.observe_decode(PAGE_TABLE_ONLY, DEVICE, overlapped=True)
+    remapped = ReloadCommand(reload_inputs=True, reload_sampling_params=True, slot_remap=(1, 0))
+    tt_metrics.observe_decode(remapped, HOST, overlapped=False)
+    tt_metrics.observe_lanes({0, 1})
+    tt_metrics.observe_lanes({1})
+    samples = scrape(metrics_dir)
+    assert value(samples, "tt_steps_total", kind="prefill", route="device") == 1
+    assert value(samples, "tt_steps_total", kind="prefill", route="none") == 1
+    assert value(samples, "tt_steps_total", kind="decode", route="device") == 4
+    assert value(samples, "tt_steps_total", kind="decode", route="host") == 1
+    assert value(samples, "tt_host_fallback_steps_total", kind="decode", reason="min_p") == 1
+    assert value(samples, "tt_decode_commands_total", command="full_reload") == 2
+    assert value(samples, "tt_decode_commands_total", command="resident") == 2
+    assert value(samples, "tt_decode_commands_total", command="page_table_only") == 1
+    assert value(samples, "tt_decode_sampling_resets_total") == 1  # FULL_RELOAD only
+    assert value(samples, "tt_slot_remaps_total") == 1
+    assert value(samples, "tt_async_overlapped_decodes_total") == 3
+    assert value(samples, "tt_lane_steps_total", lane="0") == 1
+    assert value(samples, "tt_lane_steps_total", lane="1") == 2
+    assert value(samples, "tt_multi_lane_steps_total") == 1
+
+
+def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:
+    """Two engine processes (DP ranks): counters add up, identical info labels merge."""
+    code = (
+        "from vllm_tt_plugin import tt_metrics as m\n"
+        "from vllm_tt_plugin.sampling_route import Route, RouteDecision\n"
+        "m.observe_prefill(RouteDecision(Route.DEVICE, 'device sampling'))\n"
+        "m.publish_info(m.PluginInfo('1', '2', '3', 'N300', '1x2', 'pkg.Cls', '1', '4', '64',"
+        " '{}'))\n"
+    )
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+    samples = scrape(metrics_dir)
+    assert value(samples, "tt_steps_total", kind="prefill", route="device") == 2
+    info = [k for k in samples if k[0] == tt_metrics.INFO_NAME]
+    assert len(info) == 1 and samples[info[0]] == 1
+    assert dict(info[0][1])["mesh_shape"] == "1x2"
+
+
+def test_switch_off_writes_nothing(metrics_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tt_metrics.ENV_METRICS, "0")
+    tt_metrics.observe_prefill(DEVICE)
+    tt_metrics.publish_info(
+        tt_metrics.PluginInfo("1", "2", "3", "N150", "1x1", "m.C", "1", "1", "1", "{}")
+    )
+    assert list(metrics_dir.iterdir()) == []
+    assert scrape(metrics_dir) == {}
+
+
+def test_install_collector_creates_a_directory_children_inherit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(tt_metrics.ENV_METRICS_DIR, raising=False)
+    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
+    monkeypatch.setattr(tt_metrics, "_collector_installed", True)  # keep the global REGISTRY
+    tt_metrics.install_collector()
+    made = os.environ[tt_metrics.ENV_METRICS_DIR]
+    assert Path(made).is_dir()
+    assert tt_metrics.metrics_directory() == made
+    # vLLM turns on its multiprocess mode later (several API servers): engine processes started
+    # after that write where vLLM's collector reads, whatever the plugin made before.
+    monkeypatch.setenv(tt_metrics.PROM_MULTIPROC_ENV, "/srv/prom")
+    tt_metrics.install_collector()
+    assert tt_metrics.metrics_directory() == "/srv/prom"
+
+
+def test_info_labels_describe_the_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TT_METAL_HOME", str(tmp_path))
+    (tmp_path / "VERSION").write_text("v0.99.0\n")
+    options = TTOptions(sample_on_device_mode="all", emulated_mesh=True)
+    info = tt_metrics.collect_info(options, parse_mesh_device("T3K"), TTOptions, 2, 16, 4096)
+    labels = info.labels()
+    assert tuple(labels) == tt_metrics.INFO_LABELS
+    assert labels["mesh_device"] == "T3K" and labels["mesh_shape"] == "1x8"
+    assert labels["model_class"] == "vllm_tt_plugin.config.TTOptions"
+    assert (labels["lanes"], labels["max_num_seqs"], labels["max_model_len"]) == ("2", "16", "4096")
+    assert labels["tt_metal_commit"] == "v0.99.0"
+    assert '"sample_on_device_mode":"all"' in labels["tt_options"]
+    assert labels["ttnn_version"] != ""
+
+
+def test_tt_metal_commit_reads_the_git_revision(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit",
+         "-q", "--allow-empty", "-m", "x"],
+        check=True,
+    )  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert tt_metrics.tt_metal_commit({"TT_METAL_HOME": str(tmp_path)}) == head
+    assert tt_metrics.tt_metal_commit({}) == tt_metrics.UNKNOWN
