@@ -214,6 +214,30 @@ TT_METAL_HOME: EnvVar[Path | None] = EnvVar(
     _path,
 )
 
+TT_VLLM_METRICS: EnvVar[bool] = EnvVar(
+    "TT_VLLM_METRICS",
+    "bool",
+    True,
+    "`0` turns the plugin's `tt_*` metrics on `/metrics` off (docs/METRICS.md).",
+    _flag,
+)
+TT_VLLM_METRICS_DIR: EnvVar[str | None] = EnvVar(
+    "TT_VLLM_METRICS_DIR",
+    "path",
+    None,
+    "Set by the plugin: the directory the engine processes write their metrics files to, "
+    "read by the API server (docs/METRICS.md).",
+    _text,
+)
+PROMETHEUS_MULTIPROC_DIR: EnvVar[str | None] = EnvVar(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "path",
+    None,
+    "prometheus_client's (and vLLM's) multiprocess directory; when set, the plugin's metrics "
+    "files go there instead of `TT_VLLM_METRICS_DIR`.",
+    _text,
+)
+
 REGISTRY: dict[str, EnvVar[Any]] = {
     var.name: var
     for var in (
@@ -230,5 +254,8 @@ REGISTRY: dict[str, EnvVar[Any]] = {
         TT_EMULATED_STEP_MS,
         TT_REFERENCE_MAX_TOKENS_ALL_USERS,
         TT_METAL_HOME,
+        TT_VLLM_METRICS,
+        TT_VLLM_METRICS_DIR,
+        PROMETHEUS_MULTIPROC_DIR,
     )
 }

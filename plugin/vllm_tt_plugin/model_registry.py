@@ -132,6 +132,10 @@ _TEST_MODELS: dict[str, tuple[str, bool]] = {
         "vllm_tt_plugin.test_models.reference_vision:ReferenceLlavaForConditionalGeneration",
         False,
     ),
+    "TTReferenceQwen2VLForConditionalGeneration": (
+        "vllm_tt_plugin.test_models.reference_qwen2vl:ReferenceQwen2VLForConditionalGeneration",
+        False,
+    ),
 }
 
 # vLLM's ModelConfig inspects the checkpoint's (un-prefixed) architecture before the platform
@@ -144,6 +148,10 @@ TEST_CHECKPOINT_ALIASES: dict[str, str] = {
     # vLLM's own LLaVA module imports torchvision (through Pixtral): an inspection-only class.
     "ReferenceLlavaForConditionalGeneration": (
         "vllm_tt_plugin.test_models.reference_vision:ReferenceLlavaInspection"
+    ),
+    # vLLM's own Qwen2-VL module imports torchvision too.
+    "ReferenceQwen2VLForConditionalGeneration": (
+        "vllm_tt_plugin.test_models.reference_qwen2vl:ReferenceQwen2VLInspection"
     ),
 }
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.log import get_logger
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ if TYPE_CHECKING:
 
 logger = get_logger(__name__)
 
-ENV_METRICS = "TT_VLLM_METRICS"  # "0" / "false" / "off" turns the plugin's metrics off
-ENV_METRICS_DIR = "TT_VLLM_METRICS_DIR"  # set by the plugin; engine processes inherit it
-PROM_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+ENV_METRICS = envs.TT_VLLM_METRICS.name  # "0" / "false" / "off" turns the plugin's metrics off
+ENV_METRICS_DIR = envs.TT_VLLM_METRICS_DIR.name  # set by the plugin; engine processes inherit it
+PROM_MULTIPROC_ENV = envs.PROMETHEUS_MULTIPROC_DIR.name
 UNKNOWN = "unknown"
 INFO_NAME = "tt_plugin_info"
 INFO_HELP = "vllm-tt-plugin build and launch (docs/METRICS.md)"
@@ -66,8 +67,7 @@ INFO_LABELS = (
 
 
 def metrics_enabled(env: Mapping[str, str] | None = None) -> bool:
-    value = (os.environ if env is None else env).get(ENV_METRICS, "1")
-    return value.strip().lower() not in ("0", "false", "no", "off")
+    return envs.TT_VLLM_METRICS.get(env)
 
 
 # --------------------------------------------------------------------------- process store
@@ -129,8 +129,7 @@ def metrics_directory(env: Mapping[str, str] | None = None) -> str | None:
     vLLM sets it for several API servers (``--api-server-count > 1``, the default for
     ``--data-parallel-size > 1``) after the plugin may already have made its own directory, and
     then serves only what is in it."""
-    env = os.environ if env is None else env
-    return env.get(PROM_MULTIPROC_ENV) or env.get(ENV_METRICS_DIR)
+    return envs.PROMETHEUS_MULTIPROC_DIR.get(env) or envs.TT_VLLM_METRICS_DIR.get(env)
 
 
 _collector_installed = False
@@ -144,16 +143,16 @@ def install_collector() -> None:
     global _collector_installed
     if not metrics_enabled():
         return
-    if os.environ.get(PROM_MULTIPROC_ENV):
+    if envs.PROMETHEUS_MULTIPROC_DIR.get():
         return  # vLLM's multiprocess mode: its registry reads that directory already
-    directory = os.environ.get(ENV_METRICS_DIR)
+    directory = envs.TT_VLLM_METRICS_DIR.get()
     if not directory:
         try:
             directory = tempfile.mkdtemp(prefix="tt-vllm-metrics-")
         except OSError as exc:  # metrics must never take the server down
             logger.warning("TT plugin metrics are off: cannot create their directory: %s", exc)
             return
-        os.environ[ENV_METRICS_DIR] = directory
+        envs.TT_VLLM_METRICS_DIR.export(directory)
         atexit.register(shutil.rmtree, directory, True)
     if _collector_installed or not os.path.isdir(directory):
         return
@@ -326,12 +325,12 @@ def ttnn_version() -> str:
 
 def tt_metal_commit(env: Mapping[str, str] | None = None) -> str:
     """The git revision of ``TT_METAL_HOME`` (or its ``.git_commit`` / ``VERSION`` file)."""
-    home = (os.environ if env is None else env).get("TT_METAL_HOME")
-    if not home or not os.path.isdir(home):
+    home = envs.TT_METAL_HOME.get(env)
+    if home is None or not home.is_dir():
         return UNKNOWN
     try:
         proc = subprocess.run(
-            ["git", "-C", home, "rev-parse", "HEAD"],
+            ["git", "-C", str(home), "rev-parse", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,

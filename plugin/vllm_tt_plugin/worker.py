@@ -9,7 +9,6 @@ for structured output reaches sample_tokens, where the model is called.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
@@ -20,7 +19,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
-from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin import envs, tt_metrics
 from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.config import get_tt_options
 from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
@@ -83,7 +82,7 @@ class TTWorker(WorkerBase):
                     rank.group,
                 )
             device_ids = rank.group
-            os.environ["TT_VISIBLE_DEVICES"] = ",".join(map(str, rank.group))
+            envs.TT_VISIBLE_DEVICES.export(",".join(map(str, rank.group)))
             rows, cols = rank.submesh_shape
             self.mesh_spec = MeshSpec(
                 f"{self.mesh_spec.name}/dp{rank.rank}", rows, cols, self.mesh_spec.family
@@ -92,7 +91,7 @@ class TTWorker(WorkerBase):
                 "TT: DP rank %d uses device group %s (TT_VISIBLE_DEVICES=%s), submesh %s",
                 rank.rank,
                 rank.group,
-                os.environ["TT_VISIBLE_DEVICES"],
+                envs.TT_VISIBLE_DEVICES.raw(),
                 self.mesh_spec.shape,
             )
         if self.options.emulated_mesh:

@@ -82,6 +82,20 @@ def test_offline_example_runs_the_vision_flags_on_the_bundled_llava() -> None:
     assert all(m["prompt"].count("<image>") == 2 for m in outputs), outputs[0]["prompt"]
 
 
+def test_offline_example_runs_the_vision_flags_on_the_bundled_qwen2vl() -> None:
+    """The Qwen-VL path (mRoPE, image_grid_thw) through the example's --multi_modal."""
+    qwen2vl = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
+    proc = run_offline(
+        "--model", str(qwen2vl), "--multi_modal", "--max_seqs_in_batch", "4",
+        "--max_model_len", "512", "--max_tokens", "6",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outputs = [m for m in map(OUTPUT_RE.match, proc.stdout.splitlines()) if m]
+    assert len(outputs) == len(json.loads((EXAMPLES / "prompts.json").read_text()))
+    image = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert all(m["prompt"].count(image) == 1 for m in outputs), outputs[0]["prompt"]
+
+
 def test_offline_example_refuses_multimodal_flags_before_starting_an_engine() -> None:
     proc = run_offline("--multi_modal", timeout=60)
     assert proc.returncode != 0

@@ -101,8 +101,6 @@ def test_export_sets_the_variable_for_later_processes(monkeypatch: pytest.Monkey
 # Modules that still touch os.environ directly, and why. The first two are being rewritten on
 # another branch and convert to envs.py after it merges (then this test names them).
 DIRECT_ENVIRON_USERS = {
-    "worker.py": "pending conversion: exports TT_VISIBLE_DEVICES per DP rank",
-    "test_models/core.py": "pending conversion: reads TT_REFERENCE_MAX_TOKENS_ALL_USERS",
     "emulation/server.py": "copies the whole environment for the server it starts",
     "utils/hostless.py": "prepends host_stubs to PYTHONPATH (Python's variable, not ours)",
     "envs.py": "the registry itself",

@@ -22,11 +22,12 @@ from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.envs import TT_REFERENCE_MAX_TOKENS_ALL_USERS
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.model_registry import ModelTarget
 from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
 from vllm_tt_plugin.test_models import variants
-from vllm_tt_plugin.test_models.core import MAX_TOKENS_ENV, ReferenceModelError
+from vllm_tt_plugin.test_models.core import ReferenceModelError
 from vllm_tt_plugin.test_models.inputs import UnexpectedArgumentError
 from vllm_tt_plugin.test_models.paged_kv import KVCacheError
 from vllm_tt_plugin.test_models.reference_llama import (
@@ -896,6 +897,7 @@ def test_variants_enforce_their_declarations(checkpoint, mesh):
 
 def test_kv_budget_default_and_env_override(monkeypatch):
     cls = ReferenceLlamaForCausalLM
+    MAX_TOKENS_ENV = TT_REFERENCE_MAX_TOKENS_ALL_USERS.name
     monkeypatch.delenv(MAX_TOKENS_ENV, raising=False)
     assert cls.get_max_tokens_all_users("m", 1, 1, 4096, max_num_seqs=32) == 32768
     monkeypatch.setenv(MAX_TOKENS_ENV, "640")

@@ -9,7 +9,10 @@
   call log records and the async decode handle;
 - ``reference_llama``: the registered classes; ``variants``: capability variants;
 - ``reference_vision``: the LLaVA-style vision model (images through ``**multimodal_kwargs``),
-  with its vLLM prompt processing in ``llava_processing``.
+  with its vLLM prompt processing in ``llava_processing``;
+- ``reference_qwen2vl``: the Qwen2-VL-style mRoPE vision model (``pixel_values`` +
+  ``image_grid_thw``, ``(output, rope_deltas)`` from prefill, ``rope_deltas_all_users`` on
+  decode), its position rule in ``mrope`` and its prompt processing in ``qwen2vl_processing``.
 
 Nothing here is imported by the plugin unless a test model is actually served.
 """

@@ -51,13 +51,13 @@ docs/DECODE_RELOAD_CONTRACT.md):
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import torch
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.kv_cache import kv_tp_width
@@ -105,8 +105,6 @@ from vllm_tt_plugin.test_models.warmup import ReferenceWarmup
 
 T = TypeVar("T")
 
-MAX_TOKENS_ENV = "TT_REFERENCE_MAX_TOKENS_ALL_USERS"
-DEFAULT_REFERENCE_MAX_TOKENS = 32768
 DEFAULT_MAX_SEQ_LEN = 131072
 CALL_LOG_SIZE = 4096
 OPTIMIZATIONS = (None, "performance", "accuracy")
@@ -241,16 +239,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
         max_num_seqs: int | None = None,
     ) -> int:
         """Token budget of one lane's KV cache: 32768, or ``TT_REFERENCE_MAX_TOKENS_ALL_USERS``."""
-        raw = os.environ.get(MAX_TOKENS_ENV, "").strip()
-        if not raw:
-            return DEFAULT_REFERENCE_MAX_TOKENS
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise ReferenceModelError(f"{MAX_TOKENS_ENV}={raw!r} must be a positive integer")
-        return value
+        return envs.TT_REFERENCE_MAX_TOKENS_ALL_USERS.get()
 
     # --- properties tests and the plugin may read ---------------------------------------------
     @property

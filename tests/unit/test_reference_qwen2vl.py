@@ -1,0 +1,344 @@
+"""The reference Qwen2-VL model (no engine), driven with contract calls on an emulated mesh:
+image features are transformers' Qwen2-VL features, a batched prefill returns each row's rope
+delta, decode rotates with the per-slot deltas it was sent (moved by ``slot_remap`` when none
+are sent), greedy tokens equal transformers' ``generate``, and misuse is refused by name."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import inspect
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoImageProcessor
+
+from tests.conftest import REPO
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.contract import TTLayerKVSpec
+from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.test_models.core import ReferenceModelError
+from vllm_tt_plugin.test_models.reference_qwen2vl import (
+    ReferenceQwen2VLChunkedPrefill,
+    ReferenceQwen2VLForConditionalGeneration,
+)
+
+MODEL = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
+BS, WIDTH, NUM_BLOCKS, SLOTS = 16, 8, 40, 4
+STEPS = 8
+NO_RELOAD = dict(
+    reload_inputs=False, reload_page_table=False, reload_sampling_params=False,
+    reset_sampling_state=False,
+)  # fmt: skip
+FULL_RELOAD = {**NO_RELOAD, "reload_inputs": True}
+# The reference core's decode input form today (contract v2 sends int32 tokens [pad, 1]).
+IDS = torch.int64
+
+
+@functools.cache
+def hf_model() -> Any:
+    from transformers import Qwen2VLForConditionalGeneration
+
+    return Qwen2VLForConditionalGeneration.from_pretrained(MODEL, dtype=torch.float32).eval()
+
+
+@functools.cache
+def image_processor() -> Any:
+    return AutoImageProcessor.from_pretrained(MODEL)
+
+
+def picture(seed: int) -> Any:
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    size = (rng.randint(24, 80), rng.randint(24, 80))
+    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(3):
+        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
+        draw.rectangle(
+            (x0, y0, x0 + rng.randint(4, 30), y0 + rng.randint(4, 30)),
+            fill=tuple(rng.randrange(256) for _ in range(3)),
+        )
+    return image
+
+
+def request(seeds: list[int], text: list[int]) -> tuple[list[int], dict[str, torch.Tensor]]:
+    """Prompt ids (each image: vision start, its placeholders, vision end) and its pixels."""
+    config = hf_model().config
+    ids: list[int] = [1, 4]
+    pixels: dict[str, torch.Tensor] = {}
+    if seeds:
+        pixels = dict(image_processor()([picture(s) for s in seeds], return_tensors="pt"))
+        for grid in pixels["image_grid_thw"]:
+            count = int(grid.prod()) // 4
+            ids += [config.vision_start_token_id] + [config.image_token_id] * count
+            ids += [config.vision_end_token_id]
+    return ids + text + [6, 5], pixels
+
+
+def per_image(pixels: dict[str, torch.Tensor]) -> tuple[Any, Any]:
+    """The runner's form of a row's images: one pixel tensor and one grid per image."""
+    if not pixels:
+        return None, None
+    grids = list(pixels["image_grid_thw"])
+    sizes = [int(g.prod()) for g in grids]
+    return list(pixels["pixel_values"].split(sizes)), grids
+
+
+def hf_greedy(ids: list[int], pixels: dict[str, torch.Tensor]) -> list[int]:
+    model = hf_model()
+    input_ids = torch.tensor([ids])
+    extra: dict[str, Any] = dict(pixels)
+    if pixels:
+        extra["mm_token_type_ids"] = (input_ids == model.config.image_token_id).int()
+    with torch.no_grad():
+        out = model.generate(input_ids=input_ids, max_new_tokens=STEPS, do_sample=False, **extra)
+    return out[0, len(ids) :].tolist()  # up to and with EOS
+
+
+@pytest.fixture(params=[ReferenceQwen2VLForConditionalGeneration])
+def qwen(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
+    config = AutoConfig.from_pretrained(MODEL)
+    mesh = EmulatedMeshDevice(NAMED_MESHES["N300"], step_time_s=0.0)
+    model = request.param.initialize_vllm_model(config, mesh, SLOTS, max_seq_len=BS * WIDTH)
+    heads = model.sharding.kv_heads_per_shard
+    specs = [
+        TTLayerKVSpec(f"model.layers.{i}.self_attn", 0, NUM_BLOCKS, BS, heads, 32, torch.float32)
+        for i in range(model.dims.num_layers)
+    ]
+    kv = model.allocate_kv_cache_per_layer(specs)
+    yield model, kv
+    mesh.close()
+
+
+def table(first_block: int) -> torch.Tensor:
+    return torch.arange(first_block, first_block + WIDTH, dtype=torch.int32)
+
+
+def test_capabilities_and_prefill_signature_are_tt_metal_qwen25_vl_ones() -> None:
+    """models/demos/qwen25_vl/tt/generator_vllm.py: its declared capabilities, and
+    ``prefill_forward(tokens, page_table, kv_cache, prompt_lens, enable_trace, **kwargs)``."""
+    cls = ReferenceQwen2VLForConditionalGeneration
+    caps = ModelCapabilities.from_model_class(cls)
+    assert not caps.supports_prefix_caching and not caps.supports_chunked_prefill
+    assert caps.supports_async_decode and caps.supports_sample_on_device
+    assert caps.max_device_top_k == 32
+    params = list(inspect.signature(cls.prefill_forward).parameters.values())
+    names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert names == ["self", "tokens", "page_table", "kv_cache", "prompt_lens", "enable_trace"]
+    assert params[-1].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_the_tool_rebuilds_the_bundled_checkpoint(tmp_path: Path) -> None:
+    """Fixed seed: the bundled weights are exactly what tools/make_qwen2vl_checkpoint.py makes."""
+    from safetensors.torch import load_file
+
+    path = REPO / "tools" / "make_qwen2vl_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("make_qwen2vl_checkpoint", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.build(tool.DEFAULT_SRC, tmp_path / "out")
+    want, got = (
+        load_file(MODEL / "model.safetensors"),
+        load_file(tmp_path / "out" / "model.safetensors"),
+    )
+    assert sorted(got) == sorted(want)
+    assert all(torch.equal(got[name], want[name]) for name in want)
+    for name in ("config.json", "preprocessor_config.json", "tokenizer.json"):
+        assert (tmp_path / "out" / name).read_text() == (MODEL / name).read_text(), name
+
+
+def test_image_features_equal_transformers(qwen: tuple[Any, Any]) -> None:
+    model, _ = qwen
+    pixels = image_processor()([picture(0), picture(1)], return_tensors="pt")
+    with torch.no_grad():
+        want = torch.cat(hf_model().model.get_image_features(**pixels).pooler_output)
+    got = model.image_encoder(pixels["pixel_values"], pixels["image_grid_thw"])
+    assert got.shape == (int(pixels["image_grid_thw"].prod(-1).sum()) // 4, 128)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> None:
+    """Three requests in one prefill (two images, none, one), then decode with the per-slot
+    deltas; midway the slots are permuted with ``slot_remap`` and no deltas sent."""
+    model, kv = qwen
+    # Warm-up runs on scratch state (text positions) and must leave nothing behind.
+    model.warmup_model_prefill(kv_cache=kv, enable_trace=False, can_sample_on_device=True)
+    model.warmup_model_decode(
+        kv_cache=kv, enable_trace=False, max_batch_size=SLOTS, num_blocks=WIDTH,
+        can_sample_on_device=True,
+    )  # fmt: skip
+    plans = [([3, 4], [40, 41, 42]), ([], [50, 51]), ([7], [60])]
+    prompts = [request(seeds, text) for seeds, text in plans]
+    want = [hf_greedy(ids, pixels) for ids, pixels in prompts]
+    lens = [len(ids) for ids, _ in prompts]
+    tokens = torch.zeros((3, max(lens)), dtype=IDS)
+    for row, (ids, _) in enumerate(prompts):
+        tokens[row, : len(ids)] = torch.tensor(ids)
+    slots = [2, 0, 3]  # slot 1 stays empty
+    tables = torch.stack([table(1 + WIDTH * r) for r in range(3)])
+    logits, deltas = model.prefill_forward(
+        tokens=tokens,
+        page_table=tables,
+        kv_cache=kv,
+        prompt_lens=lens,
+        enable_trace=False,
+        start_pos=[0, 0, 0],
+        empty_slots=slots,
+        pixel_values=[per_image(p)[0] for _, p in prompts],
+        image_grid_thw=[per_image(p)[1] for _, p in prompts],
+    )
+    hf_deltas = []
+    for ids, pixels in prompts:
+        input_ids = torch.tensor([ids])
+        if pixels:
+            _, d = hf_model().model.get_rope_index(
+                input_ids,
+                mm_token_type_ids=(input_ids == hf_model().config.image_token_id).int(),
+                image_grid_thw=pixels["image_grid_thw"],
+            )
+            hf_deltas.append(int(d))
+        else:
+            hf_deltas.append(0)
+    assert deltas.reshape(-1).tolist() == hf_deltas and hf_deltas[0] != 0
+    got: list[list[int]] = [[int(t)] for t in logits.argmax(-1)]
+    assert model.images_encoded == 3
+
+    slot_of = dict(enumerate(slots))  # request -> slot
+    for step in range(1, STEPS):
+        remap = None
+        if step == 4:  # move every request: slot i takes what slot remap[i] held
+            remap = torch.tensor([3, 2, 1, 0])
+            slot_of = {r: int((remap == s).nonzero()) for r, s in slot_of.items()}
+        tok = torch.zeros(SLOTS, dtype=IDS)
+        pos = torch.full((SLOTS,), -1, dtype=IDS)
+        page = torch.zeros((SLOTS, WIDTH), dtype=torch.int32)
+        sent = torch.zeros(SLOTS, dtype=torch.int64)
+        for r, s in slot_of.items():
+            tok[s], pos[s] = got[r][-1], lens[r] + step - 1
+            page[s] = tables[r]
+            sent[s] = hf_deltas[r]
+        out = model.decode_forward(
+            tokens=tok,
+            page_table=page,
+            kv_cache=kv,
+            start_pos=pos,
+            enable_trace=False,
+            read_from_device=True,
+            slot_remap=remap,
+            rope_deltas_all_users=None if step >= 4 else sent,
+            **FULL_RELOAD,
+        )
+        for r, s in slot_of.items():
+            got[r].append(int(out[s].argmax()))
+    assert [g[: len(w)] for g, w in zip(got, want, strict=True)] == want
+    assert min(len(w) for w in want) > 4  # every request decoded past the slot move
+    assert model.rope_deltas.tolist() == [hf_deltas[r] if r is not None else 0 for r in (
+        {s: r for r, s in slot_of.items()}.get(i) for i in range(SLOTS)
+    )]  # fmt: skip
+
+
+def test_decode_uses_the_deltas_it_was_sent(qwen: tuple[Any, Any]) -> None:
+    """Wrong deltas change the logits: the position rule is live in decode."""
+    model, kv = qwen
+    ids, pixels = request([3], [40, 41])
+    tokens = torch.tensor([ids], dtype=IDS)
+    logits, deltas = model.prefill_forward(
+        tokens=tokens, page_table=table(1)[None], kv_cache=kv, prompt_lens=[len(ids)],
+        enable_trace=False, empty_slots=[0], pixel_values=[per_image(pixels)[0]],
+        image_grid_thw=[per_image(pixels)[1]],
+    )  # fmt: skip
+    assert int(deltas) != 0
+    outs = []
+    for sent in (int(deltas), 0):
+        out = model.decode_forward(
+            tokens=torch.tensor([int(logits.argmax()), 0, 0, 0], dtype=IDS),
+            page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
+            kv_cache=kv, start_pos=torch.tensor([len(ids), -1, -1, -1], dtype=IDS),
+            enable_trace=False, read_from_device=True,
+            rope_deltas_all_users=torch.tensor([sent, 0, 0, 0]), **FULL_RELOAD,
+        )  # fmt: skip
+        outs.append(out[0])
+    assert not torch.allclose(outs[0], outs[1])
+
+
+def test_misuse_is_refused(qwen: tuple[Any, Any]) -> None:
+    model, kv = qwen
+    ids, pixels = request([3], [40])
+    call = dict(
+        tokens=torch.tensor([ids], dtype=IDS), page_table=table(1)[None], kv_cache=kv,
+        prompt_lens=[len(ids)], enable_trace=False,
+    )  # fmt: skip
+    with pytest.raises(ReferenceModelError, match=r"start_pos=\[16\].*whole sequences"):
+        model.prefill_forward(**call, start_pos=[16])
+    with pytest.raises(ReferenceModelError, match="row 0: image placeholder at position 3"):
+        model.prefill_forward(**call)
+    with pytest.raises(ReferenceModelError, match="1 pixel_values entries but 0 image_grid_thw"):
+        model.prefill_forward(**call, pixel_values=[per_image(pixels)[0]])
+    with pytest.raises(ReferenceModelError, match="pixel_values hold .* patches"):
+        model.prefill_forward(
+            **call,
+            pixel_values=[[pixels["pixel_values"][:-4]]],
+            image_grid_thw=[per_image(pixels)[1]],
+        )
+    with pytest.raises(ReferenceModelError, match="rope_deltas_all_users has 2 entries"):
+        model.decode_forward(
+            tokens=torch.zeros(SLOTS, dtype=IDS),
+            page_table=torch.zeros((SLOTS, WIDTH), dtype=torch.int32), kv_cache=kv,
+            start_pos=torch.full((SLOTS,), -1, dtype=IDS), enable_trace=False,
+            rope_deltas_all_users=[0, 0], **FULL_RELOAD,
+        )  # fmt: skip
+    config = AutoConfig.from_pretrained(MODEL)
+    with pytest.raises(ReferenceModelError, match="optimizations='performance'.*must be None"):
+        ReferenceQwen2VLForConditionalGeneration.initialize_vllm_model(
+            config, model.mesh_device, SLOTS, optimizations="performance"
+        )
+
+
+@pytest.mark.parametrize("qwen", [ReferenceQwen2VLChunkedPrefill], indirect=True)
+def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]) -> None:
+    """Three chunks cut outside the images (one image in the first, one in the second): each
+    returns the delta after its end, the last one the request's, and greedy decode equals
+    transformers'."""
+    model, kv = qwen
+    ids, pixels = request([3, 4], [40, 41, 42, 43])
+    images, grids = per_image(pixels)
+    first_end = ids.index(hf_model().config.vision_end_token_id) + 1
+    cuts = [(0, first_end, [0]), (first_end, len(ids) - 3, [1]), (len(ids) - 3, len(ids), [])]
+    deltas = []
+    for start, end, items in cuts:
+        logits, delta = model.prefill_forward(
+            # The reference core's chunk form today (contract v2 sends ids[:end]).
+            tokens=torch.tensor([ids[start:end]], dtype=IDS),
+            page_table=table(1)[None], kv_cache=kv, prompt_lens=[end], enable_trace=False,
+            start_pos=[start], empty_slots=[0],
+            pixel_values=[[images[i] for i in items] or None],
+            image_grid_thw=[[grids[i] for i in items] or None],
+        )  # fmt: skip
+        deltas.append(int(delta))
+    input_ids = torch.tensor([ids])
+    _, want_delta = hf_model().model.get_rope_index(
+        input_ids,
+        mm_token_type_ids=(input_ids == hf_model().config.image_token_id).int(),
+        image_grid_thw=pixels["image_grid_thw"],
+    )
+    assert deltas[1] == deltas[2] == int(want_delta) != deltas[0] != 0
+    got = [int(logits.argmax())]
+    for step in range(1, STEPS):
+        out = model.decode_forward(
+            tokens=torch.tensor([got[-1], 0, 0, 0], dtype=IDS),
+            page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
+            kv_cache=kv, start_pos=torch.tensor([len(ids) + step - 1, -1, -1, -1], dtype=IDS),
+            enable_trace=False, read_from_device=True,
+            rope_deltas_all_users=torch.tensor([deltas[-1], 0, 0, 0]), **FULL_RELOAD,
+        )  # fmt: skip
+        got.append(int(out[0].argmax()))
+    want = hf_greedy(ids, pixels)
+    assert got[: len(want)] == want and len(want) > 4
