@@ -35,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tt_conformance._names import mesh_shape_for
+from tt_conformance.history import run_files
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,9 +90,7 @@ class ServerOptions:
 
 
 def report_files(directory: Path) -> set[Path]:
-    if not directory.is_dir():
-        return set()
-    return {p for p in directory.glob("*.json") if p.name != "latest.json"}
+    return set(run_files(directory))
 
 
 def pytest_command(

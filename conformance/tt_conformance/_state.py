@@ -54,6 +54,7 @@ class HarnessOptions:
     flaky_retries: int
     require_server: bool
     wait_for_server_s: float
+    gate: bool
     flags: Flags
     api_key: str | None
     perf_shapes: tuple[PerfShape, ...]
@@ -111,6 +112,7 @@ class HarnessOptions:
             flaky_retries=config.getoption("tt_flaky_retries"),
             require_server=bool(config.getoption("tt_require_server")),
             wait_for_server_s=wait_s,
+            gate=bool(config.getoption("tt_gate")),
             # The server under test may run any plugin build (or none): what it publishes in
             # tt_plugin_info wins; the flags fill in for servers without it.
             flags=Flags(

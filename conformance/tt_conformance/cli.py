@@ -1,5 +1,17 @@
 """``tt-conformance``: report tools.
 
+    tt-conformance baseline promote REPORT.json [--baselines-dir reports/baselines]
+
+copies the run to <baselines>/<model>/<device>/baseline.json and writes (or extends)
+expectations.json there with one entry per failing or flaky check, its reason a ``TODO``
+placeholder: the gate refuses the file, naming those entries, until each reason is written.
+
+    tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
+                           [--out FILE]
+
+writes the run as Markdown for $GITHUB_STEP_SUMMARY (appended to --out, default stdout), with
+the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate output.
+
     tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
                                 [--expectations E] [--input-len N] [--output-len N]
                                 [--concurrency N]
@@ -21,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tt_conformance._names import default_report_dir, normalize_device
+from tt_conformance.baseline import PromoteError, promote
 from tt_conformance.benchimport import (
     BenchImportError,
     bench_delivery_problems,
@@ -28,6 +41,7 @@ from tt_conformance.benchimport import (
     bench_shape,
 )
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.gate import gate_run
 from tt_conformance.report import ReportError, load_report, write_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
 
@@ -86,6 +100,40 @@ def import_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def promote_baseline(args: argparse.Namespace) -> int:
+    done = promote(Path(args.report), Path(args.baselines_dir))
+    was = f" (replacing run {done.replaced_run})" if done.replaced_run else ""
+    print(f"baseline: {done.baseline}{was}")
+    print(f"expectations: {done.expectations}")
+    if done.added:
+        print(f"{len(done.added)} placeholder entries to fill in before the gate accepts the file:")
+        for check in done.added:
+            print(f"  TODO {check}")
+    return EXIT_OK
+
+
+def step_summary(args: argparse.Namespace) -> int:
+    from tt_conformance.site import render_step_summary  # jinja2 only where it is used
+
+    report = load_report(args.report)
+    gate_text = None
+    if args.gate_output:
+        try:
+            gate_text = Path(args.gate_output).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise PromoteError(f"--gate-output {args.gate_output}: {exc}") from None
+    if args.gate:
+        # The same gate tox -e hw ran (--tt-gate): baseline of the run's model and device.
+        gate_text = gate_run(report, Path(args.baselines_dir)).text.strip()
+    text = render_step_summary(report, gate_text)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as fh:  # GitHub's summary file is appended
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tt-conformance",
@@ -101,10 +149,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--input-len", type=int, default=None)
     bench.add_argument("--output-len", type=int, default=None)
     bench.add_argument("--concurrency", type=int, default=None)
+    bench.set_defaults(run=import_bench)
+    base = sub.add_parser("baseline", help="hardware baselines")
+    base_sub = base.add_subparsers(dest="baseline_command", required=True)
+    prom = base_sub.add_parser("promote", help="make a run the baseline of its model/device")
+    prom.add_argument("report", help="report JSON of the run")
+    prom.add_argument("--baselines-dir", default="reports/baselines")
+    prom.set_defaults(run=promote_baseline)
+    summ = sub.add_parser("summary", help="Markdown for $GITHUB_STEP_SUMMARY")
+    summ.add_argument("report", help="report JSON of the run")
+    summ.add_argument("--gate-output", default=None, help="the gate's stdout, saved to a file")
+    summ.add_argument("--out", default=None, help="append here (default stdout)")
+    summ.add_argument(
+        "--gate", action="store_true", help="include the gate against the run's baseline"
+    )
+    summ.add_argument("--baselines-dir", default="reports/baselines", help="for --gate")
+    summ.set_defaults(run=step_summary)
     args = parser.parse_args(argv)
     try:
-        return import_bench(args)
-    except (BenchImportError, ReportError, ExpectationsError) as exc:
+        return int(args.run(args))
+    except (BenchImportError, ReportError, ExpectationsError, PromoteError) as exc:
         print(f"tt-conformance: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

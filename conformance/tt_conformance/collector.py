@@ -2,8 +2,9 @@
 
 Under pytest-xdist the controller never sees items, only the reports the workers forward, so
 everything the report needs travels in ``report.user_properties`` (which xdist serialises):
-the stable check id, the concern, who declared an expected failure, the attempt count of a
-retried flaky check and the perf figures recorded through `record_perf`.
+the stable check id, the concern, who declared an expected failure and the perf figures
+recorded through `record_perf`. Flaky checks are re-run by pytest-rerunfailures: its reports
+carry the attempt (``rerun``) and mark a failed attempt that is run again as outcome "rerun".
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from tt_conformance.report import (
 PROP_CHECK = "tt_check"
 PROP_CONCERN = "tt_concern"
 PROP_EXPECTED_BY = "tt_expected_by"
-PROP_ATTEMPTS = "tt_attempts"
-PROP_RETRIED = "tt_retried_failure"
 PROP_PERF = "tt_perf"
 PROP_ACCURACY = "tt_accuracy"
 
@@ -39,6 +38,7 @@ class _Pending:
     perf: dict[str, dict[str, Any]] = field(default_factory=dict)
     accuracy: list[dict[str, Any]] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
+    attempts: int = 1
 
 
 def fallback_check_id(nodeid: str) -> str:
@@ -62,6 +62,18 @@ class ResultCollector:
         if pending is None:
             pending = self._tests[report.nodeid] = _Pending(report.nodeid)
             self._order.append(report.nodeid)
+        # pytest-rerunfailures: every report carries `rerun` (earlier attempts of the item);
+        # a failed phase that will be run again has the outcome "rerun".
+        attempt = int(getattr(report, "rerun", 0) or 0) + 1
+        if attempt > pending.attempts:
+            # A new attempt: only the last one's phases and figures count.
+            pending.attempts = attempt
+            pending.phases.clear()
+            pending.perf.clear()
+            pending.accuracy.clear()
+        if report.outcome == "rerun":
+            pending.retried.append(f"attempt {attempt}: {crash_message(report)}")
+            return
         pending.phases[report.when] = report
         for key, value in getattr(report, "user_properties", None) or ():
             if key == PROP_PERF:
@@ -71,9 +83,6 @@ class ResultCollector:
                 result = json.loads(value)
                 if result not in pending.accuracy:  # every phase report repeats the props
                     pending.accuracy.append(result)
-            elif key == PROP_RETRIED:
-                if value not in pending.retried:
-                    pending.retried.append(value)
             elif key.startswith("tt_"):
                 pending.props[key] = value
 
@@ -130,7 +139,7 @@ def _fold(p: _Pending) -> CheckResult:
     # Phases pytest does not name (xdist's crash report uses "???") still count.
     reports += [r for w, r in p.phases.items() if w not in ("setup", "call", "teardown")]
     duration = sum(float(getattr(r, "duration", 0.0) or 0.0) for r in reports)
-    attempts = int(p.props.get(PROP_ATTEMPTS, 1))
+    attempts = p.attempts
     expected_by: str | None = None
     details = ""
     failed = [r for r in reports if r.failed]

@@ -12,6 +12,7 @@ generated from them).
          "reason": "prompt logprobs not produced on device", "issue": "optional link"}
       ],
       "flaky": [{"check": "tt_conformance.checks.test_kv_capacity::*", "reason": "..."}],
+      "skips": [{"check": "tt_conformance.checks.test_lanes::*", "reason": "must not run: ..."}],
       "perf_tolerances": {"ttft_mean@i128o128c1": 0.15, "tps@i128o128c32": null},
       "default_perf_tolerance": 0.2,                   (optional)
       "accuracy": [
@@ -30,7 +31,10 @@ relative (0.15 = 15 % worse than the baseline is still acceptable); ``null`` mar
 informational (never gated). An accuracy entry gives either a ``reference`` score (pass when
 score >= reference - tolerance) or a ``threshold`` (pass when score >= threshold); ``task`` is a
 bundled task name, a JSONL file (relative to this file) or ``lm-eval:<task>``. Perf targets are
-fractions of a theoretical or published figure. Default location:
+fractions of a theoretical or published figure. ``skips`` lists checks that must not run on this
+model (the suite skips them with the reason; the gate does not count them as regressions).
+A reason starting with ``TODO`` is a placeholder (``tt-conformance baseline promote`` writes
+them): the suite runs with it, the gate refuses the file and names the entries. Default location:
 ``reports/baselines/<model>/<device>/expectations.json``, next to ``baseline.json``.
 """
 
@@ -48,6 +52,8 @@ from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, vali
 
 EXPECTATIONS_SCHEMA_VERSION = 2
 EXPECTATIONS_KIND = "tt-conformance-expectations"
+# Reasons a promoted baseline's skeleton carries until someone writes the real one.
+PLACEHOLDER_PREFIX = "TODO"
 
 
 class ExpectationsError(DataFileError):
@@ -58,6 +64,9 @@ class Expectation(Strict):
     check: str = Field(min_length=1, description="check id; '*' matches any characters")
     reason: str = Field(description="why (JSON has no comments)")
     issue: str | None = None
+    observed: str | None = Field(
+        default=None, description="what the promoted run reported (written by baseline promote)"
+    )
 
     @field_validator("reason")
     @classmethod
@@ -122,6 +131,7 @@ class Expectations(Strict):
     device: str | None = None
     expected_failures: tuple[Expectation, ...] = ()
     flaky: tuple[Expectation, ...] = ()
+    skips: tuple[Expectation, ...] = ()
     perf_tolerances: dict[str, Annotated[float, Field(ge=0)] | None] = Field(default_factory=dict)
     default_perf_tolerance: float | None = Field(default=None, ge=0)
     accuracy: tuple[AccuracyExpectation, ...] = ()
@@ -130,7 +140,7 @@ class Expectations(Strict):
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Expectations:
-        for key in ("expected_failures", "flaky"):
+        for key in ("expected_failures", "flaky", "skips"):
             seen: set[str] = set()
             for i, entry in enumerate(getattr(self, key)):
                 if entry.check in seen:
@@ -152,6 +162,18 @@ class Expectations(Strict):
     def flaky_entry(self, check_id: str) -> Expectation | None:
         return next((e for e in self.flaky if e.matches(check_id)), None)
 
+    def skip_entry(self, check_id: str) -> Expectation | None:
+        return next((e for e in self.skips if e.matches(check_id)), None)
+
+    def placeholders(self) -> list[tuple[str, Expectation]]:
+        """(field, entry) pairs whose reason is still a skeleton placeholder."""
+        return [
+            (key, e)
+            for key in ("expected_failures", "flaky", "skips")
+            for e in getattr(self, key)
+            if e.reason.upper().startswith(PLACEHOLDER_PREFIX)
+        ]
+
     def has_tolerance(self, figure: str) -> bool:
         return figure in self.perf_tolerances or self.default_perf_tolerance is not None
 
@@ -167,7 +189,7 @@ class Expectations(Strict):
         """Entries that match none of the given checks: stale lines worth a warning."""
         return [
             e
-            for e in (*self.expected_failures, *self.flaky)
+            for e in (*self.expected_failures, *self.flaky, *self.skips)
             if not any(e.matches(cid) for cid in check_ids)
         ]
 

@@ -104,6 +104,14 @@ def compare(
             f"baseline {baseline.run_id} has no checks: it cannot gate anything (regenerate it)"
         )
     exp = expectations or Expectations()
+    placeholders = exp.placeholders()
+    if placeholders:
+        # A skeleton from `baseline promote` excuses failures nobody has explained yet.
+        names = "; ".join(f"{key}: {e.check}" for key, e in placeholders)
+        raise GateInputError(
+            f"expectations {exp.source or ''} still have placeholder reasons (write why, then "
+            f"gate): {names}"
+        )
     result = GateResult()
     if default_tolerance is None and not perf_is_informational(candidate.device):
         default_tolerance = HARDWARE_PERF_TOLERANCE
@@ -171,7 +179,12 @@ def _compare_check(
             why = "newly expected failure" if b.outcome in PASSING else "expected failure"
             out.expected.append(f"{check_id}: {transition}, {why}: {c.reason}")
     elif c.outcome == "skip":
-        if b.outcome in PASSING:
+        skip = exp.skip_entry(check_id)
+        if skip is not None:
+            out.notes.append(
+                f"{check_id}: {transition}, skipped by the expectations: {skip.reason}"
+            )
+        elif b.outcome in PASSING:
             # A check that silently stops running hides whatever it used to verify.
             out.regressions.append(f"{check_id}: {transition}, no longer verified: {c.reason}")
         elif b.outcome != "skip":
@@ -308,6 +321,39 @@ def render(result: GateResult, baseline: Report, candidate: Report) -> str:
             )
         )
     return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class RunGate:
+    """The suite's own gate (``--tt-gate``): against the baseline of the run's model/device."""
+
+    exit_code: int
+    text: str
+    baseline: Path | None
+
+
+def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
+    # Imported here: baseline imports the report module only, the gate module imports both.
+    from tt_conformance.baseline import EXPECTATIONS_NAME, find_baseline
+
+    path = find_baseline(baselines_dir, candidate)
+    if path is None:
+        return RunGate(
+            EXIT_OK,
+            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir}: "
+            "not gated (tt-conformance baseline promote REPORT makes one)",
+            None,
+        )
+    exp_path = path.parent / EXPECTATIONS_NAME
+    try:
+        baseline = load_report(path)
+        expectations = load_expectations(exp_path) if exp_path.is_file() else None
+        result = compare(baseline, candidate, expectations)
+    except (ReportError, ExpectationsError, GateInputError) as exc:
+        return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
+    return RunGate(
+        result.exit_code, f"baseline: {path}\n" + render(result, baseline, candidate), path
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

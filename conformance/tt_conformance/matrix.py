@@ -12,7 +12,6 @@ Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html. Exit codes: 
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import sys
 from collections.abc import Sequence
@@ -103,6 +102,45 @@ def not_run_concerns(report: Report) -> tuple[str, ...]:
     return tuple(sorted(c for c, seen in outcomes.items() if seen == {"skip"}))
 
 
+# Per-concern cell states of the matrix (the legend's vocabulary).
+CONCERN_PASS = "pass"
+CONCERN_EXPECTED = "pass with expected failures"
+CONCERN_PARTIAL = "pass, some not run"
+CONCERN_FAIL = "fail"
+CONCERN_NOT_RUN = "not run"
+CONCERN_STATES = (CONCERN_PASS, CONCERN_EXPECTED, CONCERN_PARTIAL, CONCERN_FAIL, CONCERN_NOT_RUN)
+
+
+def concern_status(report: Report, concern: str) -> str:
+    """fail if any check of the concern failed or errored; not run when the report has none of
+    its checks or all of them were skipped (not exercised, not applicable, needs lanes); pass
+    with expected failures when some xfailed; pass, some not run when some were skipped: a
+    skipped check never reads as a plain pass."""
+    outcomes = {c.outcome for c in report.checks if c.concern == concern}
+    if outcomes & set(FAILING):
+        return CONCERN_FAIL
+    if not outcomes - {"skip"}:
+        return CONCERN_NOT_RUN
+    if "xfail" in outcomes:
+        return CONCERN_EXPECTED
+    if "skip" in outcomes:
+        return CONCERN_PARTIAL
+    return CONCERN_PASS
+
+
+def concern_not_run(report: Report, concern: str) -> tuple[str, ...]:
+    """The skipped checks of a concern with their reasons (the cell's tooltip and notes)."""
+    return tuple(
+        f"{short_check(c.id)}: {c.reason}"
+        for c in sorted(report.checks, key=lambda c: c.id)
+        if c.concern == concern and c.outcome == "skip"
+    )
+
+
+def all_concerns(reports: Sequence[Report]) -> tuple[str, ...]:
+    return tuple(sorted({c.concern for r in reports for c in r.checks if c.concern}))
+
+
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
     if not root.is_dir():
         raise MatrixError(f"{root}: report directory does not exist")
@@ -188,7 +226,7 @@ def _accuracy_text(cell: MatrixCell) -> str:
     )
 
 
-def _counts(cell: MatrixCell) -> str:
+def check_counts(cell: MatrixCell) -> str:
     t = cell.report.totals
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
@@ -201,19 +239,19 @@ def _counts(cell: MatrixCell) -> str:
 # ----------------------------------------------------------------------------- Markdown
 
 
-def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
+def render_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool = False) -> str:
+    """The concern table (templates/matrix.md.jinja), then the details per model and device."""
+    from tt_conformance.site import render_matrix_markdown  # site imports this module
+
+    head = render_matrix_markdown(cells, generated_at, links)
+    if not cells:
+        return head
+    lines = [head.rstrip("\n")]
+    # Tier per model x device column at a glance (a lane-DP server is its own column).
     models = sorted({c.model for c in cells})
     devices = sorted({c.device for c in cells})
     by_key = {(c.model, c.device): c for c in cells}
-    lines = [
-        "# Model support matrix",
-        "",
-        f"Generated {generated_at} from {len(cells)} reports.",
-        "",
-    ]
-    if not cells:
-        lines.append("No reports found.")
-        return "\n".join(lines) + "\n"
+    lines += ["", "## Tier by device", ""]
     lines.append(
         tabulate(
             [
@@ -237,7 +275,7 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
                 md_cell(c.tier.reason, 400),
                 md_cell(c.tier.next_blocker or "—", 400),
                 md_cell(_accuracy_text(c)),
-                _counts(c),
+                check_counts(c),
                 md_cell(", ".join(short_check(x) for x in c.failing) or "—", 600),
                 md_cell(", ".join(short_check(x) for x in c.expected) or "—", 600),
                 *[
@@ -297,114 +335,12 @@ def render_markdown(cells: Sequence[MatrixCell], generated_at: str) -> str:
 
 # ----------------------------------------------------------------------------- HTML
 
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem; color: #1d2330;
-       background: #fafbfc; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; }
-p.meta { color: #5a6272; margin-top: 0; }
-table { border-collapse: collapse; margin: 1rem 0 2rem; background: #fff;
-        box-shadow: 0 1px 3px rgba(0,0,0,.08); }
-th, td { border: 1px solid #dde1e7; padding: .45rem .6rem; text-align: left; vertical-align: top;
-         font-size: .9rem; }
-th { background: #eef1f5; position: sticky; top: 0; }
-td.status { font-weight: 600; white-space: nowrap; }
-.s-complete { background: #c4ecd0; color: #0f5122; }
-.s-functional { background: #e1f4e6; color: #17632c; }
-.s-experimental { background: #fff1c7; color: #7a5600; }
-.s-fail { background: #fbd9d9; color: #8c1c1c; }
-.s-none { background: #eceef1; color: #5a6272; }
-ul { margin: 0; padding-left: 1.1rem; }
-code { font-size: .82rem; }
-.legend span { display: inline-block; padding: .15rem .5rem; margin-right: .4rem;
-               border-radius: 3px; }
-"""
-
-_STATUS_CLASS = {
-    STATUS_COMPLETE: "s-complete",
-    STATUS_FUNCTIONAL: "s-functional",
-    STATUS_EXPERIMENTAL: "s-experimental",
-    STATUS_FAIL: "s-fail",
-}
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _list(items: Sequence[str], code: bool = True) -> str:
-    if not items:
-        return "—"
-    wrap = (lambda s: f"<code>{_e(s)}</code>") if code else _e
-    return "<ul>" + "".join(f"<li>{wrap(i)}</li>" for i in items) + "</ul>"
-
 
 def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
-    models = sorted({c.model for c in cells})
-    devices = sorted({c.device for c in cells})
-    by_key = {(c.model, c.device): c for c in cells}
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>Model support matrix</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Model support matrix</h1>",
-        f'<p class="meta">Generated {_e(generated_at)} from {len(cells)} reports.</p>',
-        '<p class="legend">'
-        + "".join(f'<span class="{cls}">{_e(name)}</span>' for name, cls in _STATUS_CLASS.items())
-        + "</p>",
-    ]
-    if not cells:
-        out += ["<p>No reports found.</p>", "</body></html>"]
-        return "\n".join(out) + "\n"
-    out.append("<table><thead><tr><th>model</th>")
-    out += [f"<th>{_e(d)}</th>" for d in devices]
-    out.append("</tr></thead><tbody>")
-    for m in models:
-        out.append(f"<tr><th>{_e(m)}</th>")
-        for d in devices:
-            cell = by_key.get((m, d))
-            if cell is None:
-                out.append('<td class="status s-none">—</td>')
-            else:
-                out.append(
-                    f'<td class="status {_STATUS_CLASS[cell.status]}">{_e(cell.status)}'
-                    f"<br><small>{_e(_counts(cell))}</small></td>"
-                )
-        out.append("</tr>")
-    out.append("</tbody></table>")
-    headers = [
-        "model", "device", "tier", "why / next tier needs", "accuracy", "checks",
-        "failing checks", "expected failures", "flaky", "not run",
-        *[label for label, _ in KEY_PERF], "versions", "run",
-    ]  # fmt: skip
-    out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers))
-    out.append("</tr></thead><tbody>")
-    for c in cells:
-        v = c.report.versions
-        mesh = f"<br><small>mesh {_e(c.report.mesh_shape)}</small>" if c.report.mesh_shape else ""
-        out.append(
-            "<tr>"
-            f"<td>{_e(c.model)}</td><td>{_e(c.device)}{mesh}"
-            f'</td><td class="status {_STATUS_CLASS[c.status]}">{_e(c.status)}</td>'
-            f"<td>{_e(c.tier.reason)}<br><small>next: {_e(c.tier.next_blocker or '—')}</small></td>"
-            f"<td>{_e(_accuracy_text(c))}</td>"
-            f"<td>{_e(_counts(c))}</td>"
-            f"<td>{_list([short_check(x) for x in c.failing])}</td>"
-            f"<td>{_list([short_check(x) for x in c.expected])}</td>"
-            f"<td>{_list([short_check(x) for x in c.flaky])}</td>"
-            f"<td>{_list(list(c.not_run), code=False)}</td>"
-            + "".join(
-                f"<td>{_list(_perf_text(c.key_perf[label]), code=False)}</td>"
-                for label, _ in KEY_PERF
-            )
-            + f"<td>vLLM {_e(v.vllm)}<br>plugin {_e(v.plugin)}<br>ttnn {_e(v.ttnn)}"
-            f"<br>tt-metal {_e(v.tt_metal)}</td>"
-            f"<td><small>{_e(c.report.run_id)}<br>{_e(c.report.finished_at)}</small></td>"
-            "</tr>"
-        )
-    out += ["</tbody></table>", "</body></html>"]
-    return "\n".join(out) + "\n"
+    """The standalone matrix page (templates/matrix.html.jinja, without site links)."""
+    from tt_conformance.site import render_matrix_html  # site imports this module
+
+    return render_matrix_html(cells, generated_at, links=False)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -421,13 +357,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out-html", type=Path, default=None, help="default REPORT_DIR/matrix.html"
     )
     parser.add_argument(
+        "--site",
+        type=Path,
+        default=None,
+        help="also build the site (matrix, history and compare pages) into this directory",
+    )
+    parser.add_argument(
         "--include-baselines",
         action="store_true",
         help="also consider reports under baselines/ directories",
     )
     args = parser.parse_args(argv)
     try:
-        cells = fold(find_reports(args.report_dir, args.include_baselines))
+        found = find_reports(args.report_dir, args.include_baselines)
+        cells = fold(found)
     except MatrixError as exc:
         print(f"tt-conformance-matrix: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -439,6 +382,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     failing = sum(1 for c in cells if c.status == STATUS_FAIL)
     print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
     print(f"markdown: {out_md}\nhtml: {out_html}")
+    if args.site is not None:
+        from tt_conformance.site import build_site
+
+        pages = build_site(found, args.site, generated)
+        print(
+            f"site: {args.site / 'index.html'} ({len(pages['history']) // 2} history pages, "
+            f"{(len(pages['compare']) - 1) // 2} comparisons)"
+        )
     return EXIT_OK
 
 

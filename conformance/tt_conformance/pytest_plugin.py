@@ -32,7 +32,10 @@ Options
                              vllm-tt-plugin for servers without tt_plugin_info (what the
                              server publishes wins; default "unknown", never the harness's own)
     --tt-server-options TXT  how the server was launched (JSON or free text), recorded verbatim
-    --tt-flaky-retries N     retries for checks listed as flaky in the expectations (default 2)
+    --tt-flaky-retries N     re-runs (pytest-rerunfailures) of checks the expectations list as
+                             flaky (default 2)
+    --tt-gate                gate the run against <baselines>/<model>/<device>/baseline.json
+                             when it exists (tox -e hw uses it)
     --timeout S              pytest-timeout's per-check limit (default here: 900 s per check)
     --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
@@ -101,11 +104,13 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     tt_path,
 )
 from tt_conformance.reporting import SessionReporter
-from tt_conformance.retry import run_with_retries
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.ttpath import NOT_APPLICABLE
 
 DEFAULT_CHECK_TIMEOUT_S = 900.0
+
+# The user_properties an item had at collection (check id, concern, expected_by).
+BASE_PROPERTIES = pytest.StashKey[list[tuple[str, object]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -215,6 +220,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="wait up to SECONDS for the server's /health to answer 200 before the run "
         "(default 0: probe once)",
     )
+    group.addoption(
+        "--tt-gate",
+        dest="tt_gate",
+        action="store_true",
+        help="gate the run against <baselines>/<model>/<device>/baseline.json when it exists "
+        "(exit 1 on regression, 2 when the expectations still hold placeholders)",
+    )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip
 
@@ -230,6 +242,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SessionReporter(state), "tt_conformance_reporter")
     if state.is_worker and state.lock_path is not None:
         config.pluginmanager.register(ServerLockPlugin(state.lock_path), "tt_conformance_lock")
+    if (
+        state.options.active
+        and state.expectations.flaky
+        and state.options.flaky_retries
+        and not config.pluginmanager.hasplugin("rerunfailures")
+    ):
+        raise pytest.UsageError(
+            f"expectations {state.expectations_path} list flaky checks, which are re-run with "
+            "pytest-rerunfailures: pip install pytest-rerunfailures (or --tt-flaky-retries 0)"
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -301,15 +323,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         check_id = check_id_for(item)
         item.user_properties.append((PROP_CHECK, check_id))
         item.user_properties.append((PROP_CONCERN, concern_for(item)))
+        skip = state.expectations.skip_entry(check_id)
+        if skip is not None:
+            # Must not run on this model: skipped before any fixture touches the server.
+            item.add_marker(pytest.mark.skip(reason=f"skipped by expectations: {skip.reason}"))
+            continue
         entry = state.expectations.expected_failure(check_id)
         if entry is not None:
             # Prepended so that the expectations' reason wins over an xfail in the code.
             item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=False), append=False)
             item.user_properties.append((PROP_EXPECTED_BY, "expectations"))
+        if state.options.flaky_retries and state.expectations.flaky_entry(check_id) is not None:
+            # pytest-rerunfailures re-runs it; the collector folds the attempts into "flaky".
+            item.add_marker(pytest.mark.flaky(reruns=state.options.flaky_retries))
+        item.stash[BASE_PROPERTIES] = list(item.user_properties)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # A re-run attempt (pytest-rerunfailures counts them in item.execution_count) starts from
+    # the collection-time properties: a failed attempt's perf figures do not survive.
+    if getattr(item, "execution_count", 1) > 1 and BASE_PROPERTIES in item.stash:
+        item.user_properties[:] = item.stash[BASE_PROPERTIES]
     # tryfirst: skip before any fixture (and so the server) is touched.
     state = harness_state(item.config)
     if item.get_closest_marker("tt_path") is not None and state.not_tt:
@@ -321,13 +356,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     lanes = harness_state(item.config).facts.lanes
     if lanes < needed:
         pytest.skip(f"needs a server with --tt-lanes >= {needed} (this run: {lanes})")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    state = harness_state(item.config)
-    if not state.options.active or state.options.flaky_retries == 0:
-        return None
-    if state.expectations.flaky_entry(check_id_for(item)) is None:
-        return None
-    return run_with_retries(item, nextitem, state.options.flaky_retries)

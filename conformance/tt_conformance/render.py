@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
 from typing import Any
 
 from tabulate import tabulate
@@ -211,21 +212,41 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pytest_timestamp(iso: str | None) -> str:
+    """pytest's JUnit timestamp form (``%Y-%m-%dT%H:%M:%S.%f``, no zone; ours are UTC).
+
+    TT's CI data collector (tt-github-actions ``collect_data``) parses the suite timestamp and
+    each test case's start/end properties in exactly this form.
+    """
+    if not iso:
+        return ""
+    moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
 def render_junit(report: Report) -> str:
-    """JUnit XML for CI viewers: xfail maps to skipped, flaky/xpass pass with a property."""
+    """JUnit XML for TT's CI data collector and CI viewers.
+
+    One ``testsuite`` named ``pytest`` (the only one the collector reads); each case carries
+    ``start_timestamp`` / ``end_timestamp`` properties; xfail maps to skipped; a flaky check
+    passes with one Surefire ``flakyFailure`` per failed attempt; xpass passes with a property.
+    """
     totals = report.totals
-    suites = ET.Element("testsuites")
+    suites = ET.Element("testsuites", {"name": "tt-conformance"})
     suite = ET.SubElement(
         suites,
         "testsuite",
         {
-            "name": f"tt-conformance {report.model} {report.device}",
+            "name": "pytest",
             "tests": str(totals["total"] + len(report.collection_errors)),
             "failures": str(totals["fail"]),
             "errors": str(totals["error"] + len(report.collection_errors)),
             "skipped": str(totals["skip"] + totals["xfail"]),
             "time": f"{sum(c.duration_s for c in report.checks):.3f}",
-            "timestamp": report.started_at,
+            "timestamp": pytest_timestamp(report.started_at),
+            "hostname": report.device,
         },
     )
     props = ET.SubElement(suite, "properties")
@@ -244,6 +265,10 @@ def render_junit(report: Report) -> str:
         case = ET.SubElement(
             suite, "testcase", {"classname": error.nodeid, "name": "collection", "time": "0"}
         )
+        stamp = pytest_timestamp(report.started_at)
+        case_props = ET.SubElement(case, "properties")
+        for pname in ("start_timestamp", "end_timestamp"):
+            ET.SubElement(case_props, "property", {"name": pname, "value": stamp})
         node = ET.SubElement(case, "error", {"message": _xml_attr(error.message)})
         node.text = _xml_text(error.message)
     for c in sorted(report.checks, key=lambda c: c.id):
@@ -254,7 +279,10 @@ def render_junit(report: Report) -> str:
             {"classname": classname or c.id, "name": name or c.id, "time": f"{c.duration_s:.3f}"},
         )
         case_props = ET.SubElement(case, "properties")
+        # A check without its own times (reports from before they were kept) gets the run's.
         for pname, pvalue in (
+            ("start_timestamp", pytest_timestamp(c.started_at or report.started_at)),
+            ("end_timestamp", pytest_timestamp(c.finished_at or report.finished_at)),
             ("outcome", c.outcome),
             ("concern", c.concern),
             ("attempts", str(c.attempts)),
@@ -269,6 +297,16 @@ def render_junit(report: Report) -> str:
         elif c.outcome in ("skip", "xfail"):
             kind = "pytest.xfail" if c.outcome == "xfail" else "pytest.skip"
             ET.SubElement(case, "skipped", {"type": kind, "message": _xml_attr(c.reason)})
+        elif c.outcome == "flaky":
+            # Surefire's rerun vocabulary: the case passed, each earlier attempt failed.
+            for attempt in range(1, c.attempts):
+                flaky = ET.SubElement(
+                    case,
+                    "flakyFailure",
+                    {"message": _xml_attr(c.reason), "type": f"attempt {attempt}"},
+                )
+                trace = ET.SubElement(flaky, "stackTrace")
+                trace.text = _xml_text(c.details or c.reason)
     ET.indent(suites)
     return (
         '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -339,6 +339,9 @@ def write_report(
     atomic_write_text(paths.json, payload)
     atomic_write_text(paths.markdown, markdown)
     atomic_write_text(paths.junit, junit)
+    from tt_conformance.history import update_index
+
+    update_index(report_dir, report, paths.json)
     if not refresh_latest:
         return paths
     atomic_write_text(paths.latest_json, payload)

@@ -8,6 +8,7 @@ import pytest
 
 from tt_conformance._names import installed_version
 from tt_conformance._state import HarnessState
+from tt_conformance.gate import gate_run
 from tt_conformance.provenance import run_info
 from tt_conformance.report import Report, ServerSnapshot, Versions, utc_now_iso, write_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
@@ -35,6 +36,10 @@ class SessionReporter:
         report = self.build_report(int(exitstatus))
         assert self.state.report_dir is not None
         self.state.written = write_report(report, self.state.report_dir)
+        if self.state.options.gate:
+            self.gate = gate_run(report, self.state.options.baselines_dir)
+            if self.gate.exit_code and int(session.exitstatus) in (0, 1):
+                session.exitstatus = self.gate.exit_code
 
     def build_report(self, exit_status: int) -> Report:
         state = self.state
@@ -103,6 +108,11 @@ class SessionReporter:
         terminalreporter.write_line(f"report:   {written.json}")
         terminalreporter.write_line(f"markdown: {written.markdown}")
         terminalreporter.write_line(f"junit:    {written.junit}")
+        gate = getattr(self, "gate", None)
+        if gate is not None:
+            terminalreporter.section("tt-conformance gate")
+            for line in gate.text.splitlines():
+                terminalreporter.write_line(line, red=bool(gate.exit_code))
         if self.state.setup_error:
             terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)
         elif self.state.not_tt:

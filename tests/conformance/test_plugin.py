@@ -11,6 +11,7 @@ import pytest
 
 from tests.conformance.conftest import tt_info_text
 from tt_conformance._names import installed_version
+from tt_conformance.history import run_files
 from tt_conformance.report import load_report
 
 CHECKS_MIXED = """
@@ -119,7 +120,7 @@ def test_each_run_gets_its_own_files_and_latest_follows(
     pytester.runpytest(*args).assert_outcomes(passed=1)
     # Default location: reports/<model, path-safe>/<device>/ under the invocation directory.
     report_dir = pytester.path / "reports" / "fake--tiny-model" / "T3K"
-    runs = sorted(p for p in report_dir.glob("*.json") if p.name != "latest.json")
+    runs = run_files(report_dir)
     assert len(runs) == 2
     second = max(runs, key=lambda p: p.stat().st_mtime_ns)
     latest = load_report(report_dir / "latest.json")
@@ -224,6 +225,23 @@ def test_flaky_check_passing_on_retry_is_recorded_as_flaky(
     assert "attempt 1 unlucky" in flaky.reason
     # Only the passing attempt's perf figure survives.
     assert list(_report(pytester.path / "out").perf) == ["figure_attempt3"]
+
+
+def test_flaky_check_is_retried_under_xdist(pytester: pytest.Pytester, fake_server, harness_args):
+    """tox -e hw runs with xdist: pytest-rerunfailures' attempts still fold into one check."""
+    pytester.makepyfile(test_fl=FLAKY_CHECK.replace("PASS_FROM", "2"))
+    exp = _flaky_expectations(pytester.path)
+    result = pytester.runpytest(
+        *harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out",
+        f"--tt-expectations={exp}", "-n", "2",
+    )  # fmt: skip
+    assert result.parseoutcomes() == {"passed": 2, "rerun": 1}
+    report = _report(pytester.path / "out")
+    flaky = report.check("test_fl::test_flaky")
+    assert flaky is not None
+    assert (flaky.outcome, flaky.attempts) == ("flaky", 2)
+    assert "attempt 1 unlucky" in flaky.reason
+    assert list(report.perf) == ["figure_attempt2"]
 
 
 def test_flaky_check_failing_every_attempt_is_a_failure(
@@ -473,7 +491,7 @@ def test_fails():
     )  # fmt: skip
     result.assert_outcomes(passed=10, failed=1)
     out = pytester.path / "out"
-    assert len([p for p in out.glob("*.json") if p.name != "latest.json"]) == 1
+    assert len(run_files(out)) == 1
     report = _report(out)
     assert report.totals["total"] == 11 and report.totals["fail"] == 1
     assert report.check("test_par::test_exclusive[1]") is not None  # no "@exclusive" in ids

@@ -172,6 +172,31 @@ def test_junit_rendering(make_report) -> None:
     assert flaky_props["outcome"] == "flaky" and flaky_props["attempts"] == "2"
 
 
+def test_junit_is_what_tt_ci_collector_reads(make_report) -> None:
+    """tt-github-actions' collect_data: one suite named pytest, pytest's timestamp form,
+    start/end per case; flaky runs as Surefire flakyFailure entries (one per failed attempt)."""
+    from datetime import datetime
+
+    from tt_conformance.render import render_junit
+
+    report = make_report(MIXED)
+    root = ET.fromstring(render_junit(report).split("\n", 1)[1])
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["pytest"]
+    fmt = "%Y-%m-%dT%H:%M:%S.%f"
+    started = datetime.strptime(suites[0].get("timestamp"), fmt)
+    assert started.isoformat(timespec="seconds") + "Z" == report.started_at
+    for case in suites[0].iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        start = datetime.strptime(props["start_timestamp"], fmt)
+        end = datetime.strptime(props["end_timestamp"], fmt)
+        assert start <= end
+    cases = {c.get("name"): c for c in suites[0].iter("testcase")}
+    flaky = cases["test_d"].findall("flakyFailure")
+    assert len(flaky) == 1 and flaky[0].find("stackTrace") is not None
+    assert cases["test_d"].find("failure") is None  # the case itself passed
+
+
 def test_junit_drops_control_characters(make_report) -> None:
     from tt_conformance.render import render_junit
 

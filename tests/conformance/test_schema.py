@@ -14,9 +14,11 @@ from tt_conformance.expectations import load_expectations
 from tt_conformance.report import SCHEMA_VERSION, load_report, report_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
+# Committed runs: the baselines and the kept history the site is built from.
 REPORTS = sorted(
     p
-    for p in (REPO / "reports" / "baselines").rglob("*.json")
+    for tree in ("baselines", "history")
+    for p in (REPO / "reports" / tree).rglob("*.json")
     if json.loads(p.read_text()).get("kind") == "tt-conformance-report"
 )
 EXPECTATIONS = sorted((REPO / "reports").rglob("expectations.json"))

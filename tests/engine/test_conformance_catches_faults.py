@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tt_conformance.history import run_files
 from tt_conformance.report import load_report
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, HOST_STUBS, EmulatedServer
 
@@ -128,7 +129,7 @@ def run_checks(server: EmulatedServer, selection: tuple[str, ...], report_dir: P
     proc = subprocess.run(
         cmd, cwd=REPO, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, check=False
     )
-    reports = sorted(p for p in report_dir.glob("*.json") if p.name != "latest.json")
+    reports = run_files(report_dir)
     assert reports, (
         f"the check run wrote no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
     )

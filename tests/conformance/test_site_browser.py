@@ -1,0 +1,157 @@
+"""The published site in a real browser: built from the committed reports, served over HTTP on
+127.0.0.1 and opened in headless Chromium (Debian's package, driven over CDP).
+
+Skips, saying why, where no Chromium exists; TT_REQUIRE_BROWSER=1 (set by .ci/run) turns the
+skip into a failure. The matrix screenshot is kept at $TT_ARTIFACTS_DIR (default
+reports/artifacts/, not committed).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tt_conformance import history, site
+from tt_conformance.gate import compare
+from tt_conformance.matrix import CONCERN_STATES, all_concerns, column_of, find_reports
+
+REPO = Path(__file__).resolve().parents[2]
+
+websocket = pytest.importorskip("websocket", reason="websocket-client not installed")
+
+from tests.conformance.cdp import Browser, Page, find_chromium  # noqa: E402
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
+    out = tmp_path_factory.mktemp("site")
+    found = find_reports(REPO / "reports", include_baselines=True)
+    site.build_site(found, out, "2026-01-01T00:00:00Z")
+    return out, found
+
+
+@pytest.fixture(scope="module")
+def base_url(built_site: tuple[Path, list]) -> Iterator[str]:
+    handler = functools.partial(_Quiet, directory=str(built_site[0]))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Page]:
+    exe = find_chromium()
+    if exe is None:
+        message = "no Chromium on this host (apt-get install chromium, or set TT_CHROMIUM)"
+        if os.environ.get("TT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"TT_REQUIRE_BROWSER=1 but {message}")
+        pytest.skip(message)
+    browser = Browser(exe)
+    tab = browser.new_page()
+    try:
+        yield tab
+    finally:
+        tab.close()
+        browser.close()
+
+
+def _artifacts() -> Path:
+    return Path(os.environ.get("TT_ARTIFACTS_DIR") or REPO / "reports" / "artifacts")
+
+
+def test_the_console_check_catches_errors(page: Page) -> None:
+    """The error collection the other tests rely on does see errors and uncaught exceptions."""
+    page.errors.clear()
+    page.goto("data:text/html,<script>console.error('boom');</script><script>nope()</script>")
+    assert any("boom" in e for e in page.errors), page.errors
+    assert any(e.startswith("exception:") for e in page.errors), page.errors
+
+
+def test_matrix_page_lists_every_model_and_concern(page: Page, base_url: str, built_site) -> None:
+    _, found = built_site
+    page.errors.clear()
+    page.goto(f"{base_url}/index.html")
+    assert page.errors == []
+    rows = page.evaluate(
+        "[...document.querySelectorAll('#matrix tr.model-row')].map(r => [r.dataset.model,"
+        " r.dataset.device, [...r.querySelectorAll('td[data-concern]')].map(td =>"
+        " [td.dataset.concern, td.textContent.trim()])])"
+    )
+    headers = page.evaluate(
+        "[...document.querySelectorAll('#matrix th.concern')].map(t => t.textContent.trim())"
+    )
+    reports = [r for _, r in found]
+    assert headers == list(all_concerns(reports))
+    columns = {(r.model, column_of(r)) for r in reports}  # a lane-DP server: its own column
+    assert sorted((m, d) for m, d, _ in rows) == sorted(columns)
+    for _, _, cells in rows:
+        assert [c for c, _ in cells] == headers
+        assert {s for _, s in cells} <= set(CONCERN_STATES)
+    legend = page.evaluate(
+        "[...document.querySelectorAll('#legend span')].map(s => s.textContent.trim())"
+    )
+    assert legend == list(CONCERN_STATES)
+    assert {"pass", "pass with expected failures", "fail", "not run"} <= set(legend)
+    # The emulated runs report no tt-metal commit: the page flags it, visibly.
+    assert page.evaluate("document.querySelectorAll('#matrix .unknown').length") > 0
+    shot = page.screenshot(_artifacts() / "site-matrix.png")
+    assert shot.stat().st_size > 10_000
+
+
+def test_compare_page_shows_the_differences_of_two_committed_runs(
+    page: Page, base_url: str, built_site
+) -> None:
+    _, found = built_site
+    runs = [r for r in history.distinct_runs(found) if r.key == ("tt-reference-llama", "emulated")]
+    assert len(runs) >= 2, "the committed history of tt-reference-llama/emulated has two runs"
+    older, newer = runs[-2], runs[-1]
+    expected = compare(older.report, newer.report)
+    page.errors.clear()
+    # Reached the way a reader would: matrix -> history -> "vs previous".
+    page.goto(f"{base_url}/history/tt-reference-llama--emulated.html")
+    assert page.errors == []
+    href = page.evaluate("[...document.querySelectorAll('a')].find(a => a.textContent === "
+                         "'vs previous').href")  # fmt: skip
+    page.goto(href)
+    assert page.errors == []
+    perf = page.evaluate(
+        "[...document.querySelectorAll('#perf tr.perf-row')].map(r =>"
+        " [...r.children].map(td => td.textContent.trim()))"
+    )
+    assert [row[0] for row in perf] == [p.name for p in expected.perf]
+    changed = [p for p in expected.perf if p.worse_by]
+    assert changed, "the two committed runs differ in perf"
+    by_name = {row[0]: row[3] for row in perf}
+    for p in changed:
+        word = "worse" if p.worse_by > 0 else "better"
+        assert by_name[p.name] == f"{abs(p.worse_by) * 100:.1f}% {word}"
+    title = page.evaluate("document.querySelector('h1').textContent")
+    assert older.report.run_id in title and newer.report.run_id in title
+    page.screenshot(_artifacts() / "site-compare.png")
+
+
+def test_every_page_loads_without_console_errors(page: Page, base_url: str, built_site) -> None:
+    out, _ = built_site
+    pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
+    assert len(pages) >= 5
+    for rel in pages:
+        page.errors.clear()
+        page.goto(f"{base_url}/{rel}")
+        assert page.errors == [], rel
+        assert page.evaluate("document.querySelectorAll('nav a').length") == 2, rel
