@@ -1,10 +1,9 @@
 """Block metrics on the server's ``/metrics`` (block-output models; docs/BLOCK_SERVING.md).
 
-Interim module until the plugin's shared metrics module (``tt_metrics``, docs/METRICS.md on the
-``metrics`` branch) is merged; it follows that module's pattern: the engine-core process writes
-prometheus_client multiprocess files into a directory its parent created, and the API-server
-process registers a ``MultiProcessCollector`` for that directory in vLLM's registry (the global
-``REGISTRY``, which ``/metrics`` serves). One write per block step, never per token.
+The engine-core process writes prometheus_client multiprocess files into the plugin's metrics
+directory (``tt_metrics.metrics_directory()``), which the collector ``tt_metrics`` installs in
+the API server reads at every scrape (docs/METRICS.md). One write per block step, never per
+token.
 
 Published (vLLM counts logical tokens; these are the model's physical blocks):
 - ``tt_block_canvases_total``: canvases committed;
@@ -18,19 +17,15 @@ Denoise steps are not published: the model contract exposes no denoise-step coun
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
-import tempfile
 import threading
 import time
 from typing import Any
 
+from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.log import get_logger
 
 logger = get_logger(__name__)
-
-ENV_DIR = "TT_VLLM_BLOCK_METRICS_DIR"  # created by the first vLLM process; children inherit it
 
 _COUNTERS = {
     "tt_block_canvases": "Canvases committed by the block-output model",
@@ -42,30 +37,15 @@ _GAUGES = {
     "tt_block_throughput_tokens_per_second": "256 / block_latency_seconds of the last block",
 }
 _lock = threading.Lock()
-_collector_installed = False
-
-
-def install_collector() -> None:
-    """In the first (API-server or LLM) process: create the directory and read it at scrape time.
-    Processes that inherited the directory only write."""
-    global _collector_installed
-    if os.environ.get(ENV_DIR) or _collector_installed:
-        return
-    from prometheus_client import REGISTRY
-    from prometheus_client.multiprocess import MultiProcessCollector
-
-    directory = tempfile.mkdtemp(prefix="tt-block-metrics-")
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # the owner removes it
-    os.environ[ENV_DIR] = directory
-    MultiProcessCollector(REGISTRY, path=directory)
-    _collector_installed = True
 
 
 class BlockMetrics:
     """The engine-core side: this process's multiprocess files."""
 
     def __init__(self, directory: str | None = None) -> None:
-        self.directory = directory or os.environ.get(ENV_DIR)
+        if directory is None and tt_metrics.metrics_enabled():
+            directory = tt_metrics.metrics_directory()
+        self.directory = directory
         self._values: dict[str, float] = {}
         self._files: dict[str, Any] = {}
 

@@ -40,7 +40,7 @@ def register() -> None:
     the engine processes' TT metrics to ``/metrics``.
     Idempotent: vLLM may load general plugins more than once per process.
     """
-    from vllm_tt_plugin import block_metrics, tt_metrics, vllm_patches
+    from vllm_tt_plugin import tt_metrics, vllm_patches
     from vllm_tt_plugin.model_registry import get_registry, register_with_vllm
     from vllm_tt_plugin.parsers import register_parsers
 
@@ -48,6 +48,5 @@ def register() -> None:
         return
     vllm_patches.apply()
     tt_metrics.install_collector()
-    block_metrics.install_collector()
     register_with_vllm(get_registry())
     register_parsers()

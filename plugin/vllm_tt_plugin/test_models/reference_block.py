@@ -20,13 +20,13 @@ and read through the page table, so a canvas the scheduler did not reserve fails
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
+from vllm_tt_plugin import envs
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.test_models.llama import (
     LlamaDecoder,
@@ -40,7 +40,6 @@ logger = get_logger(__name__)
 
 CANVAS = 256
 DEFAULT_MAX_SEQ_LEN = 262144
-MAX_TOKENS_ENV = "TT_REFERENCE_MAX_TOKENS_ALL_USERS"
 
 
 class ReferenceBlockError(ValueError):
@@ -121,8 +120,8 @@ class ReferenceBlockForCausalLM:
     ) -> int:
         if max_num_seqs != 1:
             raise ReferenceBlockError(f"max_num_seqs={max_num_seqs}: block serving requires 1")
-        raw = os.environ.get(MAX_TOKENS_ENV, "").strip()
-        return int(raw) if raw else max_model_len
+        budget = envs.TT_REFERENCE_MAX_TOKENS_ALL_USERS
+        return budget.get() if budget.raw() is not None else max_model_len
 
     # --- KV cache ------------------------------------------------------------------------------
     def allocate_kv_cache_per_layer(self, per_layer_specs: Sequence[Any]) -> list[torch.Tensor]:
