@@ -40,11 +40,22 @@ def checkpoint_digest(model_dir: Path) -> str:
 
 def hf_completions(model_dir: Path, items: list) -> list[str]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForImageTextToText,
+        AutoTokenizer,
+    )
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    # A vision-language checkpoint (Qwen2-VL) is no causal LM to transformers; text-only
+    # prompts through its image-text-to-text class are its language model's completions.
+    config = AutoConfig.from_pretrained(model_dir)
+    auto = AutoModelForCausalLM
+    if hasattr(config, "vision_config"):
+        auto = AutoModelForImageTextToText
+    model = auto.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
     out = []
     with torch.no_grad():
         for item in items:

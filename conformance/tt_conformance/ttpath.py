@@ -222,6 +222,26 @@ def _needs_device_sampling(info: TTPluginInfo) -> None:
 MODEL_LIMITS = ("top_k", "logprobs", "penalties")
 
 
+def _only_model_limits(delta: TTCounters, kind: str | None = None) -> dict[str, float]:
+    """The host fallbacks while the check ran when every one is a model limit (MODEL_LIMITS),
+    else {}: such a model's router sent the batch to the host before the claimed path."""
+    reasons = delta.label_values(HOST_FALLBACK, "reason")
+    if kind is not None:
+        reasons = {r: delta.value(HOST_FALLBACK, kind=kind, reason=r) for r in reasons}
+    seen = {r: v for r, v in reasons.items() if v}
+    return seen if seen and set(seen) <= set(MODEL_LIMITS) else {}
+
+
+def _needs_device_decode(delta: TTCounters) -> None:
+    """NotExercised when no decode step ran on the device only because of model limits."""
+    limited = _only_model_limits(delta, "decode")
+    if limited and delta.value(STEPS, kind="decode", route="device") == 0:
+        raise NotExercised(
+            f"the batches fell back to the host for {', '.join(limited)} (beyond this model's "
+            "device sampler)"
+        )
+
+
 def device_decode(model_limits: Iterable[str] = MODEL_LIMITS) -> Claim:
     """At least one device-sampled decode step. ``model_limits``: fallback reasons that mean the
     model's device sampler cannot take these requests (e.g. "logprobs" above its
@@ -264,6 +284,12 @@ def host_fallback(reasons: Iterable[str]) -> Claim:
     def check(delta: TTCounters, totals: TTCounters, info: TTPluginInfo) -> None:
         _needs_device_sampling(info)
         seen = {r: v for r, v in delta.label_values(HOST_FALLBACK, "reason").items() if v}
+        limited = _only_model_limits(delta)
+        if limited and not any(seen.get(r) for r in wanted) and set(wanted).isdisjoint(limited):
+            raise NotExercised(
+                f"the batches fell back to the host for {', '.join(limited)} first (beyond "
+                "this model's device sampler)"
+            )
         assert any(seen.get(r) for r in wanted), (
             f"no step fell back to the host sampler for {' or '.join(wanted)} "
             f"(host fallbacks seen: {seen or 'none'})"
@@ -277,6 +303,7 @@ def resident_decode() -> Claim:
 
     def check(delta: TTCounters, totals: TTCounters, info: TTPluginInfo) -> None:
         _needs_device_sampling(info)
+        _needs_device_decode(delta)
         resident = delta.value(DECODE_COMMANDS, command="resident")
         full = delta.value(DECODE_COMMANDS, command="full_reload")
         assert full > 0 and resident > 0, (
@@ -295,6 +322,7 @@ def async_overlap() -> Claim:
                 "async decode overlap is off (no decode step was ever submitted with "
                 "read_from_device=False: the server runs without --async-scheduling)"
             )
+        _needs_device_decode(delta)
         assert delta.value(OVERLAPS) > 0, "no decode step overlapped (async) while the check ran"
 
     return Claim("async decode overlap", check)

@@ -12,7 +12,14 @@ from tests.conformance.conftest import tt_info_text
 from tt_conformance import matrix
 from tt_conformance.rawhttp import parse_prometheus
 from tt_conformance.report import load_report
-from tt_conformance.ttpath import NotExercised, lanes_carry_rows, parse_metrics, stays_on_device
+from tt_conformance.ttpath import (
+    NotExercised,
+    host_fallback,
+    lanes_carry_rows,
+    parse_metrics,
+    resident_decode,
+    stays_on_device,
+)
 
 CHECKS = """
 import pytest
@@ -181,3 +188,26 @@ def test_device_path_claim_tells_model_limits_from_a_broken_path() -> None:
         claim.check(after("top_k"), after("top_k"), info)  # the model's declared limit
     with pytest.raises(AssertionError, match="left the device path"):
         claim.check(after("min_p"), after("min_p"), info)
+
+
+def test_fallback_and_resident_claims_are_not_exercised_when_a_model_limit_routed_first() -> None:
+    """A model with max_device_top_k (Qwen2-VL: 32) sends a top-k-beyond-limit batch to the host
+    before min_p is looked at, and never decodes resident: not exercised, not failed. Any other
+    fallback still fails the claim."""
+    info, _ = parse_metrics(tt_info_text("N150", "1x1", sample_on_device_mode="all"))
+    assert info is not None
+
+    def after(device_decodes: int, reason: str) -> object:
+        return parse_metrics(
+            counters(device_decodes, 0)
+            + f'tt_host_fallback_steps_total{{kind="decode",reason="{reason}"}} 2\n'
+            + 'tt_decode_commands_total{command="full_reload"} 3\n'
+        )[1]
+
+    for claim in (host_fallback(["min_p"]), resident_decode()):
+        with pytest.raises(NotExercised, match="top_k.*beyond this model's device sampler"):
+            claim.check(after(0, "top_k"), after(0, "top_k"), info)
+        with pytest.raises(AssertionError):
+            claim.check(after(0, "logit_bias"), after(0, "logit_bias"), info)
+    with pytest.raises(AssertionError, match="resident step"):  # decoded on the device: broken
+        resident_decode().check(after(4, "top_k"), after(4, "top_k"), info)

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoImageProcessor
+from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
 from tests.conftest import REPO
 from vllm_tt_plugin.capabilities import ModelCapabilities
-from vllm_tt_plugin.contract import TTLayerKVSpec
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.test_models.core import ReferenceModelError
@@ -36,8 +35,8 @@ NO_RELOAD = dict(
     reset_sampling_state=False,
 )  # fmt: skip
 FULL_RELOAD = {**NO_RELOAD, "reload_inputs": True}
-# The reference core's decode input form today (contract v2 sends int32 tokens [pad, 1]).
-IDS = torch.int64
+# Contract v2: int32 ids; prefill tokens from position 0, decode tokens [pad, 1].
+IDS = torch.int32
 
 
 @functools.cache
@@ -50,6 +49,14 @@ def hf_model() -> Any:
 @functools.cache
 def image_processor() -> Any:
     return AutoImageProcessor.from_pretrained(MODEL)
+
+
+@functools.cache
+def special(name: str) -> int:
+    """A chat marker's id, from the bundled tokenizer (the markers sit at the vocab's top)."""
+    ids = AutoTokenizer.from_pretrained(MODEL).convert_tokens_to_ids([f"<|{name}|>"])
+    assert ids[0] is not None, name
+    return int(ids[0])
 
 
 def picture(seed: int) -> Any:
@@ -69,9 +76,10 @@ def picture(seed: int) -> Any:
 
 
 def request(seeds: list[int], text: list[int]) -> tuple[list[int], dict[str, torch.Tensor]]:
-    """Prompt ids (each image: vision start, its placeholders, vision end) and its pixels."""
+    """Prompt ids (bos, user, each image: vision start, its placeholders, vision end, the text,
+    end, assistant) and its pixels."""
     config = hf_model().config
-    ids: list[int] = [1, 4]
+    ids: list[int] = [special("bos"), special("user")]
     pixels: dict[str, torch.Tensor] = {}
     if seeds:
         pixels = dict(image_processor()([picture(s) for s in seeds], return_tensors="pt"))
@@ -79,7 +87,7 @@ def request(seeds: list[int], text: list[int]) -> tuple[list[int], dict[str, tor
             count = int(grid.prod()) // 4
             ids += [config.vision_start_token_id] + [config.image_token_id] * count
             ids += [config.vision_end_token_id]
-    return ids + text + [6, 5], pixels
+    return ids + text + [special("end"), special("assistant")], pixels
 
 
 def per_image(pixels: dict[str, torch.Tensor]) -> tuple[Any, Any]:
@@ -109,7 +117,7 @@ def qwen(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     model = request.param.initialize_vllm_model(config, mesh, SLOTS, max_seq_len=BS * WIDTH)
     heads = model.sharding.kv_heads_per_shard
     specs = [
-        TTLayerKVSpec(f"model.layers.{i}.self_attn", 0, NUM_BLOCKS, BS, heads, 32, torch.float32)
+        ((NUM_BLOCKS, heads, BS, model.dims.head_dim), torch.float32, i)
         for i in range(model.dims.num_layers)
     ]
     kv = model.allocate_kv_cache_per_layer(specs)
@@ -175,7 +183,7 @@ def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> 
         kv_cache=kv, enable_trace=False, max_batch_size=SLOTS, num_blocks=WIDTH,
         can_sample_on_device=True,
     )  # fmt: skip
-    plans = [([3, 4], [40, 41, 42]), ([], [50, 51]), ([7], [60])]
+    plans = [([3, 4], [200, 201, 202]), ([], [300, 301]), ([7], [200])]  # none stops early
     prompts = [request(seeds, text) for seeds, text in plans]
     want = [hf_greedy(ids, pixels) for ids, pixels in prompts]
     lens = [len(ids) for ids, _ in prompts]
@@ -217,15 +225,15 @@ def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> 
         if step == 4:  # move every request: slot i takes what slot remap[i] held
             remap = torch.tensor([3, 2, 1, 0])
             slot_of = {r: int((remap == s).nonzero()) for r, s in slot_of.items()}
-        tok = torch.zeros(SLOTS, dtype=IDS)
+        tok = torch.zeros((SLOTS, 1), dtype=IDS)
         pos = torch.full((SLOTS,), -1, dtype=IDS)
         page = torch.zeros((SLOTS, WIDTH), dtype=torch.int32)
         sent = torch.zeros(SLOTS, dtype=torch.int64)
         for r, s in slot_of.items():
-            tok[s], pos[s] = got[r][-1], lens[r] + step - 1
+            tok[s, 0], pos[s] = got[r][-1], lens[r] + step - 1
             page[s] = tables[r]
             sent[s] = hf_deltas[r]
-        out = model.decode_forward(
+        out, _ = model.decode_forward(  # (logits [slots, 1, V], logprobs placeholder)
             tokens=tok,
             page_table=page,
             kv_cache=kv,
@@ -237,7 +245,7 @@ def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> 
             **FULL_RELOAD,
         )
         for r, s in slot_of.items():
-            got[r].append(int(out[s].argmax()))
+            got[r].append(int(out[s, 0].argmax()))
     assert [g[: len(w)] for g, w in zip(got, want, strict=True)] == want
     assert min(len(w) for w in want) > 4  # every request decoded past the slot move
     assert model.rope_deltas.tolist() == [hf_deltas[r] if r is not None else 0 for r in (
@@ -258,14 +266,14 @@ def test_decode_uses_the_deltas_it_was_sent(qwen: tuple[Any, Any]) -> None:
     assert int(deltas) != 0
     outs = []
     for sent in (int(deltas), 0):
-        out = model.decode_forward(
-            tokens=torch.tensor([int(logits.argmax()), 0, 0, 0], dtype=IDS),
+        out, _ = model.decode_forward(
+            tokens=torch.tensor([[int(logits.argmax())], [0], [0], [0]], dtype=IDS),
             page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
             kv_cache=kv, start_pos=torch.tensor([len(ids), -1, -1, -1], dtype=IDS),
             enable_trace=False, read_from_device=True,
             rope_deltas_all_users=torch.tensor([sent, 0, 0, 0]), **FULL_RELOAD,
         )  # fmt: skip
-        outs.append(out[0])
+        outs.append(out[0, 0])
     assert not torch.allclose(outs[0], outs[1])
 
 
@@ -290,7 +298,7 @@ def test_misuse_is_refused(qwen: tuple[Any, Any]) -> None:
         )
     with pytest.raises(ReferenceModelError, match="rope_deltas_all_users has 2 entries"):
         model.decode_forward(
-            tokens=torch.zeros(SLOTS, dtype=IDS),
+            tokens=torch.zeros((SLOTS, 1), dtype=IDS),
             page_table=torch.zeros((SLOTS, WIDTH), dtype=torch.int32), kv_cache=kv,
             start_pos=torch.full((SLOTS,), -1, dtype=IDS), enable_trace=False,
             rope_deltas_all_users=[0, 0], **FULL_RELOAD,
@@ -308,15 +316,14 @@ def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]
     returns the delta after its end, the last one the request's, and greedy decode equals
     transformers'."""
     model, kv = qwen
-    ids, pixels = request([3, 4], [40, 41, 42, 43])
+    ids, pixels = request([3, 4], [200, 201, 202, 203])
     images, grids = per_image(pixels)
     first_end = ids.index(hf_model().config.vision_end_token_id) + 1
     cuts = [(0, first_end, [0]), (first_end, len(ids) - 3, [1]), (len(ids) - 3, len(ids), [])]
     deltas = []
     for start, end, items in cuts:
         logits, delta = model.prefill_forward(
-            # The reference core's chunk form today (contract v2 sends ids[:end]).
-            tokens=torch.tensor([ids[start:end]], dtype=IDS),
+            tokens=torch.tensor([ids[:end]], dtype=IDS),  # from position 0, as v2 sends
             page_table=table(1)[None], kv_cache=kv, prompt_lens=[end], enable_trace=False,
             start_pos=[start], empty_slots=[0],
             pixel_values=[[images[i] for i in items] or None],
@@ -332,13 +339,13 @@ def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]
     assert deltas[1] == deltas[2] == int(want_delta) != deltas[0] != 0
     got = [int(logits.argmax())]
     for step in range(1, STEPS):
-        out = model.decode_forward(
-            tokens=torch.tensor([got[-1], 0, 0, 0], dtype=IDS),
+        out, _ = model.decode_forward(
+            tokens=torch.tensor([[got[-1]], [0], [0], [0]], dtype=IDS),
             page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
             kv_cache=kv, start_pos=torch.tensor([len(ids) + step - 1, -1, -1, -1], dtype=IDS),
             enable_trace=False, read_from_device=True,
             rope_deltas_all_users=torch.tensor([deltas[-1], 0, 0, 0]), **FULL_RELOAD,
         )  # fmt: skip
-        got.append(int(out[0].argmax()))
+        got.append(int(out[0, 0].argmax()))
     want = hf_greedy(ids, pixels)
     assert got[: len(want)] == want and len(want) > 4

@@ -28,10 +28,10 @@ Qwen2-VL prefix; the decoder's ``rotary`` attribute is replaced by ``MRopeRotary
 ``cos_sin(positions)`` the decoder calls once per forward), ``attach_checkpoint`` (vision tower),
 ``_prefill_embeds(row)`` (called on the device per prefill row right before the decoder runs
 ``row.tokens`` = the row's tokens ``[row.start, row.end)``: image features and rotary positions;
-``row.index``/``row.lane``/``row.page_rows`` name the row and its request),
-``_decode_logits(kv, state, allow_null)`` (decode rotary positions for the ``state.active``
-slots at ``state.positions``), ``self.capabilities``, ``self.mesh_device.enqueue`` and
-``model_capabilities``.
+``row.index``/``row.lane``/``row.page_rows`` name the row and its request), ``prefill_output``
+(wraps the result with the rows' deltas), ``_decode_logits(kv, state, allow_null)`` (decode
+rotary positions for the ``state.active`` slots at ``state.positions``), ``self.capabilities``,
+``self.mesh_device.enqueue`` and ``model_capabilities``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from vllm.multimodal import MULTIMODAL_REGISTRY
 
 from vllm_tt_plugin.test_models.core import DEFAULT_MAX_SEQ_LEN, ReferenceModelError
 from vllm_tt_plugin.test_models.hybrid import check_zero_attention_biases
-from vllm_tt_plugin.test_models.inputs import PrefillRow
+from vllm_tt_plugin.test_models.inputs import PrefillBatch, PrefillRow
 from vllm_tt_plugin.test_models.llama import (
     COMPUTE_DTYPE,
     LlamaDecoder,
@@ -222,8 +222,9 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         enable_trace: bool,
         **kwargs: Any,
     ) -> tuple[Any, torch.Tensor]:
-        """Prefill with images; returns ``(output, rope_deltas [rows, 1])``, each row's delta
-        after the tokens it has prefilled so far."""
+        """Prefill with images. ``tokens`` carry each row's sequence from position 0 (the
+        core computes ``tokens[row, start_pos:prompt_lens]``); returns ``(output, rope_deltas
+        [rows, 1])`` through ``prefill_output``."""
         rows = int(torch.as_tensor(tokens).shape[0])
         pixels = _per_row(kwargs.pop("pixel_values", None), rows, "pixel_values")
         grids = _per_row(kwargs.pop("image_grid_thw", None), rows, "image_grid_thw")
@@ -240,7 +241,7 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         }
         self._prefill_deltas = {}
         try:
-            out = super().prefill_forward(
+            return super().prefill_forward(  # type: ignore[no-any-return]
                 tokens=tokens,
                 page_table=page_table,
                 kv_cache=kv_cache,
@@ -249,10 +250,14 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
                 start_pos=starts,
                 **kwargs,
             )
-            deltas = [self._prefill_deltas[row] for row in range(rows)]
         finally:
             self._pending, self._prefill_deltas = {}, {}
-        return out, torch.tensor(deltas, dtype=torch.int64)[:, None]
+
+    def prefill_output(self, result: Any, batch: PrefillBatch) -> tuple[Any, torch.Tensor]:
+        """``(output, rope_deltas [rows, 1])``: each row's delta after its chunk's end, as
+        ``_prefill_embeds`` left it on the device."""
+        deltas = [self._prefill_deltas[row.index] for row in batch.rows]
+        return result, torch.tensor(deltas, dtype=torch.int64)[:, None]
 
     @staticmethod
     def _row_grids(grids: list[Any]) -> list[list[int]]:
@@ -314,7 +319,9 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
     # --- decode ------------------------------------------------------------------------------
     def decode_forward(self, *args: Any, **kwargs: Any) -> Any:
         """Pops ``rope_deltas_all_users`` (None = keep the resident deltas, moved by
-        ``slot_remap``); the rest is the reference core's decode."""
+        ``slot_remap``); the rest is the reference core's decode. Not the core's
+        ``take_decode_kwargs`` hook: the deltas depend on ``slot_remap``, which the hook does
+        not see, and their load must be queued ahead of the step."""
         deltas = self._next_deltas(
             kwargs.pop("rope_deltas_all_users", None), kwargs.get("slot_remap")
         )
