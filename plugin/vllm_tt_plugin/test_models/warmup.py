@@ -8,7 +8,7 @@ traced page-table width of one request (checked), and the prefill warm-up runs o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,23 +33,19 @@ class ReferenceWarmup:
     capabilities: Any
     limits: Any
 
-    def _check_kv(self, kv_cache: Any, what: str) -> Any:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by ReferenceLlamaCore
 
-    def _log(self, record: CallRecord) -> None:
-        raise NotImplementedError
+        def _check_kv(self, kv_cache: Any, what: str) -> Any: ...
 
-    def _prefill_logits(self, kv: Any, rows: Any, allow_null: bool) -> torch.Tensor:
-        raise NotImplementedError
+        def _log(self, record: CallRecord) -> None: ...
 
-    def _decode_logits(self, kv: Any, state: Any, allow_null: bool) -> Any:
-        raise NotImplementedError
+        def _prefill_logits(self, kv: Any, rows: Any, allow_null: bool) -> torch.Tensor: ...
 
-    def _run_device(self, fn: Any) -> Any:
-        raise NotImplementedError
+        def _decode_logits(self, kv: Any, state: Any, allow_null: bool) -> Any: ...
 
-    def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any:
-        raise NotImplementedError
+        def _run_device(self, fn: Any) -> Any: ...
+
+        def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any: ...
 
     def warmup_model_prefill(
         self,
