@@ -235,7 +235,9 @@ def test_flaky_check_is_retried_under_xdist(pytester: pytest.Pytester, fake_serv
         *harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out",
         f"--tt-expectations={exp}", "-n", "2",
     )  # fmt: skip
-    assert result.parseoutcomes() == {"passed": 2, "rerun": 1}
+    # Warnings (e.g. assertion rewriting of the editable install) are not outcomes.
+    outcomes = {k: v for k, v in result.parseoutcomes().items() if k not in ("warnings", "warning")}
+    assert outcomes == {"passed": 2, "rerun": 1}
     report = _report(pytester.path / "out")
     flaky = report.check("test_fl::test_flaky")
     assert flaky is not None
