@@ -339,6 +339,9 @@ def test_feature_alone(
     feature.verify(out)
 
 
+# Exclusive: a neighbour check's host-only request in the same batch would name its own feature
+# as the batch's fallback reason (the route records the first one), hiding this one's.
+@EXCLUSIVE
 @pytest.mark.tt_path
 @pytest.mark.parametrize("name", FEATURE_PARAMS)
 def test_feature_in_device_batch(
