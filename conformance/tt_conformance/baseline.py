@@ -121,6 +121,6 @@ def _skeleton(
         }
         if check.reason:
             entry["observed"] = check.reason[:300]
-        data.setdefault(key, []).append(entry)  # type: ignore[union-attr]
+        data.setdefault(key, []).append(entry)
         added.append(check.id)
     return data, added

@@ -18,7 +18,7 @@ from typing import Any
 
 from tt_conformance.perfshapes import figure_key
 from tt_conformance.perfstats import StreamTiming, delivery_problems
-from tt_conformance.report import PerfFigure
+from tt_conformance.report import Better, PerfFigure
 
 BENCH_CHECK = "vllm bench serve"
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -86,17 +86,9 @@ def bench_figures(
     data: dict[str, Any], shape: BenchShape, flag: str | None = None
 ) -> dict[str, PerfFigure]:
     key = figure_key(shape.input_len, shape.output_len, shape.concurrency)
-    ident = {
-        "input_len": shape.input_len,
-        "output_len": shape.output_len,
-        "concurrency": shape.concurrency,
-        "source": "vllm-bench",
-        "check": BENCH_CHECK,
-        "flag": flag,
-    }
     out: dict[str, PerfFigure] = {}
 
-    def add(metric: str, stat: str, value: Any, unit: str, better: str) -> None:
+    def add(metric: str, stat: str, value: Any, unit: str, better: Better) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return
         if not math.isfinite(value):
@@ -104,7 +96,8 @@ def bench_figures(
         name = f"{metric}_{stat}@{key}" if stat != "value" else f"{metric}@{key}"
         out[name] = PerfFigure(
             name=name, value=float(value), unit=unit, better=better, metric=metric, stat=stat,
-            **ident,
+            input_len=shape.input_len, output_len=shape.output_len,
+            concurrency=shape.concurrency, source="vllm-bench", check=BENCH_CHECK, flag=flag,
         )  # fmt: skip
 
     for metric in METRICS:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tt_conformance.report import (
     AccuracyResult,
     CheckResult,
     CollectionError,
+    ExpectedBy,
+    Outcome,
     PerfFigure,
     iso_utc,
 )
@@ -140,7 +142,9 @@ def _fold(p: _Pending) -> CheckResult:
     reports += [r for w, r in p.phases.items() if w not in ("setup", "call", "teardown")]
     duration = sum(float(getattr(r, "duration", 0.0) or 0.0) for r in reports)
     attempts = p.attempts
-    expected_by: str | None = None
+    outcome: Outcome
+    # The harness writes the property; CheckResult validates its value.
+    expected_by: ExpectedBy | None = None
     details = ""
     failed = [r for r in reports if r.failed]
     skipped = [r for r in reports if r.skipped]
@@ -155,14 +159,14 @@ def _fold(p: _Pending) -> CheckResult:
     elif xfailed:
         outcome = "xfail"
         reason = str(xfailed[0].wasxfail)
-        expected_by = p.props.get(PROP_EXPECTED_BY, "marker")
+        expected_by = cast("ExpectedBy", p.props.get(PROP_EXPECTED_BY, "marker"))
     elif skipped:
         outcome = "skip"
         reason = _skip_reason(skipped[0])
     elif xpassed:
         outcome = "xpass"
         reason = f"expected failure passed: {xpassed[0].wasxfail}"
-        expected_by = p.props.get(PROP_EXPECTED_BY, "marker")
+        expected_by = cast("ExpectedBy", p.props.get(PROP_EXPECTED_BY, "marker"))
     elif attempts > 1:
         outcome = "flaky"
         reason = f"passed on attempt {attempts}"

@@ -43,14 +43,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
 
-EXPECTATIONS_SCHEMA_VERSION = 2
+EXPECTATIONS_SCHEMA_VERSION: Final = 2
 EXPECTATIONS_KIND = "tt-conformance-expectations"
 # Reasons a promoted baseline's skeleton carries until someone writes the real one.
 PLACEHOLDER_PREFIX = "TODO"

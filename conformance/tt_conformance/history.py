@@ -62,7 +62,7 @@ def index_entry(report: Report, file: str) -> dict[str, object]:
         "vllm": v.vllm,
         "ttnn": v.ttnn,
         "tier": report.tier.tier if report.tier else UNKNOWN,
-        "totals": dict(report.totals),
+        "totals": dict(report.counts),
     }
 
 

@@ -227,7 +227,7 @@ def _accuracy_text(cell: MatrixCell) -> str:
 
 
 def check_counts(cell: MatrixCell) -> str:
-    t = cell.report.totals
+    t = cell.report.counts
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
     extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]

@@ -25,6 +25,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 BURST_TOKENS_PER_CHUNK = 1.5  # mean tokens per chunk above this: the server batches tokens
 TINY_GAP_FRACTION = 0.1  # a gap under a tenth of the stream's TPOT counts as "arrived together"
@@ -91,7 +92,7 @@ class Figure:
     stat: str
     value: float
     unit: str
-    better: str
+    better: Literal["lower", "higher"]
 
 
 def wave_figures(streams: Sequence[StreamTiming], wall_s: float) -> list[Figure]:

@@ -344,7 +344,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # A re-run attempt (pytest-rerunfailures counts them in item.execution_count) starts from
     # the collection-time properties: a failed attempt's perf figures do not survive.
     if getattr(item, "execution_count", 1) > 1 and BASE_PROPERTIES in item.stash:
-        item.user_properties[:] = item.stash[BASE_PROPERTIES]
+        base = item.stash[BASE_PROPERTIES]
+        item.user_properties[:] = base
     # tryfirst: skip before any fixture (and so the server) is touched.
     state = harness_state(item.config)
     if item.get_closest_marker("tt_path") is not None and state.not_tt:

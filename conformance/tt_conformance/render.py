@@ -39,7 +39,7 @@ def shape_text(fig: PerfFigure) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    totals = report.totals
+    totals = report.counts
     tier = report.tier
     run = report.run
     lines = [
@@ -233,7 +233,7 @@ def render_junit(report: Report) -> str:
     ``start_timestamp`` / ``end_timestamp`` properties; xfail maps to skipped; a flaky check
     passes with one Surefire ``flakyFailure`` per failed attempt; xpass passes with a property.
     """
-    totals = report.totals
+    totals = report.counts
     suites = ET.Element("testsuites", {"name": "tt-conformance"})
     suite = ET.SubElement(
         suites,

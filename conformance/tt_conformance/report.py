@@ -17,15 +17,15 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
 
-SCHEMA_VERSION = 2
-REPORT_KIND = "tt-conformance-report"
+SCHEMA_VERSION: Final = 2
+REPORT_KIND: Final = "tt-conformance-report"
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "error", "skip", "xfail", "xpass", "flaky")
 PASSING: frozenset[str] = frozenset({"pass", "xpass", "flaky"})
 FAILING: frozenset[str] = frozenset({"fail", "error"})
@@ -35,6 +35,8 @@ TIERS: tuple[str, ...] = ("fail", "experimental", "functional", "complete")
 
 Outcome = Literal["pass", "fail", "error", "skip", "xfail", "xpass", "flaky"]
 Better = Literal["lower", "higher"]
+ExpectedBy = Literal["expectations", "marker"]
+PerfMet = Literal["target", "complete", "functional", "below", "missing", "unreliable"]
 TierName = Literal["fail", "experimental", "functional", "complete"]
 
 
@@ -50,7 +52,7 @@ class CheckResult(Strict):
     reason: str = ""
     duration_s: float = Field(default=0.0, ge=0)
     attempts: int = Field(default=1, ge=1)
-    expected_by: Literal["expectations", "marker"] | None = None
+    expected_by: ExpectedBy | None = None
     details: str = ""
     started_at: str | None = Field(default=None, description="ISO 8601 UTC, first phase start")
     finished_at: str | None = Field(default=None, description="ISO 8601 UTC, last phase end")
@@ -131,7 +133,7 @@ class PerfTargetResult(Strict):
     complete: float
     target: float
     fraction: float | None = Field(description="achieved fraction of the reference")
-    met: Literal["target", "complete", "functional", "below", "missing", "unreliable"]
+    met: PerfMet
 
 
 class Tier(Strict):
@@ -190,6 +192,13 @@ class Report(Strict):
             if unknown:
                 raise ValueError(f"field 'totals.{unknown[0]}': unknown field")
         return self
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The totals, which validation always fills in."""
+        if self.totals is None:
+            raise ValueError("report totals were not computed (not a validated Report)")
+        return self.totals
 
     def check(self, check_id: str) -> CheckResult | None:
         return next((c for c in self.checks if c.id == check_id), None)

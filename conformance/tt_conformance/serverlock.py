@@ -11,15 +11,14 @@ checks to finish. POSIX only (fcntl); elsewhere checks simply run unlocked.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
-try:
+if sys.platform != "win32":
     import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 EXCLUSIVE_GROUP = "exclusive"
 
@@ -40,7 +39,7 @@ class ServerLockPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
-        if fcntl is None:
+        if sys.platform == "win32":  # no fcntl
             return (yield)
         fcntl.flock(self._fd, fcntl.LOCK_EX if is_exclusive(item) else fcntl.LOCK_SH)
         try:

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 from tt_conformance._names import NOT_TT_DEVICE
 from tt_conformance.expectations import Expectations
-from tt_conformance.report import FAILING, PerfTargetResult, Report, Tier
+from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
 
 INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})
 _RANK = {"functional": 1, "complete": 2, "target": 3}
+
+
+# Highest first: a figure meets the first level its fraction of the reference reaches.
+_MET_LEVELS: tuple[PerfMet, ...] = ("target", "complete", "functional")
 
 
 def perf_is_informational(device: str) -> bool:
@@ -38,6 +42,7 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
     for name, target in sorted(expectations.perf_targets.items()):
         fig = report.perf.get(name)
         fraction: float | None = None
+        met: PerfMet
         if fig is None:
             met = "missing"
         elif fig.flag:
@@ -49,7 +54,7 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
                 fraction = target.reference / fig.value if fig.value > 0 else None
             met = "below"
             if fraction is not None:
-                for level in ("target", "complete", "functional"):
+                for level in _MET_LEVELS:
                     if fraction >= getattr(target, level):
                         met = level
                         break

@@ -76,7 +76,7 @@ class InflightQueue:
             self._steps.popleft().complete()
 
 
-class TTAsyncModelRunnerOutput(AsyncModelRunnerOutput):
+class TTAsyncModelRunnerOutput(AsyncModelRunnerOutput):  # type: ignore[misc]
     def __init__(self, queue: InflightQueue, step: PendingStep) -> None:
         self._queue = queue
         self._step = step

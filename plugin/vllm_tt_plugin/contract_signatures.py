@@ -86,6 +86,7 @@ def signature_from_ast(
     marked ``HAS_DEFAULT`` (their values are not evaluated)."""
     a = node.args
     kinds = inspect.Parameter
+    positional: list[tuple[str, inspect._ParameterKind]]
     positional = [(p.arg, kinds.POSITIONAL_ONLY) for p in a.posonlyargs]
     positional += [(p.arg, kinds.POSITIONAL_OR_KEYWORD) for p in a.args]
     first_default = len(positional) - len(a.defaults)

@@ -91,8 +91,8 @@ def open_mesh(
             spec.shape,
             describe_fabric_kwargs(kwargs),
         )
-        device = EmulatedMeshDevice(spec, device_ids=physical_device_ids)
-        return OpenedMesh(device, spec, True, kwargs, False)
+        emulated = EmulatedMeshDevice(spec, device_ids=physical_device_ids)
+        return OpenedMesh(emulated, spec, True, kwargs, False)
 
     family = _family_from_cluster(ttnn, spec)
     kwargs = resolve_fabric_kwargs(

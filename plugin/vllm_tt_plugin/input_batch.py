@@ -8,7 +8,9 @@ request: vLLM's V1 scheduler does not send back the tokens it already got from t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from vllm.sampling_params import SamplingParams
@@ -34,7 +36,7 @@ class TTRequestState:
     # Mutated in place only: vLLM's host InputBatch keeps a reference to this list.
     output_token_ids: list[int] = field(default_factory=list)
     slot: int | None = None  # lane-local decode slot
-    mm_features: list = field(default_factory=list)
+    mm_features: list[Any] = field(default_factory=list)
     rope_delta: int | None = None  # mRoPE models: set by prefill (multimodal.py)
 
     @property
@@ -194,7 +196,7 @@ class TTInputBatch:
 
     # --- tensors ------------------------------------------------------------------------------
     def page_table(
-        self, states: list[TTRequestState | None], group: int, width: int
+        self, states: Sequence[TTRequestState | None], group: int, width: int
     ) -> torch.Tensor:
         """int32 [len(states), width]: each row the request's block ids, zero padded."""
         table = torch.zeros((len(states), width), dtype=torch.int32)
@@ -216,7 +218,7 @@ class TTInputBatch:
         return out
 
 
-def device_rows(states: list[TTRequestState | None]) -> list[DeviceSamplingRow]:
+def device_rows(states: Sequence[TTRequestState | None]) -> list[DeviceSamplingRow]:
     return [EMPTY_ROW if state is None else state.device_row() for state in states]
 
 

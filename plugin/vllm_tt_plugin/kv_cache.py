@@ -133,7 +133,8 @@ def pool_bytes_per_block(vllm_config: VllmConfig, specs: dict[str, KVCacheSpec])
     from vllm.v1.core import kv_cache_utils
 
     groups = kv_cache_utils.get_kv_cache_groups(vllm_config, dict(specs))
-    return kv_cache_utils._pool_bytes_per_block(vllm_config, groups)
+    per_block: int = kv_cache_utils._pool_bytes_per_block(vllm_config, groups)
+    return per_block
 
 
 def kv_tp_width(mesh_shape: tuple[int, int], lanes: int = 1) -> int:

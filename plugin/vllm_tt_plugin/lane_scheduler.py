@@ -78,7 +78,7 @@ def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> S
     return merged
 
 
-class TTLaneCoordinator(SchedulerInterface):
+class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
     def __init__(
         self,
         vllm_config: VllmConfig,

@@ -13,11 +13,12 @@ list and legacy ``allocate_kv_cache``'s three arguments).
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -34,7 +35,16 @@ from vllm_tt_plugin.call_types import (
 )
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import DEFAULT_DEVICE_TIMEOUT_S, DEFAULT_WARMUP_TIMEOUT_S
-from vllm_tt_plugin.contract import DEFAULT_MAX_TOKENS_ALL_USERS, decode_contract_version
+from vllm_tt_plugin.contract import (
+    DEFAULT_MAX_TOKENS_ALL_USERS,
+    TTAsyncReadback,
+    TTHybridModelClass,
+    TTKVAllocator,
+    TTLegacyKVAllocator,
+    TTModel,
+    TTModelClass,
+    decode_contract_version,
+)
 from vllm_tt_plugin.kv_cache import KVLayerEntry
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.watchdog import DeviceCall, DeviceWatchdog
@@ -156,7 +166,7 @@ class ModelAdapter:
             )
         self.model_cls = model_cls
         self.profile = AdapterProfile.of(model_cls, hf_config)
-        self._model: Any = None
+        self._model: TTModel | None = None
         self.contract_version = 0
         self._read_back = False
         # Every call below that reaches the device runs through the watchdog (RELIABILITY.md).
@@ -180,7 +190,7 @@ class ModelAdapter:
         return self._model is not None
 
     @property
-    def model(self) -> Any:
+    def model(self) -> TTModel:
         """The loaded instance (for tests and ``get_model``); the plugin never calls it."""
         if self._model is None:
             raise RuntimeError("the TT model is not loaded yet")
@@ -191,20 +201,22 @@ class ModelAdapter:
         """``get_kv_cache_spec(vllm_config)`` of a hybrid class, else None."""
         if not self.profile.hybrid:
             return None
-        return dict(self.model_cls.get_kv_cache_spec(vllm_config))
+        # The profile read the class (hybrid: it has get_kv_cache_spec).
+        hybrid_cls = cast("type[TTHybridModelClass]", self.model_cls)
+        return dict(hybrid_cls.get_kv_cache_spec(vllm_config))
 
     def max_tokens_all_users(self, call: KVSizingCall) -> int:
         if not self.profile.has_max_tokens_all_users:
             return DEFAULT_MAX_TOKENS_ALL_USERS
-        kwargs = {
-            "model_name": call.model_name,
-            "num_devices": call.num_devices,
-            "tt_data_parallel": call.tt_data_parallel,
-            "max_model_len": call.max_model_len,
-            "max_num_seqs": call.max_num_seqs,
-        }
+        sized_cls = cast("type[TTModelClass]", self.model_cls)
         try:
-            value = self.model_cls.get_max_tokens_all_users(**kwargs)
+            value: object = sized_cls.get_max_tokens_all_users(
+                model_name=call.model_name,
+                num_devices=call.num_devices,
+                tt_data_parallel=call.tt_data_parallel,
+                max_model_len=call.max_model_len,
+                max_num_seqs=call.max_num_seqs,
+            )
         except AttributeError:
             return DEFAULT_MAX_TOKENS_ALL_USERS
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -225,9 +237,9 @@ class ModelAdapter:
         if self.profile.init_takes_vllm_config:
             kwargs["vllm_config"] = call.vllm_config
         args = (call.hf_config, call.mesh_device, call.max_batch_size)
-        init = self.model_cls.initialize_vllm_model
+        init = cast("type[TTModelClass]", self.model_cls).initialize_vllm_model
         _bind(init, f"{self.profile.class_name}.initialize_vllm_model", args, kwargs)
-        model = init(*args, **kwargs)
+        model: TTModel = init(*args, **kwargs)
         for method in ("prefill_forward", "decode_forward"):
             if not callable(getattr(model, method, None)):
                 raise ModelContractError(
@@ -256,13 +268,14 @@ class ModelAdapter:
             raise ValueError("no KV cache layers to allocate")
         model = self.model
         if callable(getattr(model, "allocate_kv_cache_per_layer", None)):
+            allocator = cast("TTKVAllocator", model)
             specs = [e.as_tuple() for e in entries]
             return self._on_device(
                 "KV allocation",
                 "allocate_kv_cache_per_layer",
                 None,
                 True,
-                lambda: model.allocate_kv_cache_per_layer(specs),
+                lambda: allocator.allocate_kv_cache_per_layer(specs),
             )
         first = entries[0]
         for entry in entries:
@@ -278,12 +291,13 @@ class ModelAdapter:
                 f"{self.profile.class_name} only has the legacy allocate_kv_cache, which cannot "
                 "share buffers between layers; implement allocate_kv_cache_per_layer"
             )
+        legacy = cast("TTLegacyKVAllocator", model)
         return self._on_device(
             "KV allocation",
             "allocate_kv_cache",
             None,
             True,
-            lambda: model.allocate_kv_cache(first.shape, first.dtype, len(entries)),
+            lambda: legacy.allocate_kv_cache(first.shape, first.dtype, len(entries)),
         )
 
     # --- warm-up -------------------------------------------------------------------------------
@@ -305,7 +319,11 @@ class ModelAdapter:
                 }
                 _bind(prefill, f"{self.profile.class_name}.warmup_model_prefill", (), kwargs)
                 self._on_device(
-                    "warm-up", "warmup_model_prefill", None, True, lambda kw=kwargs: prefill(**kw)
+                    "warm-up",
+                    "warmup_model_prefill",
+                    None,
+                    True,
+                    functools.partial(prefill, **kwargs),
                 )
             if callable(decode) and (not enable_trace or plan.trace_decode):
                 kwargs = {
@@ -321,7 +339,7 @@ class ModelAdapter:
                     "warmup_model_decode",
                     plan.max_batch_size,
                     True,
-                    lambda kw=kwargs: decode(**kw),
+                    functools.partial(decode, **kwargs),
                 )
 
     # --- prefill -------------------------------------------------------------------------------
@@ -408,7 +426,8 @@ class ModelAdapter:
         raw output. A model without ``read_decode_output`` returned host tensors already."""
         out = submission.raw
         if self._read_back:
-            model = self.model
+            # load() found both read-back methods on the instance.
+            model = cast("TTAsyncReadback", self.model)
 
             def read_back() -> Any:
                 raw = submission.raw

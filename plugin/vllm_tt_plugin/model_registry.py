@@ -187,7 +187,8 @@ class ModelTarget:
                 f"e.g. tt-metal's models/ tree on PYTHONPATH: {exc}"
             ) from exc
         try:
-            return getattr(module, class_name)
+            model_cls: type = getattr(module, class_name)
+            return model_cls
         except AttributeError as exc:
             raise RegistryError(
                 f"Module {module_name!r} has no class {class_name!r} "
@@ -406,6 +407,6 @@ def register_with_vllm(registry: TTModelRegistry) -> None:
         served = registry.get(arch)
         if served is not None:  # replaces vLLM's own class of that name
             ModelRegistry.register_model(arch, served.target)
-    for arch, target in TEST_CHECKPOINT_ALIASES.items():
+    for arch, alias in TEST_CHECKPOINT_ALIASES.items():
         if arch not in ModelRegistry.get_supported_archs():
-            ModelRegistry.register_model(arch, target)
+            ModelRegistry.register_model(arch, alias)

@@ -10,6 +10,7 @@ host sampler, chosen per batch. The model itself is called only by ``model_adapt
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,8 +119,8 @@ class TTModelRunner:
         self.options = options
         self.lanes = lanes
         self.seqs_per_lane = seqs_per_lane
-        self.block_size = vllm_config.cache_config.block_size
-        self.max_model_len = vllm_config.model_config.max_model_len
+        self.block_size: int = vllm_config.cache_config.block_size
+        self.max_model_len: int = vllm_config.model_config.max_model_len
         self.vocab_size = vllm_config.model_config.get_vocab_size()
         self.contract_version = adapter.contract_version
         self.uses_mrope = bool(vllm_config.model_config.uses_mrope)
@@ -278,7 +279,9 @@ class TTModelRunner:
             self.batch.release_slot(state)
             state.lane = lanes.get(req_id, state.lane)
 
-    def _page_tables(self, states: list[TTRequestState | None], width: int) -> list[torch.Tensor]:
+    def _page_tables(
+        self, states: Sequence[TTRequestState | None], width: int
+    ) -> list[torch.Tensor]:
         return [self.batch.page_table(states, g, width) for g in range(self.num_kv_groups)]
 
     def _penalty_history(
@@ -288,7 +291,7 @@ class TTModelRunner:
         outputs = [[] if s is None else list(s.output_token_ids) for s in states]
         return padded_token_lists(prompts), padded_token_lists(outputs)
 
-    def _sampling_params(self, states: list[TTRequestState | None]) -> TTSamplingParams:
+    def _sampling_params(self, states: Sequence[TTRequestState | None]) -> TTSamplingParams:
         return TTSamplingParams.encode(device_rows(states), self.vocab_size)
 
     # --- prefill ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class TTConfigurationError(ValueError):
     """A launch option combination the TT backend does not support."""
 
 
-class TTPlatform(Platform):
+class TTPlatform(Platform):  # type: ignore[misc]
     _enum = PlatformEnum.OOT
     device_name: str = "tt"
     # Host-side tensors (inputs, host sampling) live on the CPU; the TT mesh is not a torch

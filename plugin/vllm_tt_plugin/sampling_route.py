@@ -67,7 +67,7 @@ TOP_K_LOGPROBS = 32
 
 
 def _has_penalties(params: SamplingParams) -> bool:
-    return (
+    return bool(
         params.presence_penalty != 0.0
         or params.frequency_penalty != 0.0
         or params.repetition_penalty != 1.0

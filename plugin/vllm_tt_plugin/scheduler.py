@@ -33,19 +33,19 @@ logger = get_logger(__name__)
 
 
 def remaining_tokens(request: Request) -> int:
-    return (
+    remaining: int = (
         request.num_tokens_with_spec + request.num_output_placeholders - request.num_computed_tokens
     )
+    return remaining
 
 
 def is_decode_ready(request: Request, block_output: bool = False) -> bool:
     """A running request whose only uncomputed token is a generated one. A block-output
     model's decode input is its whole last committed canvas: every prompt token computed."""
+    prompt_done: bool = request.num_computed_tokens >= request.num_prompt_tokens
     if block_output:
-        return request.num_computed_tokens >= request.num_prompt_tokens
-    return (
-        request.num_computed_tokens >= request.num_prompt_tokens and remaining_tokens(request) <= 1
-    )
+        return prompt_done
+    return prompt_done and remaining_tokens(request) <= 1
 
 
 def force_compact_json(vllm_config: VllmConfig) -> None:
@@ -60,7 +60,13 @@ def force_compact_json(vllm_config: VllmConfig) -> None:
     vllm_config.structured_outputs_config.disable_any_whitespace = True
 
 
-class TTScheduler(AsyncScheduler):
+class TTScheduler(AsyncScheduler):  # type: ignore[misc]
+    # The base's state this class reshuffles per step (vLLM's types are not seen by the lint).
+    running: list[Request]
+    waiting: RequestQueue
+    skipped_waiting: RequestQueue
+    max_num_running_reqs: int
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         force_compact_json(self.structured_output_manager.vllm_config)
@@ -95,9 +101,11 @@ class TTScheduler(AsyncScheduler):
     def _update_request_with_output(
         self, request: Request, new_token_ids: list[int]
     ) -> tuple[list[int], bool]:
-        if self.async_mode:
-            return AsyncScheduler._update_request_with_output(self, request, new_token_ids)
-        return Scheduler._update_request_with_output(self, request, new_token_ids)
+        base = AsyncScheduler if self.async_mode else Scheduler
+        result: tuple[list[int], bool] = base._update_request_with_output(
+            self, request, new_token_ids
+        )
+        return result
 
     # --- step kind ----------------------------------------------------------------------------
     def work_facts(self) -> WorkFacts:

@@ -69,7 +69,7 @@ def _raise_unchunked_prefill_budget() -> None:
                 self.max_num_scheduled_tokens = max(self.max_num_scheduled_tokens, max_len)
 
     set_defaults._tt_patched = True  # type: ignore[attr-defined]
-    EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = set_defaults  # type: ignore[method-assign]
+    EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = set_defaults
 
 
 def pin_v1_model_runner() -> None:

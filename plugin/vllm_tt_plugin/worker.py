@@ -45,7 +45,7 @@ from vllm_tt_plugin.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fal
 logger = get_logger(__name__)
 
 
-class TTWorker(WorkerBase):
+class TTWorker(WorkerBase):  # type: ignore[misc]
     def __init__(
         self,
         vllm_config: VllmConfig,
@@ -62,7 +62,7 @@ class TTWorker(WorkerBase):
         self.resolved: ResolvedModel | None = None
         self.adapter: ModelAdapter | None = None
         self.mesh: OpenedMesh | None = None
-        self.model_runner: TTModelRunner | None = None  # type: ignore[assignment]
+        self.model_runner: TTModelRunner | None = None
         self.block_budget: BlockBudget | None = None
         self.device = torch.device("cpu")
 

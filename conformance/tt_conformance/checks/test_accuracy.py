@@ -29,6 +29,7 @@ from tt_conformance.checks._support import acomplete, capacity, greedy
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from tt_conformance.accuracy import TaskItem
     from tt_conformance.expectations import AccuracyExpectation
     from tt_conformance.fixtures import RecordAccuracy
     from tt_conformance.server import ServerInfo
@@ -78,7 +79,7 @@ def test_accuracy(
             pytest.fail(str(exc), pytrace=False)
         limit = asyncio.Semaphore(capacity(server))
 
-        async def one(item) -> str:
+        async def one(item: TaskItem) -> str:
             async with limit:
                 out = await acomplete(
                     async_openai_client,

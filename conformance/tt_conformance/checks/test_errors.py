@@ -19,6 +19,8 @@ import pytest
 from tt_conformance.checks._support import PLAIN_PROMPTS, assert_healthy
 
 if TYPE_CHECKING:
+    import requests
+
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
 
@@ -71,7 +73,7 @@ def build(endpoint: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]
     return path, {k: v for k, v in merged.items() if v is not None}
 
 
-def send(raw_http: RawHttp, endpoint: str, overrides: dict[str, Any]) -> Any:
+def send(raw_http: RawHttp, endpoint: str, overrides: dict[str, Any]) -> requests.Response:
     path, payload = build(endpoint, overrides)
     payload.setdefault("model", raw_http.model)
     return raw_http.post(path, payload, timeout=REQUEST_TIMEOUT_S)
@@ -86,7 +88,7 @@ def names_field(message: str, field: str) -> bool:
     [pytest.param(e, o, f, id=i) for i, e, o, f in CASES],
 )
 def test_malformed_request_rejected(
-    server: ServerInfo, raw_http: RawHttp, endpoint: str, overrides: dict, field: str
+    server: ServerInfo, raw_http: RawHttp, endpoint: str, overrides: dict[str, Any], field: str
 ) -> None:
     resp = send(raw_http, endpoint, overrides)
     error = raw_http.error_of(resp)

@@ -21,6 +21,7 @@ import pytest
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
     VARIED_PROMPT,
+    Body,
     body,
     capacity,
     complete_all,
@@ -69,7 +70,7 @@ def test_every_lane_slot_finishes(
     ],
 )
 def test_same_output_on_every_lane(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, request_body: dict
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, request_body: Body
 ) -> None:
     solo = complete_each(async_openai_client, server.model, [request_body])[0]
     tt_path.start()

@@ -26,6 +26,7 @@ import pytest
 
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
+    Body,
     Output,
     body,
     capacity,
@@ -49,7 +50,7 @@ MAX_TOKENS = 8
 EPS = 1e-4
 
 
-def logprob_request(i: int, k: int, sampled: bool) -> dict:
+def logprob_request(i: int, k: int, sampled: bool) -> Body:
     params = {"temperature": 1.0, "seed": 100 + i} if sampled else {"temperature": 0.0}
     return body(
         PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)],
@@ -66,7 +67,7 @@ def token_of(key: str) -> int:
     return int(key.split(":", 1)[1])
 
 
-def check_logprobs(request: dict, out: Output) -> None:
+def check_logprobs(request: Body, out: Output) -> None:
     k = request["logprobs"]
     greedy = request["temperature"] == 0.0
     what = describe_body(request)
@@ -195,7 +196,7 @@ TT_LOGPROBS_RULES = {
         pytest.param("prompt_logprobs", {"prompt_logprobs": 1}, id="prompt_logprobs"),
     ],
 )
-def test_logprobs_rejected(server: ServerInfo, raw_http: RawHttp, field: str, extra: dict) -> None:
+def test_logprobs_rejected(server: ServerInfo, raw_http: RawHttp, field: str, extra: Body) -> None:
     rule = TT_LOGPROBS_RULES[field]
     resp = raw_http.completions(body(PLAIN_PROMPTS[0], 4, **extra))
     error = raw_http.error_of(resp)

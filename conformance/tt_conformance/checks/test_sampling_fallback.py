@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
-    from tt_conformance.ttpath import TTPath
+    from tt_conformance.ttpath import Claim, TTPath
 
 pytestmark = pytest.mark.sampling_fallback
 
@@ -284,7 +284,7 @@ FALLBACK_REASON: dict[str, str | None] = {
 }
 
 
-def device_batch_claims(names: list[str]) -> list:
+def device_batch_claims(names: list[str]) -> list[Claim]:
     """Companions decode on the device; the feature requests move the batch to the host."""
     reasons = sorted({r for n in names if (r := FALLBACK_REASON[n]) is not None})
     return [device_decode(), *([host_fallback(reasons)] if reasons else [])]

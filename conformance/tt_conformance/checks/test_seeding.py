@@ -22,6 +22,7 @@ import pytest
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
     VARIED_PROMPT,
+    Body,
     assert_healthy,
     body,
     complete_all,
@@ -44,7 +45,7 @@ MAX_TOKENS = 16
 SEEDS = (1, 2, 3, 4, 5, 6)
 
 
-def sampled(seed: int | None, prompt: str = VARIED_PROMPT, **params: object) -> dict:
+def sampled(seed: int | None, prompt: str = VARIED_PROMPT, **params: object) -> Body:
     extra = {} if seed is None else {"seed": seed}
     return body(prompt, MAX_TOKENS, temperature=1.0, ignore_eos=True, **extra, **params)
 
@@ -100,7 +101,7 @@ def test_unseeded_requests_give_variety(
     ],
 )
 def test_degenerate_sampling_equals_greedy(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, params: dict
+    server: ServerInfo, async_openai_client: AsyncOpenAI, params: Body
 ) -> None:
     prompts = PLAIN_PROMPTS[:3]
     reference = complete_all(

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from vllm_tt_plugin import envs
 from vllm_tt_plugin.mesh_spec import MeshSpec
@@ -27,10 +27,10 @@ def step_time_from_env() -> float:
     return envs.TT_EMULATED_STEP_MS.get() / 1000.0
 
 
-class EmulatedEvent:
+class EmulatedEvent(Generic[T]):
     """Completion of one enqueued device operation (``synchronize()`` waits for it)."""
 
-    def __init__(self, future: Future[Any]) -> None:
+    def __init__(self, future: Future[T]) -> None:
         self._future = future
 
     def synchronize(self) -> None:
@@ -39,7 +39,7 @@ class EmulatedEvent:
     def done(self) -> bool:
         return self._future.done()
 
-    def result(self) -> Any:
+    def result(self) -> T:
         return self._future.result()
 
 
@@ -84,7 +84,7 @@ class EmulatedMeshDevice:
         rows, cols = shape
         if self.spec.rows % rows or self.spec.cols % cols:
             raise ValueError(f"cannot tile mesh {self.spec.shape} into {shape} submeshes")
-        subs = []
+        subs: list[EmulatedMeshDevice] = []
         for r0 in range(0, self.spec.rows, rows):
             for c0 in range(0, self.spec.cols, cols):
                 ids = [
@@ -97,7 +97,7 @@ class EmulatedMeshDevice:
         return subs
 
     # --- the emulated command queue -----------------------------------------------------------
-    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent:
+    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent[T]:
         """Run ``fn`` on the device thread after everything enqueued before it."""
         if self._closed:
             raise RuntimeError("the emulated mesh device is closed")

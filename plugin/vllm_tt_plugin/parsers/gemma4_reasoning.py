@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 
 
-class Gemma4ReasoningParser(ReasoningParser):
+class Gemma4ReasoningParser(ReasoningParser):  # type: ignore[misc]
     """Streaming and non-streaming; text-based splitting, token-based end detection."""
 
     def __init__(self, tokenizer: Any, *args: Any, **kwargs: Any) -> None:

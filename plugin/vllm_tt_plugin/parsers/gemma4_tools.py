@@ -38,7 +38,7 @@ def _arguments(call: ScannedCall) -> str:
     return arguments_json(call.arguments or {})
 
 
-class Gemma4ToolParser(ToolParser):
+class Gemma4ToolParser(ToolParser):  # type: ignore[misc]
     """Streaming and non-streaming; the arguments leave as JSON with non-ASCII kept as is."""
 
     def __init__(self, tokenizer: Any, tools: Any = None) -> None:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
@@ -114,6 +114,17 @@ class ReferenceModelError(ValueError):
     """The plugin used the reference model outside the contract or its declared capabilities."""
 
 
+class DeviceQueue(Protocol):
+    """What the reference model needs of its ``mesh_device``: the emulated mesh's command queue
+    (``emulation.mesh.EmulatedMeshDevice``), checked when the model is built."""
+
+    def get_num_devices(self) -> int: ...
+
+    def run(self, fn: Callable[[], T]) -> T: ...
+
+    def enqueue(self, fn: Callable[[], Any]) -> Any: ...
+
+
 class ReferenceLlamaCore(ReferenceWarmup):
     """A tt-metal-style model class in torch; see the module docstring for its contract reading."""
 
@@ -166,7 +177,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
             )
         self.decoder = decoder
         self.dims = decoder.dims
-        self.mesh_device = mesh_device
+        self.mesh_device: DeviceQueue = mesh_device
         self.max_batch_size = max_batch_size
         self.max_seq_len = max_seq_len
         self.num_lanes = tt_data_parallel

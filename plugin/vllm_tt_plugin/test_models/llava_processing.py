@@ -24,7 +24,7 @@ from vllm.multimodal.processing import (
 )
 
 
-class ReferenceLlavaProcessingInfo(BaseProcessingInfo):
+class ReferenceLlavaProcessingInfo(BaseProcessingInfo):  # type: ignore[misc]
     def get_hf_config(self) -> LlavaConfig:
         return self.ctx.get_hf_config(LlavaConfig)
 
@@ -37,7 +37,7 @@ class ReferenceLlavaProcessingInfo(BaseProcessingInfo):
     def tokens_per_image(self) -> int:
         config = self.get_hf_config()
         vision = config.vision_config
-        patches = (vision.image_size // vision.patch_size) ** 2
+        patches: int = (vision.image_size // vision.patch_size) ** 2
         # "default" drops CLIP's class token, "full" keeps it.
         return patches if config.vision_feature_select_strategy == "default" else patches + 1
 
@@ -51,9 +51,10 @@ class ReferenceLlavaProcessingInfo(BaseProcessingInfo):
         return {"image": self.tokens_per_image()}
 
 
-class ReferenceLlavaDummyInputs(BaseDummyInputsBuilder[ReferenceLlavaProcessingInfo]):
+class ReferenceLlavaDummyInputs(BaseDummyInputsBuilder[ReferenceLlavaProcessingInfo]):  # type: ignore[misc]
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
-        return self.info.get_hf_processor().image_token * mm_counts.get("image", 0)
+        token: str = self.info.get_hf_processor().image_token
+        return token * mm_counts.get("image", 0)
 
     def get_dummy_mm_data(
         self, seq_len: int, mm_counts: Mapping[str, int], mm_options: Mapping[str, Any]
@@ -68,7 +69,7 @@ class ReferenceLlavaDummyInputs(BaseDummyInputsBuilder[ReferenceLlavaProcessingI
         return {"image": images}
 
 
-class ReferenceLlavaProcessor(BaseMultiModalProcessor[ReferenceLlavaProcessingInfo]):
+class ReferenceLlavaProcessor(BaseMultiModalProcessor[ReferenceLlavaProcessingInfo]):  # type: ignore[misc]
     def _get_mm_fields_config(
         self, hf_inputs: BatchFeature, hf_processor_mm_kwargs: Mapping[str, object]
     ) -> Mapping[str, MultiModalFieldConfig]:

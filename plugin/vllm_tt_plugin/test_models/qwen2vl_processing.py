@@ -35,7 +35,7 @@ IMAGE_PAD = "<|image_pad|>"
 IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
-class ReferenceQwen2VLProcessingInfo(BaseProcessingInfo):
+class ReferenceQwen2VLProcessingInfo(BaseProcessingInfo):  # type: ignore[misc]
     def get_hf_config(self) -> Qwen2VLConfig:
         return self.ctx.get_hf_config(Qwen2VLConfig)
 
@@ -71,7 +71,7 @@ class ReferenceQwen2VLProcessingInfo(BaseProcessingInfo):
         return {"image": max(1, max_pixels // factor**2)}
 
 
-class ReferenceQwen2VLDummyInputs(BaseDummyInputsBuilder[ReferenceQwen2VLProcessingInfo]):
+class ReferenceQwen2VLDummyInputs(BaseDummyInputsBuilder[ReferenceQwen2VLProcessingInfo]):  # type: ignore[misc]
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         return IMAGE_PAD * mm_counts.get("image", 0)
 
@@ -88,7 +88,7 @@ class ReferenceQwen2VLDummyInputs(BaseDummyInputsBuilder[ReferenceQwen2VLProcess
         return {"image": images}
 
 
-class ReferenceQwen2VLProcessor(BaseMultiModalProcessor[ReferenceQwen2VLProcessingInfo]):
+class ReferenceQwen2VLProcessor(BaseMultiModalProcessor[ReferenceQwen2VLProcessingInfo]):  # type: ignore[misc]
     def _call_hf_processor(
         self,
         prompt: str,

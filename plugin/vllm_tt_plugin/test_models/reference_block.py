@@ -153,7 +153,9 @@ class ReferenceBlockForCausalLM:
         self.log.calls.append(("warmup_decode", -1, kwargs.get("enable_trace")))
 
     # --- the canvas -----------------------------------------------------------------------------
-    def _run(self, kv: list[torch.Tensor], table: torch.Tensor, tokens: list[int], start: int):
+    def _run(
+        self, kv: list[torch.Tensor], table: torch.Tensor, tokens: list[int], start: int
+    ) -> torch.Tensor:
         """Feed ``tokens`` at positions ``start..``: write their KV through the page table and
         return the logits of the last one."""
         dims = self.decoder.dims
@@ -205,9 +207,10 @@ class ReferenceBlockForCausalLM:
         return out
 
     def _kv(self, kv_cache: Any) -> list[torch.Tensor]:
-        if kv_cache is None or kv_cache is not self.kv:
+        kv = self.kv
+        if kv is None or kv_cache is not kv:
             raise ReferenceBlockError("kv_cache is not the cache allocate_kv_cache_per_layer made")
-        return kv_cache
+        return kv
 
     def prefill_forward(
         self,

@@ -300,7 +300,7 @@ class ReferenceHybridForCausalLM(ReferenceLlamaForCausalLM):
         return layers.kv_cache_spec(vllm_config)
 
     @classmethod
-    def initialize_vllm_model(  # type: ignore[override]
+    def initialize_vllm_model(
         cls,
         hf_config: Any,
         mesh_device: Any,

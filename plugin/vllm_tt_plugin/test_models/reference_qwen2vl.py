@@ -101,7 +101,7 @@ class Qwen2VLImageEncoder:
         }
         self.tower.load_state_dict(weights, strict=True)
 
-    @torch.no_grad()
+    @torch.no_grad()  # type: ignore[untyped-decorator]
     def __call__(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
         out = self.tower(pixel_values.to(COMPUTE_DTYPE), grid_thw=grid_thw)
         return out.pooler_output

@@ -92,7 +92,7 @@ class LlavaImageEncoder:
         if act != "gelu":
             raise ReferenceModelConfigError(f"projector_hidden_act={act!r}; expected 'gelu'")
 
-    @torch.no_grad()
+    @torch.no_grad()  # type: ignore[untyped-decorator]
     def __call__(self, pixel_values: torch.Tensor) -> torch.Tensor:
         out = self.tower(pixel_values.to(COMPUTE_DTYPE), output_hidden_states=True)
         selected = out.hidden_states[self.feature_layer]

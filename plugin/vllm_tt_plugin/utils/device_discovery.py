@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from vllm_tt_plugin import envs
 from vllm_tt_plugin.mesh_spec import MeshSpec
@@ -80,12 +81,13 @@ def discover_in_process(rows: int, cols: int, dp: int, emulated: bool) -> Device
     else:
         import ttnn
 
-        parent = ttnn.open_mesh_device(mesh_shape=ttnn.MeshShape(rows, cols))
+        # The stub's MeshDevice declares no members (no handle can exist without chips).
+        mesh: Any = ttnn.open_mesh_device(mesh_shape=ttnn.MeshShape(rows, cols))
         try:
-            subs = parent.create_submeshes(ttnn.MeshShape(*shape))
+            subs = mesh.create_submeshes(ttnn.MeshShape(*shape))
             groups = tuple(tuple(int(d) for d in s.get_device_ids()) for s in subs)
         finally:
-            ttnn.close_mesh_device(parent)
+            ttnn.close_mesh_device(mesh)
     return DeviceGroups((rows, cols), shape, groups)
 
 
