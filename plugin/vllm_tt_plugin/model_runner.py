@@ -213,7 +213,14 @@ class TTModelRunner:
             # Block models: a decode's input is the last committed canvas, never one token.
             kinds = {r.start >= r.state.num_prompt_tokens for r in rows}
         else:
-            kinds = {is_decode_row(r.state, r.start, r.num_tokens) for r in rows}
+            shapes = [is_decode_row(r.state, r.start, r.num_tokens) for r in rows]
+            if not all(shapes):
+                # A request resumed after preemption with all but its last token cached is
+                # scheduled one generated token (decode-shaped) but comes from the waiting
+                # queue, so a prefill pass can admit it next to new prompts. It holds no decode
+                # slot: prefill places it again, as it does the rows it joins.
+                shapes = [d and r.state.slot is not None for d, r in zip(shapes, rows, strict=True)]
+            kinds = set(shapes)
         if len(kinds) > 1:
             raise UnsupportedStepError(
                 "TT steps are prefill-only or decode-only, but this scheduler output mixes "

@@ -346,3 +346,44 @@ def test_refused_decode_releases_slots_of_rows_that_had_none(
         assert c.request_id in survivors
         assert s.owned_slots() == survivors
         assert s.runner.batch.requests[b.request_id].slot is None
+
+
+def test_resumed_decode_shaped_row_admitted_with_a_prefill_is_prefilled_with_it(
+    make_config: Callable[..., Any], checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by benchmarks/load_aborts.py (lane-DP under load): a request resumed after
+    preemption whose tokens are all prefix-cache hits but the last is scheduled 1 token, like a
+    decode, but it comes from the waiting queue, so a prefill pass admits it, next to new
+    prompts. The runner must run that step (as a prefill: the resumed row holds no decode slot
+    and is placed again) instead of refusing it as a prefill/decode mix, which killed the
+    engine.
+
+    The KV pool of the test above (5 usable blocks of 64, 3 sequences): B (prompt 100)
+    preempts itself at position 128; D, added then, waits behind it. When A finishes, one
+    prefill pass admits B (1 token: 128 cached) and D (a new prompt) together.
+    """
+    monkeypatch.setenv("TT_REFERENCE_MAX_TOKENS_ALL_USERS", "128")
+    prompts = [prompt(40, 70), prompt(41, 5), prompt(42, 100), prompt(43, 30)]
+    max_tokens = [40, 55, 60, 20]
+    with serving(make_config, checkpoint, max_num_seqs=3) as s:
+        a, c, b, d = (request(p, m) for p, m in zip(prompts, max_tokens, strict=True))
+        for r in (a, c, b):
+            s.sched.add_request(r)
+        mixed: SchedulerOutput | None = None
+        d_added = False
+        for _ in range(300):
+            if not s.sched.has_requests():
+                break
+            out = s.step()
+            if b.num_preemptions == 1 and not d_added:
+                s.sched.add_request(d)
+                d_added = True
+            if b.request_id in out.scheduled_cached_reqs.resumed_req_ids:
+                mixed = out
+        assert not s.sched.has_requests(), "requests still pending"
+        batched = [list(r.output_token_ids) for r in (a, c, b, d)]
+        solo = solo_outputs(s, prompts, max_tokens)
+    assert mixed is not None, "B was never resumed"
+    assert mixed.num_scheduled_tokens[b.request_id] == 1
+    assert d.request_id in mixed.num_scheduled_tokens, "B and D were not admitted together"
+    assert batched == solo
