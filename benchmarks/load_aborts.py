@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         result = asyncio.run(drive(server.url, config, prompts, on_progress=progress))
     problems = violations(result)
+    lanes_used = [lane for lane, n in summary(result)["lane_steps"].items() if n > 0]
+    if len(lanes_used) < serving.lanes:
+        problems.append(f"only lanes {lanes_used} of {serving.lanes} carried rows")
     figures: dict[str, Any] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),

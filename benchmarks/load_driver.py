@@ -336,6 +336,7 @@ class ServerState:
     kv_usage: float
     finished: dict[str, float]  # vllm:request_success_total by finished_reason
     preempted: float  # tt_preempted_requests_total
+    lane_steps: dict[str, float] = field(default_factory=dict)  # tt_lane_steps_total by lane
 
     @property
     def drained(self) -> bool:
@@ -345,6 +346,7 @@ class ServerState:
 def parse_metrics(text: str) -> ServerState:
     running = waiting = kv = preempted = 0.0
     finished: dict[str, float] = {}
+    lane_steps: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "vllm:num_requests_running":
@@ -358,7 +360,10 @@ def parse_metrics(text: str) -> ServerState:
                 finished[reason] = finished.get(reason, 0.0) + sample.value
             elif sample.name == "tt_preempted_requests_total":
                 preempted += sample.value
-    return ServerState(running, waiting, kv, finished, preempted)
+            elif sample.name == "tt_lane_steps_total":
+                lane = sample.labels.get("lane", "")
+                lane_steps[lane] = lane_steps.get(lane, 0.0) + sample.value
+    return ServerState(running, waiting, kv, finished, preempted, lane_steps)
 
 
 async def server_state(session: aiohttp.ClientSession, url: str) -> ServerState:
@@ -640,6 +645,10 @@ def summary(result: LoadResult) -> dict[str, Any]:
         "server_peak_kv_usage": round(result.peaks.kv_usage, 4),
         "server_finished_by_reason": served,
         "preempted": result.after.preempted - result.before.preempted,
+        "lane_steps": {
+            lane: n - result.before.lane_steps.get(lane, 0.0)
+            for lane, n in sorted(result.after.lane_steps.items())
+        },
         "drain_s": round(result.drain_s, 2),
         "kv_usage_after": result.after.kv_usage,
         "running_after": result.after.running,

@@ -126,9 +126,13 @@ def test_metrics_are_read_from_vllm_and_plugin_series() -> None:
             'vllm:request_success_total{engine="0",finished_reason="length",model_name="ref"} 6.0',
             "# TYPE tt_preempted_requests counter",
             "tt_preempted_requests_total 7.0",
+            "# TYPE tt_lane_steps counter",
+            'tt_lane_steps_total{lane="0"} 5.0',
+            'tt_lane_steps_total{lane="1"} 2.0',
         ]
     )
     got = parse_metrics(text + "\n")
     assert (got.running, got.waiting, got.kv_usage, got.preempted) == (3.0, 2.0, 0.5, 7.0)
     assert got.finished == {"stop": 4.0, "length": 6.0}
+    assert got.lane_steps == {"0": 5.0, "1": 2.0}
     assert not got.drained
