@@ -18,6 +18,7 @@ from tt_conformance._names import (
     default_report_dir,
     normalize_device,
 )
+from tt_conformance.abort import AbortInfo, HealthWatch
 from tt_conformance.collector import ResultCollector
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.perfshapes import PerfShape, parse_perf_shapes
@@ -160,6 +161,8 @@ class HarnessState:
     written: WrittenReport | None = None
     lock_path: Path | None = None
     discovered: Discovered | None = None
+    watch: HealthWatch | None = None  # abort.py, in processes that run checks
+    worker_abort: AbortInfo | None = None  # xdist controller: the first worker's abort
 
     @property
     def facts(self) -> Discovered:
@@ -167,6 +170,12 @@ class HarnessState:
         if self.discovered is None:
             self.discovered = discover(None, None, self.options.flags, self.options.device)
         return self.discovered
+
+    @property
+    def abort(self) -> AbortInfo | None:
+        """Why the run was stopped early, if it was (this process's watch or a worker's)."""
+        own = self.watch.info if self.watch is not None else None
+        return own or self.worker_abort
 
     @property
     def tt(self) -> TTProbe:

@@ -8,7 +8,8 @@ Exit codes
     1  regression: a check that passed in the baseline fails, errors or is skipped now; a
        baseline check is missing from the candidate; it is an expected failure (xfail) now
        although the expectations do not list it; the candidate has collection errors; or a
-       gated perf figure is worse than its tolerance (or missing)
+       gated perf figure is worse than its tolerance (or missing); or the candidate run was
+       aborted (the server under test died or turned unhealthy mid-run)
     2  bad input: a report or the expectations file is missing or malformed, the baseline has
        no checks, the reports are for different models/devices (unless --allow-mismatch), or a
        perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
@@ -113,6 +114,13 @@ def compare(
             f"gate): {names}"
         )
     result = GateResult()
+    if candidate.aborted is not None:
+        # An aborted run proves nothing about the checks it never ran: always a failure.
+        missed = candidate.aborted.not_run
+        result.regressions.append(
+            f"the candidate run was ABORTED: {candidate.aborted.reason}"
+            + ("" if missed is None else f"; {missed} check(s) did not run")
+        )
     if default_tolerance is None and not perf_is_informational(candidate.device):
         default_tolerance = HARDWARE_PERF_TOLERANCE
     for error in candidate.collection_errors:
@@ -337,6 +345,13 @@ def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
     from tt_conformance.baseline import EXPECTATIONS_NAME, find_baseline
 
     path = find_baseline(baselines_dir, candidate)
+    if path is None and candidate.aborted is not None:
+        return RunGate(
+            EXIT_REGRESSION,
+            f"the run was ABORTED ({candidate.aborted.reason}): failing the gate (and there is "
+            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir})",
+            None,
+        )
     if path is None:
         return RunGate(
             EXIT_OK,

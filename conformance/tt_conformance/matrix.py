@@ -42,6 +42,9 @@ STATUS_COMPLETE = "complete"
 STATUS_FUNCTIONAL = "functional"
 STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
+# A run stopped because the server under test went away (abort.py): shown as such, whatever its
+# tier (which is "fail"); it counts as failing.
+STATUS_ABORTED = "aborted"
 # A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
 # lanes) never counts as passed: the counts say "not run" and the notes give each reason.
 # Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
@@ -91,7 +94,7 @@ def tier_of(report: Report) -> Tier:
 
 
 def status_of(report: Report) -> str:
-    return tier_of(report).tier
+    return STATUS_ABORTED if report.aborted is not None else tier_of(report).tier
 
 
 def not_run_concerns(report: Report) -> tuple[str, ...]:
@@ -379,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_html = args.out_html or args.report_dir / "matrix.html"
     atomic_write_text(out_md, render_markdown(cells, generated))
     atomic_write_text(out_html, render_html(cells, generated))
-    failing = sum(1 for c in cells if c.status == STATUS_FAIL)
+    failing = sum(1 for c in cells if c.status in (STATUS_FAIL, STATUS_ABORTED))
     print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
     print(f"markdown: {out_md}\nhtml: {out_html}")
     if args.site is not None:

@@ -40,6 +40,13 @@ Options
     --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
 
+Server gone mid-run (abort.py)
+    Every process that runs checks probes GET /health every second and after each failed
+    check. When the server stops answering 200 (connection refused, no answer within 2 s, any
+    other status; two polls in a row), a check blocked on it is interrupted, the run stops
+    after it and the report gets a top-level "aborted" status with the reason; the matrix
+    shows the run as aborted and --tt-gate fails it.
+
 Fixtures for check authors
     server: ServerInfo               session; base_url, api_base, model, max_num_seqs, lanes,
                                      device, max_model_len (from /v1/models), vllm_version.
@@ -88,6 +95,7 @@ import pytest
 
 from tt_conformance._names import CONCERN_MARKERS, OTHER_MARKERS
 from tt_conformance._state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
+from tt_conformance.abort import HealthWatch
 from tt_conformance.collector import (
     PROP_CHECK,
     PROP_CONCERN,
@@ -242,6 +250,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SessionReporter(state), "tt_conformance_reporter")
     if state.is_worker and state.lock_path is not None:
         config.pluginmanager.register(ServerLockPlugin(state.lock_path), "tt_conformance_lock")
+    runs_checks = state.is_worker or config.getoption("dist", "no") == "no"
+    if runs_checks and state.options.server_url and not state.setup_error:
+        # Every process that runs checks watches the server (abort.py); an xdist controller
+        # learns of a worker's abort when the worker goes down.
+        state.watch = HealthWatch(state.options.server_url, state.options.api_key)
+        config.pluginmanager.register(state.watch, "tt_conformance_health_watch")
     if (
         state.options.active
         and state.expectations.flaky

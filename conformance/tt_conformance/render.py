@@ -47,6 +47,12 @@ def render_markdown(report: Report) -> str:
         "",
         tabulate(
             [
+                [
+                    "status",
+                    "**ABORTED**: " + md_cell(report.aborted.reason, 600)
+                    if report.aborted
+                    else "complete run",
+                ],
                 ["tier", md_cell(tier.tier if tier else "not derived")],
                 ["tier reason", md_cell(tier.reason if tier else "")],
                 ["next tier needs", md_cell((tier.next_blocker if tier else None) or "—")],

@@ -2,8 +2,9 @@
 
 The models below ARE the format: `report.schema.json` (shipped in this package under
 ``schemas/`` and in ``docs/``) is generated from them by ``python -m tt_conformance.schema``.
-Schema version 2; a version 1 report (before accuracy, tiers, provenance and parametrised perf)
-is migrated on reading (`migrate_report`).
+Schema version 3. Older reports are migrated on reading (`migrate_report`): version 1 (before
+accuracy, tiers, provenance and parametrised perf) and version 2 (before the top-level
+``aborted`` status of a run stopped because the server under test died or turned unhealthy).
 
 Outcomes: pass, fail, error (setup/teardown failed), skip, xfail (expected failure), xpass (an
 expected failure that passed: an improvement), flaky (failed, then passed on a retry).
@@ -24,7 +25,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
+READABLE_VERSIONS: Final[tuple[int, ...]] = (1, 2, SCHEMA_VERSION)
 REPORT_KIND: Final = "tt-conformance-report"
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "error", "skip", "xfail", "xpass", "flaky")
 PASSING: frozenset[str] = frozenset({"pass", "xpass", "flaky"})
@@ -142,8 +144,21 @@ class Tier(Strict):
     next_blocker: str | None = Field(description="what keeps the run from the next tier")
 
 
+class Aborted(Strict):
+    """The run stopped early: the server under test died or turned unhealthy (abort.py)."""
+
+    reason: str = Field(min_length=1, description="what the health probe saw")
+    at: str = Field(description="ISO 8601 UTC, when the harness declared the server gone")
+    during: str | None = Field(
+        default=None, description="the check running (or last run) when it was declared gone"
+    )
+    not_run: int | None = Field(
+        default=None, ge=0, description="selected checks that never ran because of the abort"
+    )
+
+
 class Report(Strict):
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     kind: Literal["tt-conformance-report"] = REPORT_KIND
     run_id: str = Field(min_length=1, description='"<UTC yyyymmddTHHMMSSZ>-<8 hex>"')
     started_at: str
@@ -165,6 +180,9 @@ class Report(Strict):
     tier: Tier | None = None
     collection_errors: tuple[CollectionError, ...] = ()
     warnings: tuple[str, ...] = ()
+    aborted: Aborted | None = Field(
+        default=None, description="set when the run stopped early because the server went away"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Report:
@@ -250,11 +268,12 @@ def iso_utc(moment: datetime | float) -> str:
 
 def migrate_report(data: Any) -> Any:
     """Bring an older report to the current schema; unknown versions are left for validation
-    to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier."""
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
+    to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier;
+    version 2 had no aborted status (a version 2 run was never aborted)."""
+    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
         return data
     out = {**data, "schema_version": SCHEMA_VERSION}
-    if isinstance(out.get("versions"), dict):
+    if data["schema_version"] == 1 and isinstance(out.get("versions"), dict):
         out["versions"] = {"ttnn": "unknown", **out["versions"]}
     return out
 
@@ -262,10 +281,11 @@ def migrate_report(data: Any) -> Any:
 def report_from_dict(data: Any, source: str = "<report>") -> Report:
     """Validate parsed JSON (migrating older versions) and build a Report; ReportError names
     the file and the field."""
-    if isinstance(data, dict) and data.get("schema_version") not in (1, SCHEMA_VERSION):
+    if isinstance(data, dict) and data.get("schema_version") not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
         raise ReportError(
             f"{source}: field 'schema_version': unsupported version "
-            f"{data.get('schema_version')!r} (this harness reads 1 and {SCHEMA_VERSION})"
+            f"{data.get('schema_version')!r} (this harness reads {readable})"
         )
     return validate_file_data(Report, migrate_report(data), source, ReportError)
 

@@ -8,9 +8,17 @@ import pytest
 
 from tt_conformance._names import installed_version
 from tt_conformance._state import HarnessState
+from tt_conformance.abort import WORKEROUTPUT_KEY, AbortInfo
 from tt_conformance.gate import gate_run
 from tt_conformance.provenance import run_info
-from tt_conformance.report import Report, ServerSnapshot, Versions, utc_now_iso, write_report
+from tt_conformance.report import (
+    Aborted,
+    Report,
+    ServerSnapshot,
+    Versions,
+    utc_now_iso,
+    write_report,
+)
 from tt_conformance.tiers import derive_tier, evaluate_targets
 
 
@@ -29,11 +37,21 @@ class SessionReporter:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         self.collector.add_collect_report(report)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """xdist controller: a worker that stopped because the server went away says why."""
+        data = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        if data is None:
+            return
+        info = AbortInfo.from_json(data)
+        if self.state.worker_abort is None or info.at < self.state.worker_abort.at:
+            self.state.worker_abort = info
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.collector.executed and not self.collector.collection_errors:
             # --collect-only, or a selection that ran nothing: no report, latest.* untouched.
             return
-        report = self.build_report(int(exitstatus))
+        report = self.build_report(int(exitstatus), int(session.testscollected))
         assert self.state.report_dir is not None
         self.state.written = write_report(report, self.state.report_dir)
         if self.state.options.gate:
@@ -41,9 +59,18 @@ class SessionReporter:
             if self.gate.exit_code and int(session.exitstatus) in (0, 1):
                 session.exitstatus = self.gate.exit_code
 
-    def build_report(self, exit_status: int) -> Report:
+    def build_report(self, exit_status: int, collected: int | None = None) -> Report:
         state = self.state
         checks, perf, warnings = self.collector.build()
+        abort = state.abort
+        aborted = None
+        if abort is not None:
+            aborted = Aborted(
+                reason=abort.reason,
+                at=abort.at,
+                during=abort.during,
+                not_run=None if collected is None else max(0, collected - len(checks)),
+            )
         facts = state.facts
         # The server's own facts first (a not-TT server's warning leads), then the run's.
         warnings[:0] = facts.warnings
@@ -96,6 +123,7 @@ class SessionReporter:
             accuracy=tuple(self.collector.accuracy()),
             collection_errors=tuple(self.collector.collection_errors),
             warnings=tuple(warnings),
+            aborted=aborted,
         )
         report = report.replace(perf_targets=evaluate_targets(report, state.expectations))
         return report.replace(tier=derive_tier(report))
@@ -113,6 +141,13 @@ class SessionReporter:
             terminalreporter.section("tt-conformance gate")
             for line in gate.text.splitlines():
                 terminalreporter.write_line(line, red=bool(gate.exit_code))
+        aborted = self.state.abort
+        if aborted is not None:
+            terminalreporter.write_line(
+                f"RUN ABORTED: {aborted.reason} (during {aborted.during or 'no check'}); the "
+                "report holds the checks that ran",
+                red=True,
+            )
         if self.state.setup_error:
             terminalreporter.write_line(f"server not usable: {self.state.setup_error}", red=True)
         elif self.state.not_tt:

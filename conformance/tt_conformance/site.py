@@ -60,6 +60,7 @@ TIER_CLASS = {
     "functional": "s-functional",
     "experimental": "s-experimental",
     "fail": "s-fail",
+    "aborted": "s-fail",
 }
 
 

@@ -75,6 +75,14 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
 
 def derive_tier(report: Report) -> Tier:
     failing = sorted(c.id for c in report.checks_with(*FAILING))
+    if report.aborted is not None:
+        not_run = report.aborted.not_run
+        return Tier(
+            tier="fail",
+            reason=f"run aborted: {report.aborted.reason}"
+            + ("" if not_run is None else f" ({not_run} check(s) did not run)"),
+            next_blocker="a complete run: keep the server up for the whole suite",
+        )
     if report.collection_errors:
         return Tier(
             tier="fail",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +46,8 @@ class FakeState:
     # empty: a server without the TT plugin.
     tt_metrics: list[str] = field(default_factory=list)
     scrapes: int = 0
+    # GET /health answers this; POST /_control {"health_status": 503} changes it (abort tests).
+    health_status: int = 200
 
     def tt_text(self) -> str:
         with self.lock:
@@ -112,7 +115,11 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/version":
                 self._send(200, {"version": state.version})
             elif self.path == "/health":
-                self._send(200, "", "text/plain")
+                self._send(state.health_status, "", "text/plain")
+            elif self.path.startswith("/slow"):
+                # A request the server never answers in time (a wedged engine).
+                time.sleep(float(self.path.partition("?s=")[2] or 60))
+                self._send(200, {"ok": True})
             elif self.path == "/metrics":
                 info = ""
                 if state.plugin_info is not None:
@@ -161,7 +168,11 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     },
                 )
                 return
-            if self.path == "/v1/completions":
+            if self.path == "/_control":
+                with state.lock:
+                    state.health_status = int(body.get("health_status", state.health_status))
+                self._send(200, {"health_status": state.health_status})
+            elif self.path == "/v1/completions":
                 if int(body.get("max_tokens", 1)) < 1:
                     self._send(
                         400,
@@ -203,17 +214,27 @@ class FakeServer:
     state: FakeState
 
 
-@pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    """A fake vLLM OpenAI server on 127.0.0.1:<free port>, always shut down after the test."""
-    state = FakeState(
+def fake_state() -> FakeState:
+    return FakeState(
         models=[
             {"id": "fake/tiny-model", "object": "model", "created": 0, "owned_by": "vllm",
              "root": "fake/tiny-model", "parent": None, "max_model_len": 2048},
         ]
     )  # fmt: skip
+
+
+def fake_httpd(state: FakeState) -> ThreadingHTTPServer:
+    """The fake server bound to 127.0.0.1:<free port> (not yet serving)."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     httpd.daemon_threads = True
+    return httpd
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    """A fake vLLM OpenAI server on 127.0.0.1:<free port>, always shut down after the test."""
+    state = fake_state()
+    httpd = fake_httpd(state)
     thread = threading.Thread(target=httpd.serve_forever, name="fake-vllm", daemon=True)
     thread.start()
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from tt_conformance import schema
 from tt_conformance.expectations import load_expectations
-from tt_conformance.report import SCHEMA_VERSION, load_report, report_from_dict
+from tt_conformance.report import SCHEMA_VERSION, ReportError, load_report, report_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 # Committed runs: the baselines and the kept history the site is built from.
@@ -72,3 +72,11 @@ def test_version_1_reports_are_migrated() -> None:
     assert report.tier is None and report.accuracy == () and report.run is None
     assert report.perf["ttft_p50@c1"].name == "ttft_p50@c1"
     _validator("report.schema.json").validate(report.to_dict())
+
+
+def test_version_2_reports_are_migrated_and_were_never_aborted() -> None:
+    data = json.loads(REPORTS[0].read_text())
+    report = report_from_dict({**data, "schema_version": 2}, "report_v2.json")
+    assert report.schema_version == SCHEMA_VERSION and report.aborted is None
+    with pytest.raises(ReportError, match="field 'aborted.reason'"):
+        report_from_dict({**data, "schema_version": 2, "aborted": {"reason": ""}}, "r.json")
