@@ -21,7 +21,7 @@ from vllm_tt_plugin.block_output import (
 )
 from vllm_tt_plugin.config import TTOptions, get_tt_options
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.vllm_patches import pin_v1_model_runner
+from vllm_tt_plugin.vllm_patches import pin_v1_model_runner, reserve_shutdown_teardown
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -116,6 +116,7 @@ class TTPlatform(Platform):  # type: ignore[misc]
         _check_unsupported_features(vllm_config)
         _cap_logprobs(vllm_config)
         _disable_graph_compilation(vllm_config)
+        reserve_shutdown_teardown(vllm_config)
 
         model_config = vllm_config.model_config
         if model_config is None:  # vLLM builds model-less configs in a few utility paths

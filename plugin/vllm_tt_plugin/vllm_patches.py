@@ -5,6 +5,7 @@ Each patch is idempotent, applied only on the TT platform, and says how to drop 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from vllm_tt_plugin import envs
@@ -72,6 +73,119 @@ def _raise_unchunked_prefill_budget() -> None:
     EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = set_defaults
 
 
+# P6: ENGINE_CORE_DEAD + this + the reason (UTF-8) is the dying core's last frame.
+DEAD_REASON_SEPARATOR = b"\x00tt-reason:"
+# The reason the API-server process received (P6); the first engine core to die sets it.
+_dead_reason: list[str] = []
+
+
+def _carry_device_failure_to_clients() -> None:
+    """P6: requests ended by a failed TT device get an error naming it, not only vLLM's
+    generic "EngineCore encountered an issue".
+
+    The engine core's last frame to the API server is the bare ``ENGINE_CORE_DEAD`` sentinel,
+    and the API server builds a fresh, reason-less ``EngineDeadError`` wherever it meets a dead
+    engine. So (1) in the engine core, the sentinel gets the watchdog's fatal reason appended
+    (``_send_engine_dead`` sets the class constant the output thread compares against, in the
+    dying process only); (2) in the API server, ``validate_alive`` recognises the longer frame
+    and keeps the reason; (3) every ``EngineDeadError`` built after that leads with it, which
+    is what the HTTP 500 body and the streaming error event carry. Drop when vLLM forwards the
+    engine core's fatal error to clients.
+    """
+    from vllm.v1.engine import core, core_client, exceptions
+
+    from vllm_tt_plugin.watchdog import fatal_reason
+
+    proc = core.EngineCoreProc
+    if getattr(proc._send_engine_dead, "_tt_patched", False):
+        return
+    sentinel = bytes(proc.ENGINE_CORE_DEAD)
+    prefix = sentinel + DEAD_REASON_SEPARATOR
+    original_send = proc._send_engine_dead
+    original_validate = core_client.BackgroundResources.validate_alive
+    original_init = exceptions.EngineDeadError.__init__
+
+    def _send_engine_dead(self: Any) -> None:
+        reason = fatal_reason()
+        if reason:
+            proc.ENGINE_CORE_DEAD = prefix + reason.encode()
+        original_send(self)
+
+    def validate_alive(self: Any, frames: Any) -> None:
+        if len(frames) == 1 and frames[0].buffer[: len(prefix)] == prefix:
+            if not _dead_reason:
+                _dead_reason.append(bytes(frames[0].buffer[len(prefix) :]).decode(errors="replace"))
+            self.engine_dead = True
+            raise exceptions.EngineDeadError()
+        original_validate(self, frames)
+
+    def __init__(self: Any, *args: Any, suppress_context: bool = False, **kwargs: Any) -> None:
+        original_init(self, *args, suppress_context=suppress_context, **kwargs)
+        if _dead_reason and self.args:
+            self.args = (f"{_dead_reason[0]}. {self.args[0]}", *self.args[1:])
+
+    _send_engine_dead._tt_patched = True  # type: ignore[attr-defined]
+    proc._send_engine_dead = _send_engine_dead  # type: ignore[method-assign]
+    core_client.BackgroundResources.validate_alive = validate_alive  # type: ignore[method-assign]
+    exceptions.EngineDeadError.__init__ = __init__  # type: ignore[method-assign]
+
+
+# P7: the last seconds of vLLM's shutdown timeout are kept for the TT teardown (finishing the
+# step, closing the mesh, resetting fabric; a healthy close takes well under a second).
+SHUTDOWN_TEARDOWN_S = 6
+
+
+def reserve_shutdown_teardown(vllm_config: Any) -> None:
+    """P7, API-server side (the platform calls it): vLLM's default ``shutdown_timeout`` 0 kills
+    the engine core at once on SIGTERM, before the worker can close the mesh; raise it to
+    ``SHUTDOWN_TEARDOWN_S``. Idempotent (the config may be checked more than once)."""
+    current = int(getattr(vllm_config, "shutdown_timeout", 0) or 0)
+    if current < SHUTDOWN_TEARDOWN_S:
+        logger.info(
+            "TT: shutdown_timeout raised from %d s to %d s: the engine core needs that long to "
+            "close the mesh on SIGTERM (in-flight requests are still aborted at once)",
+            current,
+            SHUTDOWN_TEARDOWN_S,
+        )
+        vllm_config.shutdown_timeout = SHUTDOWN_TEARDOWN_S
+
+
+def _bound_shutdown_drain() -> None:
+    """P7, engine-core side: on SIGTERM the core drains in-flight requests for at most
+    ``shutdown_timeout - SHUTDOWN_TEARDOWN_S`` (0 with vLLM's default: at once), then aborts the
+    rest, so its teardown (closing the mesh) ends before the API server kills it at
+    ``shutdown_timeout``. vLLM drains until no work is left and the kill comes first under load.
+    Drop when vLLM leaves a platform time for device teardown after its drain.
+    """
+    from vllm.v1.engine.core import EngineCoreProc, EngineShutdownState
+    from vllm.v1.request import RequestStatus
+
+    original = EngineCoreProc._handle_shutdown
+    if getattr(original, "_tt_patched", False):
+        return
+
+    def _handle_shutdown(self: Any) -> bool:
+        if self.shutdown_state == EngineShutdownState.REQUESTED:
+            drain_s = max(0.0, float(self.vllm_config.shutdown_timeout) - SHUTDOWN_TEARDOWN_S)
+            self._tt_drain_deadline = time.monotonic() + drain_s
+        keep_running = original(self)
+        deadline = getattr(self, "_tt_drain_deadline", None)
+        if keep_running and deadline is not None and time.monotonic() >= deadline:
+            left = self.scheduler.get_num_unfinished_requests()
+            if left:
+                logger.info(
+                    "TT: shutdown: aborting %d in-flight request(s) so the device teardown "
+                    "fits in the shutdown timeout",
+                    left,
+                )
+                aborted = self.scheduler.finish_requests(None, RequestStatus.FINISHED_ABORTED)
+                self._send_abort_outputs(aborted)
+        return bool(keep_running)
+
+    _handle_shutdown._tt_patched = True  # type: ignore[attr-defined]
+    EngineCoreProc._handle_shutdown = _handle_shutdown  # type: ignore[method-assign]
+
+
 def pin_v1_model_runner() -> None:
     """P3: the plugin implements the V1 model-runner contract only; V2 is refused.
 
@@ -91,4 +205,6 @@ def apply() -> None:
         return
     _guard_accelerator_empty_cache()
     _raise_unchunked_prefill_budget()
+    _carry_device_failure_to_clients()
+    _bound_shutdown_drain()
     _applied = True

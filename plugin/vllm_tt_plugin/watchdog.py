@@ -58,6 +58,21 @@ class DeviceCall:
 
 FailureHook = Callable[[DeviceCall, BaseException], None]
 
+# The first device failure of this process, as clients are told it (vllm_patches P6 carries it
+# from the engine core to the API server). Process-wide: the engine core dies of the first one.
+_fatal_reason: list[str] = []
+
+
+def fatal_reason() -> str | None:
+    """What failed on the device in this process, or None: the timeout's own message, or the
+    step and model call that raised (the exception's text stays in the server log)."""
+    return _fatal_reason[0] if _fatal_reason else None
+
+
+def _record_fatal(reason: str) -> None:
+    if not _fatal_reason:
+        _fatal_reason.append(reason)
+
 
 class DeviceWatchdog:
     """Runs device calls in order on one daemon thread; the caller waits at most the bound."""
@@ -102,9 +117,13 @@ class DeviceWatchdog:
             )
             self._failure = exc
             logger.error("%s", exc)
+            _record_fatal(str(exc))
             self._run_hooks(call, exc)
             raise exc from None
         except Exception as exc:
+            _record_fatal(
+                f"TT device error: {call.describe()} raised {type(exc).__name__}; the engine stops"
+            )
             self._run_hooks(call, exc)
             raise
 

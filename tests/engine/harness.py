@@ -10,11 +10,15 @@ from __future__ import annotations
 import ast
 import concurrent.futures as cf
 import functools
+import itertools
+import json
 import os
 import random
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +124,95 @@ def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     assert server.log_path is not None
     lines = server.log_path.read_text(errors="replace").splitlines()
     return [line for line in lines if needle in line]
+
+
+# --- streaming requests into a failing or stopping server ------------------------------
+
+
+@dataclass
+class Stream:
+    """One completion (streaming unless ``stream=False``) read on its own thread."""
+
+    url: str
+    prompt: list[int]
+    max_tokens: int = 400
+    stream: bool = True
+    tokens: int = 0
+    first_token: threading.Event = field(default_factory=threading.Event)
+    outcome: str = "running"  # done | error | dropped
+    error: str = ""
+    events: list[float] = field(default_factory=list)
+    ended_at: float = 0.0
+    thread: threading.Thread | None = None
+
+    def start(self) -> Stream:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        body = {
+            "model": "ref",
+            "prompt": self.prompt,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": self.stream,
+        }
+        try:
+            with requests.post(
+                f"{self.url}/v1/completions", json=body, stream=self.stream, timeout=120
+            ) as resp:
+                if not self.stream and resp.status_code == 200:
+                    self.outcome = "done"
+                    return
+                if resp.status_code != 200:
+                    self.outcome, self.error = "error", f"HTTP {resp.status_code}: {resp.text}"
+                    return
+                for raw in resp.iter_lines(chunk_size=None):  # as it arrives
+                    line = raw.decode(errors="replace")
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[len("data: ") :]
+                    if data == "[DONE]":
+                        self.outcome = "done" if self.outcome == "running" else self.outcome
+                        return
+                    event = json.loads(data)
+                    if "error" in event:
+                        self.outcome, self.error = "error", json.dumps(event["error"])
+                        continue
+                    self.tokens += 1
+                    self.events.append(time.monotonic())
+                    self.first_token.set()
+            if self.outcome == "running":
+                self.outcome = "dropped"
+        except requests.RequestException as exc:
+            self.outcome, self.error = "dropped", repr(exc)
+        finally:
+            self.ended_at = time.monotonic()
+
+    @property
+    def stalled_at(self) -> float:
+        """When the device stopped: the event before the longest gap (vLLM flushes chunks as the
+        engine dies, so the last event is not the fault's time)."""
+        times = [*self.events, self.ended_at]
+        gaps = [(b - a, a) for a, b in itertools.pairwise(times)]
+        return max(gaps)[1] if gaps else self.ended_at
+
+    def join(self, timeout: float) -> None:
+        assert self.thread is not None
+        self.thread.join(timeout)
+
+
+def health_non_200_at(url: str, deadline: float) -> float | None:
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code != 200:
+                return time.monotonic()
+        except requests.RequestException:
+            return time.monotonic()  # the server is gone: certainly not healthy
+        time.sleep(0.2)
+    return None
 
 
 # --- the conformance suite against a server --------------------------------------------------

@@ -11,17 +11,13 @@ docs/RELIABILITY.md.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.engine.harness import log_lines, serve
+from tests.engine.harness import Stream, health_non_200_at, log_lines, serve
 from vllm_tt_plugin.emulation.server import ServerStartError
 
 BOUND_S = 3.0
@@ -38,88 +34,6 @@ def _env(model_class: str) -> dict[str, str]:
         ),
         **ENV_STEP,
     }
-
-
-@dataclass
-class Stream:
-    """One streaming completion read on its own thread."""
-
-    url: str
-    prompt: list[int]
-    max_tokens: int = 400
-    tokens: int = 0
-    first_token: threading.Event = field(default_factory=threading.Event)
-    outcome: str = "running"  # done | error | dropped
-    error: str = ""
-    events: list[float] = field(default_factory=list)
-    ended_at: float = 0.0
-    thread: threading.Thread | None = None
-
-    def start(self) -> Stream:
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        body = {
-            "model": "ref",
-            "prompt": self.prompt,
-            "max_tokens": self.max_tokens,
-            "temperature": 0.0,
-            "ignore_eos": True,
-            "stream": True,
-        }
-        try:
-            with requests.post(
-                f"{self.url}/v1/completions", json=body, stream=True, timeout=120
-            ) as resp:
-                if resp.status_code != 200:
-                    self.outcome, self.error = "error", f"HTTP {resp.status_code}: {resp.text}"
-                    return
-                for raw in resp.iter_lines(chunk_size=None):  # as it arrives
-                    line = raw.decode(errors="replace")
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[len("data: ") :]
-                    if data == "[DONE]":
-                        self.outcome = "done" if self.outcome == "running" else self.outcome
-                        return
-                    event = json.loads(data)
-                    if "error" in event:
-                        self.outcome, self.error = "error", json.dumps(event["error"])
-                        continue
-                    self.tokens += 1
-                    self.events.append(time.monotonic())
-                    self.first_token.set()
-            if self.outcome == "running":
-                self.outcome = "dropped"
-        except requests.RequestException as exc:
-            self.outcome, self.error = "dropped", repr(exc)
-        finally:
-            self.ended_at = time.monotonic()
-
-    @property
-    def stalled_at(self) -> float:
-        """When the device stopped: the event before the longest gap (vLLM flushes chunks as the
-        engine dies, so the last event is not the fault's time)."""
-        times = [*self.events, self.ended_at]
-        gaps = [(b - a, a) for a, b in itertools.pairwise(times)]
-        return max(gaps)[1] if gaps else self.ended_at
-
-    def join(self, timeout: float) -> None:
-        assert self.thread is not None
-        self.thread.join(timeout)
-
-
-def _health_non_200_at(url: str, deadline: float) -> float | None:
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/health", timeout=2).status_code != 200:
-                return time.monotonic()
-        except requests.RequestException:
-            return time.monotonic()  # the server is gone: certainly not healthy
-        time.sleep(0.2)
-    return None
 
 
 def _one_timeout_line(log: Path, *parts: str) -> str:
@@ -181,11 +95,14 @@ def test_a_failing_device_ends_every_request_and_the_server(case: Case, tmp_path
                 assert streams[-1].first_token.wait(60), "request never streamed"
         for i in range(case.staggered):
             streams.append(Stream(server.url, _prompt(first + i)).start())
+        # One non-streaming request too: its HTTP error body must name the cause as well.
+        plain = Stream(server.url, _prompt(first + case.staggered), stream=False).start()
+        streams.append(plain)
         for s in streams:
             s.join(BOUND_S + SLACK_S + 60)
         assert all(s.outcome != "running" for s in streams), [s.outcome for s in streams]
         fault_at = min(s.stalled_at for s in streams if s.tokens)
-        health_at = _health_non_200_at(server.url, time.monotonic() + 30)
+        health_at = health_non_200_at(server.url, time.monotonic() + 30)
         assert health_at is not None, "/health kept answering 200"
         outcomes = [(s.outcome, s.tokens, s.error[:120]) for s in streams]
         assert all(s.outcome in ("error", "dropped") for s in streams), outcomes
@@ -193,6 +110,12 @@ def test_a_failing_device_ends_every_request_and_the_server(case: Case, tmp_path
         ends = [s.ended_at - fault_at for s in streams]
         bound = BOUND_S if case.kind else 0.0
         assert max(ends) < bound + SLACK_S, ends
+        # Clients are told what failed (vllm_patches P6), not only "EngineCore encountered an
+        # issue": the streaming error events and the non-streaming HTTP 500 alike.
+        cause = f"TT device timeout: {case.kind}" if case.kind else "TT device error: decode step"
+        errors = [s.error for s in streams if s.outcome == "error"]
+        assert errors and all(cause in e and case.model_call in e for e in errors), errors
+        assert plain.outcome == "error" and plain.error.startswith("HTTP 500"), plain.error
         proc = server._proc
         assert proc is not None
         exit_start = time.monotonic()

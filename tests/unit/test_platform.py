@@ -153,6 +153,16 @@ def test_no_enable_chunked_prefill_raises_small_budget(make_config: Any) -> None
     assert config.scheduler_config.max_num_batched_tokens == 4096
 
 
+def test_shutdown_timeout_keeps_time_for_the_device_teardown(make_config: Any) -> None:
+    # vLLM's default 0 s kills the engine core at once on SIGTERM, before the mesh is closed;
+    # TT raises it to the teardown reserve (ledger P7). A longer timeout is left as given.
+    from vllm_tt_plugin.vllm_patches import SHUTDOWN_TEARDOWN_S
+
+    assert make_config().shutdown_timeout == SHUTDOWN_TEARDOWN_S > 0
+    assert make_config(shutdown_timeout=2).shutdown_timeout == SHUTDOWN_TEARDOWN_S
+    assert make_config(shutdown_timeout=60).shutdown_timeout == 60
+
+
 def test_prefix_caching_only_when_declared(make_config: Any) -> None:
     assert make_config().cache_config.enable_prefix_caching
     assert not make_config(model_class=f"{FAKES}:BareModel").cache_config.enable_prefix_caching

@@ -174,3 +174,49 @@ def test_adapter_calls_run_under_the_serving_bound() -> None:
     with pytest.raises(DeviceTimeoutError, match=r"decode read-back step, batch size 2"):
         adapter.read_decode(DecodeSubmission(None, True, False, 2), overlapped=True)
     assert time.monotonic() - start < 2.0
+
+
+def test_the_device_timeout_reaches_the_api_servers_engine_dead_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """P6 round trip with vLLM's real classes: the dying engine core's last frame carries the
+    watchdog's reason, and the API server's EngineDeadError (what clients get) leads with it."""
+    import queue
+
+    import zmq
+    from vllm.v1.engine.core import EngineCoreProc
+    from vllm.v1.engine.core_client import BackgroundResources
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    from vllm_tt_plugin import vllm_patches, watchdog
+
+    vllm_patches.apply()
+    monkeypatch.setattr(watchdog, "_fatal_reason", [])
+    monkeypatch.setattr(vllm_patches, "_dead_reason", [])
+    monkeypatch.setattr(EngineCoreProc, "ENGINE_CORE_DEAD", EngineCoreProc.ENGINE_CORE_DEAD)
+    plain = str(EngineDeadError())
+    with pytest.raises(DeviceTimeoutError):
+        DeviceWatchdog().run(DECODE, lambda: time.sleep(5))
+    # The engine core side: _send_engine_dead queues the frame its output thread sends.
+    core = object.__new__(EngineCoreProc)
+    core.output_queue = queue.Queue()
+    core.output_thread = threading.Thread(target=lambda: None)
+    core.output_thread.start()
+    core._send_engine_dead()
+    frame = core.output_queue.get_nowait()
+    assert frame == EngineCoreProc.ENGINE_CORE_DEAD  # the thread sends what matches it
+    # The API server side.
+    ctx = zmq.Context()
+    try:
+        resources = BackgroundResources(ctx=ctx)
+        with pytest.raises(EngineDeadError):
+            resources.validate_alive([zmq.Frame(frame)])
+        assert resources.engine_dead
+    finally:
+        ctx.term()
+    message = str(EngineDeadError(suppress_context=True))
+    assert message.startswith(
+        "TT device timeout: decode step, batch size 3, model call Model.decode_forward did not "
+        "return within the 0.3 s bound"
+    ), message
+    assert message.endswith(plain)
