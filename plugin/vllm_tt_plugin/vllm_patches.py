@@ -125,9 +125,9 @@ def _carry_device_failure_to_clients() -> None:
             self.args = (f"{_dead_reason[0]}. {self.args[0]}", *self.args[1:])
 
     _send_engine_dead._tt_patched = True  # type: ignore[attr-defined]
-    proc._send_engine_dead = _send_engine_dead  # type: ignore[method-assign]
-    core_client.BackgroundResources.validate_alive = validate_alive  # type: ignore[method-assign]
-    exceptions.EngineDeadError.__init__ = __init__  # type: ignore[method-assign]
+    proc._send_engine_dead = _send_engine_dead
+    core_client.BackgroundResources.validate_alive = validate_alive
+    exceptions.EngineDeadError.__init__ = __init__
 
 
 # P7: the last seconds of vLLM's shutdown timeout are kept for the TT teardown (finishing the
@@ -183,7 +183,7 @@ def _bound_shutdown_drain() -> None:
         return bool(keep_running)
 
     _handle_shutdown._tt_patched = True  # type: ignore[attr-defined]
-    EngineCoreProc._handle_shutdown = _handle_shutdown  # type: ignore[method-assign]
+    EngineCoreProc._handle_shutdown = _handle_shutdown
 
 
 def pin_v1_model_runner() -> None:
