@@ -5,7 +5,11 @@ markers and is rewritten in place:
 
 - `envs`: every environment variable the plugin reads (`vllm_tt_plugin.envs.REGISTRY`), with
   the family selectors' defaults and values taken from the model registry;
-- `selectors`: what each family selector value serves (`model_registry.selector_table()`).
+- `selectors`: what each family selector value serves (`model_registry.selector_table()`);
+- `tt_options`: every `--additional-config '{"tt": {...}}'` option (`config.option_specs()`),
+  its type, default (`config.TTOptions`), accepted values and purpose;
+- `harness_envs`: every environment variable the conformance harness reads or sets
+  (`tt_conformance.envs.REGISTRY`).
 
 `--check` writes nothing and exits 1 when README.md differs from what the code says.
 """
@@ -18,7 +22,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vllm_tt_plugin import envs, model_registry
+from tt_conformance import envs as harness_envs
+from vllm_tt_plugin import config, envs, model_registry
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -54,7 +59,42 @@ def selectors_table() -> str:
     return "\n".join(lines)
 
 
-TABLES: dict[str, Callable[[], str]] = {"envs": envs_table, "selectors": selectors_table}
+def _json_value(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}`"
+    return f"`{value}`"
+
+
+def tt_options_table() -> str:
+    lines = [
+        _row(("Key", "Type", "Default", "Accepted values", "Purpose")),
+        "|---|---|---|---|---|",
+    ]
+    for key, spec in config.option_specs().items():
+        default = _json_value(config.option_default(key))
+        lines.append(_row((f"`{key}`", spec.type_name, default, spec.allowed_doc, spec.doc)))
+    return "\n".join(lines)
+
+
+def harness_envs_table() -> str:
+    lines = [_row(("Variable", "Type", "Default", "What it does")), "|---|---|---|---|"]
+    for var in harness_envs.REGISTRY.values():
+        default = var.shown_default
+        shown = "unset" if default is None else f"`{default}`"
+        lines.append(_row((f"`{var.name}`", var.type_name, shown, var.doc)))
+    return "\n".join(lines)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "envs": envs_table,
+    "selectors": selectors_table,
+    "tt_options": tt_options_table,
+    "harness_envs": harness_envs_table,
+}
 
 
 def _block(name: str) -> re.Pattern[str]:

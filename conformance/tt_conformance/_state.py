@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tt_conformance import envs
 from tt_conformance._names import (
     NOT_TT_DEVICE,
     default_expectations_path,
@@ -63,14 +64,18 @@ class HarnessOptions:
     cwd: str
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> HarnessOptions:
+    def from_config(
+        cls, config: pytest.Config, env: Mapping[str, str] | None = None
+    ) -> HarnessOptions:
+        """The options from pytest's command line, the environment (``env``, default
+        ``os.environ``) filling in what the command line leaves out."""
         base = Path(config.invocation_params.dir)
 
         def path_opt(name: str) -> Path | None:
             value = config.getoption(name)
             return None if value in (None, "") else (base / value).resolve()
 
-        url = config.getoption("tt_server_url") or os.environ.get("TT_SERVER_URL") or None
+        url = config.getoption("tt_server_url") or envs.TT_SERVER_URL.get(env)
         if url:
             try:
                 url = normalize_base_url(url)
@@ -87,7 +92,7 @@ class HarnessOptions:
         wait_s = float(config.getoption("tt_wait_for_server") or 0.0)
         if wait_s < 0:
             raise pytest.UsageError(f"--tt-wait-for-server must be >= 0 seconds, got {wait_s:g}")
-        raw_device = config.getoption("tt_device") or os.environ.get("MESH_DEVICE") or "unknown"
+        raw_device = config.getoption("tt_device") or envs.MESH_DEVICE.get(env) or "unknown"
         try:
             device = normalize_device(str(raw_device))
         except ValueError as exc:
@@ -98,8 +103,7 @@ class HarnessOptions:
             raise pytest.UsageError(f"--tt-perf-shapes: {exc}") from None
         api_key = (
             config.getoption("tt_api_key")
-            or os.environ.get("OPENAI_API_KEY")
-            or os.environ.get("VLLM_API_KEY")
+            or envs.first_set(envs.OPENAI_API_KEY, envs.VLLM_API_KEY, env=env)
             or None
         )
         return cls(

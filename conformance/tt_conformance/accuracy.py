@@ -23,12 +23,9 @@ reference measured with transformers on the same checkpoint (tools/measure_accur
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -36,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from tt_conformance import envs
 from tt_conformance._jsonfile import Strict, describe
 from tt_conformance.expectations import AccuracyExpectation
 from tt_conformance.report import AccuracyResult
@@ -188,20 +186,6 @@ class LmEvalScore:
     n: int
 
 
-@contextlib.contextmanager
-def _env(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def lm_eval_model_args(
     api_base: str, model: str, concurrency: int, api_key: str | None
 ) -> dict[str, Any]:
@@ -221,10 +205,12 @@ def run_lm_eval(
     """Run one lm-eval task through local-completions, offline; ImportError without lm-eval."""
     import lm_eval  # optional dependency: the caller turns ImportError into a skip
 
-    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    offline = dict.fromkeys(
+        (envs.HF_HUB_OFFLINE, envs.HF_DATASETS_OFFLINE, envs.TRANSFORMERS_OFFLINE), "1"
+    )
     if api_key:
-        offline["OPENAI_API_KEY"] = api_key
-    with _env(offline):
+        offline[envs.OPENAI_API_KEY] = api_key
+    with envs.scoped(offline):
         results = lm_eval.simple_evaluate(
             model="local-completions",
             model_args=lm_eval_model_args(api_base, model, concurrency, api_key),

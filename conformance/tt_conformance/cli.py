@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tt_conformance import envs
 from tt_conformance._names import default_report_dir, normalize_device
 from tt_conformance.baseline import PromoteError, promote
 from tt_conformance.benchimport import (
@@ -60,7 +60,7 @@ def import_bench(args: argparse.Namespace) -> int:
         report_path = Path(args.report)
     else:
         model = data.get("model_id")
-        device = args.device or os.environ.get("MESH_DEVICE") or "unknown"
+        device = args.device or envs.MESH_DEVICE.get() or "unknown"
         try:
             device = normalize_device(device)
         except ValueError as exc:

@@ -103,40 +103,141 @@ class TTOptions:
 
 
 @dataclass(frozen=True)
-class _Option:
+class OptionSpec:
+    """How one TT option is validated and documented. README.md's TT options table is
+    generated from these (``tools/gen_docs.py``); the default is `TTOptions`'s."""
+
     kind: type
+    doc: str
     choices: tuple[str, ...] | None = None
     nullable: bool = False
     min_value: int | None = None
     case_insensitive: bool = False
+    # The accepted values as the docs show them, when `choices` depends on the installed ttnn.
+    choices_doc: str | None = None
+
+    @property
+    def type_name(self) -> str:
+        return {str: "string", int: "integer", bool: "boolean", float: "number"}[self.kind]
+
+    @property
+    def allowed_doc(self) -> str:
+        """The accepted values in words (the README's "Allowed" column)."""
+        if self.choices_doc is not None:
+            text = self.choices_doc
+        elif self.choices is not None:
+            text = ", ".join(f"`{c}`" for c in self.choices)
+        elif self.kind is bool:
+            text = "`true`, `false`"
+        elif self.kind is float:
+            text = "seconds > 0"
+        elif self.min_value is not None:
+            text = f"integer >= {self.min_value}"
+        else:
+            text = "any integer"
+        return f"{text}, `null`" if self.nullable else text
 
 
-def _options() -> dict[str, _Option]:
+def _names_doc(names: tuple[str, ...], enum: str) -> str:
+    return f"any `ttnn.{enum}` name: " + ", ".join(f"`{n}`" for n in names)
+
+
+def option_specs() -> dict[str, OptionSpec]:
+    """Every TT option, in the order the docs list them (the product spec's order)."""
     return {
-        "sample_on_device_mode": _Option(str, SAMPLE_ON_DEVICE_MODES, nullable=True),
-        "trace_mode": _Option(str, TRACE_MODES),
-        "enable_model_warmup": _Option(bool),
-        "trace_region_size": _Option(int, nullable=True, min_value=0),
-        "worker_l1_size": _Option(int, nullable=True, min_value=0),
-        "l1_small_size": _Option(int, nullable=True, min_value=0),
-        "fabric_config": _Option(str, fabric_config_names(), nullable=True),
-        "fabric_reliability_mode": _Option(str, fabric_reliability_mode_names(), nullable=True),
-        "dispatch_core_axis": _Option(
-            str, DISPATCH_CORE_AXES, nullable=True, case_insensitive=True
+        "sample_on_device_mode": OptionSpec(
+            str,
+            "On-device sampling, when the model supports it. Unset: host sampling.",
+            SAMPLE_ON_DEVICE_MODES,
+            nullable=True,
         ),
-        "always_compat_sampling": _Option(bool),
-        "decode_interleave_enabled": _Option(bool),
-        "decode_interleave_prefill_steps": _Option(int, min_value=1),
-        "decode_interleave_decode_steps": _Option(int, min_value=1),
-        "optimizations": _Option(str, OPTIMIZATIONS, nullable=True),
-        "register_test_models": _Option(bool),
-        "emulated_mesh": _Option(bool),
-        "device_timeout_s": _Option(float),
-        "warmup_timeout_s": _Option(float),
+        "trace_mode": OptionSpec(
+            str, "TT tracing: which step kinds run as captured traces.", TRACE_MODES
+        ),
+        "enable_model_warmup": OptionSpec(
+            bool, "Warm up (compile, then capture traces) before the server reports healthy."
+        ),
+        "trace_region_size": OptionSpec(
+            int, "Trace region size for TT runtime tracing.", nullable=True, min_value=0
+        ),
+        "worker_l1_size": OptionSpec(int, "Worker L1 size override.", nullable=True, min_value=0),
+        "l1_small_size": OptionSpec(int, "Small L1 size override.", nullable=True, min_value=0),
+        "fabric_config": OptionSpec(
+            str,
+            "Fabric config. Overrides model defaults; otherwise Wormhole Galaxy "
+            "`FABRIC_1D_RING`, Blackhole Galaxy `FABRIC_2D_TORUS_XY`, other multi-device "
+            "`FABRIC_1D`.",
+            fabric_config_names(),
+            nullable=True,
+            choices_doc=_names_doc(_KNOWN_FABRIC_CONFIGS, "FabricConfig"),
+        ),
+        "fabric_reliability_mode": OptionSpec(
+            str,
+            "Fabric reliability mode.",
+            fabric_reliability_mode_names(),
+            nullable=True,
+            choices_doc=_names_doc(_KNOWN_RELIABILITY_MODES, "FabricReliabilityMode"),
+        ),
+        "dispatch_core_axis": OptionSpec(
+            str,
+            "Dispatch core axis (case-insensitive).",
+            DISPATCH_CORE_AXES,
+            nullable=True,
+            case_insensitive=True,
+        ),
+        "always_compat_sampling": OptionSpec(
+            bool,
+            "Always use vLLM's logits processors and sampler, even when the batch does not "
+            "need them.",
+        ),
+        "decode_interleave_enabled": OptionSpec(
+            bool,
+            "Insert decode-only steps into runs of consecutive prefill steps, so a running "
+            "request's inter-token latency does not scale with another request's prompt length.",
+        ),
+        "decode_interleave_prefill_steps": OptionSpec(
+            int,
+            "Consecutive prefill steps allowed before one insertion. Raise it to favor time to "
+            "first token, lower it to favor inter-token latency.",
+            min_value=1,
+        ),
+        "decode_interleave_decode_steps": OptionSpec(
+            int,
+            "How many decode-only steps one insertion runs. Reaching this count stops the "
+            "policy choosing decode; it never forces a prefill step.",
+            min_value=1,
+        ),
+        "optimizations": OptionSpec(
+            str,
+            "Model/runtime optimization profile, passed to the model.",
+            OPTIMIZATIONS,
+            nullable=True,
+        ),
+        "register_test_models": OptionSpec(
+            bool, "Register the plugin's non-production reference test models."
+        ),
+        "emulated_mesh": OptionSpec(
+            bool, "Run on the host-emulated mesh (no TT hardware; see docs/EMULATED_MESH.md)."
+        ),
+        "device_timeout_s": OptionSpec(
+            float,
+            "Watchdog bound on one serving device call: prefill, decode submit, decode "
+            "read-back. Exceeded: the engine fails fatally (docs/RELIABILITY.md).",
+        ),
+        "warmup_timeout_s": OptionSpec(
+            float,
+            "Watchdog bound on one start-up device call: mesh open, KV allocation, each "
+            "warm-up compile / trace-capture call.",
+        ),
     }
 
 
-def _check(key: str, value: Any, opt: _Option) -> Any:
+def option_default(key: str) -> Any:
+    """The default of a TT option: `TTOptions`'s field default."""
+    return {f.name: f.default for f in dataclasses.fields(TTOptions)}[key]
+
+
+def _check(key: str, value: Any, opt: OptionSpec) -> Any:
     if value is None:
         if opt.nullable:
             return None
@@ -186,7 +287,7 @@ def parse_tt_options(raw: Any) -> TTOptions:
         raise TTConfigError(
             f'additional_config["tt"] must be a JSON object, got {type(raw).__name__}: {raw!r}'
         )
-    options = _options()
+    options = option_specs()
     unknown = sorted(set(raw) - set(options))
     if unknown:
         raise TTConfigError(
