@@ -26,7 +26,8 @@ from tt_conformance.accuracy import (
     load_task,
     wilson_interval,
 )
-from tt_conformance.report import atomic_write_text, utc_now_iso
+from tt_conformance.report import utc_now_iso
+from tt_conformance.writers import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 

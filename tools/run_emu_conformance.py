@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from tt_conformance._names import mesh_shape_for
 from tt_conformance.history import run_files
+from tt_conformance.names import mesh_shape_for
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gate += ["--expectations", str(expectations)]
     gate_exe = shutil.which("tt-conformance-gate")
     if gate_exe is None:  # not on PATH (e.g. run outside tox): same entry point via -m
-        gate = [sys.executable, "-m", "tt_conformance.gate", *gate[1:]]
+        gate = [sys.executable, "-m", "tt_conformance.cli.gate", *gate[1:]]
     gate_rc = subprocess.call(gate, cwd=REPO)
     return gate_rc or pytest_rc
 

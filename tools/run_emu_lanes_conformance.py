@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.copyfile(report, baseline)
         print(f"[emu-lanes] baseline updated: {baseline} <- {report}")
         return pytest_rc
-    gate = [sys.executable, "-m", "tt_conformance.gate", "--baseline", str(baseline)]
+    gate = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
     gate += ["--candidate", str(report)]
     if expectations.is_file():
         gate += ["--expectations", str(expectations)]

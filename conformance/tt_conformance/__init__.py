@@ -5,6 +5,6 @@ release gate (`gate`); the pytest side lives in `pytest_plugin`. Nothing here im
 vllm_tt_plugin.
 """
 
-from tt_conformance._names import installed_version
+from tt_conformance.names import installed_version
 
 __version__ = installed_version()

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from tt_conformance import envs
-from tt_conformance._jsonfile import Strict, describe
+from tt_conformance.datafile import Strict, describe
 from tt_conformance.expectations import AccuracyExpectation
 from tt_conformance.report import AccuracyResult
 

@@ -1,5 +1,5 @@
 """Hardware baselines: promote a run to the baseline of its model and device, find the baseline
-a run is gated against.
+a run is gated against, gate a run against it (``--tt-gate``, ``tt-conformance summary --gate``).
 
 ``promote`` copies a report to ``<baselines>/<model>/<device>/baseline.json`` and writes (or
 extends) ``expectations.json`` next to it with one entry per failing or flaky check of the run.
@@ -15,15 +15,39 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tt_conformance._names import path_component
 from tt_conformance.expectations import (
     EXPECTATIONS_KIND,
     EXPECTATIONS_SCHEMA_VERSION,
     PLACEHOLDER_PREFIX,
     Expectations,
+    ExpectationsError,
     load_expectations,
 )
-from tt_conformance.report import FAILING, Report, atomic_write_text, load_report
+from tt_conformance.formats.text import render_gate
+from tt_conformance.gate import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    GateInputError,
+    compare,
+)
+from tt_conformance.names import path_component
+from tt_conformance.report import FAILING, Report, ReportError, load_report
+from tt_conformance.writers import atomic_write_text
+
+__all__ = [
+    "BASELINE_NAME",
+    "EXPECTATIONS_NAME",
+    "PromoteError",
+    "Promoted",
+    "RunGate",
+    "baseline_dir",
+    "baseline_dir_of",
+    "find_baseline",
+    "gate_run",
+    "placeholder_reason",
+    "promote",
+]
 
 BASELINE_NAME = "baseline.json"
 EXPECTATIONS_NAME = "expectations.json"
@@ -124,3 +148,40 @@ def _skeleton(
         data.setdefault(key, []).append(entry)
         added.append(check.id)
     return data, added
+
+
+@dataclass(frozen=True)
+class RunGate:
+    """The suite's own gate (``--tt-gate``): against the baseline of the run's model/device."""
+
+    exit_code: int
+    text: str
+    baseline: Path | None
+
+
+def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
+    path = find_baseline(baselines_dir, candidate)
+    if path is None and candidate.aborted is not None:
+        return RunGate(
+            EXIT_REGRESSION,
+            f"the run was ABORTED ({candidate.aborted.reason}): failing the gate (and there is "
+            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir})",
+            None,
+        )
+    if path is None:
+        return RunGate(
+            EXIT_OK,
+            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir}: "
+            "not gated (tt-conformance baseline promote REPORT makes one)",
+            None,
+        )
+    exp_path = path.parent / EXPECTATIONS_NAME
+    try:
+        baseline = load_report(path)
+        expectations = load_expectations(exp_path) if exp_path.is_file() else None
+        result = compare(baseline, candidate, expectations)
+    except (ReportError, ExpectationsError, GateInputError) as exc:
+        return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
+    return RunGate(
+        result.exit_code, f"baseline: {path}\n" + render_gate(result, baseline, candidate), path
+    )

@@ -48,7 +48,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
+from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
 
 EXPECTATIONS_SCHEMA_VERSION: Final = 2
 EXPECTATIONS_KIND = "tt-conformance-expectations"

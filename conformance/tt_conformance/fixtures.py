@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import pytest
 
-from tt_conformance._state import harness_state
 from tt_conformance.collector import PROP_ACCURACY, PROP_PERF
 from tt_conformance.rawhttp import RawHttp
 from tt_conformance.server import ServerInfo
+from tt_conformance.state import harness_state
 from tt_conformance.ttpath import TTPath
 
 if TYPE_CHECKING:  # openai is imported lazily: the plugin loads in every pytest run

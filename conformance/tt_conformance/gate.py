@@ -1,7 +1,7 @@
-"""Release gate: compare a candidate report with the stored baseline.
+"""Release gate: compare a candidate report with the stored baseline (data only).
 
-Usage: tt-conformance-gate --baseline B --candidate C [--expectations E]
-                           [--default-perf-tolerance T] [--allow-mismatch]
+`compare` returns a `GateResult`; `formats.text.render_gate` words it, `baseline.gate_run` gates
+a run against its stored baseline, and the command is `tt-conformance-gate` (`cli.gate`).
 
 Exit codes
     0  no regression (improvements, expected failures and flaky passes may be listed)
@@ -32,27 +32,25 @@ relative and direction-aware: for a "lower is better" figure, candidate > baseli
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tabulate import tabulate
-
-from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
-from tt_conformance.render import format_number
-from tt_conformance.report import (
-    FAILING,
-    PASSING,
-    TIERS,
-    PerfFigure,
-    Report,
-    ReportError,
-    load_report,
-)
+from tt_conformance.expectations import Expectations
+from tt_conformance.numfmt import format_number, pct
+from tt_conformance.report import FAILING, PASSING, TIERS, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
+
+__all__ = [
+    "DEFAULT_PERF_TOLERANCE",
+    "EXIT_BAD_INPUT",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "HARDWARE_PERF_TOLERANCE",
+    "GateInputError",
+    "GateResult",
+    "PerfComparison",
+    "compare",
+]
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -243,26 +241,16 @@ def _compare_perf(
     elif worse_by > tolerance:
         verdict = "regression"
         out.regressions.append(
-            f"perf {name}: {change} ({_pct(worse_by)} worse, tolerance {_pct(tolerance)})"
+            f"perf {name}: {change} ({pct(worse_by)} worse, tolerance {pct(tolerance)})"
         )
     elif worse_by < -tolerance:
         verdict = "improvement"
-        out.improvements.append(f"perf {name}: {change} ({_pct(-worse_by)} better)")
+        out.improvements.append(f"perf {name}: {change} ({pct(-worse_by)} better)")
     else:
         verdict = "ok"
     return PerfComparison(
         name, base.unit, base.better, base.value, cand.value, tolerance, worse_by, verdict
     )
-
-
-def _change_text(worse_by: float | None) -> str:
-    if worse_by is None:
-        return "—"
-    if worse_by > 0:
-        return f"{_pct(worse_by)} worse"
-    if worse_by < 0:
-        return f"{_pct(-worse_by)} better"
-    return "unchanged"
 
 
 def _worse_by(baseline: float, candidate: float, better: str) -> float:
@@ -275,159 +263,6 @@ def _worse_by(baseline: float, candidate: float, better: str) -> float:
     return delta / abs(baseline)
 
 
-def _pct(value: float) -> str:
-    return "inf %" if math.isinf(value) else f"{value * 100:.1f}%"
-
-
 def _first_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else text
-
-
-def render(result: GateResult, baseline: Report, candidate: Report) -> str:
-    bv, cv = baseline.versions, candidate.versions
-    verdict = (
-        f"REGRESSION ({len(result.regressions)} found)"
-        if result.regressions
-        else "OK (no regression)"
-    )
-    lines = [
-        f"tt-conformance gate: {verdict}",
-        f"model {candidate.model}, device {candidate.device}",
-        f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, plugin {bv.plugin}",
-        f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",
-        "",
-    ]
-    for title, marker, items in (
-        ("Regressions", "-", result.regressions),
-        ("Improvements", "+", result.improvements),
-        ("Expected failures (not regressions)", "~", result.expected),
-        ("Flaky, passed on retry (not regressions)", "~", result.flaky),
-        ("Notes", " ", result.notes),
-    ):
-        if items:
-            lines.append(f"{title} ({len(items)}):")
-            lines += [f"  {marker} {item}" for item in items]
-            lines.append("")
-    if result.perf:
-        lines.append("Performance:")
-        lines.append(
-            tabulate(
-                [
-                    [
-                        p.name,
-                        f"{format_number(p.baseline)} {p.unit}",
-                        "—" if p.candidate is None else f"{format_number(p.candidate)} {p.unit}",
-                        _change_text(p.worse_by),
-                        "—" if p.tolerance is None else _pct(p.tolerance),
-                        p.verdict,
-                    ]
-                    for p in result.perf
-                ],
-                headers=["figure", "baseline", "candidate", "change", "tolerance", "verdict"],
-                disable_numparse=True,
-            )
-        )
-    return "\n".join(lines).rstrip() + "\n"
-
-
-@dataclass(frozen=True)
-class RunGate:
-    """The suite's own gate (``--tt-gate``): against the baseline of the run's model/device."""
-
-    exit_code: int
-    text: str
-    baseline: Path | None
-
-
-def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
-    # Imported here: baseline imports the report module only, the gate module imports both.
-    from tt_conformance.baseline import EXPECTATIONS_NAME, find_baseline
-
-    path = find_baseline(baselines_dir, candidate)
-    if path is None and candidate.aborted is not None:
-        return RunGate(
-            EXIT_REGRESSION,
-            f"the run was ABORTED ({candidate.aborted.reason}): failing the gate (and there is "
-            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir})",
-            None,
-        )
-    if path is None:
-        return RunGate(
-            EXIT_OK,
-            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir}: "
-            "not gated (tt-conformance baseline promote REPORT makes one)",
-            None,
-        )
-    exp_path = path.parent / EXPECTATIONS_NAME
-    try:
-        baseline = load_report(path)
-        expectations = load_expectations(exp_path) if exp_path.is_file() else None
-        result = compare(baseline, candidate, expectations)
-    except (ReportError, ExpectationsError, GateInputError) as exc:
-        return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
-    return RunGate(
-        result.exit_code, f"baseline: {path}\n" + render(result, baseline, candidate), path
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tt-conformance-gate",
-        description="Compare a candidate conformance report with a baseline (exit 0 ok, "
-        "1 regression, 2 bad input).",
-    )
-    parser.add_argument("--baseline", required=True, type=Path, help="baseline report JSON")
-    parser.add_argument("--candidate", required=True, type=Path, help="candidate report JSON")
-    parser.add_argument(
-        "--expectations",
-        type=Path,
-        default=None,
-        help="expectations JSON (default: expectations.json next to the baseline, if present)",
-    )
-    parser.add_argument(
-        "--default-perf-tolerance",
-        type=float,
-        default=DEFAULT_PERF_TOLERANCE,
-        help="relative tolerance (e.g. 0.10) for perf figures the expectations give none for "
-        "(default: none, such figures are informational)",
-    )
-    parser.add_argument(
-        "--allow-mismatch",
-        action="store_true",
-        help="compare reports even if their model or device differ",
-    )
-    args = parser.parse_args(argv)
-    try:
-        tol = args.default_perf_tolerance
-        if tol is not None and (not math.isfinite(tol) or tol < 0):
-            raise GateInputError(
-                f"--default-perf-tolerance must be a finite number >= 0, got "
-                f"{args.default_perf_tolerance}"
-            )
-        baseline = load_report(args.baseline)
-        candidate = load_report(args.candidate)
-        exp_path = args.expectations
-        if exp_path is None and (args.baseline.parent / "expectations.json").is_file():
-            exp_path = args.baseline.parent / "expectations.json"
-        expectations = load_expectations(exp_path) if exp_path is not None else None
-        if not args.allow_mismatch and (baseline.model, baseline.device) != (
-            candidate.model,
-            candidate.device,
-        ):
-            raise GateInputError(
-                f"baseline is for {baseline.model} on {baseline.device}, candidate for "
-                f"{candidate.model} on {candidate.device} (use --allow-mismatch to compare anyway)"
-            )
-        result = compare(baseline, candidate, expectations, args.default_perf_tolerance)
-    except (ReportError, ExpectationsError, GateInputError) as exc:
-        print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if exp_path is not None:
-        print(f"expectations: {exp_path}")
-    sys.stdout.write(render(result, baseline, candidate))
-    return result.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,20 @@
 """Run history per model and device: the index of every kept run, grouping by tt-metal commit,
 perf trends and the run pairs the site compares.
 
-Data only: rendering lives in site.py. The index (``index.json`` per model/device directory,
-kind ``tt-conformance-run-index``) is rewritten by ``write_report`` after each run and by the
-site build from whatever report files it finds (runs, latest, baselines, reports/history).
+Data only: the pages are rendered by formats/ and written by writers.py. The index
+(``index.json`` per model/device directory, kind ``tt-conformance-run-index``, formats/json.py)
+is rewritten by ``writers.write_report`` after each run and by the site build from whatever
+report files it finds (runs, latest, baselines, reports/history).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tt_conformance.report import Report, atomic_write_text
+from tt_conformance.matrix import column_of
+from tt_conformance.report import Report
 
 INDEX_KIND = "tt-conformance-run-index"
 INDEX_NAME = "index.json"
@@ -41,51 +42,11 @@ class Run:
     @property
     def key(self) -> tuple[str, str]:
         # The matrix's column: a lane-DP server has its own history, like its own column.
-        from tt_conformance.matrix import column_of  # matrix imports nothing from here
-
         return (self.report.model, column_of(self.report))
 
     @property
     def tt_metal(self) -> str:
         return self.report.versions.tt_metal
-
-
-def index_entry(report: Report, file: str) -> dict[str, object]:
-    v = report.versions
-    return {
-        "run_id": report.run_id,
-        "file": file,
-        "started_at": report.started_at,
-        "finished_at": report.finished_at,
-        "tt_metal": v.tt_metal,
-        "plugin": v.plugin,
-        "vllm": v.vllm,
-        "ttnn": v.ttnn,
-        "tier": report.tier.tier if report.tier else UNKNOWN,
-        "totals": dict(report.counts),
-    }
-
-
-def update_index(report_dir: Path, report: Report, json_path: Path) -> Path:
-    """Add (or refresh) the run's entry in report_dir/index.json, oldest run first."""
-    path = report_dir / INDEX_NAME
-    entries: list[dict[str, object]] = []
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            entries = list(data.get("runs", [])) if isinstance(data, dict) else []
-        except (OSError, json.JSONDecodeError):
-            entries = []  # a damaged index is rebuilt from the runs it can still see
-    entries = [e for e in entries if isinstance(e, dict) and e.get("run_id") != report.run_id]
-    entries.append(index_entry(report, json_path.name))
-    entries.sort(key=lambda e: (str(e.get("finished_at")), str(e.get("run_id"))))
-    write_index(path, report.model, report.device, entries)
-    return path
-
-
-def write_index(path: Path, model: str, device: str, entries: Sequence[dict[str, object]]) -> None:
-    payload = {"kind": INDEX_KIND, "model": model, "device": device, "runs": list(entries)}
-    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
 def distinct_runs(found: Iterable[tuple[Path, Report]]) -> list[Run]:

@@ -1,26 +1,18 @@
-"""Fold a tree of reports into the model support matrix (Markdown + self-contained HTML).
+"""Fold a tree of reports into the model support matrix: cells and concern states (data only).
 
-Usage: tt-conformance-matrix [REPORT_DIR] [--out-md FILE] [--out-html FILE] [--include-baselines]
-
-REPORT_DIR (default ``reports``) is searched recursively for report JSON files (other JSON, such
-as expectations, is ignored; so is the ``baselines/`` subtree unless --include-baselines). The
-newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
-Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html. Exit codes: 0 written,
-2 bad input (missing directory, malformed report).
+`find_reports` searches a directory recursively for report JSON files (other JSON, such as
+expectations, is ignored; so is the ``baselines/`` subtree unless asked for). `fold` keeps the
+newest report per model x device (a lane-DP server, lanes > 1, is its own column). The matrix
+is rendered by formats/markdown.py and formats/html.py; the command is `cli.matrix`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tabulate import tabulate
-
-from tt_conformance.render import format_number, md_cell
 from tt_conformance.report import (
     FAILING,
     REPORT_KIND,
@@ -28,14 +20,9 @@ from tt_conformance.report import (
     Report,
     ReportError,
     Tier,
-    atomic_write_text,
     load_report,
-    utc_now_iso,
 )
 from tt_conformance.tiers import derive_tier
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 
 # A cell's status is the report's tier (tiers.py): TT's vocabulary.
 STATUS_COMPLETE = "complete"
@@ -209,192 +196,3 @@ def _cell(path: Path, report: Report) -> MatrixCell:
 
 def short_check(check_id: str) -> str:
     return check_id.removeprefix("tt_conformance.checks.")
-
-
-def _perf_text(figures: Sequence[PerfFigure]) -> list[str]:
-    out = []
-    for f in figures:
-        shape = f.name.partition("@")[2] or f.name
-        mark = " (unreliable)" if f.flag else ""
-        out.append(f"{shape}: {format_number(f.value)}{mark}")
-    return out
-
-
-def _accuracy_text(cell: MatrixCell) -> str:
-    acc = cell.report.accuracy
-    if not acc:
-        return "—"
-    return "; ".join(
-        f"{a.task} {a.score:.3f} [{a.ci_low:.2f}, {a.ci_high:.2f}] {a.verdict}" for a in acc
-    )
-
-
-def check_counts(cell: MatrixCell) -> str:
-    t = cell.report.counts
-    passed = t["pass"] + t["flaky"] + t["xpass"]
-    text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
-    not_run = not_run_concerns(cell.report)
-    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
-    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
-
-
-# ----------------------------------------------------------------------------- Markdown
-
-
-def render_markdown(cells: Sequence[MatrixCell], generated_at: str, links: bool = False) -> str:
-    """The concern table (templates/matrix.md.jinja), then the details per model and device."""
-    from tt_conformance.site import render_matrix_markdown  # site imports this module
-
-    head = render_matrix_markdown(cells, generated_at, links)
-    if not cells:
-        return head
-    lines = [head.rstrip("\n")]
-    # Tier per model x device column at a glance (a lane-DP server is its own column).
-    models = sorted({c.model for c in cells})
-    devices = sorted({c.device for c in cells})
-    by_key = {(c.model, c.device): c for c in cells}
-    lines += ["", "## Tier by device", ""]
-    lines.append(
-        tabulate(
-            [
-                [md_cell(m)]
-                + [md_cell(by_key[(m, d)].status) if (m, d) in by_key else "—" for d in devices]
-                for m in models
-            ],
-            headers=["model", *[md_cell(d) for d in devices]],
-            tablefmt="github",
-        )
-    )
-    lines += ["", "## Details", ""]
-    rows = []
-    for c in cells:
-        v = c.report.versions
-        rows.append(
-            [
-                md_cell(c.model),
-                md_cell(c.device),
-                md_cell(c.status),
-                md_cell(c.tier.reason, 400),
-                md_cell(c.tier.next_blocker or "—", 400),
-                md_cell(_accuracy_text(c)),
-                check_counts(c),
-                md_cell(", ".join(short_check(x) for x in c.failing) or "—", 600),
-                md_cell(", ".join(short_check(x) for x in c.expected) or "—", 600),
-                *[
-                    md_cell("; ".join(_perf_text(c.key_perf[label])) or "—")
-                    for label, _ in KEY_PERF
-                ],
-                md_cell(v.vllm),
-                md_cell(v.plugin),
-                md_cell(v.ttnn),
-                md_cell(v.tt_metal),
-                md_cell(c.report.finished_at),
-            ]
-        )
-    lines.append(
-        tabulate(
-            rows,
-            headers=[
-                "model",
-                "device",
-                "tier",
-                "why",
-                "next tier needs",
-                "accuracy",
-                "checks",
-                "failing checks",
-                "expected failures",
-                *[label for label, _ in KEY_PERF],
-                "vLLM",
-                "plugin",
-                "ttnn",
-                "tt-metal",
-                "run finished",
-            ],
-            tablefmt="github",
-            disable_numparse=True,
-        )
-    )
-    notes = [
-        f"- {md_cell(c.model)} on {md_cell(c.device)}: flaky {md_cell(', '.join(c.flaky))}"
-        for c in cells
-        if c.flaky
-    ] + [
-        f"- {md_cell(c.model)} on {md_cell(c.device)}: expected failures now passing "
-        f"{md_cell(', '.join(c.improvements))}"
-        for c in cells
-        if c.improvements
-    ]
-    notes += [
-        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
-        for c in cells
-        for line in c.not_run
-    ]
-    if notes:
-        lines += ["", "## Notes", "", *notes]
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------- HTML
-
-
-def render_html(cells: Sequence[MatrixCell], generated_at: str) -> str:
-    """The standalone matrix page (templates/matrix.html.jinja, without site links)."""
-    from tt_conformance.site import render_matrix_html  # site imports this module
-
-    return render_matrix_html(cells, generated_at, links=False)
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tt-conformance-matrix",
-        description="Fold conformance reports into a model x device support matrix.",
-    )
-    parser.add_argument("report_dir", nargs="?", default="reports", type=Path)
-    parser.add_argument("--out-md", type=Path, default=None, help="default REPORT_DIR/MATRIX.md")
-    parser.add_argument(
-        "--out-html", type=Path, default=None, help="default REPORT_DIR/matrix.html"
-    )
-    parser.add_argument(
-        "--site",
-        type=Path,
-        default=None,
-        help="also build the site (matrix, history and compare pages) into this directory",
-    )
-    parser.add_argument(
-        "--include-baselines",
-        action="store_true",
-        help="also consider reports under baselines/ directories",
-    )
-    args = parser.parse_args(argv)
-    try:
-        found = find_reports(args.report_dir, args.include_baselines)
-        cells = fold(found)
-    except MatrixError as exc:
-        print(f"tt-conformance-matrix: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    generated = utc_now_iso()
-    out_md = args.out_md or args.report_dir / "MATRIX.md"
-    out_html = args.out_html or args.report_dir / "matrix.html"
-    atomic_write_text(out_md, render_markdown(cells, generated))
-    atomic_write_text(out_html, render_html(cells, generated))
-    failing = sum(1 for c in cells if c.status in (STATUS_FAIL, STATUS_ABORTED))
-    print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
-    print(f"markdown: {out_md}\nhtml: {out_html}")
-    if args.site is not None:
-        from tt_conformance.site import build_site
-
-        pages = build_site(found, args.site, generated)
-        print(
-            f"site: {args.site / 'index.html'} ({len(pages['history']) // 2} history pages, "
-            f"{(len(pages['compare']) - 1) // 2} comparisons)"
-        )
-    return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

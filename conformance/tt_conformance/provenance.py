@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tt_conformance._names import NOT_TT_DEVICE, mesh_shape_for
+from tt_conformance.names import NOT_TT_DEVICE, mesh_shape_for
 from tt_conformance.report import RunInfo
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.ttpath import TTProbe, device_disagreement, server_device

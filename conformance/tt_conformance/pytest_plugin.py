@@ -93,8 +93,6 @@ from typing import Any
 
 import pytest
 
-from tt_conformance._names import CONCERN_MARKERS, OTHER_MARKERS
-from tt_conformance._state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
 from tt_conformance.abort import HealthWatch
 from tt_conformance.collector import (
     PROP_CHECK,
@@ -111,8 +109,10 @@ from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds 
     server,
     tt_path,
 )
+from tt_conformance.names import CONCERN_MARKERS, OTHER_MARKERS
 from tt_conformance.reporting import SessionReporter
 from tt_conformance.serverlock import ServerLockPlugin
+from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
 from tt_conformance.ttpath import NOT_APPLICABLE
 
 DEFAULT_CHECK_TIMEOUT_S = 900.0

@@ -1,4 +1,6 @@
-"""The per-run report: typed pydantic models (the published schema), atomic writing and reading.
+"""The per-run report: typed pydantic models (the published schema) and reading them.
+
+The result data model: it knows no output format (formats/ renders it, writers.py writes it).
 
 The models below ARE the format: `report.schema.json` (shipped in this package under
 ``schemas/`` and in ``docs/``) is generated from them by ``python -m tt_conformance.schema``.
@@ -12,10 +14,7 @@ expected failure that passed: an improvement), flaky (failed, then passed on a r
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -23,7 +22,7 @@ from typing import Any, Final, Literal
 from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from tt_conformance._jsonfile import DataFileError, Strict, read_json_file, validate_file_data
+from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
 
 SCHEMA_VERSION: Final = 3
 READABLE_VERSIONS: Final[tuple[int, ...]] = (1, 2, SCHEMA_VERSION)
@@ -232,13 +231,6 @@ class Report(Strict):
             data["totals"] = None
         return type(self)(**data)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        data["perf"] = dict(sorted(data["perf"].items()))
-        for check in data["checks"]:
-            check["duration_s"] = round(check["duration_s"], 6)
-        return data
-
 
 def compute_totals(checks: tuple[CheckResult, ...] | list[CheckResult]) -> dict[str, int]:
     totals = dict.fromkeys(OUTCOMES, 0)
@@ -298,82 +290,3 @@ def load_report(path: str | os.PathLike[str]) -> Report:
     except DataFileError as exc:
         raise ReportError(str(exc)) from None
     return report_from_dict(data, str(p))
-
-
-# ----------------------------------------------------------------------------- writing
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory + os.replace: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@dataclass(frozen=True)
-class WrittenReport:
-    json: Path
-    markdown: Path
-    junit: Path
-    latest_json: Path
-    latest_markdown: Path
-    latest_junit: Path
-
-
-def report_json(report: Report) -> str:
-    import json
-
-    return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
-
-
-def write_report(
-    report: Report, report_dir: Path, *, stem: str | None = None, refresh_latest: bool = True
-) -> WrittenReport:
-    """Write <run_id>.json/.md/.xml (never overwriting an earlier run) and refresh latest.*.
-
-    ``stem`` rewrites an existing run's files in place (import-bench folds figures into a run);
-    ``refresh_latest=False`` leaves latest.* alone (an older run was amended).
-    """
-    # Imported here: render needs tabulate, reading a report does not.
-    from tt_conformance.render import render_junit, render_markdown
-
-    report_dir.mkdir(parents=True, exist_ok=True)
-    if stem is None:
-        stem = report.run_id
-        suffix = 0
-        while any((report_dir / f"{stem}{ext}").exists() for ext in (".json", ".md", ".xml")):
-            suffix += 1
-            stem = f"{report.run_id}-{suffix}"
-    payload = report_json(report)
-    markdown = render_markdown(report)
-    junit = render_junit(report)
-    paths = WrittenReport(
-        json=report_dir / f"{stem}.json",
-        markdown=report_dir / f"{stem}.md",
-        junit=report_dir / f"{stem}.xml",
-        latest_json=report_dir / "latest.json",
-        latest_markdown=report_dir / "latest.md",
-        latest_junit=report_dir / "latest.xml",
-    )
-    # The run files first, latest.* last: a crash in between leaves latest.* at the previous run.
-    atomic_write_text(paths.json, payload)
-    atomic_write_text(paths.markdown, markdown)
-    atomic_write_text(paths.junit, junit)
-    from tt_conformance.history import update_index
-
-    update_index(report_dir, report, paths.json)
-    if not refresh_latest:
-        return paths
-    atomic_write_text(paths.latest_json, payload)
-    atomic_write_text(paths.latest_markdown, markdown)
-    atomic_write_text(paths.latest_junit, junit)
-    return paths

@@ -6,20 +6,16 @@ from typing import Any
 
 import pytest
 
-from tt_conformance._names import installed_version
-from tt_conformance._state import HarnessState
 from tt_conformance.abort import WORKEROUTPUT_KEY, AbortInfo
-from tt_conformance.gate import gate_run
+from tt_conformance.baseline import gate_run
+from tt_conformance.names import installed_version
 from tt_conformance.provenance import run_info
-from tt_conformance.report import (
-    Aborted,
-    Report,
-    ServerSnapshot,
-    Versions,
-    utc_now_iso,
-    write_report,
-)
+from tt_conformance.report import Aborted, Report, ServerSnapshot, Versions, utc_now_iso
+from tt_conformance.state import HarnessState
 from tt_conformance.tiers import derive_tier, evaluate_targets
+from tt_conformance.writers import write_report
+
+__all__ = ["SessionReporter"]
 
 
 class SessionReporter:

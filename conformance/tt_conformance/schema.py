@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tt_conformance.expectations import Expectations
-from tt_conformance.report import Report, atomic_write_text
+from tt_conformance.report import Report
+from tt_conformance.writers import atomic_write_text
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMAS: dict[str, type] = {

@@ -20,8 +20,8 @@ Perf targets are evaluated against the expectations once, when a report is writt
 
 from __future__ import annotations
 
-from tt_conformance._names import NOT_TT_DEVICE
 from tt_conformance.expectations import Expectations
+from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
 
 INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})

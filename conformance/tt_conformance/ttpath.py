@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tt_conformance._names import mesh_shape_for, normalize_device
+from tt_conformance.names import mesh_shape_for, normalize_device
 
 if TYPE_CHECKING:
     from tt_conformance.rawhttp import RawHttp

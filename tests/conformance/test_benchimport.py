@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tt_conformance import cli
 from tt_conformance.benchimport import BenchImportError, bench_figures, bench_shape
-from tt_conformance.report import load_report, write_report
+from tt_conformance.cli import conformance as cli
+from tt_conformance.report import load_report
+from tt_conformance.writers import write_report
 
 # The keys vLLM 0.26.0's bench serve saves (vllm/benchmarks/serve.py), trimmed to what matters.
 BENCH = {

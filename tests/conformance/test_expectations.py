@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from tt_conformance._names import default_expectations_path, path_component
 from tt_conformance.expectations import (
     ExpectationsError,
     expectations_from_dict,
     load_expectations,
 )
+from tt_conformance.names import default_expectations_path, path_component
 
 VALID: dict[str, Any] = {
     "schema_version": 1,

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from tt_conformance import gate
+from tt_conformance.cli import gate as gate_cli
 from tt_conformance.expectations import expectations_from_dict
-from tt_conformance.report import CollectionError, write_report
+from tt_conformance.report import CollectionError
+from tt_conformance.writers import write_report
 
 BASE = {"m::a": "pass", "m::b": "pass", "m::c": "fail", "m::d": "xfail", "m::e": "pass"}
 
@@ -227,7 +229,7 @@ def test_cli_regression_diff_and_exit_code(tmp_path: Path, make_report, capsys) 
     )
     c = _write(tmp_path, "cand", candidate)
     args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.1"]
-    assert gate.main(args) == gate.EXIT_REGRESSION
+    assert gate_cli.main(args) == gate.EXIT_REGRESSION
     out = capsys.readouterr().out
     assert out.startswith("tt-conformance gate: REGRESSION (2 found)")
     assert "tt-metal v1" in out and "tt-metal v2" in out
@@ -240,19 +242,19 @@ def test_cli_perf_is_not_gated_by_default(tmp_path: Path, make_report, capsys) -
     perf_b, perf_c = {"tpot": (10.0, "ms", "lower")}, {"tpot": (100.0, "ms", "lower")}
     b = _write(tmp_path, "base", make_report(BASE, device="emulated", perf=perf_b))
     c = _write(tmp_path, "cand", make_report(BASE, device="emulated", perf=perf_c))
-    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
     out = capsys.readouterr().out
     assert "OK (no regression)" in out
     assert "900.0% worse" in out and "not gated" in out
     args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.5"]
-    assert gate.main(args) == gate.EXIT_REGRESSION
+    assert gate_cli.main(args) == gate.EXIT_REGRESSION
     assert "  - perf tpot: 10 -> 100 ms (900.0% worse, tolerance 50.0%)" in capsys.readouterr().out
 
 
 def test_cli_empty_baseline_fails_closed(tmp_path: Path, make_report, capsys) -> None:
     b = _write(tmp_path, "base", make_report({}))
     c = _write(tmp_path, "cand", make_report(BASE))
-    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "failing closed" in err and "has no checks" in err
 
@@ -265,7 +267,7 @@ def test_cli_ok_uses_expectations_next_to_baseline(tmp_path: Path, make_report, 
         )
     )
     c = _write(tmp_path, "cand", make_report({**BASE, "m::a": "fail"}))
-    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
     out = capsys.readouterr().out
     assert f"expectations: {b.parent / 'expectations.json'}" in out
     assert "OK (no regression)" in out and "~ m::a: pass -> fail, expected failure: known" in out
@@ -277,7 +279,7 @@ def test_cli_missing_or_malformed_report_fails_closed(tmp_path: Path, make_repor
     missing = tmp_path / "nope.json"
     args = {"baseline": good, "candidate": good, which: missing}
     assert (
-        gate.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
+        gate_cli.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
         == gate.EXIT_BAD_INPUT
     )
     assert f"{missing}: report file not found" in capsys.readouterr().err
@@ -287,7 +289,7 @@ def test_cli_missing_or_malformed_report_fails_closed(tmp_path: Path, make_repor
     malformed.write_text(json.dumps(data))
     args[which] = malformed
     assert (
-        gate.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
+        gate_cli.main(["--baseline", str(args["baseline"]), "--candidate", str(args["candidate"])])
         == gate.EXIT_BAD_INPUT
     )
     err = capsys.readouterr().err
@@ -297,26 +299,25 @@ def test_cli_missing_or_malformed_report_fails_closed(tmp_path: Path, make_repor
 def test_cli_bad_expectations_and_mismatch(tmp_path: Path, make_report, capsys) -> None:
     b = _write(tmp_path, "base", make_report(BASE))
     c = _write(tmp_path, "cand", make_report(BASE, device="T3K"))
-    assert gate.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
     assert "use --allow-mismatch" in capsys.readouterr().err
-    assert (
-        gate.main(["--baseline", str(b), "--candidate", str(c), "--allow-mismatch"]) == gate.EXIT_OK
-    )
+    args = ["--baseline", str(b), "--candidate", str(c), "--allow-mismatch"]
+    assert gate_cli.main(args) == gate.EXIT_OK
     bad = tmp_path / "e.json"
     bad.write_text("{not json")
-    code = gate.main(["--baseline", str(b), "--candidate", str(b), "--expectations", str(bad)])
+    code = gate_cli.main(["--baseline", str(b), "--candidate", str(b), "--expectations", str(bad)])
     assert code == gate.EXIT_BAD_INPUT
     assert "e.json: expectations file is not valid JSON" in capsys.readouterr().err
-    code = gate.main(
+    code = gate_cli.main(
         ["--baseline", str(b), "--candidate", str(b), "--default-perf-tolerance", "-1"]
     )
     assert code == gate.EXIT_BAD_INPUT
 
 
 def test_perf_table_words_the_direction() -> None:
-    from tt_conformance.gate import _change_text
+    from tt_conformance.formats.text import change_text
 
-    assert _change_text(0.25) == "25.0% worse"
-    assert _change_text(-0.2) == "20.0% better"
-    assert _change_text(0.0) == "unchanged"
-    assert _change_text(None) == "—"
+    assert change_text(0.25) == "25.0% worse"
+    assert change_text(-0.2) == "20.0% better"
+    assert change_text(0.0) == "unchanged"
+    assert change_text(None) == "—"

@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from tt_conformance import matrix
-from tt_conformance.report import CollectionError, write_report
+from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.formats.html import render_matrix_html
+from tt_conformance.formats.markdown import render_matrix_markdown
+from tt_conformance.report import CollectionError
+from tt_conformance.writers import write_report
 
 
 def _tree(tmp_path: Path, make_report, accuracy=()) -> Path:
@@ -89,7 +93,7 @@ def test_cli_writes_markdown_and_escaped_html(
     tmp_path: Path, make_report, capsys, passing_accuracy
 ) -> None:
     root = _tree(tmp_path, make_report, (passing_accuracy,))
-    assert matrix.main([str(root)]) == matrix.EXIT_OK
+    assert matrix_cli.main([str(root)]) == matrix_cli.EXIT_OK
     md = (root / "MATRIX.md").read_text()
     page = (root / "matrix.html").read_text()
     assert "| org/a" in md and "functional" in md and "experimental" in md
@@ -107,20 +111,20 @@ def test_cli_writes_markdown_and_escaped_html(
 def test_cli_output_paths(tmp_path: Path, make_report) -> None:
     root = _tree(tmp_path, make_report)
     out_md, out_html = tmp_path / "o" / "m.md", tmp_path / "o" / "m.html"
-    assert matrix.main([str(root), "--out-md", str(out_md), "--out-html", str(out_html)]) == 0
+    assert matrix_cli.main([str(root), "--out-md", str(out_md), "--out-html", str(out_html)]) == 0
     assert out_md.is_file() and out_html.is_file()
     assert not (root / "MATRIX.md").exists()
 
 
 def test_cli_bad_input(tmp_path: Path, make_report, capsys) -> None:
-    assert matrix.main([str(tmp_path / "absent")]) == matrix.EXIT_BAD_INPUT
+    assert matrix_cli.main([str(tmp_path / "absent")]) == matrix_cli.EXIT_BAD_INPUT
     assert "report directory does not exist" in capsys.readouterr().err
     root = _tree(tmp_path, make_report)
     broken = root / "org--a" / "N150" / "latest.json"
     data = json.loads(broken.read_text())
     data["checks"][0]["outcome"] = "sort-of"
     broken.write_text(json.dumps(data))
-    assert matrix.main([str(root)]) == matrix.EXIT_BAD_INPUT
+    assert matrix_cli.main([str(root)]) == matrix_cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert str(broken) in err and "checks[0].outcome" in err
 
@@ -128,7 +132,7 @@ def test_cli_bad_input(tmp_path: Path, make_report, capsys) -> None:
 @pytest.mark.parametrize("with_reports", [False, True])
 def test_html_without_and_with_rows_is_well_formed(tmp_path: Path, make_report, with_reports):
     cells = matrix.fold(matrix.find_reports(_tree(tmp_path, make_report))) if with_reports else []
-    page = matrix.render_html(cells, "now")
+    page = render_matrix_html(cells, "now")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert page.count("<table") == page.count("</table>")
 
@@ -145,7 +149,7 @@ def test_a_concern_whose_checks_all_skipped_is_not_shown_as_a_pass(make_report) 
     )
     assert matrix.not_run_concerns(report) == ("lanes",)
     cell = matrix.fold([(Path("r.json"), report)])[0]
-    assert "not run: lanes" in matrix.render_markdown([cell], "now")
+    assert "not run: lanes" in render_matrix_markdown([cell], "now")
     # One check of a concern skipped while another ran: the concern ran.
     assert matrix.not_run_concerns(make_report({"m::a": "pass", "m::b": "skip"})) == ()
 
@@ -157,4 +161,4 @@ def test_a_lane_server_is_its_own_column(make_report) -> None:
     lanes = lanes.model_copy(update={"server": server})
     cells = matrix.fold([(Path("a.json"), one), (Path("b.json"), lanes)])
     assert [c.device for c in cells] == ["emulated", "emulated (4 lanes)"]
-    assert "| emulated     | emulated (4 lanes)   |" in matrix.render_markdown(cells, "now")
+    assert "| emulated     | emulated (4 lanes)   |" in render_matrix_markdown(cells, "now")

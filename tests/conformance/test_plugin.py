@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import tt_info_text
-from tt_conformance._names import installed_version
 from tt_conformance.history import run_files
+from tt_conformance.names import installed_version
 from tt_conformance.report import load_report
 
 CHECKS_MIXED = """

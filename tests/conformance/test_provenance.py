@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Info, generate_latest
 
 from tests.conformance.conftest import tt_info_text
-from tt_conformance._names import KNOWN_MESH_SHAPES, mesh_shape_for, normalize_device
+from tt_conformance.formats.json import report_to_dict
+from tt_conformance.names import KNOWN_MESH_SHAPES, mesh_shape_for, normalize_device
 from tt_conformance.provenance import Flags, ProvenanceError, discover, redact
 from tt_conformance.report import load_report
 from tt_conformance.server import ServedModel, ServerProbe, parse_plugin_info
@@ -140,7 +141,7 @@ def test_api_key_is_sent_by_every_client(
     result.assert_outcomes(passed=1)
     assert set(fake_server.state.auth) == {"Bearer s3cret"}
     report = load_report(pytester.path / "out" / "latest.json")
-    assert "s3cret" not in json.dumps(report.to_dict())
+    assert "s3cret" not in json.dumps(report_to_dict(report))
     assert "--tt-api-key=***" in report.run.command
     # The environment variables vLLM and openai use work too.
     monkeypatch.setenv("VLLM_API_KEY", "s3cret")

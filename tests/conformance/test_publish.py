@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.conftest import tt_info_text
-from tt_conformance import cli, history, site
+from tt_conformance import history, writers
+from tt_conformance.cli import conformance as cli
 from tt_conformance.gate import compare
 from tt_conformance.matrix import (
     CONCERN_EXPECTED,
@@ -22,7 +23,8 @@ from tt_conformance.matrix import (
     concern_status,
     find_reports,
 )
-from tt_conformance.report import load_report, write_report
+from tt_conformance.report import load_report
+from tt_conformance.writers import write_report
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,7 +172,7 @@ def test_history_groups_by_commit_and_keeps_time_order(make_report) -> None:
 
 def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     found = find_reports(REPO / "reports", include_baselines=True)
-    pages = site.build_site(found, tmp_path, "2026-01-01T00:00:00Z")
+    pages = writers.build_site(found, tmp_path, "2026-01-01T00:00:00Z")
     index = (tmp_path / "index.html").read_text()
     reports = [r for _, r in found]
     for report in reports:
@@ -202,7 +204,7 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
 def test_html_escapes_report_text(tmp_path: Path, make_report) -> None:
     report = make_report({"m::t": "fail"}, model="<script>alert(1)</script>")
     write_report(report, tmp_path / "r")
-    site.build_site(find_reports(tmp_path), tmp_path / "site", "now")
+    writers.build_site(find_reports(tmp_path), tmp_path / "site", "now")
     text = (tmp_path / "site" / "index.html").read_text()
     assert "<script>alert" not in text and "&lt;script&gt;" in text
 

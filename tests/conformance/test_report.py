@@ -9,14 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tt_conformance import report as report_mod
-from tt_conformance.report import (
-    ReportError,
-    atomic_write_text,
-    load_report,
-    report_from_dict,
-    write_report,
-)
+from tt_conformance import writers as writers_mod
+from tt_conformance.formats.json import report_to_dict
+from tt_conformance.report import ReportError, load_report, report_from_dict
+from tt_conformance.writers import atomic_write_text, write_report
 
 MIXED = {
     "tt_conformance.checks.test_iso::test_a": "pass",
@@ -58,7 +54,7 @@ def test_failed_write_leaves_previous_file_and_no_temp(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(report_mod.os, "replace", broken_replace)
+    monkeypatch.setattr(writers_mod.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         atomic_write_text(target, '{"new": true}\n')
     assert target.read_text() == '{"old": true}\n'
@@ -75,7 +71,7 @@ def test_atomic_write_goes_through_a_temp_file_in_the_same_directory(
         seen.append((src, dst))
         real_replace(src, dst)
 
-    monkeypatch.setattr(report_mod.os, "replace", spy)
+    monkeypatch.setattr(writers_mod.os, "replace", spy)
     atomic_write_text(tmp_path / "r.json", "x")
     assert len(seen) == 1
     src, dst = seen[0]
@@ -84,7 +80,7 @@ def test_atomic_write_goes_through_a_temp_file_in_the_same_directory(
 
 
 def _valid_dict(make_report) -> dict:
-    return make_report(MIXED, perf={"tpot@c1": (9.0, "ms", "lower")}).to_dict()
+    return report_to_dict(make_report(MIXED, perf={"tpot@c1": (9.0, "ms", "lower")}))
 
 
 @pytest.mark.parametrize(
@@ -144,7 +140,7 @@ def test_load_report_file_problems(tmp_path: Path) -> None:
 
 
 def test_markdown_rendering(make_report) -> None:
-    from tt_conformance.render import render_markdown
+    from tt_conformance.formats.markdown import render_report_markdown as render_markdown
 
     report = make_report(
         {"m::test_pipe[a|b]": "fail", "m::ok": "pass"}, perf={"ttft@c1": (12.0, "ms", "lower")}
@@ -158,7 +154,7 @@ def test_markdown_rendering(make_report) -> None:
 
 
 def test_junit_rendering(make_report) -> None:
-    from tt_conformance.render import render_junit
+    from tt_conformance.formats.junit import render_junit
 
     report = make_report(MIXED)
     root = ET.fromstring(render_junit(report).split("\n", 1)[1])
@@ -177,7 +173,7 @@ def test_junit_is_what_tt_ci_collector_reads(make_report) -> None:
     start/end per case; flaky runs as Surefire flakyFailure entries (one per failed attempt)."""
     from datetime import datetime
 
-    from tt_conformance.render import render_junit
+    from tt_conformance.formats.junit import render_junit
 
     report = make_report(MIXED)
     root = ET.fromstring(render_junit(report).split("\n", 1)[1])
@@ -198,7 +194,7 @@ def test_junit_is_what_tt_ci_collector_reads(make_report) -> None:
 
 
 def test_junit_drops_control_characters(make_report) -> None:
-    from tt_conformance.render import render_junit
+    from tt_conformance.formats.junit import render_junit
 
     report = make_report({"m::t": "fail"})
     bad = report.checks[0].model_copy(update={"reason": "\x1b[31mred\x1b[0m", "details": "x\x00y"})
@@ -208,7 +204,7 @@ def test_junit_drops_control_characters(make_report) -> None:
 
 
 def test_markdown_shows_tier_accuracy_and_perf_identity(make_report, passing_accuracy) -> None:
-    from tt_conformance.render import render_markdown
+    from tt_conformance.formats.markdown import render_report_markdown as render_markdown
     from tt_conformance.report import PerfFigure
     from tt_conformance.tiers import derive_tier
 

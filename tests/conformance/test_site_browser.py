@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tt_conformance import history, site
+from tt_conformance import history, writers
 from tt_conformance.gate import compare
 from tt_conformance.matrix import CONCERN_STATES, all_concerns, column_of, find_reports
 
@@ -37,7 +37,7 @@ class _Quiet(SimpleHTTPRequestHandler):
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     out = tmp_path_factory.mktemp("site")
     found = find_reports(REPO / "reports", include_baselines=True)
-    site.build_site(found, out, "2026-01-01T00:00:00Z")
+    writers.build_site(found, out, "2026-01-01T00:00:00Z")
     return out, found
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tt_conformance._state import harness_state
 from tt_conformance.accuracy import (
     LM_EVAL_PREFIX,
     TaskError,
@@ -25,6 +24,7 @@ from tt_conformance.accuracy import (
     wilson_interval,
 )
 from tt_conformance.checks._support import acomplete, capacity, greedy
+from tt_conformance.state import harness_state
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

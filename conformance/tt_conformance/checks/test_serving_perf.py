@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tt_conformance._state import harness_state
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
     StreamResult,
@@ -44,6 +43,7 @@ from tt_conformance.perfstats import (
     delivery_problems,
     wave_figures,
 )
+from tt_conformance.state import harness_state
 from tt_conformance.tiers import perf_is_informational
 
 if TYPE_CHECKING:

@@ -32,8 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tt_conformance import envs
-from tt_conformance._names import default_report_dir, normalize_device
-from tt_conformance.baseline import PromoteError, promote
+from tt_conformance.baseline import PromoteError, gate_run, promote
 from tt_conformance.benchimport import (
     BenchImportError,
     bench_delivery_problems,
@@ -41,9 +40,13 @@ from tt_conformance.benchimport import (
     bench_shape,
 )
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
-from tt_conformance.gate import gate_run
-from tt_conformance.report import ReportError, load_report, write_report
+from tt_conformance.formats.markdown import render_step_summary
+from tt_conformance.names import default_report_dir, normalize_device
+from tt_conformance.report import ReportError, load_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
+from tt_conformance.writers import write_report
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "main"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -113,8 +116,6 @@ def promote_baseline(args: argparse.Namespace) -> int:
 
 
 def step_summary(args: argparse.Namespace) -> int:
-    from tt_conformance.site import render_step_summary  # jinja2 only where it is used
-
     report = load_report(args.report)
     gate_text = None
     if args.gate_output:

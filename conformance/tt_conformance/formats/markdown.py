@@ -1,44 +1,44 @@
-"""Human and CI renderings of a report: Markdown (tabulate) and JUnit XML."""
+"""Markdown renderings: a run's report (tabulate), the support matrix, history and compare
+pages and the CI step summary (jinja2 templates, shared with the HTML pages through `views`)."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from tt_conformance.formats.cells import OUTCOME_ORDER, md_cell, shape_text
+from tt_conformance.formats.templates import render_template
+from tt_conformance.formats.views import (
+    Comparison,
+    check_counts,
+    matrix_rows,
+    unknown_versions,
+)
+from tt_conformance.matrix import (
+    KEY_PERF,
+    MatrixCell,
+    all_concerns,
+    concern_status,
+    fold,
+    short_check,
+)
+from tt_conformance.numfmt import format_number
 from tt_conformance.report import OUTCOMES, PerfFigure, Report
 
-# Worst first, so a reader meets the failures before the passes.
-OUTCOME_ORDER: dict[str, int] = {
-    o: i for i, o in enumerate(("fail", "error", "xpass", "flaky", "xfail", "skip", "pass"))
-}
-_MAX_CELL = 300
+__all__ = [
+    "render_compare_markdown",
+    "render_history_markdown",
+    "render_matrix_markdown",
+    "render_report_markdown",
+    "render_step_summary",
+]
 
 
-def md_cell(value: Any, limit: int = _MAX_CELL) -> str:
-    """Make any text safe inside a Markdown table cell (pipes, newlines, overlong text)."""
-    text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def format_number(value: float) -> str:
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.4g}" if abs(value) >= 1000 or abs(value) < 0.01 else f"{value:.2f}"
-
-
-def shape_text(fig: PerfFigure) -> str:
-    if fig.input_len is None and fig.output_len is None and fig.concurrency is None:
-        return "—"
-    return f"{fig.input_len or '?'}/{fig.output_len or '?'} @ {fig.concurrency or '?'}"
-
-
-def render_markdown(report: Report) -> str:
+def render_report_markdown(report: Report) -> str:
+    """The run's report page (<run>.md): provenance, totals, checks, accuracy, perf."""
     totals = report.counts
     tier = report.tier
     run = report.run
@@ -218,112 +218,144 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pytest_timestamp(iso: str | None) -> str:
-    """pytest's JUnit timestamp form (``%Y-%m-%dT%H:%M:%S.%f``, no zone; ours are UTC).
-
-    TT's CI data collector (tt-github-actions ``collect_data``) parses the suite timestamp and
-    each test case's start/end properties in exactly this form.
-    """
-    if not iso:
-        return ""
-    moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
+def _perf_text(figures: Sequence[PerfFigure]) -> list[str]:
+    out = []
+    for f in figures:
+        shape = f.name.partition("@")[2] or f.name
+        mark = " (unreliable)" if f.flag else ""
+        out.append(f"{shape}: {format_number(f.value)}{mark}")
+    return out
 
 
-def render_junit(report: Report) -> str:
-    """JUnit XML for TT's CI data collector and CI viewers.
-
-    One ``testsuite`` named ``pytest`` (the only one the collector reads); each case carries
-    ``start_timestamp`` / ``end_timestamp`` properties; xfail maps to skipped; a flaky check
-    passes with one Surefire ``flakyFailure`` per failed attempt; xpass passes with a property.
-    """
-    totals = report.counts
-    suites = ET.Element("testsuites", {"name": "tt-conformance"})
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        {
-            "name": "pytest",
-            "tests": str(totals["total"] + len(report.collection_errors)),
-            "failures": str(totals["fail"]),
-            "errors": str(totals["error"] + len(report.collection_errors)),
-            "skipped": str(totals["skip"] + totals["xfail"]),
-            "time": f"{sum(c.duration_s for c in report.checks):.3f}",
-            "timestamp": pytest_timestamp(report.started_at),
-            "hostname": report.device,
-        },
-    )
-    props = ET.SubElement(suite, "properties")
-    for name, value in (
-        ("run_id", report.run_id),
-        ("model", report.model),
-        ("device", report.device),
-        ("vllm_version", report.versions.vllm),
-        ("plugin_version", report.versions.plugin),
-        ("ttnn_version", report.versions.ttnn),
-        ("tt_metal_version", report.versions.tt_metal),
-        ("tier", report.tier.tier if report.tier else "not derived"),
-    ):
-        ET.SubElement(props, "property", {"name": name, "value": value})
-    for error in report.collection_errors:
-        case = ET.SubElement(
-            suite, "testcase", {"classname": error.nodeid, "name": "collection", "time": "0"}
-        )
-        stamp = pytest_timestamp(report.started_at)
-        case_props = ET.SubElement(case, "properties")
-        for pname in ("start_timestamp", "end_timestamp"):
-            ET.SubElement(case_props, "property", {"name": pname, "value": stamp})
-        node = ET.SubElement(case, "error", {"message": _xml_attr(error.message)})
-        node.text = _xml_text(error.message)
-    for c in sorted(report.checks, key=lambda c: c.id):
-        classname, _, name = c.id.rpartition("::")
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {"classname": classname or c.id, "name": name or c.id, "time": f"{c.duration_s:.3f}"},
-        )
-        case_props = ET.SubElement(case, "properties")
-        # A check without its own times (reports from before they were kept) gets the run's.
-        for pname, pvalue in (
-            ("start_timestamp", pytest_timestamp(c.started_at or report.started_at)),
-            ("end_timestamp", pytest_timestamp(c.finished_at or report.finished_at)),
-            ("outcome", c.outcome),
-            ("concern", c.concern),
-            ("attempts", str(c.attempts)),
-        ):
-            ET.SubElement(case_props, "property", {"name": pname, "value": pvalue})
-        if c.outcome == "fail":
-            node = ET.SubElement(case, "failure", {"message": _xml_attr(c.reason)})
-            node.text = _xml_text(c.details or c.reason)
-        elif c.outcome == "error":
-            node = ET.SubElement(case, "error", {"message": _xml_attr(c.reason)})
-            node.text = _xml_text(c.details or c.reason)
-        elif c.outcome in ("skip", "xfail"):
-            kind = "pytest.xfail" if c.outcome == "xfail" else "pytest.skip"
-            ET.SubElement(case, "skipped", {"type": kind, "message": _xml_attr(c.reason)})
-        elif c.outcome == "flaky":
-            # Surefire's rerun vocabulary: the case passed, each earlier attempt failed.
-            for attempt in range(1, c.attempts):
-                flaky = ET.SubElement(
-                    case,
-                    "flakyFailure",
-                    {"message": _xml_attr(c.reason), "type": f"attempt {attempt}"},
-                )
-                trace = ET.SubElement(flaky, "stackTrace")
-                trace.text = _xml_text(c.details or c.reason)
-    ET.indent(suites)
-    return (
-        '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+def _accuracy_text(cell: MatrixCell) -> str:
+    acc = cell.report.accuracy
+    if not acc:
+        return "—"
+    return "; ".join(
+        f"{a.task} {a.score:.3f} [{a.ci_low:.2f}, {a.ci_high:.2f}] {a.verdict}" for a in acc
     )
 
 
-def _xml_text(text: str) -> str:
-    # XML 1.0 forbids most control characters even when escaped (ANSI colour codes in pytest
-    # output are the usual culprit); drop them rather than emit a file CI cannot parse.
-    return "".join(ch for ch in text if ch in "\t\n\r" or 0x20 <= ord(ch) < 0xFFFE)
+def render_matrix_markdown(
+    cells: Sequence[MatrixCell], generated_at: str, links: bool = False
+) -> str:
+    """The concern table (templates/matrix.md.jinja), then the details per model and device."""
+    concerns = all_concerns([c.report for c in cells])
+    head = render_template(
+        "matrix.md.jinja",
+        rows=matrix_rows(cells, concerns),
+        concerns=concerns,
+        generated_at=generated_at,
+        links=links,
+    )
+    if not cells:
+        return head
+    lines = [head.rstrip("\n")]
+    # Tier per model x device column at a glance (a lane-DP server is its own column).
+    models = sorted({c.model for c in cells})
+    devices = sorted({c.device for c in cells})
+    by_key = {(c.model, c.device): c for c in cells}
+    lines += ["", "## Tier by device", ""]
+    lines.append(
+        tabulate(
+            [
+                [md_cell(m)]
+                + [md_cell(by_key[(m, d)].status) if (m, d) in by_key else "—" for d in devices]
+                for m in models
+            ],
+            headers=["model", *[md_cell(d) for d in devices]],
+            tablefmt="github",
+        )
+    )
+    lines += ["", "## Details", ""]
+    rows = []
+    for c in cells:
+        v = c.report.versions
+        rows.append(
+            [
+                md_cell(c.model),
+                md_cell(c.device),
+                md_cell(c.status),
+                md_cell(c.tier.reason, 400),
+                md_cell(c.tier.next_blocker or "—", 400),
+                md_cell(_accuracy_text(c)),
+                check_counts(c),
+                md_cell(", ".join(short_check(x) for x in c.failing) or "—", 600),
+                md_cell(", ".join(short_check(x) for x in c.expected) or "—", 600),
+                *[
+                    md_cell("; ".join(_perf_text(c.key_perf[label])) or "—")
+                    for label, _ in KEY_PERF
+                ],
+                md_cell(v.vllm),
+                md_cell(v.plugin),
+                md_cell(v.ttnn),
+                md_cell(v.tt_metal),
+                md_cell(c.report.finished_at),
+            ]
+        )
+    lines.append(
+        tabulate(
+            rows,
+            headers=[
+                "model",
+                "device",
+                "tier",
+                "why",
+                "next tier needs",
+                "accuracy",
+                "checks",
+                "failing checks",
+                "expected failures",
+                *[label for label, _ in KEY_PERF],
+                "vLLM",
+                "plugin",
+                "ttnn",
+                "tt-metal",
+                "run finished",
+            ],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
+    notes = [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: flaky {md_cell(', '.join(c.flaky))}"
+        for c in cells
+        if c.flaky
+    ] + [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: expected failures now passing "
+        f"{md_cell(', '.join(c.improvements))}"
+        for c in cells
+        if c.improvements
+    ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"
+        for c in cells
+        for line in c.not_run
+    ]
+    if notes:
+        lines += ["", "## Notes", "", *notes]
+    return "\n".join(lines) + "\n"
 
 
-def _xml_attr(text: str) -> str:
-    return _xml_text(text)[: _MAX_CELL * 4]
+def render_history_markdown(context: dict[str, Any]) -> str:
+    """A model and device's history page (context: `views.history_context`)."""
+    return render_template("history.md.jinja", **context)
+
+
+def render_compare_markdown(comparison: Comparison, generated_at: str) -> str:
+    return render_template("compare.md.jinja", c=comparison, generated_at=generated_at)
+
+
+def render_step_summary(report: Report, gate_text: str | None = None) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate."""
+    concerns = all_concerns([report])
+    cells = fold([(Path(report.run_id), report)])
+    return render_template(
+        "summary.md.jinja",
+        r=report,
+        cell=cells[0],
+        concerns={c: concern_status(report, c) for c in concerns},
+        unknown=unknown_versions(report),
+        key_perf=[label for label, _ in KEY_PERF],
+        gate_text=gate_text,
+    )

@@ -13,18 +13,18 @@ from typing import Any
 import pytest
 
 from tt_conformance import envs
-from tt_conformance._names import (
+from tt_conformance.abort import AbortInfo, HealthWatch
+from tt_conformance.collector import ResultCollector
+from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.names import (
     NOT_TT_DEVICE,
     default_expectations_path,
     default_report_dir,
     normalize_device,
 )
-from tt_conformance.abort import AbortInfo, HealthWatch
-from tt_conformance.collector import ResultCollector
-from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.perfshapes import PerfShape, parse_perf_shapes
 from tt_conformance.provenance import Discovered, Flags, ProvenanceError, discover
-from tt_conformance.report import WrittenReport, new_run_id, utc_now_iso
+from tt_conformance.report import new_run_id, utc_now_iso
 from tt_conformance.server import (
     ServedModel,
     ServerInfo,
@@ -36,6 +36,7 @@ from tt_conformance.server import (
     wait_for_server,
 )
 from tt_conformance.ttpath import TTProbe
+from tt_conformance.writers import WrittenReport
 
 WORKERINPUT_KEY = "tt_conformance"
 NO_SERVER_MESSAGE = (

@@ -1,0 +1,85 @@
+"""``tt-conformance-gate``: gate a candidate report against a baseline.
+
+Usage: tt-conformance-gate --baseline B --candidate C [--expectations E]
+                           [--default-perf-tolerance T] [--allow-mismatch]
+
+Exit 0 no regression, 1 regression, 2 bad input (the rules: `tt_conformance.gate`).
+Expectations default to ``expectations.json`` next to the baseline when that file exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tt_conformance.expectations import ExpectationsError, load_expectations
+from tt_conformance.formats.text import render_gate
+from tt_conformance.gate import DEFAULT_PERF_TOLERANCE, EXIT_BAD_INPUT, GateInputError, compare
+from tt_conformance.report import ReportError, load_report
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tt-conformance-gate",
+        description="Compare a candidate conformance report with a baseline (exit 0 ok, "
+        "1 regression, 2 bad input).",
+    )
+    parser.add_argument("--baseline", required=True, type=Path, help="baseline report JSON")
+    parser.add_argument("--candidate", required=True, type=Path, help="candidate report JSON")
+    parser.add_argument(
+        "--expectations",
+        type=Path,
+        default=None,
+        help="expectations JSON (default: expectations.json next to the baseline, if present)",
+    )
+    parser.add_argument(
+        "--default-perf-tolerance",
+        type=float,
+        default=DEFAULT_PERF_TOLERANCE,
+        help="relative tolerance (e.g. 0.10) for perf figures the expectations give none for "
+        "(default: none, such figures are informational)",
+    )
+    parser.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare reports even if their model or device differ",
+    )
+    args = parser.parse_args(argv)
+    try:
+        tol = args.default_perf_tolerance
+        if tol is not None and (not math.isfinite(tol) or tol < 0):
+            raise GateInputError(
+                f"--default-perf-tolerance must be a finite number >= 0, got "
+                f"{args.default_perf_tolerance}"
+            )
+        baseline = load_report(args.baseline)
+        candidate = load_report(args.candidate)
+        exp_path = args.expectations
+        if exp_path is None and (args.baseline.parent / "expectations.json").is_file():
+            exp_path = args.baseline.parent / "expectations.json"
+        expectations = load_expectations(exp_path) if exp_path is not None else None
+        if not args.allow_mismatch and (baseline.model, baseline.device) != (
+            candidate.model,
+            candidate.device,
+        ):
+            raise GateInputError(
+                f"baseline is for {baseline.model} on {baseline.device}, candidate for "
+                f"{candidate.model} on {candidate.device} (use --allow-mismatch to compare anyway)"
+            )
+        result = compare(baseline, candidate, expectations, args.default_perf_tolerance)
+    except (ReportError, ExpectationsError, GateInputError) as exc:
+        print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if exp_path is not None:
+        print(f"expectations: {exp_path}")
+    sys.stdout.write(render_gate(result, baseline, candidate))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

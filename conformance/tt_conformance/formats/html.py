@@ -1,0 +1,45 @@
+"""HTML pages (jinja2 templates, autoescaped): the matrix, history and compare pages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tt_conformance.formats.templates import render_template
+from tt_conformance.formats.views import Comparison, matrix_rows
+from tt_conformance.matrix import KEY_PERF, MatrixCell, all_concerns
+
+__all__ = [
+    "render_compare_html",
+    "render_compare_index_html",
+    "render_history_html",
+    "render_matrix_html",
+]
+
+
+def render_matrix_html(cells: Sequence[MatrixCell], generated_at: str, links: bool = False) -> str:
+    """The matrix page: standalone (matrix.html) or the site's index with links."""
+    concerns = all_concerns([c.report for c in cells])
+    return render_template(
+        "matrix.html.jinja",
+        rows=matrix_rows(cells, concerns),
+        concerns=concerns,
+        generated_at=generated_at,
+        key_perf=[label for label, _ in KEY_PERF],
+        links=links,
+    )
+
+
+def render_history_html(context: dict[str, Any]) -> str:
+    """A model and device's history page (context: `views.history_context`)."""
+    return render_template("history.html.jinja", **context)
+
+
+def render_compare_html(comparison: Comparison, generated_at: str) -> str:
+    return render_template("compare.html.jinja", c=comparison, generated_at=generated_at)
+
+
+def render_compare_index_html(comparisons: Sequence[Comparison], generated_at: str) -> str:
+    return render_template(
+        "compare_index.html.jinja", comparisons=comparisons, generated_at=generated_at
+    )

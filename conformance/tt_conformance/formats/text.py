@@ -1,0 +1,69 @@
+"""The gate's verdict as plain text: what `tt-conformance-gate` prints and --tt-gate shows."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from tt_conformance.gate import GateResult
+from tt_conformance.numfmt import format_number, pct
+from tt_conformance.report import Report
+
+__all__ = ["change_text", "render_gate"]
+
+
+def change_text(worse_by: float | None) -> str:
+    if worse_by is None:
+        return "—"
+    if worse_by > 0:
+        return f"{pct(worse_by)} worse"
+    if worse_by < 0:
+        return f"{pct(-worse_by)} better"
+    return "unchanged"
+
+
+def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
+    """The gate's verdict as plain text (stdout, the pytest summary, the CI step summary)."""
+    bv, cv = baseline.versions, candidate.versions
+    verdict = (
+        f"REGRESSION ({len(result.regressions)} found)"
+        if result.regressions
+        else "OK (no regression)"
+    )
+    lines = [
+        f"tt-conformance gate: {verdict}",
+        f"model {candidate.model}, device {candidate.device}",
+        f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, plugin {bv.plugin}",
+        f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",
+        "",
+    ]
+    for title, marker, items in (
+        ("Regressions", "-", result.regressions),
+        ("Improvements", "+", result.improvements),
+        ("Expected failures (not regressions)", "~", result.expected),
+        ("Flaky, passed on retry (not regressions)", "~", result.flaky),
+        ("Notes", " ", result.notes),
+    ):
+        if items:
+            lines.append(f"{title} ({len(items)}):")
+            lines += [f"  {marker} {item}" for item in items]
+            lines.append("")
+    if result.perf:
+        lines.append("Performance:")
+        lines.append(
+            tabulate(
+                [
+                    [
+                        p.name,
+                        f"{format_number(p.baseline)} {p.unit}",
+                        "—" if p.candidate is None else f"{format_number(p.candidate)} {p.unit}",
+                        change_text(p.worse_by),
+                        "—" if p.tolerance is None else pct(p.tolerance),
+                        p.verdict,
+                    ]
+                    for p in result.perf
+                ],
+                headers=["figure", "baseline", "candidate", "change", "tolerance", "verdict"],
+                disable_numparse=True,
+            )
+        )
+    return "\n".join(lines).rstrip() + "\n"

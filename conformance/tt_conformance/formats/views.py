@@ -1,0 +1,157 @@
+"""What the templated pages show, arranged once for both of their formats (Markdown, HTML).
+
+Data comes from matrix.py (cells, concern states), history.py (runs, groups, trends) and
+gate.compare; this module only arranges it into rows and page contexts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tt_conformance.gate import GateResult, compare
+from tt_conformance.history import (
+    UNKNOWN,
+    Run,
+    Trend,
+    compare_pairs,
+    group_by_commit,
+    trends,
+)
+from tt_conformance.matrix import (
+    MatrixCell,
+    concern_not_run,
+    concern_status,
+    not_run_concerns,
+)
+from tt_conformance.names import path_component
+from tt_conformance.report import Report
+
+__all__ = [
+    "Comparison",
+    "MatrixRow",
+    "check_counts",
+    "compare_slug",
+    "comparisons",
+    "history_context",
+    "history_slug",
+    "matrix_rows",
+    "sparkline",
+    "trend_change",
+    "unknown_versions",
+]
+
+
+def history_slug(model: str, device: str) -> str:
+    return f"{path_component(model)}--{path_component(device)}"
+
+
+def compare_slug(a: Run, b: Run) -> str:
+    return f"{history_slug(*b.key)}--{a.report.run_id}--{b.report.run_id}"
+
+
+def check_counts(cell: MatrixCell) -> str:
+    t = cell.report.counts
+    passed = t["pass"] + t["flaky"] + t["xpass"]
+    text = f"{passed}/{t['total']} passed"
+    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
+    not_run = not_run_concerns(cell.report)
+    tail = f"; not run: {', '.join(not_run)}" if not_run else ""
+    return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    cell: MatrixCell
+    concerns: dict[str, str]
+    not_run: dict[str, tuple[str, ...]]  # concern -> "check: reason" of its skipped checks
+    history: str  # relative link of the history page
+    unknown_versions: tuple[str, ...]
+    counts: str
+
+
+def unknown_versions(report: Report) -> tuple[str, ...]:
+    v = report.versions
+    return tuple(
+        name
+        for name, value in (
+            ("vLLM", v.vllm),
+            ("plugin", v.plugin),
+            ("ttnn", v.ttnn),
+            ("tt-metal", v.tt_metal),
+        )
+        if value == UNKNOWN
+    )
+
+
+def matrix_rows(cells: Sequence[MatrixCell], concerns: Sequence[str]) -> list[MatrixRow]:
+    return [
+        MatrixRow(
+            cell,
+            {c: concern_status(cell.report, c) for c in concerns},
+            {c: concern_not_run(cell.report, c) for c in concerns},
+            f"history/{history_slug(cell.model, cell.device)}.html",
+            unknown_versions(cell.report),
+            check_counts(cell),
+        )
+        for cell in cells
+    ]
+
+
+def sparkline(trend: Trend, width: int = 160, height: int = 36) -> str:
+    """SVG polyline points for a trend (empty when fewer than two values)."""
+    values = trend.values()
+    if len(values) < 2:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    step = width / (len(values) - 1)
+    return " ".join(
+        f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
+        for i, v in enumerate(values)
+    )
+
+
+def trend_change(trend: Trend) -> str:
+    values = trend.values()
+    if len(values) < 2 or values[0] == 0 or not math.isfinite(values[0]):
+        return "—"
+    rel = (values[-1] - values[0]) / abs(values[0])
+    worse = rel < 0 if trend.better == "higher" else rel > 0
+    word = "worse" if worse and rel else ("better" if rel else "unchanged")
+    return f"{abs(rel) * 100:.1f}% {word} (first -> last)"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    slug: str
+    older: Run
+    newer: Run
+    result: GateResult
+
+
+def comparisons(runs: Sequence[Run]) -> list[Comparison]:
+    # The site shows differences, not a verdict: no expectations, no tolerance.
+    return [Comparison(compare_slug(a, b), a, b, compare(a.report, b.report)) for a, b in
+            compare_pairs(runs) if a.report.checks]  # fmt: skip
+
+
+def history_context(
+    model: str,
+    device: str,
+    history: Sequence[Run],
+    pairs: Sequence[Comparison],
+    generated_at: str,
+) -> dict[str, Any]:
+    """The history page's context (the same for its Markdown and HTML forms)."""
+    return {
+        "model": model,
+        "device": device,
+        "groups": group_by_commit(history),
+        "trends": [(t, sparkline(t), trend_change(t)) for t in trends(history)],
+        "compare_of": {c.newer.report.run_id: c.slug for c in pairs},
+        "unknown_of": {r.report.run_id: unknown_versions(r.report) for r in history},
+        "generated_at": generated_at,
+    }
