@@ -38,6 +38,26 @@ from tt_conformance.datafile import Strict, describe
 from tt_conformance.expectations import AccuracyExpectation
 from tt_conformance.report import AccuracyResult
 
+__all__ = [
+    "BUNDLED_TASKS",
+    "LM_EVAL_PREFIX",
+    "Z_95",
+    "LmEvalScore",
+    "TaskError",
+    "TaskItem",
+    "bundled_task_path",
+    "dump_result",
+    "extract",
+    "lm_eval_model_args",
+    "load_task",
+    "normalise",
+    "pick_lm_eval_metric",
+    "resolve_task",
+    "run_lm_eval",
+    "verdict",
+    "wilson_interval",
+]
+
 BUNDLED_TASKS: dict[str, str] = {"tt-patterns": "tt-patterns.jsonl"}
 LM_EVAL_PREFIX = "lm-eval:"
 Z_95 = 1.959963984540054

@@ -20,6 +20,17 @@ from tt_conformance.perfshapes import figure_key
 from tt_conformance.perfstats import StreamTiming, delivery_problems
 from tt_conformance.report import Better, PerfFigure
 
+__all__ = [
+    "BENCH_CHECK",
+    "METRICS",
+    "STATS",
+    "BenchImportError",
+    "BenchShape",
+    "bench_delivery_problems",
+    "bench_figures",
+    "bench_shape",
+]
+
 BENCH_CHECK = "vllm bench serve"
 METRICS = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "p99")

@@ -23,6 +23,17 @@ from tt_conformance.report import (
     iso_utc,
 )
 
+__all__ = [
+    "PROP_ACCURACY",
+    "PROP_CHECK",
+    "PROP_CONCERN",
+    "PROP_EXPECTED_BY",
+    "PROP_PERF",
+    "ResultCollector",
+    "crash_message",
+    "fallback_check_id",
+]
+
 PROP_CHECK = "tt_check"
 PROP_CONCERN = "tt_concern"
 PROP_EXPECTED_BY = "tt_expected_by"

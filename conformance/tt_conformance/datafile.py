@@ -13,6 +13,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+__all__ = [
+    "DataFileError",
+    "Strict",
+    "describe",
+    "dotted",
+    "read_json_file",
+    "validate_file_data",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -50,6 +50,19 @@ from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
 
+__all__ = [
+    "EXPECTATIONS_KIND",
+    "EXPECTATIONS_SCHEMA_VERSION",
+    "PLACEHOLDER_PREFIX",
+    "AccuracyExpectation",
+    "Expectation",
+    "Expectations",
+    "ExpectationsError",
+    "PerfTarget",
+    "expectations_from_dict",
+    "load_expectations",
+]
+
 EXPECTATIONS_SCHEMA_VERSION: Final = 2
 EXPECTATIONS_KIND = "tt-conformance-expectations"
 # Reasons a promoted baseline's skeleton carries until someone writes the real one.

@@ -23,6 +23,20 @@ if TYPE_CHECKING:  # openai is imported lazily: the plugin loads in every pytest
 
     from tt_conformance.report import AccuracyResult
 
+__all__ = [
+    "CLIENT_TIMEOUT",
+    "PerfIdentity",
+    "RecordAccuracy",
+    "RecordPerf",
+    "async_openai_client",
+    "openai_client",
+    "raw_http",
+    "record_accuracy",
+    "record_perf",
+    "server",
+    "tt_path",
+]
+
 CLIENT_TIMEOUT = 600.0  # generous: a cold TT server compiles kernels on its first requests
 _PERF_NAME = re.compile(r"^[A-Za-z0-9_.@:/%+-]+$")
 

@@ -16,6 +16,23 @@ from pathlib import Path
 from tt_conformance.matrix import column_of
 from tt_conformance.report import Report
 
+__all__ = [
+    "INDEX_KIND",
+    "INDEX_NAME",
+    "TREND_FIGURES",
+    "UNKNOWN",
+    "CommitGroup",
+    "Run",
+    "Trend",
+    "TrendPoint",
+    "by_model_device",
+    "compare_pairs",
+    "distinct_runs",
+    "group_by_commit",
+    "run_files",
+    "trends",
+]
+
 INDEX_KIND = "tt-conformance-run-index"
 INDEX_NAME = "index.json"
 UNKNOWN = "unknown"

@@ -24,6 +24,32 @@ from tt_conformance.report import (
 )
 from tt_conformance.tiers import derive_tier
 
+__all__ = [
+    "CONCERN_EXPECTED",
+    "CONCERN_FAIL",
+    "CONCERN_NOT_RUN",
+    "CONCERN_PARTIAL",
+    "CONCERN_PASS",
+    "CONCERN_STATES",
+    "KEY_PERF",
+    "STATUS_COMPLETE",
+    "STATUS_EXPERIMENTAL",
+    "STATUS_FAIL",
+    "STATUS_FUNCTIONAL",
+    "MatrixCell",
+    "MatrixError",
+    "all_concerns",
+    "column_of",
+    "concern_not_run",
+    "concern_status",
+    "find_reports",
+    "fold",
+    "not_run_concerns",
+    "short_check",
+    "status_of",
+    "tier_of",
+]
+
 # A cell's status is the report's tier (tiers.py): TT's vocabulary.
 STATUS_COMPLETE = "complete"
 STATUS_FUNCTIONAL = "functional"

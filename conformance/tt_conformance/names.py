@@ -6,6 +6,22 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+__all__ = [
+    "CONCERN_MARKERS",
+    "DEVICE_ALIASES",
+    "DISTRIBUTION",
+    "KNOWN_MESH_SHAPES",
+    "NOT_TT_DEVICE",
+    "OTHER_DEVICES",
+    "OTHER_MARKERS",
+    "default_expectations_path",
+    "default_report_dir",
+    "installed_version",
+    "mesh_shape_for",
+    "normalize_device",
+    "path_component",
+]
+
 DISTRIBUTION = "vllm-tt-plugin"
 
 # Concern markers: the first one found on a check names its concern in the report. Kept in step

@@ -10,6 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = [
+    "DEFAULT_PERF_SHAPES",
+    "PerfShape",
+    "figure_key",
+    "parse_perf_shapes",
+]
+
 DEFAULT_PERF_SHAPES = "128/128@1,128/128@max"
 _SHAPE = re.compile(r"^(\d+)/(\d+)@(\d+|max)$")
 

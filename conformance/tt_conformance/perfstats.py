@@ -27,6 +27,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+__all__ = [
+    "BURST_TOKENS_PER_CHUNK",
+    "LAG_ALLOWED",
+    "TICK_S",
+    "TINY_GAPS_ALLOWED",
+    "TINY_GAP_FRACTION",
+    "Figure",
+    "LoopLagMonitor",
+    "StreamTiming",
+    "delivery_problems",
+    "quantile",
+    "summary",
+    "wave_figures",
+]
+
 BURST_TOKENS_PER_CHUNK = 1.5  # mean tokens per chunk above this: the server batches tokens
 TINY_GAP_FRACTION = 0.1  # a gap under a tenth of the stream's TPOT counts as "arrived together"
 TINY_GAPS_ALLOWED = 0.3  # share of such gaps above this: burst arrival

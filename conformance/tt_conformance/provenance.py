@@ -21,6 +21,18 @@ from tt_conformance.report import RunInfo
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.ttpath import TTProbe, device_disagreement, server_device
 
+__all__ = [
+    "DEFAULT_LANES",
+    "DEFAULT_MAX_NUM_SEQS",
+    "SECRET_OPTIONS",
+    "Discovered",
+    "Flags",
+    "ProvenanceError",
+    "discover",
+    "redact",
+    "run_info",
+]
+
 DEFAULT_MAX_NUM_SEQS = 32  # only when neither the server nor a flag says (vLLM's own default)
 DEFAULT_LANES = 1
 

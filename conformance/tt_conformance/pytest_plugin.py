@@ -100,7 +100,7 @@ from tt_conformance.collector import (
     PROP_EXPECTED_BY,
     fallback_check_id,
 )
-from tt_conformance.fixtures import (  # noqa: F401  (re-exported: pytest finds fixtures here)
+from tt_conformance.fixtures import (
     async_openai_client,
     openai_client,
     raw_http,
@@ -114,6 +114,26 @@ from tt_conformance.reporting import SessionReporter
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
 from tt_conformance.ttpath import NOT_APPLICABLE
+
+__all__ = [
+    "BASE_PROPERTIES",
+    "DEFAULT_CHECK_TIMEOUT_S",
+    "async_openai_client",
+    "check_id_for",
+    "concern_for",
+    "openai_client",
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_report_header",
+    "pytest_runtest_setup",
+    "raw_http",
+    "record_accuracy",
+    "record_perf",
+    "server",
+    "tt_path",
+]
 
 DEFAULT_CHECK_TIMEOUT_S = 900.0
 

@@ -12,6 +12,14 @@ from typing import Any
 
 import requests
 
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ApiError",
+    "MetricSample",
+    "RawHttp",
+    "parse_prometheus",
+]
+
 DEFAULT_TIMEOUT = 600.0
 
 

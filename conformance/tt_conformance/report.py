@@ -24,6 +24,42 @@ from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
 
+__all__ = [
+    "BETTER",
+    "EXPECTED_BY",
+    "FAILING",
+    "OUTCOMES",
+    "PASSING",
+    "READABLE_VERSIONS",
+    "REPORT_KIND",
+    "SCHEMA_VERSION",
+    "TIERS",
+    "Aborted",
+    "AccuracyResult",
+    "Better",
+    "CheckResult",
+    "CollectionError",
+    "ExpectedBy",
+    "Outcome",
+    "PerfFigure",
+    "PerfMet",
+    "PerfTargetResult",
+    "Report",
+    "ReportError",
+    "RunInfo",
+    "ServerSnapshot",
+    "Tier",
+    "TierName",
+    "Versions",
+    "compute_totals",
+    "iso_utc",
+    "load_report",
+    "migrate_report",
+    "new_run_id",
+    "report_from_dict",
+    "utc_now_iso",
+]
+
 SCHEMA_VERSION: Final = 3
 READABLE_VERSIONS: Final[tuple[int, ...]] = (1, 2, SCHEMA_VERSION)
 REPORT_KIND: Final = "tt-conformance-report"

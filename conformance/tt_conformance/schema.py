@@ -19,6 +19,14 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.report import Report
 from tt_conformance.writers import atomic_write_text
 
+__all__ = [
+    "PACKAGE_DIR",
+    "SCHEMAS",
+    "main",
+    "rendered",
+    "schema_of",
+]
+
 PACKAGE_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMAS: dict[str, type] = {
     "report.schema.json": Report,

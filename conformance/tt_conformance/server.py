@@ -13,6 +13,20 @@ import requests
 
 from tt_conformance.ttpath import parse_metrics
 
+__all__ = [
+    "PROBE_TIMEOUT",
+    "ServedModel",
+    "ServerInfo",
+    "ServerProbe",
+    "ServerSetupError",
+    "bearer",
+    "normalize_base_url",
+    "parse_plugin_info",
+    "probe_server",
+    "resolve_model",
+    "wait_for_server",
+]
+
 PROBE_TIMEOUT = (10.0, 30.0)  # (connect, read) seconds: a dead server must not hang the run
 
 

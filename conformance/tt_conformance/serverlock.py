@@ -17,6 +17,12 @@ from pathlib import Path
 
 import pytest
 
+__all__ = [
+    "EXCLUSIVE_GROUP",
+    "ServerLockPlugin",
+    "is_exclusive",
+]
+
 if sys.platform != "win32":
     import fcntl
 

@@ -38,6 +38,16 @@ from tt_conformance.server import (
 from tt_conformance.ttpath import TTProbe
 from tt_conformance.writers import WrittenReport
 
+__all__ = [
+    "NO_SERVER_MESSAGE",
+    "STATE_KEY",
+    "WORKERINPUT_KEY",
+    "HarnessOptions",
+    "HarnessState",
+    "build_state",
+    "harness_state",
+]
+
 WORKERINPUT_KEY = "tt_conformance"
 NO_SERVER_MESSAGE = (
     "no server under test: pass --tt-server-url http://HOST:PORT (or set TT_SERVER_URL) "

@@ -24,6 +24,13 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
 
+__all__ = [
+    "INFORMATIONAL_DEVICES",
+    "derive_tier",
+    "evaluate_targets",
+    "perf_is_informational",
+]
+
 INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})
 _RANK = {"functional": 1, "complete": 2, "target": 3}
 

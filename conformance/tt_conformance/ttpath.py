@@ -28,6 +28,37 @@ if TYPE_CHECKING:
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerProbe
 
+__all__ = [
+    "DECODE_COMMANDS",
+    "HOST_FALLBACK",
+    "INFO_METRIC",
+    "LANE_STEPS",
+    "MODEL_LIMITS",
+    "NOT_APPLICABLE",
+    "NOT_EXERCISED",
+    "NO_TT_REASON",
+    "OVERLAPS",
+    "RESUMED",
+    "STEPS",
+    "Claim",
+    "NotExercised",
+    "TTCounters",
+    "TTPath",
+    "TTPluginInfo",
+    "TTProbe",
+    "async_overlap",
+    "device_decode",
+    "device_disagreement",
+    "host_fallback",
+    "lanes_carry_rows",
+    "parse_metrics",
+    "preemptions_resumed",
+    "resident_decode",
+    "server_device",
+    "stays_on_device",
+    "tt_rule",
+]
+
 INFO_METRIC = "tt_plugin_info"
 NOT_EXERCISED = "not exercised"
 NOT_APPLICABLE = "not applicable"

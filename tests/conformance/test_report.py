@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tt_conformance import writers as writers_mod
 from tt_conformance.formats.json import report_to_dict
 from tt_conformance.report import ReportError, load_report, report_from_dict
 from tt_conformance.writers import atomic_write_text, write_report
@@ -54,7 +53,7 @@ def test_failed_write_leaves_previous_file_and_no_temp(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(writers_mod.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         atomic_write_text(target, '{"new": true}\n')
     assert target.read_text() == '{"old": true}\n'
@@ -71,7 +70,7 @@ def test_atomic_write_goes_through_a_temp_file_in_the_same_directory(
         seen.append((src, dst))
         real_replace(src, dst)
 
-    monkeypatch.setattr(writers_mod.os, "replace", spy)
+    monkeypatch.setattr(os, "replace", spy)
     atomic_write_text(tmp_path / "r.json", "x")
     assert len(seen) == 1
     src, dst = seen[0]
