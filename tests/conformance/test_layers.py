@@ -40,7 +40,15 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("writers", "baseline"), WRITERS),
 }  # fmt: skip
 # The two kinds of entry point: neither imports the other.
-PYTEST_SIDE = ("state", "collector", "fixtures", "reporting", "serverlock", "pytest_plugin")
+PYTEST_SIDE = (
+    "state",
+    "collector",
+    "fixtures",
+    "reporting",
+    "serverlock",
+    "pytest_plugin",
+    "abort",
+)
 COMMANDS = ("cli", "cli.conformance", "cli.matrix", "cli.gate", "schema")
 FORMAT_LIBRARIES = ("tabulate", "jinja2", "xml")
 
