@@ -9,7 +9,7 @@ only the ones above it:
     formats      formats.json, formats.markdown, formats.junit, formats.html, formats.text
     writers      writers (every file written), baseline (promote, gate a run)
     entry points pytest side (pytest_plugin, fixtures, state, collector, reporting, serverlock,
-                 checks) and commands (cli.conformance, cli.matrix, cli.gate, schema)
+                 abort, checks) and commands (cli.conformance, cli.matrix, cli.gate, schema)
 
 The public API is ``__all__`` below (loaded on first use, so ``import tt_conformance`` stays
 cheap in every pytest run) and each module's own ``__all__``.

@@ -32,6 +32,18 @@ import requests
 from tt_conformance.report import utc_now_iso
 from tt_conformance.server import bearer
 
+__all__ = [
+    "FAILURES_TO_ABORT",
+    "HEALTH_TIMEOUT_S",
+    "INTERRUPT_SIGNAL",
+    "POLL_INTERVAL_S",
+    "WORKEROUTPUT_KEY",
+    "AbortInfo",
+    "HealthWatch",
+    "ServerGone",
+    "health_problem",
+]
+
 HEALTH_TIMEOUT_S = 2.0
 POLL_INTERVAL_S = 1.0
 FAILURES_TO_ABORT = 2  # one lost probe on a loaded host is not a dead server

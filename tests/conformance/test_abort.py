@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.fake_server_process import FakeServerProcess, fake_server_process
-from tt_conformance.gate import EXIT_REGRESSION, gate_run
-from tt_conformance.matrix import find_reports, fold, render_markdown
+from tt_conformance.baseline import gate_run
+from tt_conformance.formats.markdown import render_matrix_markdown
+from tt_conformance.gate import EXIT_REGRESSION
+from tt_conformance.matrix import find_reports, fold
 from tt_conformance.report import load_report
 
 BLOCKING = 4  # checks after the first blocked one; each would block 60 s
@@ -116,7 +118,7 @@ def test_a_server_lost_mid_run_aborts_the_run_within_seconds(
     # The matrix shows the run as aborted; the gate fails it even without a baseline.
     cells = fold(find_reports(pytester.path / "out"))
     assert [c.status for c in cells] == ["aborted"]
-    assert "| aborted |" in render_markdown(cells, "now")
+    assert "| aborted |" in render_matrix_markdown(cells, "now")
     gate = gate_run(report, tmp_path / "no-baselines")
     assert gate.exit_code == EXIT_REGRESSION and "ABORTED" in gate.text, gate.text
 
