@@ -97,10 +97,6 @@ class TTOptions:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @property
-    def device_sampling_enabled(self) -> bool:
-        return self.sample_on_device_mode is not None and not self.always_compat_sampling
-
 
 @dataclass(frozen=True)
 class OptionSpec:

@@ -9,20 +9,19 @@ multi-process DP, one engine core and TT submesh per rank.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.utils.device_discovery import DeviceGroups
 
 if TYPE_CHECKING:
-    from vllm.config import VllmConfig
+    from vllm.config import ParallelConfig, VllmConfig
 
+    from vllm_tt_plugin.capabilities import ModelCapabilities
     from vllm_tt_plugin.config import TTOptions
     from vllm_tt_plugin.model_registry import ModelTarget
 
 logger = get_logger(__name__)
-
-# additional_config key where the platform records what it resolved (not a user option).
-RUNTIME_KEY = "tt_runtime"
 
 
 @dataclass(frozen=True)
@@ -35,45 +34,39 @@ class LaneLayout:
         return self.lanes * self.seqs_per_lane
 
 
-def runtime_info(vllm_config: VllmConfig) -> dict[str, Any]:
-    additional = vllm_config.additional_config
-    if not isinstance(additional, dict):
-        return {}
-    info = additional.get(RUNTIME_KEY)
-    return info if isinstance(info, dict) else {}
+@dataclass(frozen=True)
+class DataParallelLayout:
+    """How this launch runs --data_parallel_size (recorded in the launch plan)."""
+
+    lanes: LaneLayout  # 1 lane of max_num_seqs unless lane-DP
+    device_groups: DeviceGroups | None = None  # standard DP only
 
 
-def lane_layout(vllm_config: VllmConfig) -> LaneLayout:
-    """The lane layout the platform resolved (1 lane of max_num_seqs when not lane-DP)."""
-    info = runtime_info(vllm_config)
-    lanes = int(info.get("lanes", 1))
-    seqs = int(info.get("seqs_per_lane", vllm_config.scheduler_config.max_num_seqs))
-    return LaneLayout(lanes, seqs)
-
-
-def is_lane_model(target: ModelTarget) -> bool:
+def is_lane_model(target: ModelTarget, caps: ModelCapabilities | None = None) -> bool:
+    """Lane-DP from the registry entry, else from the class's declared capabilities."""
     if target.lane_data_parallel:
         return True
-    from vllm_tt_plugin.capabilities import ModelCapabilities
+    if caps is None:
+        from vllm_tt_plugin.capabilities import ModelCapabilities
 
-    return ModelCapabilities.from_model_class(target.load_class()).supports_lane_data_parallel
+        caps = ModelCapabilities.from_model_class(target.load_class())
+    return caps.supports_lane_data_parallel
 
 
 class DataParallelError(ValueError):
     """A data-parallel launch the TT backend cannot serve."""
 
 
-def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) -> int:
-    """Apply the DP mode to the config; returns the number of in-process lanes (1 if none)."""
+def configure(
+    vllm_config: VllmConfig, target: ModelTarget, caps: ModelCapabilities, options: TTOptions
+) -> DataParallelLayout:
+    """Apply the DP mode to the config (once, in the platform hook) and return it."""
     parallel = vllm_config.parallel_config
     scheduler = vllm_config.scheduler_config
     dp = parallel.data_parallel_size
-    info = runtime_info(vllm_config)
-    if info.get("lanes", 1) > 1:
-        return int(info["lanes"])  # already converted (config re-validated in another process)
     if dp <= 1:
-        return 1
-    if is_lane_model(target):
+        return DataParallelLayout(LaneLayout(1, scheduler.max_num_seqs))
+    if is_lane_model(target, caps):
         layout = LaneLayout(lanes=dp, seqs_per_lane=scheduler.max_num_seqs)
         parallel.data_parallel_size = 1
         parallel.data_parallel_size_local = 1
@@ -83,12 +76,6 @@ def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) 
         scheduler.max_num_seqs = layout.max_num_seqs
         if scheduler.max_num_batched_tokens < layout.max_num_seqs:
             scheduler.max_num_batched_tokens = layout.max_num_seqs
-        if not isinstance(vllm_config.additional_config, dict):
-            vllm_config.additional_config = {}
-        vllm_config.additional_config[RUNTIME_KEY] = {
-            "lanes": layout.lanes,
-            "seqs_per_lane": layout.seqs_per_lane,
-        }
         logger.info(
             "TT: running single-process lane-DP: %d lanes x %d sequences (max_num_seqs %d), "
             "one engine, one device mesh",
@@ -96,7 +83,7 @@ def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) 
             layout.seqs_per_lane,
             layout.max_num_seqs,
         )
-        return layout.lanes
+        return DataParallelLayout(layout)
     model_config = vllm_config.model_config
     if model_config is not None and model_config.is_moe:
         raise DataParallelError(
@@ -104,18 +91,15 @@ def configure(vllm_config: VllmConfig, target: ModelTarget, options: TTOptions) 
             "standard multi-process DP would split the experts' mesh. Serve it with "
             "--data-parallel-size 1."
         )
-    _configure_device_groups(vllm_config, options, dp)
-    return 1
+    groups = _configure_device_groups(vllm_config, options, dp)
+    return DataParallelLayout(LaneLayout(1, scheduler.max_num_seqs), groups)
 
 
-def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: int) -> None:
+def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: int) -> DeviceGroups:
     """Standard DP: discover each rank's device group and check any --device-ids against it."""
     from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
     from vllm_tt_plugin.utils.device_discovery import discover_device_groups
 
-    info = runtime_info(vllm_config)
-    if "device_groups" in info:
-        return
     groups = discover_device_groups(mesh_spec_from_env(), dp, options.emulated_mesh)
     parallel = vllm_config.parallel_config
     user_ids = parallel.assigned_physical_gpu_ids
@@ -139,19 +123,13 @@ def _configure_device_groups(vllm_config: VllmConfig, options: TTOptions, dp: in
                 f"device groups {[list(g) for g in groups.groups]} hold {start}. Remove "
                 "--device-ids; TT assigns each rank its group through TT_VISIBLE_DEVICES."
             )
-    if not isinstance(vllm_config.additional_config, dict):
-        vllm_config.additional_config = {}
-    vllm_config.additional_config[RUNTIME_KEY] = {
-        **info,
-        "device_groups": [list(g) for g in groups.groups],
-        "submesh_shape": list(groups.submesh_shape),
-    }
     logger.info(
         "TT: standard DP over %d ranks, device groups %s (submesh %s)",
         dp,
         [list(g) for g in groups.groups],
         groups.submesh_shape,
     )
+    return groups
 
 
 @dataclass(frozen=True)
@@ -183,22 +161,18 @@ class RankDevices:
         )
 
 
-def rank_devices(vllm_config: VllmConfig) -> RankDevices | None:
-    """This DP rank's device group (standard DP only)."""
-    info = runtime_info(vllm_config)
-    groups = info.get("device_groups")
-    if not groups:
+def rank_devices(
+    device_groups: DeviceGroups | None, parallel: ParallelConfig
+) -> RankDevices | None:
+    """This DP rank's device group (standard DP only; the groups come from the launch plan)."""
+    if device_groups is None:
         return None
-    parallel = vllm_config.parallel_config
+    groups = device_groups.groups
     rank = parallel.data_parallel_rank_local
     if rank is None:
         rank = parallel.data_parallel_rank
     if not 0 <= rank < len(groups):
-        raise DataParallelError(f"DP rank {rank} has no device group in {groups}")
-    rows, cols = info["submesh_shape"]
-    return RankDevices(
-        rank,
-        [int(d) for d in groups[rank]],
-        (int(rows), int(cols)),
-        tuple(tuple(int(d) for d in group) for group in groups),
-    )
+        raise DataParallelError(
+            f"DP rank {rank} has no device group in {[list(g) for g in groups]}"
+        )
+    return RankDevices(rank, list(groups[rank]), device_groups.submesh_shape, groups)

@@ -5,8 +5,9 @@ engine: the model hosts N KV caches (``tt_data_parallel``) on one device mesh. T
 owns one TTScheduler per lane, each with its own KV block pool (lane-local block ids). A new
 request goes to the least-loaded lane and stays there; all lanes share the step mode (prefill
 if any lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the
-lanes' scheduler outputs are merged into one step for the worker, which learns each request's
-lane from ``SchedulerOutput.tt_req_lanes``; model outputs are routed back per lane.
+lanes' scheduler outputs are merged into one step for the worker, a ``LaneSchedulerOutput``
+carrying each request's lane; model outputs are routed back per lane. The lane layout and the
+interleave policy come from the launch plan.
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_tt_plugin.config import get_tt_options
-from vllm_tt_plugin.data_parallel import lane_layout
+from vllm_tt_plugin.lane_output import LaneSchedulerOutput
+from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.model_runner import REQ_LANES_ATTR
 from vllm_tt_plugin.scheduler import TTScheduler
-from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_policy import StepMode, StepPolicy, WorkFacts
 
 logger = get_logger(__name__)
 
@@ -46,10 +46,11 @@ def _lane_config(vllm_config: VllmConfig, seqs_per_lane: int) -> VllmConfig:
     return lane
 
 
-def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> SchedulerOutput:
-    """One SchedulerOutput for the worker, carrying every lane's work."""
+def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> LaneSchedulerOutput:
+    """One SchedulerOutput for the worker, carrying every lane's work and each row's lane."""
     cached = [o.scheduled_cached_reqs for o in outputs]
-    merged = SchedulerOutput(
+    scheduled = {k: v for o in outputs for k, v in o.num_scheduled_tokens.items()}
+    return LaneSchedulerOutput(
         scheduled_new_reqs=[r for o in outputs for r in o.scheduled_new_reqs],
         scheduled_cached_reqs=CachedRequestData(
             req_ids=[r for c in cached for r in c.req_ids],
@@ -60,7 +61,7 @@ def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> S
             num_computed_tokens=[n for c in cached for n in c.num_computed_tokens],
             num_output_tokens=[n for c in cached for n in c.num_output_tokens],
         ),
-        num_scheduled_tokens={k: v for o in outputs for k, v in o.num_scheduled_tokens.items()},
+        num_scheduled_tokens=scheduled,
         total_num_scheduled_tokens=sum(o.total_num_scheduled_tokens for o in outputs),
         scheduled_spec_decode_tokens={},
         scheduled_encoder_inputs={
@@ -72,10 +73,8 @@ def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> S
         preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
         has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
         pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
+        req_lanes={r: lane for r, lane in lanes_of.items() if r in scheduled},
     )
-    scheduled = set(merged.num_scheduled_tokens)
-    setattr(merged, REQ_LANES_ATTR, {r: lane for r, lane in lanes_of.items() if r in scheduled})
-    return merged
 
 
 class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
@@ -91,7 +90,8 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         log_stats: bool = False,
     ) -> None:
         self.vllm_config = vllm_config
-        self.layout = lane_layout(vllm_config)
+        plan = read_plan(vllm_config)
+        self.layout = plan.lanes
         lane_config = _lane_config(vllm_config, self.layout.seqs_per_lane)
         self.lanes = [
             TTScheduler(
@@ -106,14 +106,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
             )
             for _ in range(self.layout.lanes)
         ]
-        options = get_tt_options(vllm_config)
-        self.step_policy = StepPolicy(
-            InterleaveConfig(
-                enabled=options.decode_interleave_enabled,
-                prefill_steps=options.decode_interleave_prefill_steps,
-                decode_steps=options.decode_interleave_decode_steps,
-            )
-        )
+        self.step_policy = StepPolicy(plan.interleave)
         self.lane_of: dict[str, int] = {}
         self.connector = None
         self.last_step_mode = StepMode.IDLE

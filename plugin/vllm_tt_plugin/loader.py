@@ -1,4 +1,5 @@
-"""Loading a TT model: resolve its registered class; construct it on the mesh (via the adapter)."""
+"""Loading a TT model: import the class the launch plan names; construct it on the mesh (via the
+adapter)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from vllm_tt_plugin.model_registry import ModelTarget, get_registry, register_wi
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
+    from vllm_tt_plugin.launch_plan import LaunchPlan
+
 logger = get_logger(__name__)
 
 
@@ -25,23 +28,18 @@ class ResolvedModel:
     capabilities: ModelCapabilities
 
 
-def resolve_model_class(vllm_config: VllmConfig, options: TTOptions) -> ResolvedModel:
-    """The class serving this checkpoint (architectures are TT-prefixed by the platform)."""
-    registry = get_registry(include_test_models=options.register_test_models)
-    architectures = vllm_config.model_config.hf_config.architectures or []
-    target = None
-    for arch in architectures:
-        target = registry.get(arch)
-        if target is not None:
-            break
-    if target is None:
-        target = registry.resolve(architectures[0] if architectures else "<none>")
-    model_cls = target.load_class()
-    # The engine-core process only ran the general plugin, which registers no test models:
-    # make vLLM's registry resolve the served class here too (its multimodal processor
-    # lookup, made when the scheduler is built, goes through it).
-    register_with_vllm(registry)
-    return ResolvedModel(target, model_cls, ModelCapabilities.from_model_class(model_cls))
+def register_served_model(plan: LaunchPlan) -> None:
+    """Make vLLM's registry of this process resolve the served class: an engine-core or worker
+    process only ran the general plugin, which registers no test models (vLLM's multimodal
+    processor lookup, made when the scheduler is built, goes through it)."""
+    register_with_vllm(get_registry(include_test_models=plan.options.register_test_models))
+
+
+def load_served_class(plan: LaunchPlan) -> ResolvedModel:
+    """Import the class the platform chose for this launch (never chosen again here)."""
+    model_cls = plan.model.load_class()
+    register_served_model(plan)
+    return ResolvedModel(plan.model, model_cls, ModelCapabilities.from_model_class(model_cls))
 
 
 def load_model(

@@ -4,7 +4,9 @@ Each step is prefill-only or decode-only (TTScheduler guarantees it; the runner 
 rows carry their whole token sequence from position 0 up to the end of the scheduled chunk, and
 the slot they will decode in. Decode runs the whole slot-indexed batch, padded, with the reload
 commands of docs/DECODE_RELOAD_CONTRACT.md. Sampling happens on the device or through vLLM's
-host sampler, chosen per batch. The model itself is called only by ``model_adapter``.
+host sampler, chosen per batch. The model itself is called only by ``model_adapter``. Launch
+decisions (lanes, traces, which step kinds may sample on the device, async overlap) are read
+from the launch plan, never re-decided here.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRun
 
 from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
-from vllm_tt_plugin.block_output import canvas_tokens
 from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
-from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -33,23 +33,17 @@ from vllm_tt_plugin.input_batch import (
     make_request_state,
     padded_token_lists,
 )
+from vllm_tt_plugin.lane_output import request_lanes
+from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.model_adapter import LogprobsForm, ModelAdapter
+from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
 from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
 from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import (
-    DeviceLogprobSupport,
-    RouteDecision,
-    StepKind,
-    choose_route,
-)
+from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
 
 logger = get_logger(__name__)
-
-# SchedulerOutput attribute where the lane coordinator records each new request's lane.
-REQ_LANES_ATTR = "tt_req_lanes"
 
 
 @dataclass
@@ -108,15 +102,13 @@ class TTModelRunner:
         self,
         vllm_config: VllmConfig,
         adapter: ModelAdapter,
-        options: TTOptions,
-        lanes: int,
-        seqs_per_lane: int,
-        devices_per_rank: int,
+        plan: LaunchPlan,
     ) -> None:
         self.vllm_config = vllm_config
         self.adapter = adapter
-        self.caps = adapter.capabilities
-        self.options = options
+        self.plan = plan
+        lanes = plan.lanes.lanes
+        seqs_per_lane = plan.lanes.seqs_per_lane
         self.lanes = lanes
         self.seqs_per_lane = seqs_per_lane
         self.block_size: int = vllm_config.cache_config.block_size
@@ -124,21 +116,13 @@ class TTModelRunner:
         self.vocab_size = vllm_config.model_config.get_vocab_size()
         self.contract_version = adapter.contract_version
         self.uses_mrope = bool(vllm_config.model_config.uses_mrope)
-        self.async_decode = bool(
-            vllm_config.scheduler_config.async_scheduling and self.caps.supports_async_decode
-        )
-        self.prefill_trace = options.trace_mode == "all"
-        self.decode_trace = options.trace_mode in ("all", "decode_only")
-        self.logprob_support = DeviceLogprobSupport(
-            top_k=adapter.profile.logprobs_form is LogprobsForm.TOP_K,
-            flat=adapter.profile.device_logprobs_on(devices_per_rank),
-        )
+        self.async_decode = plan.async_overlap
+        self.prefill_trace = plan.prefill.traced
+        self.decode_trace = plan.decode.traced
+        self.logprob_support = plan.logprobs
         self.batch = TTInputBatch(lanes, seqs_per_lane, self._decode_table_width())
         self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
-        # Resident inputs need the split async contract and a captured decode trace.
-        self.planner = ReloadPlanner(
-            resident_inputs=self.caps.supports_async_decode and self.decode_trace
-        )
+        self.planner = ReloadPlanner(resident_inputs=plan.resident_decode_inputs)
         self.inflight = InflightQueue()
         self.kv_cache: Any = None
         self.num_kv_groups = 1
@@ -153,15 +137,15 @@ class TTModelRunner:
             seqs_per_lane,
             self.contract_version,
             "on" if self.async_decode else "off",
-            options.sample_on_device_mode,
-            options.trace_mode,
+            plan.options.sample_on_device_mode,
+            plan.options.trace_mode,
             "top-32"
             if self.logprob_support.top_k
             else ("sampled token" if self.logprob_support.flat else "host only"),
         )
         # Route chosen for the last sampled batch of each kind (tests and logs read it).
         self.last_route: dict[StepKind, RouteDecision] = {}
-        canvas = canvas_tokens(self.caps)
+        canvas = plan.canvas_tokens
         self.block_stepper = BlockStepper(self, canvas) if canvas else None
 
     def _decode_table_width(self) -> int:
@@ -274,7 +258,7 @@ class TTModelRunner:
                     self.block_stepper.release(state)
                 self.batch.release_slot(state)
                 self.host_sampler.forget(req_id)
-        lanes: dict[str, int] = getattr(so, REQ_LANES_ATTR, None) or {}
+        lanes = request_lanes(so)
         for new_req in so.scheduled_new_reqs:
             lane = lanes.get(new_req.req_id, 0)
             self.batch.add(make_request_state(new_req, lane))
@@ -314,12 +298,10 @@ class TTModelRunner:
         completing = [r.end >= r.state.num_tokens for r in rows]
         sampling_states = [r.state for r, done in zip(rows, completing, strict=True) if done]
         decision = choose_route(
-            self.options,
-            self.caps,
+            self.plan,
             StepKind.PREFILL,
             [s.sampling_params for s in sampling_states],
             self.host_sampler.has_custom_logitsprocs,
-            self.logprob_support,
             intermediate_chunk=not all(completing),
         )
         width = max(math.ceil(r.end / self.block_size) for r in rows)
@@ -424,12 +406,10 @@ class TTModelRunner:
         active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
         layout = tuple(None if s is None else s.req_id for s in active)
         decision = choose_route(
-            self.options,
-            self.caps,
+            self.plan,
             StepKind.DECODE,
             [r.state.sampling_params for r in rows],
             self.host_sampler.has_custom_logitsprocs,
-            self.logprob_support,
         )
         layout_changed = layout != self.planner.view.layout
         step = DecodeStep(

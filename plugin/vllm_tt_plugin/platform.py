@@ -1,9 +1,10 @@
 """TTPlatform: vLLM's handoff into the TT runtime.
 
 ``check_and_update_config`` validates the launch (TT options, operational constraints, model
-capabilities), rewrites checkpoint architectures to their TT-prefixed names, and installs the
-TT-owned worker and scheduler classes -- all before any device is opened, so bad input fails
-with a clear message instead of on the device.
+capabilities), rewrites checkpoint architectures to their TT-prefixed names, resolves the launch
+plan (launch_plan.py: every launch-time decision, stored on the config for every process), and
+installs the TT-owned worker and scheduler classes -- all before any device is opened, so bad
+input fails with a clear message instead of on the device.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from vllm_tt_plugin.capabilities import ModelCapabilities
+    from vllm_tt_plugin.data_parallel import DataParallelLayout
+    from vllm_tt_plugin.launch_plan import LaunchPlan
+    from vllm_tt_plugin.model_adapter import AdapterProfile
     from vllm_tt_plugin.model_registry import ModelTarget
 
 logger = get_logger(__name__)
@@ -111,8 +115,13 @@ class TTPlatform(Platform):  # type: ignore[misc]
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         pin_v1_model_runner()
+        from vllm_tt_plugin.launch_plan import find_plan, store_plan
+
         options = get_tt_options(vllm_config)
-        _check_parallelism(vllm_config)
+        # A config that already carries a plan was resolved in another process (and is
+        # re-validated here): its plan stands, nothing is decided again.
+        resolved = find_plan(vllm_config)
+        _check_parallelism(vllm_config, resolved)
         _check_unsupported_features(vllm_config)
         _cap_logprobs(vllm_config)
         _disable_graph_compilation(vllm_config)
@@ -121,24 +130,29 @@ class TTPlatform(Platform):  # type: ignore[misc]
         model_config = vllm_config.model_config
         if model_config is None:  # vLLM builds model-less configs in a few utility paths
             return
-        target, capabilities = _resolve_model(vllm_config, options)
+        if resolved is not None:
+            from vllm_tt_plugin.loader import register_served_model
+
+            register_served_model(resolved)
+            _install_classes(vllm_config, resolved)
+            return
+        target, profile = _resolve_model(vllm_config, options)
         from vllm_tt_plugin import data_parallel
 
-        lanes = data_parallel.configure(vllm_config, target, options)
+        layout = data_parallel.configure(vllm_config, target, profile.capabilities, options)
         _configure_block_size(vllm_config)
-        _gate_on_capabilities(vllm_config, options, capabilities)
-
-        parallel_config = vllm_config.parallel_config
-        parallel_config.worker_cls = WORKER_CLS
-        vllm_config.scheduler_config.scheduler_cls = (
-            LANE_COORDINATOR_CLS if lanes > 1 else SCHEDULER_CLS
-        )
+        _gate_on_capabilities(vllm_config, options, profile.capabilities)
+        plan = _resolve_plan(vllm_config, options, target, profile, layout)
+        store_plan(vllm_config, plan)
+        _install_classes(vllm_config, plan)
         logger.info(
-            "TT platform: %s served by %s (%s); %s",
+            "TT platform: %s served by %s (%s); %s; device sampling: prefill %s, decode %s",
             model_config.hf_config.architectures,
             target.target,
             target.source,
             "emulated mesh" if options.emulated_mesh else "hardware mesh",
+            plan.prefill.host_reason or "on",
+            plan.decode.host_reason or "on",
         )
 
     @classmethod
@@ -158,7 +172,46 @@ class TTPlatform(Platform):  # type: ignore[misc]
             )
 
 
-def _check_parallelism(vllm_config: VllmConfig) -> None:
+def _install_classes(vllm_config: VllmConfig, plan: LaunchPlan) -> None:
+    vllm_config.parallel_config.worker_cls = WORKER_CLS
+    vllm_config.scheduler_config.scheduler_cls = (
+        LANE_COORDINATOR_CLS if plan.lanes.lanes > 1 else SCHEDULER_CLS
+    )
+
+
+def _resolve_plan(
+    vllm_config: VllmConfig,
+    options: TTOptions,
+    target: ModelTarget,
+    profile: AdapterProfile,
+    layout: DataParallelLayout,
+) -> LaunchPlan:
+    """The launch plan over the gated config (the scheduler and cache switches are final)."""
+    from vllm_tt_plugin.launch_plan import resolve_plan
+    from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+    from vllm_tt_plugin.model_adapter import LogprobsForm
+
+    if layout.device_groups is not None:
+        rows, cols = layout.device_groups.submesh_shape
+        devices_per_rank = rows * cols
+    else:
+        devices_per_rank = max(mesh_spec_from_env().num_devices // layout.lanes.lanes, 1)
+    return resolve_plan(
+        options,
+        target,
+        profile.capabilities,
+        lanes=layout.lanes,
+        device_groups=layout.device_groups,
+        devices_per_rank=devices_per_rank,
+        top_k_logprobs=profile.logprobs_form is LogprobsForm.TOP_K,
+        flat_logprobs=profile.device_logprobs_on(devices_per_rank),
+        async_scheduling=bool(vllm_config.scheduler_config.async_scheduling),
+        chunked_prefill=bool(vllm_config.scheduler_config.enable_chunked_prefill),
+        prefix_caching=bool(vllm_config.cache_config.enable_prefix_caching),
+    )
+
+
+def _check_parallelism(vllm_config: VllmConfig, resolved: LaunchPlan | None) -> None:
     parallel = vllm_config.parallel_config
     if parallel.tensor_parallel_size > 1:
         raise TTConfigurationError(
@@ -183,10 +236,8 @@ def _check_parallelism(vllm_config: VllmConfig) -> None:
         )
     import vllm.envs as envs
 
-    from vllm_tt_plugin.data_parallel import runtime_info
-
     # Lane-DP has already folded --data-parallel-size into lanes when the config is re-checked.
-    lanes = int(runtime_info(vllm_config).get("lanes", 1))
+    lanes = resolved.lanes.lanes if resolved is not None else 1
     if (parallel.data_parallel_size > 1 or lanes > 1) and not envs.VLLM_ENABLE_V1_MULTIPROCESSING:
         dp = max(parallel.data_parallel_size, lanes)
         raise TTConfigurationError(
@@ -237,8 +288,9 @@ def _disable_graph_compilation(vllm_config: VllmConfig) -> None:
 
 def _resolve_model(
     vllm_config: VllmConfig, options: TTOptions
-) -> tuple[ModelTarget, ModelCapabilities]:
-    from vllm_tt_plugin.capabilities import ModelCapabilities
+) -> tuple[ModelTarget, AdapterProfile]:
+    """The one place a checkpoint's serving class is chosen (the plan carries it on)."""
+    from vllm_tt_plugin.model_adapter import AdapterProfile
     from vllm_tt_plugin.model_registry import get_registry, register_with_vllm, tt_arch
 
     registry = get_registry(include_test_models=options.register_test_models)
@@ -259,7 +311,7 @@ def _resolve_model(
             break
     if target is None:
         target = registry.resolve(hf_config.architectures[0])  # raises with the full message
-    return target, ModelCapabilities.from_model_class(target.load_class())
+    return target, AdapterProfile.of(target.load_class(), hf_config)
 
 
 def _configure_block_size(vllm_config: VllmConfig) -> None:

@@ -1,8 +1,9 @@
 """Per-batch choice between TT device sampling and vLLM's host sampler (pure).
 
-Device sampling is a fast path. A batch takes it only when the launch allows it for this step
-type, the model declares it, and no row needs something only vLLM's sampler does; otherwise the
-whole batch falls back to the host. The fallback is per batch and needs no configuration.
+Device sampling is a fast path. A batch takes it only when the launch plan allows it for this
+step kind (launch_plan.py decides that once, from the options and the model's capabilities) and
+no row needs something only vLLM's sampler does; otherwise the whole batch falls back to the
+host. The fallback is per batch and needs no configuration.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vllm.sampling_params import SamplingParams
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
-from vllm_tt_plugin.config import TTOptions
+
+if TYPE_CHECKING:
+    from vllm_tt_plugin.launch_plan import LaunchPlan
 
 
 class StepKind(str, enum.Enum):
@@ -109,23 +113,16 @@ def host_only_feature(
 
 
 def choose_route(
-    options: TTOptions,
-    caps: ModelCapabilities,
+    plan: LaunchPlan,
     kind: StepKind,
     sampling_rows: Iterable[SamplingParams],
     has_custom_logitsprocs: bool = False,
-    logprobs: DeviceLogprobSupport = DeviceLogprobSupport(),
     intermediate_chunk: bool = False,
 ) -> RouteDecision:
     """Pick the sampling route for one batch (the rows that sample this step)."""
-    if options.always_compat_sampling:
-        return RouteDecision(Route.HOST, "always_compat_sampling")
-    if options.sample_on_device_mode is None:
-        return RouteDecision(Route.HOST, "sample_on_device_mode not set")
-    if not caps.supports_sample_on_device:
-        return RouteDecision(Route.HOST, "model does not support device sampling")
-    if options.sample_on_device_mode == "decode_only" and kind is StepKind.PREFILL:
-        return RouteDecision(Route.HOST, "sample_on_device_mode=decode_only")
+    static = plan.step(kind).host_reason
+    if static is not None:
+        return RouteDecision(Route.HOST, static)
     if has_custom_logitsprocs:
         return RouteDecision(Route.HOST, "custom logits processors")
     if intermediate_chunk:
@@ -133,7 +130,7 @@ def choose_route(
         # and that row's output is dropped.
         return RouteDecision(Route.HOST, "intermediate prefill chunk")
     for params in sampling_rows:
-        feature = host_only_feature(params, caps, logprobs)
+        feature = host_only_feature(params, plan.capabilities, plan.logprobs)
         if feature is not None:
             return RouteDecision(Route.HOST, feature)
     return RouteDecision(Route.DEVICE, "device sampling")

@@ -20,11 +20,10 @@ from vllm.v1.core.sched.request_queue import RequestQueue, create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
-from vllm_tt_plugin.block_output import canvas_tokens
-from vllm_tt_plugin.config import get_tt_options
-from vllm_tt_plugin.loader import resolve_model_class
+from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_policy import StepMode, StepPolicy, WorkFacts
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -70,20 +69,17 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         force_compact_json(self.structured_output_manager.vllm_config)
-        options = get_tt_options(self.vllm_config)
-        self.step_policy = StepPolicy(
-            InterleaveConfig(
-                enabled=options.decode_interleave_enabled,
-                prefill_steps=options.decode_interleave_prefill_steps,
-                decode_steps=options.decode_interleave_decode_steps,
-            )
-        )
-        self.async_mode = bool(self.scheduler_config.async_scheduling)
+        plan = read_plan(self.vllm_config)
+        self.step_policy = StepPolicy(plan.interleave)
+        # The platform turned async scheduling off unless the model splits decode submit and
+        # read-back, so the plan's overlap is exactly vLLM's async_scheduling.
+        self.async_mode = plan.async_overlap
         self.last_step_mode = StepMode.IDLE
+        register_served_model(plan)
         # A block-output model emits a whole canvas per step: every scheduled step reserves the
         # KV of the canvas it will commit (vLLM's lookahead slots, as spec decode reserves its
         # drafts), i.e. the rest of the physical block (docs/BLOCK_SERVING.md).
-        self.canvas = canvas_tokens(resolve_model_class(self.vllm_config, options).capabilities)
+        self.canvas = plan.canvas_tokens
         if self.canvas:
             self.num_lookahead_tokens = self.canvas
 

@@ -22,8 +22,7 @@ from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 from vllm_tt_plugin import envs, tt_metrics
 from vllm_tt_plugin.block_output import canvas_tokens, is_block_model
 from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
-from vllm_tt_plugin.config import get_tt_options
-from vllm_tt_plugin.data_parallel import lane_layout, rank_devices
+from vllm_tt_plugin.data_parallel import rank_devices
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
 from vllm_tt_plugin.kv_cache import (
     BlockBudget,
@@ -35,7 +34,8 @@ from vllm_tt_plugin.kv_cache import (
     sliding_windows,
     uniform_kv_cache_spec,
 )
-from vllm_tt_plugin.loader import ResolvedModel, load_model, resolve_model_class
+from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.loader import ResolvedModel, load_model, load_served_class
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
 from vllm_tt_plugin.model_adapter import ModelAdapter
@@ -56,8 +56,10 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__(vllm_config, local_rank, rank, distributed_init_method, is_driver_worker)
-        self.options = get_tt_options(vllm_config)
-        self.layout = lane_layout(vllm_config)
+        # Every launch decision this worker acts on comes from the platform's plan.
+        self.plan = read_plan(vllm_config)
+        self.options = self.plan.options
+        self.layout = self.plan.lanes
         self.mesh_spec = mesh_spec_from_env()
         self.resolved: ResolvedModel | None = None
         self.adapter: ModelAdapter | None = None
@@ -68,7 +70,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
 
     # --- start-up -----------------------------------------------------------------------------
     def init_device(self) -> None:
-        self.resolved = resolve_model_class(self.vllm_config, self.options)
+        self.resolved = load_served_class(self.plan)
         self.adapter = ModelAdapter(
             self.resolved.model_cls,
             self.vllm_config.model_config.hf_config,
@@ -77,7 +79,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
         )
         self.adapter.watchdog.add_failure_hook(self._on_device_failure)
         device_ids = visible_device_ids()
-        rank = rank_devices(self.vllm_config)
+        rank = rank_devices(self.plan.device_groups, self.vllm_config.parallel_config)
         if rank is not None:
             # Standard DP: this rank opens only its discovered group, as a submesh.
             if rank.check_visible(device_ids):
@@ -117,23 +119,12 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.options,
             self.layout.lanes,
         )
-        self.model_runner = TTModelRunner(
-            self.vllm_config,
-            self.adapter,
-            self.options,
-            self.layout.lanes,
-            self.layout.seqs_per_lane,
-            self.devices_per_lane,
-        )
+        self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.plan)
 
     def get_kv_cache_spec(self) -> dict[str, KVCacheSpec]:
         assert self.adapter is not None
         specs = self.adapter.kv_cache_spec(self.vllm_config)
         return specs if specs is not None else uniform_kv_cache_spec(self.vllm_config)
-
-    @property
-    def devices_per_lane(self) -> int:
-        return max(self.mesh_spec.num_devices // self.layout.lanes, 1)
 
     def get_num_available_blocks_tt(self) -> BlockBudget:
         """Blocks of one lane's KV pool, from the model's token budget plus headroom."""
@@ -275,10 +266,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             return CompilationTimes(language_model=0.0, encoder=0.0)
         assert self.model_runner is not None and self.adapter is not None
         start = time.perf_counter()
-        options = self.options
-        caps = self.adapter.capabilities
-        device = options.device_sampling_enabled and caps.supports_sample_on_device
-        mode = options.sample_on_device_mode
+        plan = self.plan
         pool = int(self.cache_config.num_gpu_blocks or 0)
         width = math.ceil(self.model_config.max_model_len / self.cache_config.block_size)
         self.adapter.warm_up(
@@ -287,14 +275,15 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
                 max_batch_size=self.scheduler_config.max_num_seqs,
                 # The traced page table is one request wide, never the pool.
                 num_blocks=min(width, pool) if pool else width,
-                prefill_on_device=device and mode == "all",
-                decode_on_device=device and mode in ("all", "decode_only"),
-                trace_prefill=options.trace_mode == "all",
-                trace_decode=options.trace_mode in ("all", "decode_only"),
+                # Warm up exactly what serving runs: device sampling and traces per step kind.
+                prefill_on_device=plan.prefill.device_sampling,
+                decode_on_device=plan.decode.device_sampling,
+                trace_prefill=plan.prefill.traced,
+                trace_decode=plan.decode.traced,
             )
         )
         elapsed = time.perf_counter() - start
-        logger.info("TT warm-up (trace_mode=%s) took %.2f s", options.trace_mode, elapsed)
+        logger.info("TT warm-up (trace_mode=%s) took %.2f s", plan.options.trace_mode, elapsed)
         return CompilationTimes(language_model=elapsed, encoder=0.0)
 
     def get_supported_tasks(self) -> tuple[str, ...]:

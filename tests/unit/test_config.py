@@ -140,14 +140,6 @@ def test_every_fabric_config_name_is_accepted() -> None:
         assert parse_tt_options({"fabric_config": name}).fabric_config == name
 
 
-def test_device_sampling_needs_mode_and_no_compat() -> None:
-    assert not TTOptions().device_sampling_enabled
-    assert TTOptions(sample_on_device_mode="all").device_sampling_enabled
-    assert not TTOptions(
-        sample_on_device_mode="all", always_compat_sampling=True
-    ).device_sampling_enabled
-
-
 def test_get_tt_config_returns_the_raw_namespace(make_config: Any) -> None:
     config = make_config(tt={"trace_mode": "none", "emulated_mesh": True})
     assert get_tt_config(config)["trace_mode"] == "none"

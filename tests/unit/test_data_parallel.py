@@ -10,8 +10,9 @@ import pytest
 
 from tests.conftest import write_checkpoint_config
 from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
-from vllm_tt_plugin.data_parallel import lane_layout, rank_devices, runtime_info
+from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.mesh_spec import MeshSpec
 from vllm_tt_plugin.utils.device_discovery import (
     GROUPS_ENV,
@@ -24,13 +25,18 @@ from vllm_tt_plugin.utils.device_discovery import (
 FAKES = "tests.unit.fakes.models"
 
 
+def _groups(config: Any) -> tuple[tuple[int, ...], ...] | None:
+    groups = read_plan(config).device_groups
+    return None if groups is None else groups.groups
+
+
 def test_lane_model_converts_dp_to_lanes(make_config: Any) -> None:
     config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=4, max_num_seqs=8)
     assert config.parallel_config.data_parallel_size == 1
     assert config.parallel_config.distributed_executor_backend == "uni"
     assert config.scheduler_config.max_num_seqs == 32
-    assert runtime_info(config) == {"lanes": 4, "seqs_per_lane": 8}
-    assert lane_layout(config).lanes == 4 and lane_layout(config).seqs_per_lane == 8
+    plan = read_plan(config)
+    assert plan.lanes == LaneLayout(lanes=4, seqs_per_lane=8) and plan.device_groups is None
     assert (
         config.scheduler_config.scheduler_cls == "vllm_tt_plugin.lane_scheduler.TTLaneCoordinator"
     )
@@ -61,7 +67,8 @@ def test_gpt_oss_is_a_lane_model() -> None:
 
 def test_dp_one_changes_nothing(make_config: Any) -> None:
     config = make_config(model_class=f"{FAKES}:LaneModel", max_num_seqs=8)
-    assert runtime_info(config) == {}
+    assert read_plan(config).lanes == LaneLayout(lanes=1, seqs_per_lane=8)
+    assert read_plan(config).device_groups is None
     assert config.scheduler_config.max_num_seqs == 8
     assert config.scheduler_config.scheduler_cls == "vllm_tt_plugin.scheduler.TTScheduler"
 
@@ -71,11 +78,12 @@ def test_standard_dp_discovers_groups(make_config: Any, monkeypatch: pytest.Monk
     monkeypatch.delenv(GROUPS_ENV, raising=False)
     config = make_config(data_parallel_size=2, tt={"emulated_mesh": True})
     assert config.parallel_config.data_parallel_size == 2
-    info = runtime_info(config)
-    assert info["device_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert info["submesh_shape"] == [1, 4]
+    groups = read_plan(config).device_groups
+    assert groups is not None
+    assert groups.groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert groups.submesh_shape == (1, 4)
     config.parallel_config.data_parallel_rank_local = 1
-    rank = rank_devices(config)
+    rank = rank_devices(groups, config.parallel_config)
     assert rank is not None and rank.group == [4, 5, 6, 7] and rank.submesh_shape == (1, 4)
 
 
@@ -88,7 +96,7 @@ def test_conflicting_device_ids_fail_before_mesh_creation(
         make_config(data_parallel_size=2, device_ids=[1, 0], tt={"emulated_mesh": True})
     # an assignment equal to the discovered groups is accepted
     config = make_config(data_parallel_size=2, device_ids=[0, 1], tt={"emulated_mesh": True})
-    assert runtime_info(config)["device_groups"] == [[0], [1]]
+    assert _groups(config) == ((0,), (1,))
     with pytest.raises(Exception, match="lists 3 devices, but the 2 TT device groups"):
         make_config(data_parallel_size=2, device_ids=[0, 1, 2], tt={"emulated_mesh": True})
 
@@ -100,7 +108,7 @@ def test_device_ids_must_list_whole_multi_device_groups(
     monkeypatch.delenv(GROUPS_ENV, raising=False)
     emulated = {"emulated_mesh": True}
     config = make_config(data_parallel_size=2, device_ids=list(range(8)), tt=emulated)
-    assert runtime_info(config)["device_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert _groups(config) == ((0, 1, 2, 3), (4, 5, 6, 7))
     swapped = [4, 5, 6, 7, 0, 1, 2, 3]
     with pytest.raises(Exception, match=r"gives DP rank 0 devices \[4, 5, 6, 7\], but TT"):
         make_config(data_parallel_size=2, device_ids=swapped, tt=emulated)
@@ -192,8 +200,8 @@ def test_least_loaded_placement_and_sticky_lanes(make_config: Any) -> None:
     assert [coord.lane_of[r.request_id] for r in reqs] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert all(len(lane.waiting) == 2 for lane in coord.lanes)
     out = coord.schedule()
-    assert set(out.tt_req_lanes.values()) == {0, 1, 2, 3}
-    assert all(out.tt_req_lanes[r.request_id] == coord.lane_of[r.request_id] for r in reqs)
+    assert set(out.req_lanes.values()) == {0, 1, 2, 3}
+    assert all(out.req_lanes[r.request_id] == coord.lane_of[r.request_id] for r in reqs)
 
 
 def test_lanes_share_the_step_mode_and_finish(make_config: Any) -> None:

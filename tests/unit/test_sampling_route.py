@@ -9,6 +9,9 @@ from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.data_parallel import LaneLayout
+from vllm_tt_plugin.launch_plan import LaunchPlan, resolve_plan
+from vllm_tt_plugin.model_registry import ModelTarget
 from vllm_tt_plugin.sampling_route import (
     DeviceLogprobSupport,
     Route,
@@ -23,6 +26,22 @@ PLAIN = SamplingParams(temperature=0.7, top_k=10, top_p=0.9, seed=3)
 NO_LOGPROBS = DeviceLogprobSupport()
 FLAT = DeviceLogprobSupport(flat=True)  # 8 or 32 devices per rank
 TOP_K = DeviceLogprobSupport(top_k=True)  # GPT-OSS
+
+
+def plan(
+    options: TTOptions = ON,
+    caps: ModelCapabilities = CAPS,
+    logprobs: DeviceLogprobSupport = NO_LOGPROBS,
+) -> LaunchPlan:
+    """The launch plan choose_route takes its static inputs from."""
+    return resolve_plan(
+        options,
+        ModelTarget("TTReferenceLlamaForCausalLM", "tests.unit.fakes.models:CapableModel", "test"),
+        caps,
+        lanes=LaneLayout(1, 4),
+        top_k_logprobs=logprobs.top_k,
+        flat_logprobs=logprobs.flat,
+    )
 
 
 HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
@@ -44,7 +63,7 @@ HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
 def test_host_only_features(feature: str, kwargs: dict[str, Any]) -> None:
     params = SamplingParams(**kwargs)
     assert host_only_feature(params, CAPS) == feature
-    decision = choose_route(ON, CAPS, StepKind.DECODE, [PLAIN, params])
+    decision = choose_route(plan(), StepKind.DECODE, [PLAIN, params])
     assert decision.route is Route.HOST
     assert decision.reason == feature
 
@@ -57,8 +76,8 @@ def test_device_eligible_batch() -> None:
         SamplingParams(temperature=0.9, top_k=32),
         SamplingParams(temperature=0.0, top_k=-1),  # greedy rows ignore max_device_top_k
     ]
-    assert choose_route(ON, CAPS, StepKind.DECODE, rows).route is Route.DEVICE
-    assert choose_route(ON, CAPS, StepKind.PREFILL, rows).route is Route.DEVICE
+    assert choose_route(plan(), StepKind.DECODE, rows).route is Route.DEVICE
+    assert choose_route(plan(), StepKind.PREFILL, rows).route is Route.DEVICE
 
 
 def test_penalties_need_device_penalty_support() -> None:
@@ -68,9 +87,9 @@ def test_penalties_need_device_penalty_support() -> None:
         {"frequency_penalty": 0.5},
         {"repetition_penalty": 1.2},
     ):
-        decision = choose_route(ON, caps, StepKind.DECODE, [SamplingParams(**kwargs)])
+        decision = choose_route(plan(caps=caps), StepKind.DECODE, [SamplingParams(**kwargs)])
         assert (decision.route, decision.reason) == (Route.HOST, "penalties")
-    assert choose_route(ON, caps, StepKind.DECODE, [PLAIN]).route is Route.DEVICE
+    assert choose_route(plan(caps=caps), StepKind.DECODE, [PLAIN]).route is Route.DEVICE
 
 
 @pytest.mark.parametrize(
@@ -95,17 +114,17 @@ def test_penalties_need_device_penalty_support() -> None:
 def test_mode_and_capability_gates(
     options: TTOptions, caps: ModelCapabilities, kind: StepKind, reason: str
 ) -> None:
-    decision = choose_route(options, caps, kind, [PLAIN])
+    decision = choose_route(plan(options, caps), kind, [PLAIN])
     assert (decision.route, decision.reason) == (Route.HOST, reason)
 
 
 def test_decode_only_mode_samples_decode_on_device() -> None:
     options = TTOptions(sample_on_device_mode="decode_only")
-    assert choose_route(options, CAPS, StepKind.DECODE, [PLAIN]).route is Route.DEVICE
+    assert choose_route(plan(options), StepKind.DECODE, [PLAIN]).route is Route.DEVICE
 
 
 def test_custom_logits_processors_force_host() -> None:
-    decision = choose_route(ON, CAPS, StepKind.DECODE, [PLAIN], has_custom_logitsprocs=True)
+    decision = choose_route(plan(), StepKind.DECODE, [PLAIN], has_custom_logitsprocs=True)
     assert (decision.route, decision.reason) == (Route.HOST, "custom logits processors")
 
 
@@ -114,9 +133,9 @@ def test_flat_device_logprobs_only_for_the_sampled_token() -> None:
     with 8 or 32 devices per rank: logprobs=0 stays there, any k >= 1 goes to the host."""
     zero = SamplingParams(temperature=0.0, logprobs=0)
     five = SamplingParams(temperature=0.0, logprobs=5)
-    assert choose_route(ON, CAPS, StepKind.DECODE, [zero], logprobs=FLAT).on_device
-    assert not choose_route(ON, CAPS, StepKind.DECODE, [zero], logprobs=NO_LOGPROBS).on_device
-    decision = choose_route(ON, CAPS, StepKind.DECODE, [zero, five], logprobs=FLAT)
+    assert choose_route(plan(logprobs=FLAT), StepKind.DECODE, [zero]).on_device
+    assert not choose_route(plan(logprobs=NO_LOGPROBS), StepKind.DECODE, [zero]).on_device
+    decision = choose_route(plan(logprobs=FLAT), StepKind.DECODE, [zero, five])
     assert (decision.route, decision.reason) == (Route.HOST, "logprobs")
 
 
@@ -127,15 +146,15 @@ def test_top_k_device_logprobs_cover_k_up_to_20_without_penalties() -> None:
         SamplingParams(logprobs=20, temperature=0.0),
         SamplingParams(logprobs=3, temperature=0.8, top_k=32),
     ):
-        assert choose_route(ON, CAPS, StepKind.DECODE, [row], logprobs=TOP_K).on_device
+        assert choose_route(plan(logprobs=TOP_K), StepKind.DECODE, [row]).on_device
     for row in (
         SamplingParams(logprobs=3, temperature=0.8, top_k=-1),
         SamplingParams(logprobs=3, temperature=0.0, repetition_penalty=1.3),
     ):
-        decision = choose_route(ON, CAPS, StepKind.DECODE, [row], logprobs=TOP_K)
+        decision = choose_route(plan(logprobs=TOP_K), StepKind.DECODE, [row])
         assert decision.route is Route.HOST and decision.reason.startswith("logprobs")
 
 
 def test_intermediate_prefill_chunk_forces_host() -> None:
-    decision = choose_route(ON, CAPS, StepKind.PREFILL, [PLAIN], intermediate_chunk=True)
+    decision = choose_route(plan(), StepKind.PREFILL, [PLAIN], intermediate_chunk=True)
     assert (decision.route, decision.reason) == (Route.HOST, "intermediate prefill chunk")
