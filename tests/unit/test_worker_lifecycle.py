@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vllm.sampling_params import SamplingParams
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
+from vllm_tt_plugin.sampling_route import StepKind, choose_route
 from vllm_tt_plugin.worker import TTWorker
 
 
@@ -80,21 +82,33 @@ def test_two_phase_warmup_follows_trace_mode(
 
 
 @pytest.mark.parametrize(
-    ("mode", "prefill_on_device", "decode_on_device"),
-    [("all", True, True), ("decode_only", False, True), (None, False, False)],
+    ("mode", "compat", "prefill_on_device", "decode_on_device"),
+    [
+        ("all", False, True, True),
+        ("decode_only", False, False, True),
+        (None, False, False, False),
+        # always_compat_sampling: serving never samples on the device, so warm-up compiles no
+        # device sampling either.
+        ("all", True, False, False),
+        ("decode_only", True, False, False),
+    ],
 )
 def test_warmup_device_sampling_flag_per_phase_and_one_request_table_width(
     make_config: Any,
     weights_checkpoint: Path,
     mode: str | None,
+    compat: bool,
     prefill_on_device: bool,
     decode_on_device: bool,
 ) -> None:
     """Prefill warm-up may sample on the device only under mode "all", decode under "all" and
-    "decode_only"; decode warm-up's num_blocks is one request's page-table width
-    (ceil(max_model_len 256 / block 64) = 4), not the pool; and the prefill warm-up's
+    "decode_only", never under always_compat_sampling, and each phase exactly when serving
+    would route a plain request there; decode warm-up's num_blocks is one request's page-table
+    width (ceil(max_model_len 256 / block 64) = 4), not the pool; and the prefill warm-up's
     trace phase runs at all only because already_warmed_up_prefill was reset between phases."""
-    tt = {} if mode is None else {"sample_on_device_mode": mode}
+    tt: dict[str, Any] = {"always_compat_sampling": compat}
+    if mode is not None:
+        tt["sample_on_device_mode"] = mode
     worker = start_worker(make_config, weights_checkpoint, **tt)
     try:
         records = [r for r in worker.get_model().call_log if r.method.startswith("warmup")]
@@ -110,6 +124,9 @@ def test_warmup_device_sampling_flag_per_phase_and_one_request_table_width(
         assert [r.device_sampling for r in decode] == [decode_on_device] * 2
         assert {r.num_blocks for r in decode} == {4}
         assert worker.cache_config.num_gpu_blocks > 4
+        plain = [SamplingParams(temperature=0.7, top_k=10, top_p=0.9)]
+        serving = {kind: choose_route(worker.plan, kind, plain).on_device for kind in StepKind}
+        assert serving == {StepKind.PREFILL: prefill_on_device, StepKind.DECODE: decode_on_device}
     finally:
         worker.shutdown()
 
