@@ -12,7 +12,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 
 
 @dataclass
-class LaneSchedulerOutput(SchedulerOutput):
+class LaneSchedulerOutput(SchedulerOutput):  # type: ignore[misc]
     # The lane of every scheduled request (new and resumed rows are placed by it).
     req_lanes: dict[str, int] = field(default_factory=dict)
 
