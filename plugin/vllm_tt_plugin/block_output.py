@@ -130,8 +130,7 @@ def check_block_launch(
     if vllm_config.cache_config.enable_prefix_caching:
         logger.warning("%s: prefix caching forced off", what)
         vllm_config.cache_config.enable_prefix_caching = False
-    _serving.model_config = model_config
-    _serving.canvas = caps.output_tokens_per_step
+    remember_served(model_config, caps.output_tokens_per_step)
 
 
 # --- KV and admission arithmetic -----------------------------------------------------------------
@@ -166,6 +165,13 @@ class _Serving:
 
 _serving = _Serving()
 _warned_fields: set[str] = set()
+
+
+def remember_served(model_config: ModelConfig, canvas: int) -> None:
+    """Record the served block model for this process's request validation (the platform hook,
+    also when it re-validates a config whose launch plan was resolved elsewhere)."""
+    _serving.model_config = model_config
+    _serving.canvas = canvas
 
 
 def serving_canvas() -> int:

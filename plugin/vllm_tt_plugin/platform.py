@@ -18,6 +18,7 @@ from vllm_tt_plugin import envs
 from vllm_tt_plugin.block_output import (
     check_block_launch,
     is_block_model,
+    remember_served,
     validate_block_request,
 )
 from vllm_tt_plugin.config import TTOptions, get_tt_options
@@ -134,6 +135,8 @@ class TTPlatform(Platform):  # type: ignore[misc]
             from vllm_tt_plugin.loader import register_served_model
 
             register_served_model(resolved)
+            if resolved.canvas_tokens:
+                remember_served(model_config, resolved.canvas_tokens)
             _install_classes(vllm_config, resolved)
             return
         target, profile = _resolve_model(vllm_config, options)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from vllm.sampling_params import SamplingParams
 
+from vllm_tt_plugin import block_output
 from vllm_tt_plugin.launch_plan import (
     PLAN_KEY,
     LaunchPlan,
@@ -109,6 +110,11 @@ def test_block_model_plan_has_its_canvas(make_config: Any) -> None:
     plan = read_plan(config)
     assert plan.canvas_tokens == 256
     assert not plan.chunked_prefill and not plan.prefix_caching
+    # A process re-validating the resolved config still validates requests as a block model.
+    block_output.reset_serving()
+    TTPlatform.check_and_update_config(config)
+    assert block_output.serving_canvas() == 256
+    block_output.reset_serving()
 
 
 def test_interleave_policy_comes_from_the_options(make_config: Any) -> None:
