@@ -15,7 +15,6 @@ from typing import Any
 from vllm_tt_plugin import envs
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.fabric import describe_fabric_kwargs, resolve_fabric_kwargs
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpec
@@ -91,6 +90,9 @@ def open_mesh(
             spec.shape,
             describe_fabric_kwargs(kwargs),
         )
+        # Imported here, where the emulated mesh is selected: serving never loads emulation.
+        from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+
         emulated = EmulatedMeshDevice(spec, device_ids=physical_device_ids)
         return OpenedMesh(emulated, spec, True, kwargs, False)
 
