@@ -97,10 +97,11 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     def _update_request_with_output(
         self, request: Request, new_token_ids: list[int]
     ) -> tuple[list[int], bool]:
-        base = AsyncScheduler if self.async_mode else Scheduler
-        result: tuple[list[int], bool] = base._update_request_with_output(
-            self, request, new_token_ids
-        )
+        result: tuple[list[int], bool]
+        if self.async_mode:
+            result = AsyncScheduler._update_request_with_output(self, request, new_token_ids)
+        else:
+            result = Scheduler._update_request_with_output(self, request, new_token_ids)
         return result
 
     # --- step kind ----------------------------------------------------------------------------
