@@ -9,7 +9,7 @@ caller, and it reads what a class offers once (``AdapterProfile``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -33,17 +33,22 @@ PerLayerSpec = tuple[tuple[int, int, int, int], torch.dtype, int]
 class TTModelClass(Protocol):
     """Class-level surface: capabilities, sizing and construction."""
 
-    model_capabilities: ClassVar[dict[str, Any]]
+    # A class attribute (not ClassVar) so that the class object itself satisfies the Protocol.
+    model_capabilities: dict[str, Any]
 
+    # Three positional, the rest by keyword: tt-metal classes differ in what sits between
+    # (n_layers, defaults), and the adapter passes vllm_config only where the signature has it.
     @classmethod
     def initialize_vllm_model(
         cls,
         hf_config: PretrainedConfig,
         mesh_device: Any,
         max_batch_size: int,
-        max_seq_len: int = ...,
-        tt_data_parallel: int = ...,
-        optimizations: str | None = ...,
+        /,
+        *,
+        max_seq_len: int,
+        tt_data_parallel: int,
+        optimizations: str | None,
     ) -> Any: ...
 
     @classmethod

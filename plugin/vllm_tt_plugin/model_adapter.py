@@ -202,13 +202,13 @@ class ModelAdapter:
         if not self.profile.hybrid:
             return None
         # The profile read the class (hybrid: it has get_kv_cache_spec).
-        hybrid_cls = cast("type[TTHybridModelClass]", self.model_cls)
+        hybrid_cls = cast("TTHybridModelClass", self.model_cls)
         return dict(hybrid_cls.get_kv_cache_spec(vllm_config))
 
     def max_tokens_all_users(self, call: KVSizingCall) -> int:
         if not self.profile.has_max_tokens_all_users:
             return DEFAULT_MAX_TOKENS_ALL_USERS
-        sized_cls = cast("type[TTModelClass]", self.model_cls)
+        sized_cls = cast("TTModelClass", self.model_cls)
         try:
             value: object = sized_cls.get_max_tokens_all_users(
                 model_name=call.model_name,
@@ -237,7 +237,7 @@ class ModelAdapter:
         if self.profile.init_takes_vllm_config:
             kwargs["vllm_config"] = call.vllm_config
         args = (call.hf_config, call.mesh_device, call.max_batch_size)
-        init = cast("type[TTModelClass]", self.model_cls).initialize_vllm_model
+        init = cast("TTModelClass", self.model_cls).initialize_vllm_model
         _bind(init, f"{self.profile.class_name}.initialize_vllm_model", args, kwargs)
         model: TTModel = init(*args, **kwargs)
         for method in ("prefill_forward", "decode_forward"):
