@@ -44,7 +44,7 @@ CONCERN_MARKERS: dict[str, str] = {
 }
 
 OTHER_MARKERS: dict[str, str] = {
-    "requires_lanes(n=2)": "needs a server with --tt-lanes >= n; skipped otherwise",
+    "requires_lanes(n=2)": "needs a server serving >= n lane-DP lanes; skipped otherwise",
     "slow": "long-running check",
     "tt_path": "claims a TT behaviour; not applicable on a server without the TT plugin",
 }

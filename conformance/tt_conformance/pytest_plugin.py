@@ -390,4 +390,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     needed = int(mark.args[0] if mark.args else mark.kwargs.get("n", 2))
     lanes = harness_state(item.config).facts.lanes
     if lanes < needed:
-        pytest.skip(f"needs a server with --tt-lanes >= {needed} (this run: {lanes})")
+        pytest.skip(
+            f"needs a server serving >= {needed} lane-DP lanes (this server: {lanes}; "
+            "read from tt_plugin_info, else --tt-lanes)"
+        )
