@@ -75,6 +75,7 @@ class DecodeCall:
     uses_mrope: bool = False
     rope_deltas: torch.Tensor | None = None  # per row when the layout changed, else None
     layer_groups: tuple[int, ...] | None = None
+    rows: int | None = None  # slots with a request (else counted from start_pos)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ class DecodeSubmission:
     on_device: bool
     want_logprobs: bool
     batch_size: int | None = None  # rows with a request (for the watchdog's error line)
+    submit_ns: int = 0  # host time the model call took to return (host_phases)
+    read_back: bool = False  # the submitting call already ran process_decode_output_host
+    host_output: Any = None  # what it returned
+    call_ns: int = 0  # the whole device call (with the read-back when read_back)
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,23 @@ TT_EMULATED_STEP_MS: EnvVar[float] = EnvVar(
     "the host computes).",
     _milliseconds,
 )
+TT_EMULATED_STEP_FILE: EnvVar[Path | None] = EnvVar(
+    "TT_EMULATED_STEP_FILE",
+    "path",
+    None,
+    "Emulated mesh only: a file holding the device step time in milliseconds, re-read at most "
+    "every 0.2 s and overriding `TT_EMULATED_STEP_MS` (benchmarks change it without a restart).",
+    _path,
+)
+TT_EMULATED_TIMING_ONLY: EnvVar[bool] = EnvVar(
+    "TT_EMULATED_TIMING_ONLY",
+    "bool",
+    False,
+    "Emulated mesh only: a timing-only device, on which the reference models skip their "
+    "decoder (no matmuls; outputs stay deterministic and contract-correct) so a model call costs "
+    "`TT_EMULATED_STEP_MS` and almost no host CPU (for host-overhead benchmarks, never parity).",
+    _flag,
+)
 TT_REFERENCE_MAX_TOKENS_ALL_USERS: EnvVar[int] = EnvVar(
     "TT_REFERENCE_MAX_TOKENS_ALL_USERS",
     "int",
@@ -252,6 +269,8 @@ REGISTRY: dict[str, EnvVar[Any]] = {
         VLLM_USE_V2_MODEL_RUNNER,
         TT_DP_DEVICE_GROUPS,
         TT_EMULATED_STEP_MS,
+        TT_EMULATED_STEP_FILE,
+        TT_EMULATED_TIMING_ONLY,
         TT_REFERENCE_MAX_TOKENS_ALL_USERS,
         TT_METAL_HOME,
         TT_VLLM_METRICS,

@@ -146,6 +146,10 @@ class TTInputBatch:
         self.max_blocks_per_req = max_blocks_per_req
         self.requests: dict[str, TTRequestState] = {}
         self.slots = [LaneSlots(seqs_per_lane) for _ in range(lanes)]
+        # Requests whose block lists changed since the decode page tables last caught up, and a
+        # counter of such changes (the reload planner's allocation signature).
+        self.blocks_dirty: set[str] = set()
+        self.blocks_version = 0
 
     @property
     def num_slots(self) -> int:
@@ -188,9 +192,13 @@ class TTInputBatch:
                 all_ids = cached.all_token_ids.get(req_id)
                 if all_ids is not None:
                     state.output_token_ids[:] = all_ids[state.num_prompt_tokens :]
-            elif new_blocks is not None:
+                self.blocks_dirty.add(req_id)
+                self.blocks_version += 1
+            elif new_blocks is not None and any(new_blocks):
                 for group, ids in zip(state.block_ids, new_blocks, strict=True):
                     group.extend(ids)
+                self.blocks_dirty.add(req_id)
+                self.blocks_version += 1
             state.num_computed_tokens = cached.num_computed_tokens[i]
         return set(cached.resumed_req_ids)
 

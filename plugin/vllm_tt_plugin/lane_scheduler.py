@@ -29,6 +29,7 @@ from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
+from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.lane_output import LaneSchedulerOutput
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
@@ -146,7 +147,24 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     # --- steps --------------------------------------------------------------------------------
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        lane_facts = [lane.work_facts() for lane in self.lanes]
+        start = host_phases.now()
+        for lane in self.lanes:
+            lane._vllm_ns = 0
+        merged, outputs = self._schedule_lanes(throttle_prefills)
+        kind = host_phases.Kind(self.last_step_mode.value)
+        for output in (merged, *outputs):
+            setattr(output, host_phases.STEP_KIND_ATTR, kind)
+        vllm_ns = sum(lane._vllm_ns for lane in self.lanes)
+        host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
+        policy_ns = host_phases.now() - start - vllm_ns
+        host_phases.CLOCK.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
+        return merged
+
+    def _schedule_lanes(
+        self, throttle_prefills: bool
+    ) -> tuple[SchedulerOutput, list[SchedulerOutput]]:
+        readies = [lane.readiness() for lane in self.lanes]
+        lane_facts = [lane.work_facts(r) for lane, r in zip(self.lanes, readies, strict=True)]
         facts = WorkFacts(
             prefill_ready=any(f.prefill_ready for f in lane_facts),
             decode_ready=any(f.decode_ready for f in lane_facts),
@@ -155,7 +173,10 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         if mode is StepMode.IDLE:
             outputs = [lane.schedule(throttle_prefills) for lane in self.lanes]
         else:
-            outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+            outputs = [
+                lane._schedule_only(mode, throttle_prefills, r)
+                for lane, r in zip(self.lanes, readies, strict=True)
+            ]
             if (
                 mode is StepMode.PREFILL
                 and facts.decode_ready
@@ -173,9 +194,22 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self.step_policy.record(mode, facts)
         self.last_step_mode = mode
         self._pending[id(merged)] = outputs
-        return merged
+        return merged, outputs
 
     def update_from_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> dict[int, EngineCoreOutputs]:
+        start = host_phases.now()
+        kind = host_phases.kind_of(scheduler_output)
+        inner = host_phases.CLOCK.get_ns(kind, host_phases.Phase.VLLM_OUTPUT)
+        merged = self._update_lanes(scheduler_output, model_runner_output)
+        # The lanes' own update_from_output counted vLLM's share; the routing is the plugin's.
+        vllm_ns = host_phases.CLOCK.get_ns(kind, host_phases.Phase.VLLM_OUTPUT) - inner
+        routing_ns = host_phases.now() - start - vllm_ns
+        host_phases.CLOCK.add(kind, host_phases.Phase.OUTPUT_BUILD, routing_ns)
+        return merged
+
+    def _update_lanes(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         outputs = self._pending.pop(id(scheduler_output))

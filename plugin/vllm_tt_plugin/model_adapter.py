@@ -16,6 +16,7 @@ import enum
 import functools
 import inspect
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -389,7 +390,10 @@ class ModelAdapter:
         return {form.value: [tables[g] for g in layer_groups]}
 
     # --- decode --------------------------------------------------------------------------------
-    def submit_decode(self, call: DecodeCall) -> DecodeSubmission:
+    def submit_decode(self, call: DecodeCall, read_back: bool = False) -> DecodeSubmission:
+        """``decode_forward(read_from_device=False)``. With ``read_back`` (a synchronous step)
+        the same device call also runs ``process_decode_output_host`` on the result: one
+        watchdog hand-off per step instead of two."""
         kwargs: dict[str, Any] = {
             "tokens": call.tokens,
             "page_table": call.page_tables[0],
@@ -414,18 +418,35 @@ class ModelAdapter:
         if call.uses_mrope:
             kwargs["rope_deltas_all_users"] = call.rope_deltas
         model = self.model
-        batch = int((call.start_pos >= 0).sum())
-        raw = self._on_device(
-            "decode", "decode_forward", batch, False, lambda: model.decode_forward(**kwargs)
-        )
-        return DecodeSubmission(raw, on_device, call.want_logprobs, batch)
+        batch = call.rows if call.rows is not None else int((call.start_pos >= 0).sum())
+        read_now = read_back and self._read_back
+        submitted = [0]
+
+        def run() -> tuple[Any, Any]:
+            raw = model.decode_forward(**kwargs)
+            submitted[0] = time.perf_counter_ns()
+            if not read_now:
+                return raw, None
+            # read_now: load() found both read-back methods on the instance.
+            reader = cast("TTAsyncReadback", model)
+            return raw, reader.process_decode_output_host(raw, is_tokens=on_device)
+
+        start = time.perf_counter_ns()
+        raw, host = self._on_device("decode", "decode_forward", batch, False, run)
+        done = time.perf_counter_ns()
+        return DecodeSubmission(
+            raw, on_device, call.want_logprobs, batch, submitted[0] - start, read_now, host,
+            done - start,
+        )  # fmt: skip
 
     def read_decode(self, submission: DecodeSubmission, overlapped: bool) -> ModelOutput:
         """Async path: ``read_decode_output(async_read=True)``, wait on every event, then
         ``process_decode_output_host``. Synchronous path: ``process_decode_output_host`` on the
         raw output. A model without ``read_decode_output`` returned host tensors already."""
         out = submission.raw
-        if self._read_back:
+        if submission.read_back:
+            out = submission.host_output  # read back by the submitting call
+        elif self._read_back:
             # load() found both read-back methods on the instance.
             model = cast("TTAsyncReadback", self.model)
 

@@ -12,8 +12,9 @@ from the launch plan, never re-decided here.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -21,10 +22,12 @@ from vllm.config import VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
 
-from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
 from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
+from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
+from vllm_tt_plugin.host_phases import CLOCK, Kind, Phase
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -38,12 +41,15 @@ from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
-from vllm_tt_plugin.reload_contract import DecodeStep, ReloadCommand, ReloadPlanner
+from vllm_tt_plugin.reload_contract import DecodeStep, Layout, ReloadCommand, ReloadPlanner
 from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
 
 logger = get_logger(__name__)
+
+# The engine process's GIL switch interval (see TTModelRunner.__init__).
+ENGINE_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -92,6 +98,24 @@ class _ScheduledRow:
         return self.state.mm_features
 
 
+@dataclass
+class _DecodeBatch:
+    """One decode step's rows in slot order. Kept after an accepted step: while the same
+    requests decode in the same slots, the next step reuses it instead of re-deriving it."""
+
+    ids: set[str]  # the scheduled request ids
+    active: list[TTRequestState | None]  # per global slot, after this step's remap
+    layout: Layout
+    req_ids: list[str]  # output order
+    slots: list[int]  # the global slot of each req_ids entry
+    states: list[TTRequestState]  # the state of each req_ids entry
+    lanes: set[int]
+    want_logprobs: bool
+    remap: tuple[int, ...] | None = None
+    new_slots: list[TTRequestState] = field(default_factory=list)  # slots taken this step
+    decision: RouteDecision | None = None  # the sampling route, once chosen
+
+
 def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
     """One token whose input is a generated token: a decode. Everything else is prefill."""
     return num_scheduled == 1 and num_computed >= state.num_prompt_tokens
@@ -121,6 +145,10 @@ class TTModelRunner:
         self.decode_trace = plan.decode.traced
         self.logprob_support = plan.logprobs
         self.batch = TTInputBatch(lanes, seqs_per_lane, self._decode_table_width())
+        self.inputs = PersistentDecodeInputs(
+            lanes * seqs_per_lane, self._decode_table_width(), 1, self.vocab_size
+        )
+        self._decode_cache: _DecodeBatch | None = None
         self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
         self.planner = ReloadPlanner(resident_inputs=plan.resident_decode_inputs)
         self.inflight = InflightQueue()
@@ -129,7 +157,19 @@ class TTModelRunner:
         self.layer_groups: tuple[int, ...] | None = None
         self._scheduled: SchedulerOutput | None = None
         self._step_id = 0
+        # Phase timing of the current step (host_phases): its start, and the time spent inside
+        # it finishing earlier steps (a drain), which those steps count as their own.
+        self._step_start_ns = 0
+        self._drained_ns = 0
+        self._last_decode_ns = 0  # start of the last accepted decode step
+        self._decode_run = 0  # decode steps since the last prefill step
         self.stats = RunnerStats(lane_admissions=[0] * lanes)
+        # The engine thread's step is the critical path; vLLM's output thread serialises the last
+        # step meanwhile. Every GIL release on this thread (a torch op, a device call) may hand
+        # it the GIL for up to the switch interval: 5 ms by default, a whole device step. A
+        # shorter interval bounds that wait (docs/VLLM_PATCHES.md, W18).
+        if sys.getswitchinterval() > ENGINE_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_S)
         logger.info(
             "TT runner: %d lane(s) x %d slots, decode contract v%d, async decode overlap %s, "
             "sample_on_device_mode=%s, trace_mode=%s, device logprobs %s",
@@ -157,18 +197,24 @@ class TTModelRunner:
         self.kv_cache = kv_cache
         self.num_kv_groups = num_groups
         self.layer_groups = layer_groups
+        self.inputs.reshape(self._decode_table_width(), num_groups)
 
     def update_max_model_len(self, max_model_len: int) -> None:
         self.max_model_len = max_model_len
         self.batch.max_blocks_per_req = self._decode_table_width()
+        self.inputs.reshape(self._decode_table_width(), self.num_kv_groups)
 
     # --- engine entry points ------------------------------------------------------------------
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput | None:
         """Fold the step into the request states. Sampling (and the model call) happens in
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
+        start = host_phases.now()
         self._update_states(scheduler_output)
         tt_metrics.observe_schedule(scheduler_output)  # metrics hook: preemptions, resumptions
+        CLOCK.add(
+            host_phases.kind_of(scheduler_output), Phase.STATE_UPDATE, host_phases.now() - start
+        )
         if scheduler_output.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -178,6 +224,8 @@ class TTModelRunner:
     def sample_tokens(
         self, grammar_output: GrammarOutput | None
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
+        self._step_start_ns = host_phases.now()
+        self._drained_ns = 0
         scheduler_output, self._scheduled = self._scheduled, None
         if scheduler_output is None or scheduler_output.total_num_scheduled_tokens == 0:
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -187,6 +235,12 @@ class TTModelRunner:
             raise UnsupportedStepError(
                 "KV cache block copies (partial prefix-cache hits) are not supported on TT"
             )
+        steady = self._steady_decode(scheduler_output)
+        if steady is not None:
+            self._step_id += 1
+            tt_metrics.observe_lanes(steady.lanes)  # metrics hook: lanes that carried rows
+            self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
+            return self._run_decode(steady, scheduler_output, grammar_output)
         rows = [
             _ScheduledRow(
                 self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n
@@ -218,15 +272,22 @@ class TTModelRunner:
         if self.block_stepper is not None:
             return self.block_stepper.run([r.state for r in rows], decode=kinds == {True})
         if kinds == {True}:
-            return self._run_decode(rows, scheduler_output, grammar_output)
+            return self._run_decode(self._decode_batch(rows), scheduler_output, grammar_output)
         self.drain()
+        self._decode_run = 0
         return self._run_prefill(rows, scheduler_output, grammar_output)
 
     def drain(self) -> None:
         """Read back every in-flight decode step (the host then knows every latest token)."""
         if len(self.inflight):
+            start = host_phases.now()
             self.stats.drains += 1
             self.inflight.drain()
+            self._drained_ns += host_phases.now() - start
+
+    def _step_ns(self, until: int) -> int:
+        """This step's time from its start to ``until``, without the drains inside it."""
+        return until - self._step_start_ns - self._drained_ns
 
     def _count_route(self, on_device: bool) -> None:
         if on_device:
@@ -264,6 +325,8 @@ class TTModelRunner:
             self.batch.add(make_request_state(new_req, lane))
             self.stats.lane_admissions[lane] += 1
         resumed = self.batch.apply_cached_updates(so)
+        if so.finished_req_ids or so.preempted_req_ids or so.scheduled_new_reqs or resumed:
+            self._decode_cache = None  # slots change: the next decode derives its rows again
         for req_id in resumed:
             # A resumed request replays its tokens and is placed again.
             state = self.batch.requests[req_id]
@@ -292,11 +355,13 @@ class TTModelRunner:
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
+        self._decode_cache = None
         states = [r.state for r in rows]
         new_slots = [r.state for r in rows if r.state.slot is None]
         empty_slots = [self.batch.ensure_slot(s) for s in states]
         completing = [r.end >= r.state.num_tokens for r in rows]
         sampling_states = [r.state for r, done in zip(rows, completing, strict=True) if done]
+        route_start = host_phases.now()
         decision = choose_route(
             self.plan,
             StepKind.PREFILL,
@@ -304,6 +369,7 @@ class TTModelRunner:
             self.host_sampler.has_custom_logitsprocs,
             intermediate_chunk=not all(completing),
         )
+        route_ns = host_phases.now() - route_start
         width = max(math.ceil(r.end / self.block_size) for r in rows)
         # The whole sequence from position 0 to the chunk's end: the model slices
         # tokens[row, start_pos:prompt_lens] (a prefix hit, a chunk, a resumed request).
@@ -326,12 +392,17 @@ class TTModelRunner:
             uses_mrope=self.uses_mrope,
             layer_groups=self.layer_groups,
         )
+        submit_start = host_phases.now()
         try:
             out = self.adapter.prefill(call)
         except Exception:
             for state in new_slots:
                 self.batch.release_slot(state)
             raise
+        output_start = host_phases.now()
+        CLOCK.add(Kind.PREFILL, Phase.SAMPLING_ROUTE, route_ns)
+        CLOCK.add(Kind.PREFILL, Phase.INPUT_BUILD, self._step_ns(submit_start) - route_ns)
+        CLOCK.add(Kind.PREFILL, Phase.MODEL_SUBMIT, output_start - submit_start)
         if out.rope_deltas is not None:
             for state, delta in zip(states, out.rope_deltas, strict=True):
                 state.rope_delta = delta
@@ -370,7 +441,9 @@ class TTModelRunner:
         for state, token in zip(states, sampled, strict=True):
             if token is not None:
                 state.output_token_ids.append(token)
-        return build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
+        output = build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
+        CLOCK.add(Kind.PREFILL, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
+        return output
 
     # --- decode -------------------------------------------------------------------------------
     def _plan_remap(self) -> tuple[int, ...] | None:
@@ -385,13 +458,23 @@ class TTModelRunner:
             remap.extend(base + j for j in (local or range(lane_slots.capacity)))
         return tuple(remap) if moved else None
 
-    def _run_decode(
-        self,
-        rows: list[_ScheduledRow],
-        so: SchedulerOutput,
-        grammar_output: GrammarOutput | None,
-    ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
-        scheduled = {r.state.req_id: r for r in rows}
+    def _steady_decode(self, so: SchedulerOutput) -> _DecodeBatch | None:
+        """The last decode's rows, when this step decodes exactly the same requests, one token
+        each, and no slot changed since (``_update_states`` drops the cache otherwise)."""
+        cache = self._decode_cache
+        if (
+            cache is None
+            or self.block_stepper is not None
+            or host_phases.kind_of(so) is not Kind.DECODE
+            or so.total_num_scheduled_tokens != len(cache.ids)
+            or so.num_scheduled_tokens.keys() != cache.ids
+        ):
+            return None
+        return cache
+
+    def _decode_batch(self, rows: list[_ScheduledRow]) -> _DecodeBatch:
+        """Place the rows in their slots and plan a compaction when the layout changed."""
+        scheduled = {r.state.req_id for r in rows}
         new_slots = [r.state for r in rows if r.state.slot is None]
         for r in rows:
             self.batch.ensure_slot(r.state)
@@ -404,19 +487,43 @@ class TTModelRunner:
             remap = self._plan_remap()
         slot_states = current if remap is None else [current[j] for j in remap]
         active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
-        layout = tuple(None if s is None else s.req_id for s in active)
-        decision = choose_route(
-            self.plan,
-            StepKind.DECODE,
-            [r.state.sampling_params for r in rows],
-            self.host_sampler.has_custom_logitsprocs,
+        slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
+        states = [r.state for r in rows]
+        return _DecodeBatch(
+            ids=scheduled,
+            active=active,
+            layout=tuple(None if s is None else s.req_id for s in active),
+            req_ids=[s.req_id for s in states],
+            slots=[slot_of[s.req_id] for s in states],
+            states=states,
+            lanes={s.lane for s in states},
+            want_logprobs=any(s.sampling_params.logprobs is not None for s in states),
+            remap=remap,
+            new_slots=new_slots,
         )
-        layout_changed = layout != self.planner.view.layout
+
+    def _run_decode(
+        self,
+        batch: _DecodeBatch,
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
+        route_start = host_phases.now()
+        if batch.decision is None:
+            batch.decision = choose_route(
+                self.plan,
+                StepKind.DECODE,
+                [s.sampling_params for s in batch.states],
+                self.host_sampler.has_custom_logitsprocs,
+            )
+        decision = batch.decision
+        route_ns = host_phases.now() - route_start
+        layout_changed = batch.layout != self.planner.view.layout
         step = DecodeStep(
-            layout=layout,
+            layout=batch.layout,
             route=decision.route,
-            block_counts=tuple(0 if s is None else len(s.block_ids[0]) for s in active),
-            slot_remap=remap,
+            block_counts=(self.batch.blocks_version,),
+            slot_remap=batch.remap,
         )
         command = self.planner.plan(step)
         if command.reload_inputs or self.contract_version < 1:
@@ -424,26 +531,41 @@ class TTModelRunner:
             self.drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
         try:
-            handle = self._submit_decode(active, command, decision, layout_changed)
+            handle = self._submit_decode(batch, command, decision, layout_changed, not overlap)
         except Exception:
             # Not accepted: slots taken for this step are not owned yet.
-            for state in new_slots:
+            for state in batch.new_slots:
                 self.batch.release_slot(state)
+            self._decode_cache = None
+            self.inputs.forget_layout()
             raise
-        # Accepted: the device now holds this layout.
+        # Accepted: the device now holds this layout. The decode step period (host_phases:
+        # decode intervals) from the third decode of a run on: the second may start before the
+        # device paces the engine.
+        if self._decode_run >= 2:
+            CLOCK.add_interval(self._step_start_ns - self._last_decode_ns)
+        self._decode_run += 1
+        self._last_decode_ns = self._step_start_ns
         self.planner.commit_decode(step)
-        if remap is not None:
-            self._apply_remap(remap)
+        if batch.remap is not None:
+            self._apply_remap(batch.remap)
+            self.inputs.forget_layout()
+        # The slots now hold exactly batch.active: the next step of the same requests reuses it.
+        self._decode_cache = replace(batch, remap=None, new_slots=[])
         self.last_route[StepKind.DECODE] = decision
         self._count_decode(command, decision, overlap)
-        req_ids = [r.state.req_id for r in rows]
-        slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
         pending = PendingStep(
             self._step_id,
-            lambda: self._finish_decode(
-                handle, req_ids, slot_of, decision, overlap, active, so, grammar_output
-            ),
+            lambda: self._finish_decode(handle, batch, decision, overlap, so, grammar_output),
         )
+        CLOCK.add(Kind.DECODE, Phase.SAMPLING_ROUTE, route_ns)
+        CLOCK.add(
+            Kind.DECODE,
+            Phase.INPUT_BUILD,
+            self._step_ns(host_phases.now()) - route_ns - handle.call_ns,
+        )
+        CLOCK.add(Kind.DECODE, Phase.MODEL_SUBMIT, handle.submit_ns)
+        CLOCK.add(Kind.DECODE, Phase.READ_BACK, handle.call_ns - handle.submit_ns)
         if overlap:
             self.inflight.push(pending)
             return TTAsyncModelRunnerOutput(self.inflight, pending)
@@ -451,45 +573,45 @@ class TTModelRunner:
 
     def _submit_decode(
         self,
-        active: list[TTRequestState | None],
+        batch: _DecodeBatch,
         command: ReloadCommand,
         decision: RouteDecision,
         layout_changed: bool,
+        read_back: bool,
     ) -> DecodeSubmission:
-        n = len(active)
-        # Padding rows: token 0, position -1, zero page-table row, neutral sampling values.
-        tokens = torch.zeros((n, 1), dtype=torch.int32)
-        start_pos = torch.full((n,), -1, dtype=torch.int32)
-        for slot, state in enumerate(active):
-            if state is not None:
-                tokens[slot, 0] = state.last_token()
-                start_pos[slot] = state.num_computed_tokens
-        params = self._sampling_params(active) if decision.on_device else None
+        active = batch.active
+        inputs = self.inputs
+        # Tokens and positions only when the model loads them (resident otherwise); padding
+        # rows: token 0, position -1, zero page-table row, neutral sampling values.
+        if command.reload_inputs or self.contract_version < 1:
+            inputs.load_tokens(active)
+        inputs.update_tables(active, batch.layout, self.batch.blocks_dirty)
+        params = inputs.sampling_params(active, batch.layout) if decision.on_device else None
         history = None
-        if params is not None and params.any_penalties:
+        if params is not None and inputs.penalties:
             history = self._penalty_history(active)
         rope_deltas = None
         if self.uses_mrope and layout_changed:
             rope_deltas = decode_rope_deltas([None if s is None else s.rope_delta for s in active])
         remap = command.slot_remap
         call = DecodeCall(
-            tokens=tokens,
-            start_pos=start_pos,
-            page_tables=self._page_tables(active, self.batch.max_blocks_per_req),
+            tokens=inputs.tokens,
+            start_pos=inputs.positions,
+            page_tables=inputs.tables,
             kv_cache=self.kv_cache,
             enable_trace=self.decode_trace,
             command=command,
             slot_remap=None if remap is None else torch.tensor(remap, dtype=torch.int64),
             sampling_params=params,
-            want_logprobs=params is not None
-            and any(s is not None and s.sampling_params.logprobs is not None for s in active),
+            want_logprobs=params is not None and batch.want_logprobs,
             prompt_tokens=None if history is None else history[0],
             output_tokens=None if history is None else history[1],
             uses_mrope=self.uses_mrope,
             rope_deltas=rope_deltas,
             layer_groups=self.layer_groups,
+            rows=len(batch.req_ids),
         )
-        return self.adapter.submit_decode(call)
+        return self.adapter.submit_decode(call, read_back)
 
     def _apply_remap(self, remap: tuple[int, ...]) -> None:
         for lane, lane_slots in enumerate(self.batch.slots):
@@ -502,38 +624,38 @@ class TTModelRunner:
     def _finish_decode(
         self,
         handle: DecodeSubmission,
-        req_ids: list[str],
-        slot_of: dict[str, int],
+        batch: _DecodeBatch,
         decision: RouteDecision,
         overlapped: bool,
-        active: list[TTRequestState | None],
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
+        read_start = host_phases.now()
         out: ModelOutput = self.adapter.read_decode(handle, overlapped)
-        slots = [slot_of[req_id] for req_id in req_ids]
+        output_start = host_phases.now()
+        CLOCK.add(Kind.DECODE, Phase.READ_BACK, output_start - read_start)
+        slots, states = batch.slots, batch.states
         logprobs: LogprobsTensors | None = None
-        rows: list[int | None] = list(range(len(req_ids)))
-        states = [active[s] for s in slots]
         if decision.on_device:
             assert out.tokens is not None
-            sampled: list[int | None] = [int(out.tokens[s]) for s in slots]
+            tokens = out.tokens.tolist()
+            sampled: list[int] = [tokens[s] for s in slots]
             if out.logprobs is not None:
                 logprobs = logprobs_rows_from_device(
                     out.logprobs,
                     slots,
-                    [int(t) for t in sampled if t is not None],
-                    [0 if s is None else s.sampling_params.logprobs or 0 for s in states],
+                    sampled,
+                    [s.sampling_params.logprobs or 0 for s in states],
                 )
         else:
             assert out.logits is not None
-            result = self.host_sampler.sample(
-                [s for s in states if s is not None], out.logits[slots], so, grammar_output
-            )
+            result = self.host_sampler.sample(states, out.logits[slots], so, grammar_output)
             sampled = list(result.token_ids)
             logprobs = result.logprobs
-        for req_id, token in zip(req_ids, sampled, strict=True):
-            state = self.batch.requests.get(req_id)
-            if state is not None and token is not None:
+        requests = self.batch.requests
+        for state, token in zip(states, sampled, strict=True):
+            if requests.get(state.req_id) is state:  # not finished meanwhile
                 state.output_token_ids.append(token)
-        return build_output(req_ids, sampled, logprobs, rows)
+        output = build_output(batch.req_ids, sampled, logprobs)
+        CLOCK.add(Kind.DECODE, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
+        return output

@@ -88,7 +88,9 @@ class DecodeStep:
 
     layout: Layout  # after this step's remap
     route: Route
-    block_counts: tuple[int, ...]  # per slot: number of KV blocks (allocation signature)
+    # Allocation signature: per-slot block counts, or any value that changes whenever a slot's
+    # block list does (the runner sends the input batch's blocks_version).
+    block_counts: tuple[int, ...]
     slot_remap: tuple[int, ...] | None = None
 
 

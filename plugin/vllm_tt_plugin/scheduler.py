@@ -18,8 +18,11 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.request_queue import RequestQueue, create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.engine import EngineCoreOutputs
+from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
+from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
@@ -59,6 +62,13 @@ def force_compact_json(vllm_config: VllmConfig) -> None:
     vllm_config.structured_outputs_config.disable_any_whitespace = True
 
 
+_STEP_KINDS = {
+    StepMode.PREFILL: host_phases.Kind.PREFILL,
+    StepMode.DECODE: host_phases.Kind.DECODE,
+    StepMode.IDLE: host_phases.Kind.IDLE,
+}
+
+
 class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     # The base's state this class reshuffles per step (vLLM's types are not seen by the lint).
     running: list[Request]
@@ -76,6 +86,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self.async_mode = plan.async_overlap
         self.last_step_mode = StepMode.IDLE
         register_served_model(plan)
+        self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
         # A block-output model emits a whole canvas per step: every scheduled step reserves the
         # KV of the canvas it will commit (vLLM's lookahead slots, as spec decode reserves its
         # drafts), i.e. the rest of the physical block (docs/BLOCK_SERVING.md).
@@ -105,18 +116,57 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         return result
 
     # --- step kind ----------------------------------------------------------------------------
-    def work_facts(self) -> WorkFacts:
-        decode_ready = any(is_decode_ready(r, self.block_output) for r in self.running)
-        continuing = any(not is_decode_ready(r, self.block_output) for r in self.running)
+    def readiness(self) -> list[bool]:
+        """``is_decode_ready`` of each running request, in order (derived once per pass)."""
+        block = self.block_output
+        return [is_decode_ready(r, block) for r in self.running]
+
+    def work_facts(self, ready: list[bool] | None = None) -> WorkFacts:
+        ready = self.readiness() if ready is None else ready
+        decode_ready = any(ready)
+        continuing = not all(ready)
         has_room = len(self.running) < self.max_num_running_reqs
         admissible = has_room and (bool(self.waiting) or bool(self.skipped_waiting))
         return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
 
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        facts = self.work_facts()
+        start = host_phases.now()
+        self._vllm_ns = 0
+        output = self._schedule_step(throttle_prefills)
+        kind = _STEP_KINDS[self.last_step_mode]
+        setattr(output, host_phases.STEP_KIND_ATTR, kind)
+        clock = host_phases.CLOCK
+        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self._vllm_ns)
+        policy_ns = host_phases.now() - start - self._vllm_ns
+        clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
+        return output
+
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> dict[int, EngineCoreOutputs]:
+        start = host_phases.now()
+        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
+            scheduler_output, model_runner_output
+        )
+        host_phases.CLOCK.add(
+            host_phases.kind_of(scheduler_output),
+            host_phases.Phase.VLLM_OUTPUT,
+            host_phases.now() - start,
+        )
+        return outputs
+
+    def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
+        start = host_phases.now()
+        output = super().schedule(throttle_prefills)
+        self._vllm_ns += host_phases.now() - start
+        return output
+
+    def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
+        ready = self.readiness()
+        facts = self.work_facts(ready)
         mode = self.step_policy.choose(facts)
         if mode is StepMode.PREFILL:
-            output = self._schedule_only(StepMode.PREFILL, throttle_prefills)
+            output = self._schedule_only(StepMode.PREFILL, throttle_prefills, ready)
             if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
                 # A forced prefill that admits nothing falls back to decode.
                 self._rollback_empty(output)
@@ -124,9 +174,9 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
                 facts = WorkFacts(prefill_ready=False, decode_ready=True)
                 output = self._schedule_only(StepMode.DECODE, throttle_prefills)
         elif mode is StepMode.DECODE:
-            output = self._schedule_only(StepMode.DECODE, throttle_prefills)
+            output = self._schedule_only(StepMode.DECODE, throttle_prefills, ready)
         else:
-            output = super().schedule(throttle_prefills)
+            output = self._vllm_schedule(throttle_prefills)
         if output.total_num_scheduled_tokens == 0:
             mode = StepMode.IDLE
         self.step_policy.record(mode, facts)
@@ -139,12 +189,16 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         if output.preempted_req_ids:
             self.reset_preempted_req_ids |= output.preempted_req_ids
 
-    def _schedule_only(self, mode: StepMode, throttle_prefills: bool) -> SchedulerOutput:
-        """Run vLLM's scheduling pass over the requests of one step kind only."""
+    def _schedule_only(
+        self, mode: StepMode, throttle_prefills: bool, ready: list[bool] | None = None
+    ) -> SchedulerOutput:
+        """Run vLLM's scheduling pass over the requests of one step kind only (``ready``:
+        this pass's ``readiness()``, when already derived)."""
         want_decode = mode is StepMode.DECODE
         original = list(self.running)
-        visible = [r for r in original if is_decode_ready(r, self.block_output) == want_decode]
-        hidden = [r for r in original if is_decode_ready(r, self.block_output) != want_decode]
+        ready = self.readiness() if ready is None else ready
+        visible = [r for r, d in zip(original, ready, strict=True) if d == want_decode]
+        hidden = [r for r, d in zip(original, ready, strict=True) if d != want_decode]
         saved_waiting: tuple[RequestQueue, RequestQueue] | None = None
         saved_limit = self.max_num_running_reqs
         self.running = visible
@@ -156,7 +210,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
             # Admission counts every running request, hidden ones included.
             self.max_num_running_reqs = saved_limit - len(hidden)
         try:
-            output = super().schedule(throttle_prefills)
+            output = self._vllm_schedule(throttle_prefills)
         finally:
             self.max_num_running_reqs = saved_limit
             # Survivors keep their original order (it is the preemption order); hidden requests

@@ -400,4 +400,7 @@ def publish_info(info: PluginInfo) -> None:
         counter.touch()
     for lane in range(int(info.lanes)):
         LANE_STEPS.touch(str(lane))
+    from vllm_tt_plugin.host_phases import CLOCK  # it imports this module
+
+    CLOCK.touch()
     logger.info("TT plugin metrics published (%s): %s", store.directory, json.dumps(labels))

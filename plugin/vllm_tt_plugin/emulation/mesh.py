@@ -4,7 +4,8 @@ Selected with the TT option ``emulated_mesh: true``; MESH_DEVICE still gives the
 touches ttnn's device API. Like a real mesh it runs device work in order on its own "device"
 (a worker thread), so host work overlaps it and async read-back is real, and it can be given a
 fixed per-step device time (``TT_EMULATED_STEP_MS``) so scheduling overhead can be measured
-against a device-bound limit.
+against a device-bound limit. ``TT_EMULATED_TIMING_ONLY`` makes it a timing-only device: the
+reference models skip their compute, so a call costs the step time and almost no host CPU.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from vllm_tt_plugin import envs
@@ -22,9 +24,38 @@ from vllm_tt_plugin.mesh_spec import MeshSpec
 T = TypeVar("T")
 
 
+# How often a step file (TT_EMULATED_STEP_FILE) is re-read, at most.
+STEP_FILE_POLL_S = 0.2
+
+
 def step_time_from_env() -> float:
     """Emulated device time per model call, in seconds (0 = as fast as the host computes)."""
     return envs.TT_EMULATED_STEP_MS.get() / 1000.0
+
+
+class StepFile:
+    """A step time (ms) in a file, re-read when it changes, at most every ``STEP_FILE_POLL_S``.
+    An unreadable or malformed file keeps the last value (the writer may be mid-write)."""
+
+    def __init__(self, path: Path, initial_s: float) -> None:
+        self.path = path
+        self.value_s = initial_s
+        self._checked = -STEP_FILE_POLL_S
+        self._mtime_ns = -1
+
+    def step_time_s(self) -> float:
+        now = time.monotonic()
+        if now - self._checked >= STEP_FILE_POLL_S:
+            self._checked = now
+            try:
+                mtime = self.path.stat().st_mtime_ns
+                if mtime != self._mtime_ns:
+                    ms = float(self.path.read_text().strip())
+                    if ms >= 0:
+                        self.value_s, self._mtime_ns = ms / 1000.0, mtime
+            except (OSError, ValueError):
+                pass
+        return self.value_s
 
 
 class EmulatedEvent(Generic[T]):
@@ -43,6 +74,43 @@ class EmulatedEvent(Generic[T]):
         return self._future.result()
 
 
+def _computed_now(fn: Callable[[], T]) -> Callable[[], T]:
+    """Run ``fn`` now, on the caller's thread; the returned callable replays its outcome.
+
+    (The timing-only device: ``EmulatedMeshDevice._timed``.)"""
+    try:
+        value = fn()
+    except BaseException as exc:  # delivered when the device "finishes" the call
+        error = exc
+
+        def fail() -> T:
+            raise error
+
+        return fail
+    return lambda: value
+
+
+class TimedEvent:
+    """A timing-only device call: its outcome is known, it completes at ``deadline``."""
+
+    def __init__(self, deadline: float, outcome: Callable[[], Any]) -> None:
+        self._deadline = deadline
+        self._outcome = outcome
+
+    def synchronize(self) -> None:
+        """Wait for completion; re-raises a failure of the call, as a real event wait does."""
+        self.result()
+
+    def done(self) -> bool:
+        return time.perf_counter() >= self._deadline
+
+    def result(self) -> Any:
+        remaining = self._deadline - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)  # the GIL released
+        return self._outcome()
+
+
 class EmulatedMeshDevice:
     """Stands in for a ttnn MeshDevice on a host with no TT chips."""
 
@@ -53,9 +121,16 @@ class EmulatedMeshDevice:
         spec: MeshSpec,
         step_time_s: float | None = None,
         device_ids: list[int] | None = None,
+        timing_only: bool | None = None,
     ) -> None:
         self.spec = spec
         self.step_time_s = step_time_from_env() if step_time_s is None else step_time_s
+        # Models on a timing-only mesh skip their compute (test_models/timing_only.py).
+        self.timing_only = (
+            envs.TT_EMULATED_TIMING_ONLY.get() if timing_only is None else timing_only
+        )
+        step_file = envs.TT_EMULATED_STEP_FILE.get()
+        self._step_file = None if step_file is None else StepFile(step_file, self.step_time_s)
         ids = list(range(spec.num_devices)) if device_ids is None else list(device_ids)
         if len(ids) != spec.num_devices:
             raise ValueError(
@@ -66,6 +141,7 @@ class EmulatedMeshDevice:
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None  # the "device" starts on first use
+        self._busy_until = 0.0  # timing-only: when the last enqueued call completes
         self._closed = False
 
     # --- the parts of the MeshDevice surface models use -------------------------------------
@@ -93,14 +169,16 @@ class EmulatedMeshDevice:
                     for c in range(cols)
                 ]
                 spec = MeshSpec(f"{self.spec.name}[{len(subs)}]", rows, cols, self.spec.family)
-                subs.append(EmulatedMeshDevice(spec, self.step_time_s, ids))
+                subs.append(EmulatedMeshDevice(spec, self.step_time_s, ids, self.timing_only))
         return subs
 
     # --- the emulated command queue -----------------------------------------------------------
-    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent[T]:
+    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent[T] | TimedEvent:
         """Run ``fn`` on the device thread after everything enqueued before it."""
         if self._closed:
             raise RuntimeError("the emulated mesh device is closed")
+        if self.timing_only:
+            return self._timed(fn)
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, name="tt-emulated-device", daemon=True
@@ -109,6 +187,19 @@ class EmulatedMeshDevice:
         future: Future[T] = Future()
         self._queue.put((fn, future))
         return EmulatedEvent(future)
+
+    def _timed(self, fn: Callable[[], T]) -> TimedEvent:
+        """Timing-only: compute now, on the caller's thread (device calls come in order from one
+        thread, so the state they touch is the same), and complete one step time after the
+        device would have started the call. No device thread: Python work there would fight the
+        host for the GIL and stretch the modelled step (hardware needs no GIL), and a sleeping
+        waiter wakes at the deadline itself."""
+        if self._step_file is not None:
+            self.step_time_s = self._step_file.step_time_s()
+        start = time.perf_counter()  # the compute is the device's, inside its step time
+        outcome = _computed_now(fn)
+        self._busy_until = max(self._busy_until, start) + self.step_time_s
+        return TimedEvent(self._busy_until, outcome)
 
     def run(self, fn: Callable[[], T]) -> T:
         """Enqueue ``fn`` and wait for its result (a synchronous device call)."""
@@ -128,6 +219,8 @@ class EmulatedMeshDevice:
             except BaseException as exc:  # delivered to whoever synchronizes on it
                 future.set_exception(exc)
                 continue
+            if self._step_file is not None:
+                self.step_time_s = self._step_file.step_time_s()
             remaining = self.step_time_s - (time.perf_counter() - start)
             if remaining > 0:
                 time.sleep(remaining)
@@ -148,4 +241,5 @@ class EmulatedMeshDevice:
                 )
 
     def __repr__(self) -> str:
-        return f"EmulatedMeshDevice({self.spec.name}, shape={self.shape})"
+        timing = ", timing-only" if self.timing_only else ""
+        return f"EmulatedMeshDevice({self.spec.name}, shape={self.shape}{timing})"

@@ -63,6 +63,7 @@ from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.kv_cache import kv_tp_width
 from vllm_tt_plugin.model_adapter import FLAT_LOGPROB_DEVICES
 from vllm_tt_plugin.sampling_params import TTSamplingParams
+from vllm_tt_plugin.test_models import timing_only
 from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle
 from vllm_tt_plugin.test_models.inputs import (
     FLAG_NAMES,
@@ -182,6 +183,9 @@ class ReferenceLlamaCore(ReferenceWarmup):
         self.max_seq_len = max_seq_len
         self.num_lanes = tt_data_parallel
         self.optimizations = optimizations
+        # Timing-only emulated device: the decoder is replaced by a closed form (timing_only.py).
+        self.timing_only = bool(getattr(mesh_device, "timing_only", False))
+        self._timing_checked: list[Any] = [None]  # the page tables it last checked in full
         self.devices_per_lane = num_devices // tt_data_parallel
         # KV heads are split over the lane's mesh columns (the TP width), not all its devices.
         self.tp_width = kv_tp_width(tuple(mesh_device.shape), tt_data_parallel)
@@ -476,6 +480,8 @@ class ReferenceLlamaCore(ReferenceWarmup):
     def _prefill_logits(
         self, kv: ReferenceKVCache, rows: tuple[PrefillRow, ...], allow_null: bool
     ) -> torch.Tensor:
+        if self.timing_only:
+            return timing_only.prefill_logits(kv, rows, self.dims.vocab_size, allow_null)
         logits = torch.empty((len(rows), self.dims.vocab_size), dtype=torch.float32)
         for r, row in enumerate(rows):
             lane = kv.lanes[row.lane]
@@ -631,7 +637,8 @@ class ReferenceLlamaCore(ReferenceWarmup):
             page_table,
             start_pos,
             tables,
-            sampling_params,
+            # Timing-only: parameters that are not loaded are not parsed (they are ignored).
+            sampling_params if update.reload_sampling_params or not self.timing_only else None,
             prompt_tokens,
             output_tokens,
             self.geometry(kv),
@@ -646,10 +653,12 @@ class ReferenceLlamaCore(ReferenceWarmup):
             self._params_loaded = device_sampling
         self._log(self._decode_record(enable_trace, read_from_device, device_sampling, update))
         if read_from_device:
-            return self.mesh_device.run(lambda: self._decode_step(kv, update, inputs, None))
+            return self.mesh_device.run(
+                lambda: self._decode_step(kv, update, inputs, None, device_sampling)
+            )
         handle = DecodeHandle(id(self), next(self._steps), is_tokens=device_sampling)
         handle.event = self.mesh_device.enqueue(
-            lambda: self._decode_step(kv, update, inputs, handle)
+            lambda: self._decode_step(kv, update, inputs, handle, device_sampling)
         )
         return self.device_output(handle)
 
@@ -690,11 +699,14 @@ class ReferenceLlamaCore(ReferenceWarmup):
         update: DecodeUpdate,
         inputs: DecodeInputs,
         handle: DecodeHandle | None,
+        sampling: bool | None = None,
     ) -> Any:
         """Device side of one decode call; commits the new resident state only on success."""
         state = self._resident.updated(update, inputs, self.dims.vocab_size)
         logits, rows = self._decode_logits(kv, state, allow_null=False)
-        if inputs.sampling_params is None:
+        if sampling is None:
+            sampling = inputs.sampling_params is not None
+        if not sampling:
             result: Any = self.decode_result(logits[:, None, :], None)
         else:
             if state.params is None:
@@ -715,6 +727,11 @@ class ReferenceLlamaCore(ReferenceWarmup):
         self, kv: ReferenceKVCache, state: ResidentDecodeState, allow_null: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits [slots, vocab] (zeros in empty slots) and the active slot ids."""
+        if self.timing_only:
+            return timing_only.decode_logits(
+                kv, state, self.max_batch_size, self.slots_per_lane, self.dims.vocab_size,
+                allow_null, self._timing_checked,
+            )  # fmt: skip
         logits = torch.zeros((self.max_batch_size, self.dims.vocab_size), dtype=torch.float32)
         rows = state.active.nonzero().flatten()
         if rows.numel() == 0:

@@ -1,0 +1,402 @@
+"""Host overhead per decode step on the timing-only emulated device, against the device limit.
+
+The timing-only device (``TT_EMULATED_TIMING_ONLY=1``, docs/EMULATED_MESH.md) makes a model call
+cost the configured device step time S and almost no host CPU, so what a decode step costs
+beyond S is host time: the plugin's and vLLM's. One run sweeps batch 1, 8, 32, 128, 256 and
+lane-DP 4x32, S = 5, 17 and 40 ms, async decode off and on, serving the bundled reference model
+with device sampling. One server per (batch, async); S changes through ``TT_EMULATED_STEP_FILE``
+without a restart.
+
+Per point: ``batch`` concurrent greedy requests of N+1 tokens; the decode step time is the
+engine's mean period between consecutive decode steps (from the third decode after a prefill:
+``tt_decode_interval_seconds_total`` / ``tt_decode_intervals_total``), best of ``--repeats``;
+the client's (T(N+1 tokens) - T(1 token)) / N is recorded too (``client_step_ms``: it carries
+the client's and the API server's noise on this shared machine); the ratio to the
+device-bound limit is S / step; ``host_ms`` = step - S (without async all of it is host time
+nothing overlaps; with async it is the host time the overlap did not hide). The plugin's phase
+times (``tt_host_seconds_total`` on /metrics, host_phases.py) over the long run, divided by its
+decode steps, give ``plugin_ms`` (scheduling policy, state update, input building, sampling route,
+output building) and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine).
+
+Then ``vllm bench serve`` (random dataset, 128 in / 128 out, 32 prompts) runs against a batch-32
+async server at 17 ms steps and its TTFT/TPOT/ITL/E2EL percentiles are recorded.
+
+    python benchmarks/host_overhead.py [--quick] [--json FILE]
+
+Compare ratios measured in one run: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+from tabulate import tabulate
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "plugin"))
+
+from vllm_tt_plugin.emulation.mesh import STEP_FILE_POLL_S  # noqa: E402
+from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer  # noqa: E402
+from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
+
+PROMPT = "1 2 3 4"
+LANES_VARIANT = (
+    "TTReferenceLlamaForCausalLM="
+    "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM"
+)
+FULL_CONFIGS = ((1, 1), (8, 1), (32, 1), (128, 1), (256, 1), (32, 4))  # (seqs per lane, lanes)
+QUICK_CONFIGS = ((32, 1), (128, 1))
+FULL_STEPS_MS = (5.0, 17.0, 40.0)
+QUICK_STEPS_MS = (5.0, 17.0)
+SERVE_STEP_MS = 17.0
+PERCENTILES = "50,90,99"
+
+
+@dataclass
+class Row:
+    batch: int  # rows per step: lanes x seqs per lane
+    lanes: int
+    step_ms: float
+    async_: bool
+    decode_step_ms: float  # the engine's mean decode step period (tt_decode_interval_seconds)
+    client_step_ms: float  # (T(N+1 tokens) - T(1 token)) / N seen by the client
+    plugin_ms: float
+    vllm_ms: float
+    model_call_ms: float  # the model call's host side (submit) and read-back wait
+    phases_ms: dict[str, float]
+
+    @property
+    def ratio_to_limit(self) -> float:
+        return self.step_ms / self.decode_step_ms
+
+    @property
+    def host_ms(self) -> float:
+        return self.decode_step_ms - self.step_ms
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["async"] = out.pop("async_")
+        out.update(
+            ratio_to_limit=round(self.ratio_to_limit, 4),
+            host_ms=round(self.host_ms, 3),
+            per_row_host_us=round(1000 * self.host_ms / self.batch, 2),
+        )
+        return out
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def timed_batch(url: str, batch: int, max_tokens: int) -> float:
+    body = {
+        "model": "ref",
+        "prompt": PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
+
+    def one(_: int) -> None:
+        r = requests.post(f"{url}/v1/completions", json=body, timeout=900)
+        r.raise_for_status()
+
+    start = time.perf_counter()
+    with cf.ThreadPoolExecutor(batch) as pool:
+        list(pool.map(one, range(batch)))
+    return time.perf_counter() - start
+
+
+def scrape(url: str) -> dict[tuple[str, ...], float]:
+    """tt_host_seconds_total by (kind, phase) and tt_steps_total by (kind,)."""
+    text = requests.get(f"{url}/metrics", timeout=30).text
+    out: dict[tuple[str, ...], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "tt_host_seconds_total":
+                key = ("host", s.labels["kind"], s.labels["phase"])
+            elif s.name == "tt_steps_total":
+                key = ("steps", s.labels["kind"])
+            elif s.name in ("tt_decode_interval_seconds_total", "tt_decode_intervals_total"):
+                key = (s.name,)
+            else:
+                continue
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def settled_scrape(url: str) -> dict[tuple[str, ...], float]:
+    time.sleep(0.6)  # the engine publishes its phase table every 0.25 s
+    return scrape(url)
+
+
+def interval_ms(before: dict, after: dict) -> float | None:
+    """Mean wall time between consecutive decode steps (engine side)."""
+    seconds = after.get(("tt_decode_interval_seconds_total",), 0.0) - before.get(
+        ("tt_decode_interval_seconds_total",), 0.0
+    )
+    count = after.get(("tt_decode_intervals_total",), 0.0) - before.get(
+        ("tt_decode_intervals_total",), 0.0
+    )
+    return 1000.0 * seconds / count if count else None
+
+
+def phase_ms(before: dict, after: dict) -> tuple[dict[str, float], float]:
+    steps = after.get(("steps", "decode"), 0.0) - before.get(("steps", "decode"), 0.0)
+    per_step = {
+        p.value: 1000.0
+        * (
+            after.get(("host", "decode", p.value), 0.0)
+            - before.get(("host", "decode", p.value), 0.0)
+        )
+        / max(steps, 1.0)
+        for p in Phase
+    }
+    return per_step, steps
+
+
+def server_for(seqs: int, lanes: int, async_on: bool, step_file: Path, log: Path) -> EmulatedServer:
+    args = [
+        "--max-num-seqs",
+        str(seqs),
+        "--max-model-len",
+        "512",
+        "--async-scheduling" if async_on else "--no-async-scheduling",
+    ]
+    env = {
+        "TT_EMULATED_TIMING_ONLY": "1",
+        "TT_EMULATED_STEP_FILE": str(step_file),
+        "TT_REFERENCE_MAX_TOKENS_ALL_USERS": str(max(8192, seqs * 512)),
+    }
+    mesh = "N150"
+    if lanes > 1:
+        args += ["--data-parallel-size", str(lanes)]
+        env["TT_MODEL_CLASS_OVERRIDES"] = LANES_VARIANT
+        mesh = "TG"
+    return EmulatedServer(
+        model=BUNDLED_MODEL,
+        mesh_device=mesh,
+        tt_options={"sample_on_device_mode": "all"},
+        vllm_args=args,
+        env=env,
+        served_model_name="ref",
+        log_path=log,
+    )
+
+
+def set_step(step_file: Path, step_ms: float) -> None:
+    tmp = step_file.with_suffix(".tmp")
+    tmp.write_text(f"{step_ms:g}\n")
+    tmp.replace(step_file)
+    time.sleep(2 * STEP_FILE_POLL_S + 0.05)
+
+
+def measure_server(
+    seqs: int, lanes: int, async_on: bool, steps_ms: Sequence[float], args: argparse.Namespace,
+    workdir: Path,
+) -> Iterator[Row]:  # fmt: skip
+    step_file = workdir / f"step-{seqs}x{lanes}-{int(async_on)}.ms"
+    step_file.write_text(f"{steps_ms[0]:g}\n")
+    batch = seqs * lanes
+    log = workdir / f"server-{lanes}x{seqs}-async{int(async_on)}.log"
+    server = server_for(seqs, lanes, async_on, step_file, log)
+    with server:
+        timed_batch(server.url, batch, 4)  # warm
+        for step_ms in steps_ms:
+            set_step(step_file, step_ms)
+            timed_batch(server.url, batch, 2)
+            best: tuple[float, float, dict[str, float]] | None = None
+            for _ in range(args.repeats):
+                short = timed_batch(server.url, batch, 1)
+                before = settled_scrape(server.url)
+                long = timed_batch(server.url, batch, args.tokens + 1)
+                after = settled_scrape(server.url)
+                phases, _ = phase_ms(before, after)
+                client = (long - short) / args.tokens * 1000.0
+                period = interval_ms(before, after) or client
+                if best is None or period < best[0]:
+                    best = (period, client, phases)
+            assert best is not None
+            step, client, phases = best
+            yield Row(
+                batch=batch,
+                lanes=lanes,
+                step_ms=step_ms,
+                async_=async_on,
+                decode_step_ms=round(step, 3),
+                client_step_ms=round(client, 3),
+                plugin_ms=round(sum(phases[p.value] for p in PLUGIN_PHASES), 4),
+                vllm_ms=round(sum(phases[p.value] for p in VLLM_PHASES), 4),
+                model_call_ms=round(
+                    phases[Phase.MODEL_SUBMIT.value] + phases[Phase.READ_BACK.value], 4
+                ),
+                phases_ms={k: round(v, 4) for k, v in phases.items()},
+            )
+
+
+# --------------------------------------------------------------------------- vllm bench serve
+
+
+def bench_serve(workdir: Path) -> dict[str, Any]:
+    """``vllm bench serve`` against a batch-32 async timing-only server at 17 ms steps."""
+    step_file = workdir / "step-serve.ms"
+    step_file.write_text(f"{SERVE_STEP_MS:g}\n")
+    server = server_for(32, 1, True, step_file, workdir / "server-serve.log")
+    result_dir = workdir / "serve"
+    result_dir.mkdir(exist_ok=True)
+    vllm = shutil.which("vllm") or "vllm"
+    cmd = [vllm, "bench", "serve", "--backend", "openai", "--model", "ref",
+           "--tokenizer", str(BUNDLED_MODEL), "--dataset-name", "random",
+           "--random-input-len", "128", "--random-output-len", "128", "--num-prompts", "32",
+           "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--metric-percentiles", PERCENTILES, "--save-result", "--result-dir",
+           str(result_dir), "--result-filename", "serve.json"]  # fmt: skip
+    with server:
+        proc = subprocess.run(
+            [*cmd, "--base-url", server.url], capture_output=True, text=True, timeout=900
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    raw = json.loads((result_dir / "serve.json").read_text())
+    keep = {
+        k: v
+        for k, v in raw.items()
+        if k.split("_")[0] in ("mean", "median", "p50", "p90", "p99", "std")
+        or k in ("completed", "duration", "output_throughput", "request_throughput")
+    }
+    return {"step_ms": SERVE_STEP_MS, "batch": 32, "async": True, **keep}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def print_table(rows: list[Row]) -> None:
+    table = [
+        [
+            f"{r.lanes}x{r.batch // r.lanes}" if r.lanes > 1 else r.batch,
+            f"{r.step_ms:g}",
+            "on" if r.async_ else "off",
+            f"{r.decode_step_ms:.2f}",
+            f"{r.ratio_to_limit:.3f}",
+            f"{r.host_ms:.2f}",
+            f"{r.plugin_ms:.3f}",
+            f"{r.vllm_ms:.3f}",
+            f"{r.model_call_ms:.2f}",
+        ]
+        for r in rows
+    ]
+    headers = ["batch", "step ms", "async", "decode step ms", "ratio to limit", "host ms",
+               "plugin ms", "vllm ms", "model call ms"]  # fmt: skip
+    print(tabulate(table, headers=headers, tablefmt="github"), flush=True)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The JSON of a run as docs/BENCHMARKS.md's tables."""
+    lines = [
+        "| batch | device step ms | async | decode step ms | ratio to limit | host ms | plugin ms "
+        "| vLLM ms | model call ms | client step ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else str(r["batch"])
+        lines.append(
+            f"| {batch} | {r['step_ms']:g} | {'on' if r['async'] else 'off'} "
+            f"| {r['decode_step_ms']:.2f} | {r['ratio_to_limit']:.3f} | {r['host_ms']:.2f} "
+            f"| {r['plugin_ms']:.3f} | {r['vllm_ms']:.3f} | {r['model_call_ms']:.2f} "
+            f"| {r['client_step_ms']:.2f} |"
+        )
+    serve = doc.get("serve")
+    if serve:
+        lines += ["", "| vllm bench serve | mean | p50 | p90 | p99 |", "|---|---|---|---|---|"]
+        for metric in ("ttft", "tpot", "itl", "e2el"):
+            cells = [serve.get(f"{k}_{metric}_ms") for k in ("mean", "p50", "p90", "p99")]
+            lines.append(
+                f"| {metric.upper()} ms | "
+                + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def parse_config(text: str) -> tuple[int, int]:
+    """``B`` -> (B, 1); ``LxS`` -> (S, L)."""
+    if "x" in text:
+        lanes, seqs = text.split("x")
+        return int(seqs), int(lanes)
+    return int(text), 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="batch 32 and 128, 5 and 17 ms")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
+    parser.add_argument("--tokens", type=int, default=32, help="decode steps timed per sample")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--no-serve", action="store_true", help="skip `vllm bench serve`")
+    parser.add_argument(
+        "--configs", default=None, help="only these, e.g. 32,256,4x32 (lanes x seqs per lane)"
+    )
+    parser.add_argument("--steps-ms", type=float, nargs="+", default=None)
+    parser.add_argument(
+        "--markdown", type=Path, default=None, help="print the tables of this JSON file and exit"
+    )
+    args = parser.parse_args()
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
+    configs = QUICK_CONFIGS if args.quick else FULL_CONFIGS
+    if args.configs:
+        configs = tuple(parse_config(c) for c in args.configs.split(","))
+    steps_ms = args.steps_ms or (QUICK_STEPS_MS if args.quick else FULL_STEPS_MS)
+    rows: list[Row] = []
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="tt-host-overhead-"))
+    serve: dict[str, Any] | None = None
+
+    def write_json() -> None:  # after every point: an interrupted run keeps what it measured
+        if args.json is not None:
+            doc = {
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "tokens": args.tokens,
+                "repeats": args.repeats,
+                "rows": [r.as_json() for r in rows],
+                "serve": serve,
+                "elapsed_s": round(time.monotonic() - started, 1),
+            }
+            args.json.write_text(json.dumps(doc, indent=1) + "\n")
+
+    for seqs, lanes in configs:
+        for async_on in (False, True):
+            for row in measure_server(seqs, lanes, async_on, steps_ms, args, workdir):
+                rows.append(row)
+                print(json.dumps(row.as_json()), flush=True)
+                write_json()
+    print()
+    print_table(rows)
+    if not args.no_serve:
+        serve = bench_serve(workdir)
+        write_json()
+        print("\nvllm bench serve (batch 32, async, 17 ms steps):")
+        print(json.dumps(serve, indent=1))
+    print(f"\ntotal {(time.monotonic() - started) / 60:.1f} min; server logs in {workdir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

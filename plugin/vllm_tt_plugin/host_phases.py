@@ -1,0 +1,146 @@
+"""Host time per step, by phase, counted in the engine without a profiler (docs/METRICS.md).
+
+The scheduler, runner and adapter time their phases with ``time.perf_counter_ns`` and add the
+nanoseconds to one in-process table (a list add per phase and step, never per row). A daemon
+thread publishes the table as the counter ``tt_host_seconds_total{kind, phase}`` every
+``FLUSH_INTERVAL_S``, so the mmap writes of the metrics files stay off the step path; a scrape
+sees the totals at most that much later. Dividing by ``tt_steps_total{kind=...}`` gives the
+time per step.
+
+Phases: the plugin's own (``PLUGIN_PHASES``), the model call's host side (``MODEL_PHASES``:
+the submit, which includes the model's own input handling and the watchdog hand-off, and the
+read-back wait, which on a synchronous decode includes the device time) and vLLM core's share
+in the engine process (``VLLM_PHASES``: its scheduling pass and its output processing,
+``update_from_output``).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+
+from vllm_tt_plugin import tt_metrics
+
+
+class Phase(str, enum.Enum):
+    SCHEDULE_POLICY = "schedule_policy"  # step kind choice, hiding/restoring the other kind
+    STATE_UPDATE = "state_update"  # folding the scheduler output into the request states
+    INPUT_BUILD = "input_build"  # tokens, positions, page tables, sampling params, commands
+    SAMPLING_ROUTE = "sampling_route"  # the per-batch device/host sampling decision
+    OUTPUT_BUILD = "output_build"  # tokens and logprobs into vLLM's runner output
+    MODEL_SUBMIT = "model_submit"  # the model call until it returns (host side of a submit)
+    READ_BACK = "read_back"  # waiting for and converting the model's output
+    VLLM_SCHEDULE = "vllm_schedule"  # vLLM's scheduling pass
+    VLLM_OUTPUT = "vllm_output"  # vLLM's update_from_output
+
+
+class Kind(str, enum.Enum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+    IDLE = "idle"
+
+
+PLUGIN_PHASES = (
+    Phase.SCHEDULE_POLICY,
+    Phase.STATE_UPDATE,
+    Phase.INPUT_BUILD,
+    Phase.SAMPLING_ROUTE,
+    Phase.OUTPUT_BUILD,
+)
+MODEL_PHASES = (Phase.MODEL_SUBMIT, Phase.READ_BACK)
+VLLM_PHASES = (Phase.VLLM_SCHEDULE, Phase.VLLM_OUTPUT)
+
+# SchedulerOutput attribute where TTScheduler records the step kind it scheduled.
+STEP_KIND_ATTR = "tt_step_kind"
+FLUSH_INTERVAL_S = 0.25
+
+HOST_SECONDS = tt_metrics.Counter(
+    "tt_host_seconds",
+    "Host time spent per phase of TT steps, by step kind (docs/METRICS.md); divide by "
+    "tt_steps_total for the time per step",
+    ("kind", "phase"),
+)
+
+DECODE_INTERVAL_SECONDS = tt_metrics.Counter(
+    "tt_decode_interval_seconds",
+    "Wall time between the starts of consecutive decode steps, from the third decode after a "
+    "prefill on (the decode step period: the device time when the host keeps up)",
+)
+DECODE_INTERVALS = tt_metrics.Counter(
+    "tt_decode_intervals", "Decode step periods summed in tt_decode_interval_seconds_total"
+)
+
+_PHASES = tuple(Phase)
+_KINDS = tuple(Kind)
+_INDEX = {(k, p): i * len(_PHASES) + j for i, k in enumerate(_KINDS) for j, p in enumerate(_PHASES)}
+
+
+class PhaseClock:
+    """Nanoseconds per (kind, phase) in this process; published by a daemon thread."""
+
+    def __init__(self) -> None:
+        self.ns = [0] * (len(_KINDS) * len(_PHASES))
+        self._published = [0] * len(self.ns)
+        self.interval_ns = 0
+        self.intervals = 0
+        self._published_interval = (0, 0)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def add(self, kind: Kind, phase: Phase, ns: int) -> None:
+        self.ns[_INDEX[(kind, phase)]] += ns
+        if self._thread is None:
+            self._start()
+
+    def add_interval(self, ns: int) -> None:
+        self.interval_ns += ns
+        self.intervals += 1
+
+    def get_ns(self, kind: Kind, phase: Phase) -> int:
+        return self.ns[_INDEX[(kind, phase)]]
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._publish_forever, name="tt-host-phases", daemon=True
+                )
+                self._thread.start()
+
+    def _publish_forever(self) -> None:
+        while True:
+            time.sleep(FLUSH_INTERVAL_S)
+            self.publish()
+
+    def publish(self) -> None:
+        """Add what accumulated since the last publish to the counter."""
+        with self._lock:
+            for (kind, phase), i in _INDEX.items():
+                delta = self.ns[i] - self._published[i]
+                if delta:
+                    self._published[i] += delta
+                    HOST_SECONDS.inc(kind.value, phase.value, amount=delta / 1e9)
+            ns, count = self.interval_ns, self.intervals
+            done_ns, done_count = self._published_interval
+            if count != done_count:
+                DECODE_INTERVAL_SECONDS.inc(amount=(ns - done_ns) / 1e9)
+                DECODE_INTERVALS.inc(amount=count - done_count)
+                self._published_interval = (ns, count)
+
+    def touch(self) -> None:
+        """Create the decode and prefill series at zero (a scrape shows them from the start)."""
+        for kind in (Kind.PREFILL, Kind.DECODE):
+            for phase in _PHASES:
+                HOST_SECONDS.touch(kind.value, phase.value)
+        DECODE_INTERVAL_SECONDS.touch()
+        DECODE_INTERVALS.touch()
+
+
+CLOCK = PhaseClock()
+now = time.perf_counter_ns
+
+
+def kind_of(scheduler_output: object) -> Kind:
+    """The kind TTScheduler recorded on a scheduler output (decode when none was recorded)."""
+    return getattr(scheduler_output, STEP_KIND_ATTR, Kind.DECODE)
