@@ -13,12 +13,9 @@ its encoder per request).
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures as cf
 import functools
-import io
 import json
-import random
 from typing import Any
 
 import pytest
@@ -27,6 +24,7 @@ import torch
 
 from tests.conftest import REPO
 from tests.engine.harness import metric, runner_stats, serve
+from tests.engine.images import data_url, image
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-llava"
 MAX_TOKENS = 12
@@ -38,27 +36,6 @@ TEXTS = [
 ]
 # Two images and a long question: more than one 64-token KV block, so a repeat hits the cache.
 LONG = ([21, 121], " ".join(TEXTS) + " " + TEXTS[3])
-
-
-def image(seed: int) -> Any:
-    """A deterministic picture: a few coloured rectangles on a background (any size)."""
-    from PIL import Image, ImageDraw
-
-    rng = random.Random(seed)
-    size = (rng.randint(24, 80), rng.randint(24, 80))
-    picture = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
-    draw = ImageDraw.Draw(picture)
-    for _ in range(3):
-        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
-        box = (x0, y0, x0 + rng.randint(4, 30), y0 + rng.randint(4, 30))
-        draw.rectangle(box, fill=tuple(rng.randrange(256) for _ in range(3)))
-    return picture
-
-
-def data_url(picture: Any) -> str:
-    buf = io.BytesIO()
-    picture.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 def chat(url: str, model: str, images: list[int], text: str) -> dict[str, Any]:
