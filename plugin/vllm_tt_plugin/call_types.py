@@ -59,7 +59,10 @@ class PrefillCall:
     layer_groups: tuple[int, ...] | None = None  # KV group of each layer (per-layer tables)
 
 
-@dataclass(frozen=True)
+# DecodeCall, DecodeSubmission and ModelOutput are built on every decode step, so they are
+# plain slots dataclasses (nothing mutates them): a frozen dataclass's __init__ goes through
+# object.__setattr__ per field, ~10x the cost (3 us against 0.3 us for DecodeCall's fields).
+@dataclass(slots=True)
 class DecodeCall:
     tokens: torch.Tensor  # int32 [pad, 1]
     start_pos: torch.Tensor  # int32 [pad], -1 on padding rows
@@ -78,7 +81,7 @@ class DecodeCall:
     rows: int | None = None  # slots with a request (else counted from start_pos)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # built every decode step (above)
 class DecodeSubmission:
     raw: Any  # what decode_forward(read_from_device=False) returned
     on_device: bool
@@ -99,7 +102,7 @@ class DeviceLogprobs:
     top_indices: torch.Tensor | None  # int64 [B, 32]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # built every decode step (above)
 class ModelOutput:
     """A normalised prefill/decode result: host logits, or device tokens (+ logprobs)."""
 

@@ -183,10 +183,14 @@ class TTInputBatch:
     def apply_cached_updates(self, scheduler_output: SchedulerOutput) -> set[str]:
         """Fold the step's cached-request data into the states; returns the resumed req ids."""
         cached = scheduler_output.scheduled_cached_reqs
-        for i, req_id in enumerate(cached.req_ids):
-            state = self.requests[req_id]
-            new_blocks = cached.new_block_ids[i]
-            if req_id in cached.resumed_req_ids:
+        resumed = cached.resumed_req_ids
+        requests = self.requests
+        # One pass per step over every decoding request: locals and zip, no per-row indexing.
+        for req_id, new_blocks, computed in zip(
+            cached.req_ids, cached.new_block_ids, cached.num_computed_tokens, strict=True
+        ):
+            state = requests[req_id]
+            if resumed and req_id in resumed:
                 # Preempted and back: blocks start over and the scheduler's history is the truth.
                 state.block_ids = tuple(list(ids) for ids in (new_blocks or ()))
                 all_ids = cached.all_token_ids.get(req_id)
@@ -199,7 +203,7 @@ class TTInputBatch:
                     group.extend(ids)
                 self.blocks_dirty.add(req_id)
                 self.blocks_version += 1
-            state.num_computed_tokens = cached.num_computed_tokens[i]
+            state.num_computed_tokens = computed
         return set(cached.resumed_req_ids)
 
     # --- tensors ------------------------------------------------------------------------------

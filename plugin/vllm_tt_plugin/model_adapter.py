@@ -475,7 +475,9 @@ class ModelAdapter:
                     "or (values, logprobs)"
                 )
             out, logprobs_raw = out
-        values = torch.as_tensor(out)
+        # Each torch op on this path releases the GIL on the engine thread: skip the ones the
+        # common forms (a tensor; tokens [B] int64) do not need.
+        values = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
         canvas = self.capabilities.output_tokens_per_step
         if canvas > 1:
             return ModelOutput(None, None, None, blocks=self._block(values, canvas))
@@ -483,7 +485,9 @@ class ModelAdapter:
             if values.dim() == 3:
                 values = values[:, -1, :]
             return ModelOutput(logits=values, tokens=None, logprobs=None)
-        tokens = values.reshape(values.shape[0], -1)[:, -1].to(torch.int64)
+        tokens = values if values.dim() == 1 else values.reshape(values.shape[0], -1)[:, -1]
+        if tokens.dtype != torch.int64:
+            tokens = tokens.to(torch.int64)
         logprobs = None
         if want_logprobs:
             if logprobs_raw is None:

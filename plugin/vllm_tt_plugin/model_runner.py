@@ -114,6 +114,10 @@ class _DecodeBatch:
     remap: tuple[int, ...] | None = None
     new_slots: list[TTRequestState] = field(default_factory=list)  # slots taken this step
     decision: RouteDecision | None = None  # the sampling route, once chosen
+    # req_id -> output index (vLLM only reads it, so every step of the batch shares one) and
+    # whether slots == range(len(req_ids)) (the device's tokens then need no gather).
+    index: dict[str, int] = field(default_factory=dict)
+    in_slot_order: bool = False
 
 
 def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
@@ -238,7 +242,6 @@ class TTModelRunner:
         steady = self._steady_decode(scheduler_output)
         if steady is not None:
             self._step_id += 1
-            tt_metrics.observe_lanes(steady.lanes)  # metrics hook: lanes that carried rows
             self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
             return self._run_decode(steady, scheduler_output, grammar_output)
         rows = [
@@ -266,13 +269,14 @@ class TTModelRunner:
             )
         self._step_id += 1
         lanes = {r.state.lane for r in rows}
-        tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
+        if self.block_stepper is None and kinds == {True}:
+            # observe_decode counts the lanes of an accepted decode.
+            return self._run_decode(self._decode_batch(rows), scheduler_output, grammar_output)
+        tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if self.block_stepper is not None:
             return self.block_stepper.run([r.state for r in rows], decode=kinds == {True})
-        if kinds == {True}:
-            return self._run_decode(self._decode_batch(rows), scheduler_output, grammar_output)
         self.drain()
         self._decode_run = 0
         return self._run_prefill(rows, scheduler_output, grammar_output)
@@ -295,9 +299,11 @@ class TTModelRunner:
         else:
             self.stats.host_sampled_steps += 1
 
-    def _count_decode(self, command: ReloadCommand, decision: RouteDecision, overlap: bool) -> None:
+    def _count_decode(
+        self, command: ReloadCommand, decision: RouteDecision, overlap: bool, lanes: set[int]
+    ) -> None:
         self.stats.decode_steps += 1
-        tt_metrics.observe_decode(command, decision, overlap)  # metrics hook
+        tt_metrics.observe_decode(command, decision, overlap, lanes)  # metrics hook
         self._count_route(decision.on_device)
         self.stats.full_reloads += int(command.reload_inputs)
         self.stats.page_table_reloads += int(command.reload_page_table)
@@ -489,12 +495,16 @@ class TTModelRunner:
         active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
         slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
         states = [r.state for r in rows]
+        req_ids = [s.req_id for s in states]
+        slots = [slot_of[s.req_id] for s in states]
         return _DecodeBatch(
             ids=scheduled,
             active=active,
             layout=tuple(None if s is None else s.req_id for s in active),
-            req_ids=[s.req_id for s in states],
-            slots=[slot_of[s.req_id] for s in states],
+            req_ids=req_ids,
+            slots=slots,
+            index={req_id: i for i, req_id in enumerate(req_ids)},
+            in_slot_order=slots == list(range(len(slots))),
             states=states,
             lanes={s.lane for s in states},
             want_logprobs=any(s.sampling_params.logprobs is not None for s in states),
@@ -551,9 +561,11 @@ class TTModelRunner:
             self._apply_remap(batch.remap)
             self.inputs.forget_layout()
         # The slots now hold exactly batch.active: the next step of the same requests reuses it.
-        self._decode_cache = replace(batch, remap=None, new_slots=[])
+        if batch.remap is not None or batch.new_slots:
+            batch = replace(batch, remap=None, new_slots=[])
+        self._decode_cache = batch
         self.last_route[StepKind.DECODE] = decision
-        self._count_decode(command, decision, overlap)
+        self._count_decode(command, decision, overlap, batch.lanes)
         pending = PendingStep(
             self._step_id,
             lambda: self._finish_decode(handle, batch, decision, overlap, so, grammar_output),
@@ -639,7 +651,9 @@ class TTModelRunner:
         if decision.on_device:
             assert out.tokens is not None
             tokens = out.tokens.tolist()
-            sampled: list[int] = [tokens[s] for s in slots]
+            sampled: list[int] = (
+                tokens[: len(slots)] if batch.in_slot_order else [tokens[s] for s in slots]
+            )
             if out.logprobs is not None:
                 logprobs = logprobs_rows_from_device(
                     out.logprobs,
@@ -656,6 +670,6 @@ class TTModelRunner:
         for state, token in zip(states, sampled, strict=True):
             if requests.get(state.req_id) is state:  # not finished meanwhile
                 state.output_token_ids.append(token)
-        output = build_output(batch.req_ids, sampled, logprobs)
+        output = build_output(batch.req_ids, sampled, logprobs, req_id_to_index=batch.index)
         CLOCK.add(Kind.DECODE, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
         return output

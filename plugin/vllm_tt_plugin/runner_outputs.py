@@ -62,15 +62,17 @@ def build_output(
     sampled: Sequence[int | None],
     logprobs: LogprobsTensors | None,
     logprob_rows: Sequence[int | None] | None = None,
+    req_id_to_index: dict[str, int] | None = None,
 ) -> ModelRunnerOutput:
     """One ModelRunnerOutput row per scheduled request, in ``req_ids`` order.
 
     ``sampled[i]`` is None for a request that produced no token this step (an intermediate
     prefill chunk). ``logprob_rows[i]`` is the row of ``logprobs`` for request i, or None.
     vLLM slices logprobs by request index, so every request gets a row (sampled token first);
-    rows of requests that did not ask for logprobs are never read.
+    rows of requests that did not ask for logprobs are never read. ``req_id_to_index``: the
+    index of ``req_ids`` when the caller keeps one (vLLM only reads it).
     """
-    sampled_token_ids = [[] if tok is None else [int(tok)] for tok in sampled]
+    sampled_token_ids = [[] if tok is None else [tok] for tok in sampled]  # Python ints
     lists = None
     if logprobs is not None:
         rows = logprob_rows if logprob_rows is not None else list(range(len(req_ids)))
@@ -92,7 +94,11 @@ def build_output(
         lists = LogprobsLists(token_ids, values, ranks)
     return ModelRunnerOutput(
         req_ids=list(req_ids),
-        req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
+        req_id_to_index=(
+            {req_id: i for i, req_id in enumerate(req_ids)}
+            if req_id_to_index is None
+            else req_id_to_index
+        ),
         sampled_token_ids=sampled_token_ids,
         logprobs=lists,
     )

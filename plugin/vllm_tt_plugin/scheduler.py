@@ -87,6 +87,8 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self.last_step_mode = StepMode.IDLE
         register_served_model(plan)
         self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
+        # Running requests found decode-ready, with their num_preemptions then (readiness()).
+        self._known_ready: dict[Request, int] = {}
         # A block-output model emits a whole canvas per step: every scheduled step reserves the
         # KV of the canvas it will commit (vLLM's lookahead slots, as spec decode reserves its
         # drafts), i.e. the rest of the physical block (docs/BLOCK_SERVING.md).
@@ -117,9 +119,24 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
 
     # --- step kind ----------------------------------------------------------------------------
     def readiness(self) -> list[bool]:
-        """``is_decode_ready`` of each running request, in order (derived once per pass)."""
+        """``is_decode_ready`` of each running request, in order (derived once per pass).
+
+        Readiness only goes one way while a request stays running: once every prompt token is
+        computed it decodes one token per step until it finishes, and it can only become a
+        prefill again through preemption, which bumps ``num_preemptions``. So a request found
+        ready is not derived again while its preemption count is unchanged (a dict lookup per
+        row instead of four properties: this runs every step over every running request)."""
+        known = self._known_ready
+        running = self.running
+        hits = [known.get(r) == r.num_preemptions for r in running]
+        if len(known) == len(running) and all(hits):
+            return hits
         block = self.block_output
-        return [is_decode_ready(r, block) for r in self.running]
+        ready = [h or is_decode_ready(r, block) for h, r in zip(hits, running, strict=True)]
+        self._known_ready = {
+            r: r.num_preemptions for r, ok in zip(running, ready, strict=True) if ok
+        }
+        return ready
 
     def work_facts(self, ready: list[bool] | None = None) -> WorkFacts:
         ready = self.readiness() if ready is None else ready
@@ -195,8 +212,16 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         """Run vLLM's scheduling pass over the requests of one step kind only (``ready``:
         this pass's ``readiness()``, when already derived)."""
         want_decode = mode is StepMode.DECODE
-        original = list(self.running)
         ready = self.readiness() if ready is None else ready
+        if (
+            all(ready) and not (self.waiting or self.skipped_waiting)
+            if want_decode
+            else not any(ready)
+        ):
+            # Nothing to hide (the steady decode step): vLLM only pops and appends running
+            # requests, so its list already has the order the general path below restores.
+            return self._vllm_schedule(throttle_prefills)
+        original = list(self.running)
         visible = [r for r, d in zip(original, ready, strict=True) if d == want_decode]
         hidden = [r for r, d in zip(original, ready, strict=True) if d != want_decode]
         saved_waiting: tuple[RequestQueue, RequestQueue] | None = None

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -100,6 +100,16 @@ class _Store:
             value = self._values.get((prefix, key), 0.0) + amount
             self._values[(prefix, key)] = value
             self._file(prefix).write_value(key, value, 0.0)
+
+    def add_many(self, prefix: str, keys: Sequence[str], amount: float = 1.0) -> None:
+        """``add`` for several keys under one lock (a decode step's counters together)."""
+        with self._lock:
+            mm = self._file(prefix)
+            values = self._values
+            for key in keys:
+                value = values.get((prefix, key), 0.0) + amount
+                values[(prefix, key)] = value
+                mm.write_value(key, value, 0.0)
 
     def set(self, prefix: str, key: str, value: float) -> None:
         with self._lock:
@@ -190,17 +200,20 @@ class Counter:
         """Create the series at zero (a scrape then shows it before the first increment)."""
         self._add(labelvalues, 0.0)
 
-    def _add(self, labelvalues: tuple[str, ...], amount: float) -> None:
-        store = _store()
-        if store is None:
-            return
+    def key(self, *labelvalues: str) -> str:
+        """The series' key in the multiprocess file (built once per label values)."""
         key = _counter_keys.get((self.name, labelvalues))
         if key is None:
             if len(labelvalues) != len(self.labelnames):
                 raise ValueError(f"{self.name}: labels {self.labelnames}, got {labelvalues}")
             key = _key(self.name, f"{self.name}_total", self.labelnames, labelvalues, self.help)
             _counter_keys[(self.name, labelvalues)] = key
-        store.add("counter", key, amount)
+        return key
+
+    def _add(self, labelvalues: tuple[str, ...], amount: float) -> None:
+        store = _store()
+        if store is not None:
+            store.add("counter", self.key(*labelvalues), amount)
 
 
 # --------------------------------------------------------------------------- the counters
@@ -247,7 +260,8 @@ def observe_schedule(so: SchedulerOutput) -> None:
 
 
 def observe_lanes(lanes: Collection[int]) -> None:
-    """Runner, once per step with work: the lanes its rows came from."""
+    """Runner, once per prefill or block step: the lanes its rows came from (a decode step
+    passes them to ``observe_decode``)."""
     for lane in lanes:
         LANE_STEPS.inc(str(lane))
     if len(lanes) > 1:
@@ -264,23 +278,36 @@ def observe_prefill(decision: RouteDecision | None) -> None:
         HOST_FALLBACK.inc("prefill", decision.reason)
 
 
-def observe_decode(command: ReloadCommand, decision: RouteDecision, overlapped: bool) -> None:
-    """Runner, after an accepted decode: the route, the reload command sent, the overlap."""
-    STEPS.inc("decode", decision.route.value)
+def observe_decode(
+    command: ReloadCommand,
+    decision: RouteDecision,
+    overlapped: bool,
+    lanes: Collection[int] = (),
+) -> None:
+    """Runner, after an accepted decode: the route, the reload command sent, the overlap and
+    the lanes its rows came from (``observe_lanes``), written together: this runs every step."""
+    store = _store()
+    if store is None:
+        return
+    keys = [STEPS.key("decode", decision.route.value)]
     if not decision.on_device:
-        HOST_FALLBACK.inc("decode", decision.reason)
+        keys.append(HOST_FALLBACK.key("decode", decision.reason))
     if command.reload_inputs:
-        DECODE_COMMANDS.inc("full_reload")
+        keys.append(DECODE_COMMANDS.key("full_reload"))
     elif command.reload_page_table:
-        DECODE_COMMANDS.inc("page_table_only")
+        keys.append(DECODE_COMMANDS.key("page_table_only"))
     else:
-        DECODE_COMMANDS.inc("resident")
+        keys.append(DECODE_COMMANDS.key("resident"))
     if command.reset_sampling_state:
-        SAMPLING_RESETS.inc()
+        keys.append(SAMPLING_RESETS.key())
     if command.slot_remap is not None:
-        SLOT_REMAPS.inc()
+        keys.append(SLOT_REMAPS.key())
     if overlapped:
-        ASYNC_OVERLAPS.inc()
+        keys.append(ASYNC_OVERLAPS.key())
+    keys.extend(LANE_STEPS.key(str(lane)) for lane in lanes)
+    if len(lanes) > 1:
+        keys.append(MULTI_LANE_STEPS.key())
+    store.add_many("counter", keys)
 
 
 # --------------------------------------------------------------------------- the info metric

@@ -410,6 +410,25 @@ def test_decode_v1_flags_history_remap_and_read_back_paths() -> None:
     assert "prompt_tokens" not in kwargs
 
 
+@pytest.mark.parametrize(
+    "form",
+    [
+        torch.arange(B),  # [B] int64, passed through as is
+        torch.arange(B, dtype=torch.int32)[:, None],  # [B, 1] int32
+        (torch.arange(B, dtype=torch.int32), torch.zeros(B)),  # (tokens, logprobs)
+    ],
+    ids=["B-int64", "B1-int32", "tuple"],
+)
+def test_device_tokens_in_every_contract_form_come_back_int64_b(form: Any) -> None:
+    adapter, model = loaded()
+    model.outputs["process_decode_output_host"] = form
+    out = adapter.read_decode(
+        adapter.submit_decode(decode_call(sampling_params=params())), overlapped=False
+    )
+    assert out.tokens is not None and out.tokens.dtype == torch.int64
+    assert out.tokens.shape == (B,) and out.tokens.tolist() == list(range(B))
+
+
 def test_v0_model_gets_reset_batch_on_device_sampled_calls_only() -> None:
     class V0(Recorder):
         decode_input_update_contract: ClassVar[int] = 0

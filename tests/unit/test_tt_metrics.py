@@ -59,23 +59,25 @@ def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Pat
     tt_metrics.observe_decode(PAGE_TABLE_ONLY, DEVICE, overlapped=True)
     remapped = ReloadCommand(reload_inputs=True, reload_sampling_params=True, slot_remap=(1, 0))
     tt_metrics.observe_decode(remapped, HOST, overlapped=False)
-    tt_metrics.observe_lanes({0, 1})
+    tt_metrics.observe_lanes({0, 1})  # a prefill's lanes
     tt_metrics.observe_lanes({1})
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=False, lanes={0, 2})  # a decode's
     samples = scrape(metrics_dir)
     assert value(samples, "tt_steps_total", kind="prefill", route="device") == 1
     assert value(samples, "tt_steps_total", kind="prefill", route="none") == 1
-    assert value(samples, "tt_steps_total", kind="decode", route="device") == 4
+    assert value(samples, "tt_steps_total", kind="decode", route="device") == 5
     assert value(samples, "tt_steps_total", kind="decode", route="host") == 1
     assert value(samples, "tt_host_fallback_steps_total", kind="decode", reason="min_p") == 1
     assert value(samples, "tt_decode_commands_total", command="full_reload") == 2
-    assert value(samples, "tt_decode_commands_total", command="resident") == 2
+    assert value(samples, "tt_decode_commands_total", command="resident") == 3
     assert value(samples, "tt_decode_commands_total", command="page_table_only") == 1
     assert value(samples, "tt_decode_sampling_resets_total") == 1  # FULL_RELOAD only
     assert value(samples, "tt_slot_remaps_total") == 1
     assert value(samples, "tt_async_overlapped_decodes_total") == 3
-    assert value(samples, "tt_lane_steps_total", lane="0") == 1
+    assert value(samples, "tt_lane_steps_total", lane="0") == 2
     assert value(samples, "tt_lane_steps_total", lane="1") == 2
-    assert value(samples, "tt_multi_lane_steps_total") == 1
+    assert value(samples, "tt_lane_steps_total", lane="2") == 1
+    assert value(samples, "tt_multi_lane_steps_total") == 2
 
 
 def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:

@@ -196,6 +196,40 @@ def test_preemption_under_kv_pressure_completes_every_stream(make_config: Any) -
     assert all(len(emitted[r.request_id]) == 100 for r in reqs)
 
 
+def test_known_readiness_agrees_with_derivation_through_preemption(make_config: Any) -> None:
+    # readiness() skips re-deriving requests it found decode-ready until they are preempted;
+    # at every pass it must equal the derivation, including requests resumed after preemption
+    # and ones admitted while others decode.
+    config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
+    sched = make_scheduler(config, num_blocks=8)
+    reqs = [request(50, 100) for _ in range(4)] + [request(20, 10) for _ in range(3)]
+    for r in reqs:
+        sched.add_request(r)
+    emitted: dict[str, list[int]] = {}
+    passes = 0
+    while sched.has_requests() and passes < 3000:
+        assert sched.readiness() == [is_decode_ready(r) for r in sched.running]
+        out = sched.schedule()
+        feed_back(sched, out, emitted)
+        passes += 1
+    assert sum(r.num_preemptions for r in reqs) > 0
+    assert all(len(emitted[r.request_id]) == r.sampling_params.max_tokens for r in reqs)
+
+
+def test_known_readiness_is_dropped_by_a_preemption(make_config: Any) -> None:
+    # A request known decode-ready that is preempted (its computed tokens dropped) and back in
+    # the running list before the next pass is a prefill again, not a known decoder.
+    config = make_config(max_num_seqs=2, max_model_len=256)
+    sched = make_scheduler(config, num_blocks=32)
+    r = request(10, 5)
+    sched.add_request(r)
+    feed_back(sched, sched.schedule(), {})
+    assert sched.readiness() == [True]
+    r.num_computed_tokens = 0  # what vLLM's preemption does, then num_preemptions += 1
+    r.num_preemptions += 1
+    assert sched.readiness() == [False]
+
+
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_decode_ready_classification(make_config: Any, async_scheduling: bool) -> None:
     config = make_config(max_num_seqs=2, max_model_len=256, async_scheduling=async_scheduling)
