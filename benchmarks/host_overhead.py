@@ -16,7 +16,15 @@ device-bound limit is S / step; ``host_ms`` = step - S (without async all of it 
 nothing overlaps; with async it is the host time the overlap did not hide). The plugin's phase
 times (``tt_host_seconds_total`` on /metrics, host_phases.py) over the long run, divided by its
 decode steps, give ``plugin_ms`` (scheduling policy, state update, input building, sampling route,
-output building) and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine).
+output building) and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine);
+those are wall time, which grows whenever the engine thread is descheduled (the API server, the
+client and the device thread share the cores). ``plugin_cpu_ms`` / ``vllm_cpu_ms`` are the
+engine thread's CPU time of the same parts (``tt_host_cpu_seconds_total``; the plugin's also
+holds the device-call hand-off): what the host code itself costs.
+
+The same decode path is also measured with the engine alone (``engine_only.py``: vLLM's engine in
+one process and thread, no API server, no client competing for the cores), batch 1, 32, 128
+and 256 at 5 ms steps: what the plugin's own host code costs per decode step.
 
 Then ``vllm bench serve`` (random dataset, 128 in / 128 out, 32 prompts) runs against a batch-32
 async server at 17 ms steps and its TTFT/TPOT/ITL/E2EL percentiles are recorded.
@@ -75,6 +83,8 @@ class Row:
     client_step_ms: float  # (T(N+1 tokens) - T(1 token)) / N seen by the client
     plugin_ms: float
     vllm_ms: float
+    plugin_cpu_ms: float  # engine-thread CPU time per decode step (tt_host_cpu_seconds_total)
+    vllm_cpu_ms: float
     model_call_ms: float  # the model call's host side (submit) and read-back wait
     phases_ms: dict[str, float]
 
@@ -127,6 +137,8 @@ def scrape(url: str) -> dict[tuple[str, ...], float]:
         for s in family.samples:
             if s.name == "tt_host_seconds_total":
                 key = ("host", s.labels["kind"], s.labels["phase"])
+            elif s.name == "tt_host_cpu_seconds_total":
+                key = ("cpu", s.labels["kind"], s.labels["part"])
             elif s.name == "tt_steps_total":
                 key = ("steps", s.labels["kind"])
             elif s.name in ("tt_decode_interval_seconds_total", "tt_decode_intervals_total"):
@@ -151,6 +163,13 @@ def interval_ms(before: dict, after: dict) -> float | None:
         ("tt_decode_intervals_total",), 0.0
     )
     return 1000.0 * seconds / count if count else None
+
+
+def cpu_ms(before: dict, after: dict, part: str) -> float:
+    """Engine-thread CPU ms per decode step of one part (plugin, vllm)."""
+    steps = after.get(("steps", "decode"), 0.0) - before.get(("steps", "decode"), 0.0)
+    key = ("cpu", "decode", part)
+    return 1000.0 * (after.get(key, 0.0) - before.get(key, 0.0)) / max(steps, 1.0)
 
 
 def phase_ms(before: dict, after: dict) -> tuple[dict[str, float], float]:
@@ -217,7 +236,7 @@ def measure_server(
         for step_ms in steps_ms:
             set_step(step_file, step_ms)
             timed_batch(server.url, batch, 2)
-            best: tuple[float, float, dict[str, float]] | None = None
+            best: tuple[float, float, dict[str, float], tuple[float, float]] | None = None
             for _ in range(args.repeats):
                 short = timed_batch(server.url, batch, 1)
                 before = settled_scrape(server.url)
@@ -226,10 +245,11 @@ def measure_server(
                 phases, _ = phase_ms(before, after)
                 client = (long - short) / args.tokens * 1000.0
                 period = interval_ms(before, after) or client
+                cpu = (cpu_ms(before, after, "plugin"), cpu_ms(before, after, "vllm"))
                 if best is None or period < best[0]:
-                    best = (period, client, phases)
+                    best = (period, client, phases, cpu)
             assert best is not None
-            step, client, phases = best
+            step, client, phases, (plugin_cpu, vllm_cpu) = best
             yield Row(
                 batch=batch,
                 lanes=lanes,
@@ -239,11 +259,31 @@ def measure_server(
                 client_step_ms=round(client, 3),
                 plugin_ms=round(sum(phases[p.value] for p in PLUGIN_PHASES), 4),
                 vllm_ms=round(sum(phases[p.value] for p in VLLM_PHASES), 4),
+                plugin_cpu_ms=round(plugin_cpu, 4),
+                vllm_cpu_ms=round(vllm_cpu, 4),
                 model_call_ms=round(
                     phases[Phase.MODEL_SUBMIT.value] + phases[Phase.READ_BACK.value], 4
                 ),
                 phases_ms={k: round(v, 4) for k, v in phases.items()},
             )
+
+
+# --------------------------------------------------------------------------- engine alone
+ENGINE_ONLY_BATCHES = (1, 32, 128, 256)
+ENGINE_ONLY_STEP_MS = 5.0
+
+
+def engine_only(batch: int, log: Path) -> dict[str, Any]:
+    """One ``engine_only.py`` point in a fresh interpreter (it sets its own environment)."""
+    cmd = [sys.executable, str(REPO / "benchmarks" / "engine_only.py"), "--batch", str(batch),
+           "--step-ms", f"{ENGINE_ONLY_STEP_MS:g}"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    log.write_text(proc.stdout + proc.stderr)
+    for line in proc.stdout.splitlines():
+        if line.startswith("ENGINE_ONLY "):
+            row: dict[str, Any] = json.loads(line.removeprefix("ENGINE_ONLY "))
+            return row
+    raise RuntimeError(f"engine_only.py --batch {batch} failed (exit {proc.returncode}): {log}")
 
 
 # --------------------------------------------------------------------------- vllm bench serve
@@ -295,30 +335,52 @@ def print_table(rows: list[Row]) -> None:
             f"{r.host_ms:.2f}",
             f"{r.plugin_ms:.3f}",
             f"{r.vllm_ms:.3f}",
+            f"{r.plugin_cpu_ms:.3f}",
+            f"{r.vllm_cpu_ms:.3f}",
             f"{r.model_call_ms:.2f}",
         ]
         for r in rows
     ]
     headers = ["batch", "step ms", "async", "decode step ms", "ratio to limit", "host ms",
-               "plugin ms", "vllm ms", "model call ms"]  # fmt: skip
+               "plugin ms", "vllm ms", "plugin CPU ms", "vllm CPU ms",
+               "model call ms"]  # fmt: skip
     print(tabulate(table, headers=headers, tablefmt="github"), flush=True)
+
+
+def cpu(row: dict[str, Any], key: str) -> str:
+    return "-" if row.get(key) is None else f"{row[key]:.3f}"  # absent before the CPU counter
 
 
 def markdown(doc: dict[str, Any]) -> str:
     """The JSON of a run as docs/BENCHMARKS.md's tables."""
     lines = [
         "| batch | device step ms | async | decode step ms | ratio to limit | host ms | plugin ms "
-        "| vLLM ms | model call ms | client step ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| vLLM ms | plugin CPU ms | vLLM CPU ms | model call ms | client step ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
         batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else str(r["batch"])
         lines.append(
             f"| {batch} | {r['step_ms']:g} | {'on' if r['async'] else 'off'} "
             f"| {r['decode_step_ms']:.2f} | {r['ratio_to_limit']:.3f} | {r['host_ms']:.2f} "
-            f"| {r['plugin_ms']:.3f} | {r['vllm_ms']:.3f} | {r['model_call_ms']:.2f} "
+            f"| {r['plugin_ms']:.3f} | {r['vllm_ms']:.3f} | {cpu(r, 'plugin_cpu_ms')} "
+            f"| {cpu(r, 'vllm_cpu_ms')} | {r['model_call_ms']:.2f} "
             f"| {r['client_step_ms']:.2f} |"
         )
+    alone = doc.get("engine_only")
+    if alone:
+        lines += [
+            "",
+            "| engine alone: batch | device step ms | decode step ms | plugin ms | plugin CPU ms "
+            "| vLLM ms | vLLM CPU ms | model call ms |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in alone:
+            lines.append(
+                f"| {r['batch']} | {r['step_ms']:g} | {r['decode_step_ms']:.2f} "
+                f"| {r['plugin_ms']:.3f} | {r['plugin_cpu_ms']:.3f} | {r['vllm_ms']:.3f} "
+                f"| {r['vllm_cpu_ms']:.3f} | {r['model_call_ms']:.2f} |"
+            )
     serve = doc.get("serve")
     if serve:
         lines += ["", "| vllm bench serve | mean | p50 | p90 | p99 |", "|---|---|---|---|---|"]
@@ -350,6 +412,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-serve", action="store_true", help="skip `vllm bench serve`")
     parser.add_argument(
+        "--no-engine-only", action="store_true", help="skip the engine-alone points"
+    )
+    parser.add_argument(
         "--configs", default=None, help="only these, e.g. 32,256,4x32 (lanes x seqs per lane)"
     )
     parser.add_argument("--steps-ms", type=float, nargs="+", default=None)
@@ -368,6 +433,7 @@ def main() -> int:
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="tt-host-overhead-"))
     serve: dict[str, Any] | None = None
+    alone: list[dict[str, Any]] = []
 
     def write_json() -> None:  # after every point: an interrupted run keeps what it measured
         if args.json is not None:
@@ -376,6 +442,7 @@ def main() -> int:
                 "tokens": args.tokens,
                 "repeats": args.repeats,
                 "rows": [r.as_json() for r in rows],
+                "engine_only": alone,
                 "serve": serve,
                 "elapsed_s": round(time.monotonic() - started, 1),
             }
@@ -387,6 +454,11 @@ def main() -> int:
                 rows.append(row)
                 print(json.dumps(row.as_json()), flush=True)
                 write_json()
+    if not args.no_engine_only:
+        for batch in ENGINE_ONLY_BATCHES:
+            alone.append(engine_only(batch, workdir / f"engine-only-{batch}.log"))
+            print("engine alone: " + json.dumps(alone[-1]), flush=True)
+            write_json()
     print()
     print_table(rows)
     if not args.no_serve:

@@ -7,6 +7,13 @@ thread publishes the table as the counter ``tt_host_seconds_total{kind, phase}``
 sees the totals at most that much later. Dividing by ``tt_steps_total{kind=...}`` gives the
 time per step.
 
+Wall time inflates whenever the engine thread is descheduled (the API server, the client and the
+device thread share the host's cores), so the engine thread's CPU time is counted too, in two
+parts: the plugin's (scheduling policy, state update, the runner's step with its input and
+output building and the device-call hand-off, lane routing) and vLLM core's (its scheduling
+pass and ``update_from_output``), as ``tt_host_cpu_seconds_total{kind, part}``: what the host
+code itself costs, whatever else the machine runs.
+
 Phases: the plugin's own (``PLUGIN_PHASES``), the model call's host side (``MODEL_PHASES``:
 the submit, which includes the model's own input handling and the watchdog hand-off, and the
 read-back wait, which on a synchronous decode includes the device time) and vLLM core's share
@@ -33,6 +40,11 @@ class Phase(str, enum.Enum):
     READ_BACK = "read_back"  # waiting for and converting the model's output
     VLLM_SCHEDULE = "vllm_schedule"  # vLLM's scheduling pass
     VLLM_OUTPUT = "vllm_output"  # vLLM's update_from_output
+
+
+class Part(str, enum.Enum):
+    PLUGIN = "plugin"
+    VLLM = "vllm"
 
 
 class Kind(str, enum.Enum):
@@ -67,6 +79,14 @@ DECODE_INTERVAL_SECONDS = tt_metrics.Counter(
     "Wall time between the starts of consecutive decode steps, from the third decode after a "
     "prefill on (the decode step period: the device time when the host keeps up)",
 )
+HOST_CPU_SECONDS = tt_metrics.Counter(
+    "tt_host_cpu_seconds",
+    "Engine-thread CPU time of TT steps, by step kind and part (plugin: scheduling policy, "
+    "state update, input/output building, device-call hand-off; vllm: its scheduling pass and "
+    "update_from_output); divide by tt_steps_total for the time per step",
+    ("kind", "part"),
+)
+
 DECODE_INTERVALS = tt_metrics.Counter(
     "tt_decode_intervals", "Decode step periods summed in tt_decode_interval_seconds_total"
 )
@@ -74,6 +94,10 @@ DECODE_INTERVALS = tt_metrics.Counter(
 _PHASES = tuple(Phase)
 _KINDS = tuple(Kind)
 _INDEX = {(k, p): i * len(_PHASES) + j for i, k in enumerate(_KINDS) for j, p in enumerate(_PHASES)}
+_PARTS = tuple(Part)
+_CPU_INDEX = {
+    (k, p): i * len(_PARTS) + j for i, k in enumerate(_KINDS) for j, p in enumerate(_PARTS)
+}
 
 
 class PhaseClock:
@@ -82,6 +106,8 @@ class PhaseClock:
     def __init__(self) -> None:
         self.ns = [0] * (len(_KINDS) * len(_PHASES))
         self._published = [0] * len(self.ns)
+        self.cpu_ns = [0] * len(_CPU_INDEX)
+        self._published_cpu = [0] * len(self.cpu_ns)
         self.interval_ns = 0
         self.intervals = 0
         self._published_interval = (0, 0)
@@ -92,6 +118,12 @@ class PhaseClock:
         self.ns[_INDEX[(kind, phase)]] += ns
         if self._thread is None:
             self._start()
+
+    def add_cpu(self, kind: Kind, part: Part, ns: int) -> None:
+        self.cpu_ns[_CPU_INDEX[(kind, part)]] += ns
+
+    def get_cpu_ns(self, kind: Kind, part: Part) -> int:
+        return self.cpu_ns[_CPU_INDEX[(kind, part)]]
 
     def add_interval(self, ns: int) -> None:
         self.interval_ns += ns
@@ -121,6 +153,11 @@ class PhaseClock:
                 if delta:
                     self._published[i] += delta
                     HOST_SECONDS.inc(kind.value, phase.value, amount=delta / 1e9)
+            for (kind, part), i in _CPU_INDEX.items():
+                delta = self.cpu_ns[i] - self._published_cpu[i]
+                if delta:
+                    self._published_cpu[i] += delta
+                    HOST_CPU_SECONDS.inc(kind.value, part.value, amount=delta / 1e9)
             ns, count = self.interval_ns, self.intervals
             done_ns, done_count = self._published_interval
             if count != done_count:
@@ -133,12 +170,15 @@ class PhaseClock:
         for kind in (Kind.PREFILL, Kind.DECODE):
             for phase in _PHASES:
                 HOST_SECONDS.touch(kind.value, phase.value)
+            for part in _PARTS:
+                HOST_CPU_SECONDS.touch(kind.value, part.value)
         DECODE_INTERVAL_SECONDS.touch()
         DECODE_INTERVALS.touch()
 
 
 CLOCK = PhaseClock()
 now = time.perf_counter_ns
+cpu_now = time.thread_time_ns  # this thread's CPU time (a syscall, ~0.3 us: a few per step)
 
 
 def kind_of(scheduler_output: object) -> Kind:

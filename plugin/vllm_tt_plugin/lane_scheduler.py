@@ -147,17 +147,21 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     # --- steps --------------------------------------------------------------------------------
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        start = host_phases.now()
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
         for lane in self.lanes:
-            lane._vllm_ns = 0
+            lane._vllm_ns = lane._vllm_cpu_ns = 0
         merged, outputs = self._schedule_lanes(throttle_prefills)
         kind = host_phases.Kind(self.last_step_mode.value)
         for output in (merged, *outputs):
             setattr(output, host_phases.STEP_KIND_ATTR, kind)
+        clock = host_phases.CLOCK
         vllm_ns = sum(lane._vllm_ns for lane in self.lanes)
-        host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
-        policy_ns = host_phases.now() - start - vllm_ns
-        host_phases.CLOCK.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
+        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
+        clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, host_phases.now() - start - vllm_ns)
+        vllm_cpu = sum(lane._vllm_cpu_ns for lane in self.lanes)
+        clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu)
+        policy_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
+        clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
         return merged
 
     def _schedule_lanes(
@@ -199,14 +203,18 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
-        start = host_phases.now()
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
         kind = host_phases.kind_of(scheduler_output)
-        inner = host_phases.CLOCK.get_ns(kind, host_phases.Phase.VLLM_OUTPUT)
+        clock = host_phases.CLOCK
+        inner = clock.get_ns(kind, host_phases.Phase.VLLM_OUTPUT)
+        inner_cpu = clock.get_cpu_ns(kind, host_phases.Part.VLLM)
         merged = self._update_lanes(scheduler_output, model_runner_output)
         # The lanes' own update_from_output counted vLLM's share; the routing is the plugin's.
-        vllm_ns = host_phases.CLOCK.get_ns(kind, host_phases.Phase.VLLM_OUTPUT) - inner
-        routing_ns = host_phases.now() - start - vllm_ns
-        host_phases.CLOCK.add(kind, host_phases.Phase.OUTPUT_BUILD, routing_ns)
+        vllm_ns = clock.get_ns(kind, host_phases.Phase.VLLM_OUTPUT) - inner
+        clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - start - vllm_ns)
+        vllm_cpu = clock.get_cpu_ns(kind, host_phases.Part.VLLM) - inner_cpu
+        routing_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
+        clock.add_cpu(kind, host_phases.Part.PLUGIN, routing_cpu)
         return merged
 
     def _update_lanes(

@@ -27,7 +27,7 @@ from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModel
 from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
-from vllm_tt_plugin.host_phases import CLOCK, Kind, Phase
+from vllm_tt_plugin.host_phases import CLOCK, Kind, Part, Phase
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -165,6 +165,7 @@ class TTModelRunner:
         # it finishing earlier steps (a drain), which those steps count as their own.
         self._step_start_ns = 0
         self._drained_ns = 0
+        self._drained_cpu_ns = 0  # the engine thread's CPU time of those drains
         self._last_decode_ns = 0  # start of the last accepted decode step
         self._decode_run = 0  # decode steps since the last prefill step
         self.stats = RunnerStats(lane_admissions=[0] * lanes)
@@ -213,12 +214,12 @@ class TTModelRunner:
         """Fold the step into the request states. Sampling (and the model call) happens in
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
-        start = host_phases.now()
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
         self._update_states(scheduler_output)
         tt_metrics.observe_schedule(scheduler_output)  # metrics hook: preemptions, resumptions
-        CLOCK.add(
-            host_phases.kind_of(scheduler_output), Phase.STATE_UPDATE, host_phases.now() - start
-        )
+        kind = host_phases.kind_of(scheduler_output)
+        CLOCK.add(kind, Phase.STATE_UPDATE, host_phases.now() - start)
+        CLOCK.add_cpu(kind, Part.PLUGIN, host_phases.cpu_now() - cpu_start)
         if scheduler_output.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -226,6 +227,22 @@ class TTModelRunner:
         return None
 
     def sample_tokens(
+        self, grammar_output: GrammarOutput | None
+    ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
+        """The step's model call and its output. The engine thread's CPU time of it is the
+        plugin's (the model's host side runs on the device-call thread), less the drains in
+        it: the drained steps count their own (``_finish_decode``)."""
+        cpu_start = host_phases.cpu_now()
+        self._drained_cpu_ns = 0
+        so = self._scheduled
+        try:
+            return self._sample_tokens(grammar_output)
+        finally:
+            kind = Kind.IDLE if so is None else host_phases.kind_of(so)
+            cpu = host_phases.cpu_now() - cpu_start - self._drained_cpu_ns
+            CLOCK.add_cpu(kind, Part.PLUGIN, cpu)
+
+    def _sample_tokens(
         self, grammar_output: GrammarOutput | None
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
         self._step_start_ns = host_phases.now()
@@ -284,10 +301,11 @@ class TTModelRunner:
     def drain(self) -> None:
         """Read back every in-flight decode step (the host then knows every latest token)."""
         if len(self.inflight):
-            start = host_phases.now()
+            start, cpu_start = host_phases.now(), host_phases.cpu_now()
             self.stats.drains += 1
             self.inflight.drain()
             self._drained_ns += host_phases.now() - start
+            self._drained_cpu_ns += host_phases.cpu_now() - cpu_start
 
     def _step_ns(self, until: int) -> int:
         """This step's time from its start to ``until``, without the drains inside it."""
@@ -634,6 +652,23 @@ class TTModelRunner:
                     self.batch.requests[owner].slot = slot
 
     def _finish_decode(
+        self,
+        handle: DecodeSubmission,
+        batch: _DecodeBatch,
+        decision: RouteDecision,
+        overlapped: bool,
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> ModelRunnerOutput:
+        if not overlapped:  # inside its own sample_tokens, which counts the CPU time
+            return self._decode_output(handle, batch, decision, overlapped, so, grammar_output)
+        cpu_start = host_phases.cpu_now()
+        try:
+            return self._decode_output(handle, batch, decision, overlapped, so, grammar_output)
+        finally:
+            CLOCK.add_cpu(Kind.DECODE, Part.PLUGIN, host_phases.cpu_now() - cpu_start)
+
+    def _decode_output(
         self,
         handle: DecodeSubmission,
         batch: _DecodeBatch,

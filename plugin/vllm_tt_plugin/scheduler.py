@@ -87,6 +87,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self.last_step_mode = StepMode.IDLE
         register_served_model(plan)
         self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
+        self._vllm_cpu_ns = 0  # and its CPU time
         # Running requests found decode-ready, with their num_preemptions then (readiness()).
         self._known_ready: dict[Request, int] = {}
         # A block-output model emits a whole canvas per step: every scheduled step reserves the
@@ -147,8 +148,8 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
 
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        start = host_phases.now()
-        self._vllm_ns = 0
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        self._vllm_ns = self._vllm_cpu_ns = 0
         output = self._schedule_step(throttle_prefills)
         kind = _STEP_KINDS[self.last_step_mode]
         setattr(output, host_phases.STEP_KIND_ATTR, kind)
@@ -156,26 +157,28 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self._vllm_ns)
         policy_ns = host_phases.now() - start - self._vllm_ns
         clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
+        clock.add_cpu(kind, host_phases.Part.VLLM, self._vllm_cpu_ns)
+        policy_cpu = host_phases.cpu_now() - cpu_start - self._vllm_cpu_ns
+        clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
         return output
 
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
-        start = host_phases.now()
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
         outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
             scheduler_output, model_runner_output
         )
-        host_phases.CLOCK.add(
-            host_phases.kind_of(scheduler_output),
-            host_phases.Phase.VLLM_OUTPUT,
-            host_phases.now() - start,
-        )
+        kind = host_phases.kind_of(scheduler_output)
+        host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
+        host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
         return outputs
 
     def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
-        start = host_phases.now()
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
         output = super().schedule(throttle_prefills)
         self._vllm_ns += host_phases.now() - start
+        self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
         return output
 
     def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:

@@ -13,7 +13,7 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.harness import complete_many, metric, serve, vocab_size
-from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES
+from vllm_tt_plugin.host_phases import MODEL_PHASES, PLUGIN_PHASES, VLLM_PHASES
 from vllm_tt_plugin.test_models import timing_only
 
 
@@ -49,10 +49,20 @@ def test_timing_only_server_is_contract_correct_and_times_its_phases() -> None:
         time.sleep(0.6)  # the engine publishes its phase table every 0.25 s
         text = requests.get(f"{server.url}/metrics", timeout=30).text
     seconds: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name == "tt_host_seconds_total":
                 seconds[(s.labels["kind"], s.labels["phase"])] = s.value
+            elif s.name == "tt_host_cpu_seconds_total":
+                cpu[(s.labels["kind"], s.labels["part"])] = s.value
+    # The engine thread's CPU time of each part: positive, and never more than the wall time
+    # of the same spans (the plugin's holds the device-call hand-off, inside the model phases).
+    for kind in ("prefill", "decode"):
+        wall_plugin = sum(seconds[(kind, p.value)] for p in (*PLUGIN_PHASES, *MODEL_PHASES))
+        wall_vllm = sum(seconds[(kind, p.value)] for p in VLLM_PHASES)
+        assert 0 < cpu[(kind, "plugin")] <= wall_plugin * 1.05 + 1e-3, (kind, cpu, seconds)
+        assert 0 < cpu[(kind, "vllm")] <= wall_vllm * 1.05 + 1e-3, (kind, cpu, seconds)
     for kind in ("prefill", "decode"):
         for phase in (*PLUGIN_PHASES, *VLLM_PHASES):
             assert (kind, phase.value) in seconds, (kind, phase)

@@ -187,7 +187,16 @@ def test_phase_times_are_published_as_counters(metrics_dir: Path) -> None:
     clock.add(host_phases.Kind.DECODE, host_phases.Phase.INPUT_BUILD, 1_000_000)
     clock.publish()
     clock.publish()  # nothing new: nothing added twice
+    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.PLUGIN, 400_000)
+    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.VLLM, 100_000)
+    clock.publish()
+    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.PLUGIN, 200_000)
+    clock.publish()
     samples = scrape(metrics_dir)
+    cpu = "tt_host_cpu_seconds_total"
+    assert value(samples, cpu, kind="decode", part="plugin") == pytest.approx(0.0006)
+    assert value(samples, cpu, kind="decode", part="vllm") == pytest.approx(0.0001)
+    assert value(samples, cpu, kind="prefill", part="plugin") is None
     name = "tt_host_seconds_total"
     assert value(samples, name, kind="decode", phase="input_build") == pytest.approx(0.003)
     assert value(samples, name, kind="prefill", phase="vllm_schedule") == pytest.approx(0.00025)
