@@ -285,10 +285,35 @@ def observe_decode(
     lanes: Collection[int] = (),
 ) -> None:
     """Runner, after an accepted decode: the route, the reload command sent, the overlap and
-    the lanes its rows came from (``observe_lanes``), written together: this runs every step."""
+    the lanes its rows came from (``observe_lanes``), written together: this runs every step,
+    so the series keys of each combination are built once."""
     store = _store()
     if store is None:
         return
+    what = (
+        decision.route,
+        decision.reason,
+        command.reload_inputs,
+        command.reload_page_table,
+        command.reset_sampling_state,
+        command.slot_remap is not None,
+        overlapped,
+        frozenset(lanes),
+    )
+    keys = _decode_keys.get(what)
+    if keys is None:
+        if len(_decode_keys) >= 1024:  # many lanes: bound the combinations kept
+            _decode_keys.clear()
+        keys = _decode_keys[what] = _decode_series(command, decision, overlapped, lanes)
+    store.add_many("counter", keys)
+
+
+_decode_keys: dict[tuple[object, ...], list[str]] = {}
+
+
+def _decode_series(
+    command: ReloadCommand, decision: RouteDecision, overlapped: bool, lanes: Collection[int]
+) -> list[str]:
     keys = [STEPS.key("decode", decision.route.value)]
     if not decision.on_device:
         keys.append(HOST_FALLBACK.key("decode", decision.reason))
@@ -304,10 +329,10 @@ def observe_decode(
         keys.append(SLOT_REMAPS.key())
     if overlapped:
         keys.append(ASYNC_OVERLAPS.key())
-    keys.extend(LANE_STEPS.key(str(lane)) for lane in lanes)
+    keys.extend(LANE_STEPS.key(str(lane)) for lane in sorted(lanes))
     if len(lanes) > 1:
         keys.append(MULTI_LANE_STEPS.key())
-    store.add_many("counter", keys)
+    return keys
 
 
 # --------------------------------------------------------------------------- the info metric
