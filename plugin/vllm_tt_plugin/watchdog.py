@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from vllm_tt_plugin.log import get_logger
 
@@ -75,13 +74,27 @@ def _record_fatal(reason: str) -> None:
 
 
 class DeviceWatchdog:
-    """Runs device calls in order on one daemon thread; the caller waits at most the bound."""
+    """Runs device calls in order on one daemon thread; the caller waits at most the bound.
+
+    The hand-off is a one-call slot and two raw locks (``_go``: a call is in the slot; ``_done``:
+    its outcome is), not a Future per call and a queue. Each side signals the other as its last
+    step before it blocks, so the woken thread finds the GIL free: a Future's Condition (and the
+    queue's wake-up) leave the signalling thread holding the GIL for some more Python, and the
+    woken thread then sleeps a second time waiting for it. Measured inside the engine on this
+    2-core VM, that second wake-up was most of a ~70-100 us hand-off each way
+    (docs/BENCHMARKS.md). Callers on several threads take turns through ``_caller``."""
 
     def __init__(self, thread_name: str = "tt-device-call") -> None:
         self._thread_name = thread_name
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # thread start and the hooks' once
+        self._caller = threading.Lock()  # one call in the slot at a time
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._fn: Callable[[], Any] | None = None
+        self._outcome: tuple[bool, Any] = (False, None)
         self._failure: BaseException | None = None
         self._hooks: list[FailureHook] = []
         self._hooks_ran = False
@@ -97,35 +110,59 @@ class DeviceWatchdog:
 
     def run(self, call: DeviceCall, fn: Callable[[], T]) -> T:
         if self._failure is not None:
-            raise DeviceFailedError(
-                f"TT device failed earlier ({self._failure}); not calling {call.model_call}"
-            ) from self._failure
+            raise self._refusal(call)
         if threading.current_thread() is self._thread:
             return fn()  # a device call made from inside one (already bounded)
-        future: Future[T] = Future()
-        self._queue.put((fn, future))
-        self._ensure_thread()
+        if self._thread is None:
+            self._ensure_thread()
         start = time.monotonic()
+        bound = min(call.bound_s, threading.TIMEOUT_MAX)
+        # Waiting behind another thread's call counts against this call's bound, as in a queue.
+        if not self._caller.acquire(True, bound):
+            raise self._timed_out(call, start)
         try:
-            return future.result(timeout=call.bound_s)
-        except FutureTimeout:
-            elapsed = time.monotonic() - start
-            exc = DeviceTimeoutError(
-                f"TT device timeout: {call.describe()} did not return within the "
-                f"{call.bound_s:g} s bound (elapsed {elapsed:.1f} s); the device is considered "
-                "hung and the engine stops"
-            )
-            self._failure = exc
-            logger.error("%s", exc)
-            _record_fatal(str(exc))
-            self._run_hooks(call, exc)
-            raise exc from None
-        except Exception as exc:
+            if self._failure is not None:  # the call held before this one timed out
+                raise self._refusal(call)
+            self._fn = fn
+            remaining = max(0.0, bound - (time.monotonic() - start))
+            self._go.release()
+            if not self._done.acquire(True, remaining):
+                raise self._timed_out(call, start)
+            ok, value = self._outcome
+            self._outcome = (False, None)
+        finally:
+            self._caller.release()
+        if ok:
+            return cast("T", value)
+        if isinstance(value, Exception):
             _record_fatal(
-                f"TT device error: {call.describe()} raised {type(exc).__name__}; the engine stops"
+                f"TT device error: {call.describe()} raised {type(value).__name__}; "
+                "the engine stops"
             )
-            self._run_hooks(call, exc)
-            raise
+            self._run_hooks(call, value)
+        raise value
+
+    def _refusal(self, call: DeviceCall) -> DeviceFailedError:
+        exc = DeviceFailedError(
+            f"TT device failed earlier ({self._failure}); not calling {call.model_call}"
+        )
+        exc.__cause__ = self._failure
+        return exc
+
+    def _timed_out(self, call: DeviceCall, start: float) -> DeviceTimeoutError:
+        """Fail the watchdog: the call (or the one it waited behind) is hung on the device."""
+        elapsed = time.monotonic() - start
+        exc = DeviceTimeoutError(
+            f"TT device timeout: {call.describe()} did not return within the "
+            f"{call.bound_s:g} s bound (elapsed {elapsed:.1f} s); the device is considered "
+            "hung and the engine stops"
+        )
+        exc.__suppress_context__ = True
+        self._failure = exc
+        logger.error("%s", exc)
+        _record_fatal(str(exc))
+        self._run_hooks(call, exc)
+        return exc
 
     def _ensure_thread(self) -> None:
         with self._lock:
@@ -136,14 +173,17 @@ class DeviceWatchdog:
                 self._thread.start()
 
     def _serve(self) -> None:
+        go, done = self._go, self._done
         while True:
-            fn, future = self._queue.get()
-            if not future.set_running_or_notify_cancel():
-                continue
+            go.acquire()
+            fn, self._fn = self._fn, None
             try:
-                future.set_result(fn())
+                outcome: tuple[bool, Any] = (True, fn() if fn is not None else None)
             except BaseException as exc:  # delivered to the waiting caller
-                future.set_exception(exc)
+                outcome = (False, exc)
+            self._outcome = outcome
+            del outcome, fn  # no reference to the result outlives the hand-off
+            done.release()  # then straight back to go.acquire(), which drops the GIL
 
     def _run_hooks(self, call: DeviceCall, exc: BaseException) -> None:
         with self._lock:

@@ -108,6 +108,67 @@ def test_a_failing_hook_does_not_hide_the_device_error() -> None:
         watchdog.run(DECODE, threading.Event().wait)
 
 
+def test_a_device_call_made_from_a_device_call_runs_inline() -> None:
+    watchdog = DeviceWatchdog()
+
+    def outer() -> tuple[str, str]:
+        return threading.current_thread().name, watchdog.run(
+            DECODE, lambda: threading.current_thread().name
+        )
+
+    assert watchdog.run(DECODE, outer) == ("tt-device-call", "tt-device-call")
+
+
+def test_calls_from_several_threads_each_get_their_own_result_in_turn() -> None:
+    watchdog = DeviceWatchdog()
+    running = [0]
+    overlap: list[int] = []
+    results: dict[int, list[int]] = {}
+
+    def call(i: int) -> int:
+        running[0] += 1
+        overlap.append(running[0])
+        time.sleep(0.001)
+        running[0] -= 1
+        return i * i
+
+    def caller(t: int) -> None:
+        results[t] = [watchdog.run(DECODE, lambda i=i: call(i)) for i in range(t, t + 40)]
+
+    threads = [threading.Thread(target=caller, args=(t * 100,)) for t in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(overlap) == {1}  # one call on the device at a time
+    assert results == {t * 100: [i * i for i in range(t * 100, t * 100 + 40)] for t in range(3)}
+
+
+def test_a_call_waiting_behind_a_hung_one_times_out_within_its_own_bound() -> None:
+    watchdog = DeviceWatchdog()
+    release = threading.Event()
+    first: list[BaseException] = []
+
+    def hang() -> None:
+        try:
+            watchdog.run(DeviceCall("decode", "Model.decode_forward", 3, 5.0), release.wait)
+        except DeviceTimeoutError as exc:
+            first.append(exc)
+
+    hung = threading.Thread(target=hang)
+    hung.start()
+    time.sleep(0.1)  # the hung call holds the device
+    start = time.monotonic()
+    with pytest.raises(DeviceTimeoutError, match="0.3 s bound"):
+        watchdog.run(DECODE, lambda: 1)
+    assert 0.3 <= time.monotonic() - start < 2.0
+    with pytest.raises(DeviceFailedError):
+        watchdog.run(DECODE, lambda: 1)
+    release.set()
+    hung.join()
+    assert first == []  # the hung call itself returned once released
+
+
 def test_run_bounded_reports_a_stuck_function() -> None:
     assert run_bounded(lambda: 7, 1.0, "t") == (True, 7)
     start = time.monotonic()
