@@ -207,3 +207,133 @@ def test_every_phase_is_plugin_model_or_vllm_once() -> None:
     groups = (host_phases.PLUGIN_PHASES, host_phases.MODEL_PHASES, host_phases.VLLM_PHASES)
     flat = [p for g in groups for p in g]
     assert sorted(flat) == sorted(host_phases.Phase)
+
+
+# --- the greedy fast path (timing_only.greedy_decode) -------------------------------------------
+def _steady(model: Any, kv: Any, reqs: list[Any], steps: int, reload: dict[str, Any]) -> list[Any]:
+    """One decode with the ``reload`` flags, then resident steps (no flags, stale host inputs);
+    returns each step's (tokens, logprobs) and appends the tokens to the requests."""
+    from tests.unit.test_reference_model import NO_RELOAD, decode_args
+
+    results = []
+    for step in range(steps):
+        flags = reload if step == 0 else NO_RELOAD
+        out = model.decode_forward(
+            kv_cache=kv, enable_trace=True, **decode_args(model, reqs, sampling=True), **flags
+        )
+        for r in reqs:
+            r.out.append(int(out[0][r.slot, 0]))
+        results.append((out[0].clone(), out[1].clone()))
+    return results
+
+
+class _SamplerCalls:
+    """Counts the device sampler's calls (the full path) on the decode path."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from vllm_tt_plugin.test_models import core
+
+        self.calls = 0
+        real = core.device_sample
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(core, "device_sample", counted)
+
+
+def _snapshot(model: Any) -> tuple[torch.Tensor, ...]:
+    state = model.resident_snapshot()
+    return state.tokens, state.positions, state.history.output_counts
+
+
+def test_the_greedy_fast_path_gives_the_full_paths_tokens_and_resident_state(
+    checkpoint, timing_mesh, monkeypatch
+) -> None:
+    from tests.unit.test_reference_model import FULL_RELOAD, encode
+    from vllm_tt_plugin.sampling_params import DeviceSamplingRow
+
+    config, _ = checkpoint
+    rng = random.Random(11)
+    fast, fast_kv = build(ReferenceLlamaForCausalLM, config, timing_mesh)
+    full, full_kv = build(ReferenceLlamaForCausalLM, config, timing_mesh)
+    full._timing_greedy = False  # the logits + sampler path, on the same inputs
+    sampler = _SamplerCalls(monkeypatch)
+    base = make_reqs(prompts(rng, [3, 17, 9, 30, 1]), [0, 2, 3, 5, 7], rng)
+    penalised = [DeviceSamplingRow(repetition_penalty=1.6, presence_penalty=0.5)] * 8
+    runs: dict[str, Any] = {}
+    for name, model, kv in (("fast", fast, fast_kv), ("full", full, full_kv)):
+        reqs = _clone(base)
+        calls = sampler.calls
+        prefill(model, kv, reqs[:4], sampling=True)
+        steps = _steady(model, kv, reqs[:4], 9, FULL_RELOAD)
+        prefill(model, kv, reqs[4:], sampling=True)  # a new request joins: full reload
+        steps += _steady(model, kv, reqs, 7, FULL_RELOAD)
+        greedy_calls = sampler.calls - calls - 2  # the two prefills sample
+        snap = _snapshot(model)
+        # Penalties uploaded without a history reset: they count what the greedy steps made.
+        params = {**FULL_RELOAD, "reload_inputs": False, "reset_sampling_state": False}
+        monkeypatch.setattr(
+            "tests.unit.test_reference_model.encode", lambda rows: encode(penalised)
+        )
+        steps += _steady(model, kv, reqs, 4, params)
+        monkeypatch.undo()
+        sampler = _SamplerCalls(monkeypatch) if name == "fast" else sampler
+        runs[name] = (steps, [r.out for r in reqs], snap, _snapshot(model), greedy_calls)
+    fast_run, full_run = runs["fast"], runs["full"]
+    assert fast_run[4] == 0  # the fast model never ran the sampler on its greedy steps
+    assert full_run[4] == 16
+    for (ft, fl), (gt, gl) in zip(fast_run[0], full_run[0], strict=True):
+        assert torch.equal(ft, gt)  # every slot, empty ones too
+        assert torch.equal(fl.isnan(), gl.isnan()) and torch.equal(fl.nan_to_num(), gl.nan_to_num())
+    assert fast_run[1] == full_run[1]
+    for fast_state, full_state in ((fast_run[2], full_run[2]), (fast_run[3], full_run[3])):
+        for a, b in zip(fast_state, full_state, strict=True):
+            assert torch.equal(a, b)
+    for r, out in zip(base, fast_run[1][:4], strict=False):
+        assert out[: 1 + 16] == expected_greedy(r.prompt, 17)  # prefill + 16 greedy steps
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"num_logprobs": 0},
+        {"repetition_penalty": 1.5, "frequency_penalty": 0.3},
+        {"temperature": 0.8, "top_k": 40, "seed": 7},
+    ],
+    ids=["logprobs", "penalties", "temperature"],
+)
+def test_a_row_needing_a_distribution_takes_the_full_path(
+    checkpoint, timing_t3k, monkeypatch, row
+) -> None:
+    """On T3K, whose 8 devices per lane compute device logprobs."""
+    from tests.unit.test_reference_model import FULL_RELOAD
+    from vllm_tt_plugin.sampling_params import DeviceSamplingRow
+
+    config, _ = checkpoint
+    rng = random.Random(4)
+    rows = [DeviceSamplingRow(), DeviceSamplingRow(**row), DeviceSamplingRow()]
+    base = make_reqs(prompts(rng, [4, 11, 6]), [1, 4, 6], rng, rows)
+    outs = []
+    for disabled in (False, True):
+        model, kv = build(ReferenceLlamaForCausalLM, config, timing_t3k)
+        model._timing_greedy = not disabled and model._timing_greedy
+        reqs = _clone(base)
+        prefill(model, kv, reqs, sampling=True)
+        sampler = _SamplerCalls(monkeypatch)
+        steps = _steady(model, kv, reqs, 6, FULL_RELOAD)
+        assert sampler.calls == 6  # every step sampled from the logits
+        monkeypatch.undo()
+        outs.append((steps, [r.out for r in reqs]))
+        for r in (reqs[0], reqs[2]):  # the greedy rows still follow the closed form
+            assert r.out == expected_greedy(r.prompt, 7)
+        if "num_logprobs" in row:
+            peak = timing_only.PEAK
+            want = peak - torch.logsumexp(torch.tensor([peak] + [0.0] * (VOCAB - 1)), 0)
+            logprobs = torch.stack([lp for _, lp in steps])
+            assert torch.allclose(logprobs[:, reqs[1].slot], want, atol=1e-5)
+    (fast_steps, fast_out), (full_steps, full_out) = outs
+    assert fast_out == full_out
+    for (ft, _), (gt, _) in zip(fast_steps, full_steps, strict=True):
+        assert torch.equal(ft, gt)

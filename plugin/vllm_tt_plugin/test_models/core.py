@@ -185,7 +185,8 @@ class ReferenceLlamaCore(ReferenceWarmup):
         self.optimizations = optimizations
         # Timing-only emulated device: the decoder is replaced by a closed form (timing_only.py).
         self.timing_only = bool(getattr(mesh_device, "timing_only", False))
-        self._timing_checked: list[Any] = [None]  # the page tables it last checked in full
+        self._timing = timing_only.TimingCache()  # greedy steps: no logits unless hooked
+        self._timing_greedy = self.timing_only and type(self)._decode_logits is _CORE_LOGITS
         self.devices_per_lane = num_devices // tt_data_parallel
         # KV heads are split over the lane's mesh columns (the TP width), not all its devices.
         self.tp_width = kv_tp_width(tuple(mesh_device.shape), tt_data_parallel)
@@ -642,7 +643,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
             prompt_tokens,
             output_tokens,
             self.geometry(kv),
-            check_values=update.reload_inputs,
+            update,
         )
         if device_sampling and not update.reload_sampling_params and not self._params_loaded:
             raise ReferenceModelError(
@@ -703,12 +704,17 @@ class ReferenceLlamaCore(ReferenceWarmup):
     ) -> Any:
         """Device side of one decode call; commits the new resident state only on success."""
         state = self._resident.updated(update, inputs, self.dims.vocab_size)
-        logits, rows = self._decode_logits(kv, state, allow_null=False)
         if sampling is None:
             sampling = inputs.sampling_params is not None
-        if not sampling:
-            result: Any = self.decode_result(logits[:, None, :], None)
+        if sampling and self._timing_greedy and self._timing.greedy_only(state.params):
+            sampled, state = timing_only.greedy_decode(
+                kv, state, self.slots_per_lane, self.dims.vocab_size, self._timing
+            )  # the full path's tokens, without logits or sampler
+            result: Any = self.decode_result(sampled[:, None], None)
+        elif not sampling:
+            result = self.decode_result(self._decode_logits(kv, state, False)[0][:, None], None)
         else:
+            logits, rows = self._decode_logits(kv, state, allow_null=False)
             if state.params is None:
                 raise ReferenceModelError("decode_forward: no resident sampling parameters")
             history = state.history if state.params.any_penalties else None
@@ -730,7 +736,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
         if self.timing_only:
             return timing_only.decode_logits(
                 kv, state, self.max_batch_size, self.slots_per_lane, self.dims.vocab_size,
-                allow_null, self._timing_checked,
+                allow_null, self._timing,
             )  # fmt: skip
         logits = torch.zeros((self.max_batch_size, self.dims.vocab_size), dtype=torch.float32)
         rows = state.active.nonzero().flatten()
@@ -787,3 +793,6 @@ class ReferenceLlamaCore(ReferenceWarmup):
 
     def _run_device(self, fn: Callable[[], T]) -> T:
         return self.mesh_device.run(fn)
+
+
+_CORE_LOGITS = ReferenceLlamaCore._decode_logits  # a subclass hooking it keeps the full path

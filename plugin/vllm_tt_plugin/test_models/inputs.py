@@ -120,14 +120,14 @@ def group_tables(
     geometry: Geometry,
     what: str,
 ) -> tuple[torch.Tensor, ...]:
-    """One int32 [rows, W] table per KV cache group."""
+    """One int32 [rows, W] table per KV cache group (the caller's tensors: copy to keep)."""
     if page_tables_per_group is None:
         if geometry.num_groups != 1:
             raise ContractInputError(
                 f"{what}: this model has {geometry.num_groups} KV cache groups; "
                 "page_tables_per_group is required"
             )
-        return (_tensor(page_table, "page_table", torch.int32, (rows, None), what).clone(),)
+        return (_tensor(page_table, "page_table", torch.int32, (rows, None), what),)
     if not isinstance(page_tables_per_group, Sequence) or len(page_tables_per_group) != (
         geometry.num_groups
     ):
@@ -135,7 +135,7 @@ def group_tables(
             f"{what}: page_tables_per_group must be a list of {geometry.num_groups} tensors"
         )
     return tuple(
-        _tensor(t, f"page_tables_per_group[{g}]", torch.int32, (rows, None), what).clone()
+        _tensor(t, f"page_tables_per_group[{g}]", torch.int32, (rows, None), what)
         for g, t in enumerate(page_tables_per_group)
     )
 
@@ -165,7 +165,9 @@ def parse_prefill(
     what = "prefill_forward"
     tokens = _tensor(tokens, "tokens", torch.int32, (None, None), what)
     batch, width = tokens.shape
-    tables = group_tables(page_table, page_tables_per_group, batch, geometry, what)
+    tables = tuple(
+        t.clone() for t in group_tables(page_table, page_tables_per_group, batch, geometry, what)
+    )
     ends = _int_list(prompt_lens, "prompt_lens", batch, what)
     starts = _int_list(start_pos, "start_pos", batch, what)
     slots: list[int | None]
@@ -251,30 +253,38 @@ def parse_decode(
     prompt_tokens: Any,
     output_tokens: Any,
     geometry: Geometry,
-    check_values: bool,
+    update: DecodeUpdate,
 ) -> DecodeInputs:
     """Shapes and dtypes are always checked; token and position values only when they are
-    about to be loaded (``check_values``): steady-state calls may carry stale host copies."""
+    about to be loaded (``update.reload_inputs``): steady-state calls may carry stale host
+    copies. Only what the call loads is copied (the rest is never read)."""
     what = "decode_forward"
     n = geometry.num_slots
-    tokens = _tensor(tokens, "tokens", torch.int32, (n, 1), what)[:, 0].to(torch.int64)
-    positions = _tensor(start_pos, "start_pos", torch.int32, (n,), what).to(torch.int64)
+    tokens = _tensor(tokens, "tokens", torch.int32, (n, 1), what)
+    start_pos = _tensor(start_pos, "start_pos", torch.int32, (n,), what)
     tables = group_tables(page_table, page_tables_per_group, n, geometry, what)
-    active = positions >= 0
-    if not check_values:
-        pass
-    elif bool((positions < -1).any()):
-        raise ContractInputError(f"{what}: start_pos holds values below -1 (the empty-slot mark)")
-    elif bool((positions[active] >= geometry.max_seq_len).any()):
-        raise ContractInputError(f"{what}: start_pos reaches max_seq_len={geometry.max_seq_len}")
-    elif bool((tokens[active] < 0).any()) or bool((tokens[active] >= geometry.vocab_size).any()):
-        raise ContractInputError(
-            f"{what}: active slots hold token ids outside [0, {geometry.vocab_size})"
-        )
+    ids = positions = copied = None
+    if update.reload_inputs:
+        ids, positions = tokens[:, 0].to(torch.int64), start_pos.to(torch.int64)
+        active = positions >= 0
+        if bool((positions < -1).any()):
+            raise ContractInputError(
+                f"{what}: start_pos holds values below -1 (the empty-slot mark)"
+            )
+        if bool((positions[active] >= geometry.max_seq_len).any()):
+            raise ContractInputError(
+                f"{what}: start_pos reaches max_seq_len={geometry.max_seq_len}"
+            )
+        if bool((ids[active] < 0).any()) or bool((ids[active] >= geometry.vocab_size).any()):
+            raise ContractInputError(
+                f"{what}: active slots hold token ids outside [0, {geometry.vocab_size})"
+            )
+    if update.reload_inputs or update.reload_page_table:
+        copied = tuple(t.clone() for t in tables)
     return DecodeInputs(
-        tokens=tokens,
+        tokens=ids,
         positions=positions,
-        page_tables=tables,
+        page_tables=copied,
         sampling_params=_params(sampling_params, n, geometry, what),
         prompt_tokens=_optional_history(prompt_tokens, "prompt_tokens", n, geometry, what),
         output_tokens=_optional_history(output_tokens, "output_tokens", n, geometry, what),

@@ -61,9 +61,10 @@ class DecodeUpdate:
 class DecodeInputs:
     """Host copies of one decode call's tensors, safe to hand to the device thread."""
 
-    tokens: torch.Tensor  # int64 [N]
-    positions: torch.Tensor  # int64 [N], -1 in empty slots
-    page_tables: tuple[torch.Tensor, ...]  # per group, int32 [N, W]
+    # None when the call does not load them (its host copies may be stale: never read).
+    tokens: torch.Tensor | None  # int64 [N]
+    positions: torch.Tensor | None  # int64 [N], -1 in empty slots
+    page_tables: tuple[torch.Tensor, ...] | None  # per group, int32 [N, W]
     sampling_params: SamplingTensors | None
     prompt_tokens: torch.Tensor | None  # int64 [N, L], -1 padded (sent as int32)
     output_tokens: torch.Tensor | None
@@ -108,6 +109,8 @@ class ResidentDecodeState:
         if update.slot_remap is not None:
             state = state.remapped(update.slot_remap)
         if update.reload_inputs:
+            assert inputs.tokens is not None and inputs.positions is not None
+            assert inputs.page_tables is not None  # parse_decode copies what a call loads
             state = replace(
                 state,
                 tokens=inputs.tokens,
@@ -115,6 +118,7 @@ class ResidentDecodeState:
                 page_tables=inputs.page_tables,
             )
         elif update.reload_page_table:
+            assert inputs.page_tables is not None
             state = replace(state, page_tables=inputs.page_tables)
         if update.reload_sampling_params:
             params = inputs.sampling_params

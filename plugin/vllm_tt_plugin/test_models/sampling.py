@@ -163,12 +163,22 @@ def validate_params(params: SamplingTensors, rows: int, limits: SamplerLimits, w
         )
 
 
+# Generated tokens a PenaltyHistory holds unfolded at most (see PenaltyHistory).
+MAX_PENDING_STEPS = 256
+
+
 @dataclass(frozen=True)
 class PenaltyHistory:
-    """Per-row penalty state: which tokens the prompt holds, how often each was generated."""
+    """Per-row penalty state: which tokens the prompt holds, how often each was generated.
+
+    The tokens generated since the counts were last built stay ``pending`` (one small
+    (rows, tokens) pair per decode step) and are folded in when the counts are first read, so a
+    decode step that samples without penalties copies no [R, V] tensor. The value is immutable:
+    folding only memoises ``output_counts``."""
 
     prompt_mask: torch.Tensor  # bool [R, V]
-    output_counts: torch.Tensor  # int32 [R, V]
+    counts: torch.Tensor  # int32 [R, V], without the pending tokens
+    pending: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
 
     @classmethod
     def empty(cls, rows: int, vocab: int) -> PenaltyHistory:
@@ -176,6 +186,17 @@ class PenaltyHistory:
             torch.zeros((rows, vocab), dtype=torch.bool),
             torch.zeros((rows, vocab), dtype=torch.int32),
         )
+
+    @property
+    def output_counts(self) -> torch.Tensor:  # int32 [R, V]
+        if self.pending:
+            rows = torch.cat([r for r, _ in self.pending])
+            tokens = torch.cat([t for _, t in self.pending])
+            ones = torch.ones(rows.shape, dtype=self.counts.dtype)
+            folded = self.counts.index_put((rows, tokens), ones, accumulate=True)
+            object.__setattr__(self, "counts", folded)
+            object.__setattr__(self, "pending", ())
+        return self.counts
 
     @classmethod
     def from_padded(
@@ -194,17 +215,17 @@ class PenaltyHistory:
         if output_tokens is not None and output_tokens.numel():
             valid = output_tokens >= 0
             ids = torch.where(valid, output_tokens, 0)
-            history.output_counts.scatter_add_(1, ids, valid.to(torch.int32))
+            history.counts.scatter_add_(1, ids, valid.to(torch.int32))
         return history
 
     def select(self, index: torch.Tensor) -> PenaltyHistory:
         return PenaltyHistory(self.prompt_mask[index], self.output_counts[index])
 
     def with_outputs(self, rows: torch.Tensor, tokens: torch.Tensor) -> PenaltyHistory:
-        """A copy where each of ``rows`` also generated its token in ``tokens``."""
-        counts = self.output_counts.clone()
-        counts[rows, tokens] += 1
-        return PenaltyHistory(self.prompt_mask, counts)
+        """A copy where each of ``rows`` (distinct) also generated its token in ``tokens``."""
+        if len(self.pending) >= MAX_PENDING_STEPS:
+            return PenaltyHistory(self.prompt_mask, self.output_counts, ((rows, tokens),))
+        return PenaltyHistory(self.prompt_mask, self.counts, (*self.pending, (rows, tokens)))
 
 
 def check_token_ids(tokens: torch.Tensor | None, vocab: int, name: str, what: str) -> None:
