@@ -93,8 +93,11 @@ class DeviceWatchdog:
         self._go.acquire()
         self._done = threading.Lock()
         self._done.acquire()
-        self._fn: Callable[[], Any] | None = None
-        self._outcome: tuple[bool, Any] = (False, None)
+        # The slot: (call number, fn) in, (call number, returned?, value) out. The number drops
+        # an outcome left by a caller that stopped waiting (interrupted) before it arrived.
+        self._calls = 0
+        self._call: tuple[int, Callable[[], Any]] | None = None
+        self._outcome: tuple[int, bool, Any] = (0, False, None)
         self._failure: BaseException | None = None
         self._hooks: list[FailureHook] = []
         self._hooks_ran = False
@@ -123,13 +126,20 @@ class DeviceWatchdog:
         try:
             if self._failure is not None:  # the call held before this one timed out
                 raise self._refusal(call)
-            self._fn = fn
+            self._calls += 1
+            number = self._calls
+            self._call = (number, fn)
             remaining = max(0.0, bound - (time.monotonic() - start))
+            self._done.acquire(False)  # a release left for a caller that stopped waiting
             self._go.release()
-            if not self._done.acquire(True, remaining):
-                raise self._timed_out(call, start)
-            ok, value = self._outcome
-            self._outcome = (False, None)
+            while True:
+                if not self._done.acquire(True, remaining):
+                    raise self._timed_out(call, start)
+                done, ok, value = self._outcome
+                if done == number:
+                    break
+                remaining = max(0.0, bound - (time.monotonic() - start))  # a stale outcome
+            self._outcome = (0, False, None)
         finally:
             self._caller.release()
         if ok:
@@ -176,14 +186,21 @@ class DeviceWatchdog:
         go, done = self._go, self._done
         while True:
             go.acquire()
-            fn, self._fn = self._fn, None
+            slot, self._call = self._call, None
+            if slot is None:
+                continue
+            number, fn = slot
             try:
-                outcome: tuple[bool, Any] = (True, fn() if fn is not None else None)
+                outcome: tuple[int, bool, Any] = (number, True, fn())
             except BaseException as exc:  # delivered to the waiting caller
-                outcome = (False, exc)
+                outcome = (number, False, exc)
             self._outcome = outcome
-            del outcome, fn  # no reference to the result outlives the hand-off
-            done.release()  # then straight back to go.acquire(), which drops the GIL
+            del outcome, slot, fn  # no reference to the result outlives the hand-off
+            # Then straight back to go.acquire(), which drops the GIL. Only this thread releases
+            # ``done``: unlocked means a release is still pending for a caller that stopped
+            # waiting, and the next caller reads the outcome just written after taking it.
+            if done.locked():
+                done.release()
 
     def _run_hooks(self, call: DeviceCall, exc: BaseException) -> None:
         with self._lock:

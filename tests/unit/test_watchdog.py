@@ -169,6 +169,34 @@ def test_a_call_waiting_behind_a_hung_one_times_out_within_its_own_bound() -> No
     assert first == []  # the hung call itself returned once released
 
 
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
+def test_a_caller_that_stops_waiting_leaves_no_outcome_for_the_next_call() -> None:
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    watchdog = DeviceWatchdog()
+    bound = DeviceCall("decode", "Model.decode_forward", 3, 10.0)
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(Interrupted):  # the caller stops waiting; the call goes on
+            watchdog.run(bound, lambda: (time.sleep(0.3), "first")[1])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert watchdog.run(bound, lambda: "second") == "second"  # queued behind the first
+    time.sleep(0.05)
+    assert watchdog.run(bound, lambda: "third") == "third"
+    assert watchdog.failure is None
+
+
 def test_run_bounded_reports_a_stuck_function() -> None:
     assert run_bounded(lambda: 7, 1.0, "t") == (True, 7)
     start = time.monotonic()
