@@ -270,13 +270,15 @@ def measure_server(
 
 # --------------------------------------------------------------------------- engine alone
 ENGINE_ONLY_BATCHES = (1, 32, 128, 256)
-ENGINE_ONLY_STEP_MS = 5.0
+# 0 ms: the host code back to back, caches warm; 5 ms: the thread sleeps through each device
+# step as on hardware, and resumes on cold caches (the same code then costs 1.5-2x here).
+ENGINE_ONLY_STEPS_MS = (0.0, 5.0)
 
 
-def engine_only(batch: int, log: Path) -> dict[str, Any]:
+def engine_only(batch: int, step_ms: float, log: Path) -> dict[str, Any]:
     """One ``engine_only.py`` point in a fresh interpreter (it sets its own environment)."""
     cmd = [sys.executable, str(REPO / "benchmarks" / "engine_only.py"), "--batch", str(batch),
-           "--step-ms", f"{ENGINE_ONLY_STEP_MS:g}"]  # fmt: skip
+           "--step-ms", f"{step_ms:g}"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     log.write_text(proc.stdout + proc.stderr)
     for line in proc.stdout.splitlines():
@@ -415,6 +417,9 @@ def main() -> int:
         "--no-engine-only", action="store_true", help="skip the engine-alone points"
     )
     parser.add_argument(
+        "--engine-only", action="store_true", help="only the engine-alone points (no servers)"
+    )
+    parser.add_argument(
         "--configs", default=None, help="only these, e.g. 32,256,4x32 (lanes x seqs per lane)"
     )
     parser.add_argument("--steps-ms", type=float, nargs="+", default=None)
@@ -448,7 +453,7 @@ def main() -> int:
             }
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
 
-    for seqs, lanes in configs:
+    for seqs, lanes in () if args.engine_only else configs:
         for async_on in (False, True):
             for row in measure_server(seqs, lanes, async_on, steps_ms, args, workdir):
                 rows.append(row)
@@ -456,12 +461,14 @@ def main() -> int:
                 write_json()
     if not args.no_engine_only:
         for batch in ENGINE_ONLY_BATCHES:
-            alone.append(engine_only(batch, workdir / f"engine-only-{batch}.log"))
-            print("engine alone: " + json.dumps(alone[-1]), flush=True)
-            write_json()
+            for step_ms in ENGINE_ONLY_STEPS_MS:
+                log = workdir / f"engine-only-{batch}-{step_ms:g}.log"
+                alone.append(engine_only(batch, step_ms, log))
+                print("engine alone: " + json.dumps(alone[-1]), flush=True)
+                write_json()
     print()
     print_table(rows)
-    if not args.no_serve:
+    if not args.no_serve and not args.engine_only:
         serve = bench_serve(workdir)
         write_json()
         print("\nvllm bench serve (batch 32, async, 17 ms steps):")
