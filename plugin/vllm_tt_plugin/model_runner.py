@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,6 +118,20 @@ class _DecodeBatch:
     # whether slots == range(len(req_ids)) (the device's tokens then need no gather).
     index: dict[str, int] = field(default_factory=dict)
     in_slot_order: bool = False
+
+
+def cpu_counted(finish: Callable[[], ModelRunnerOutput]) -> Callable[[], ModelRunnerOutput]:
+    """An overlapped decode finishes outside its own sample_tokens (when vLLM asks for its
+    output, or in a later step's drain): it counts its engine-thread CPU time itself."""
+
+    def run() -> ModelRunnerOutput:
+        start = host_phases.cpu_now()
+        try:
+            return finish()
+        finally:
+            CLOCK.add_cpu(Kind.DECODE, Part.PLUGIN, host_phases.cpu_now() - start)
+
+    return run
 
 
 def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
@@ -584,10 +598,11 @@ class TTModelRunner:
         self._decode_cache = batch
         self.last_route[StepKind.DECODE] = decision
         self._count_decode(command, decision, overlap, batch.lanes)
-        pending = PendingStep(
-            self._step_id,
-            lambda: self._finish_decode(handle, batch, decision, overlap, so, grammar_output),
-        )
+
+        def finish() -> ModelRunnerOutput:
+            return self._finish_decode(handle, batch, decision, overlap, so, grammar_output)
+
+        pending = PendingStep(self._step_id, cpu_counted(finish) if overlap else finish)
         CLOCK.add(Kind.DECODE, Phase.SAMPLING_ROUTE, route_ns)
         CLOCK.add(
             Kind.DECODE,
@@ -652,23 +667,6 @@ class TTModelRunner:
                     self.batch.requests[owner].slot = slot
 
     def _finish_decode(
-        self,
-        handle: DecodeSubmission,
-        batch: _DecodeBatch,
-        decision: RouteDecision,
-        overlapped: bool,
-        so: SchedulerOutput,
-        grammar_output: GrammarOutput | None,
-    ) -> ModelRunnerOutput:
-        if not overlapped:  # inside its own sample_tokens, which counts the CPU time
-            return self._decode_output(handle, batch, decision, overlapped, so, grammar_output)
-        cpu_start = host_phases.cpu_now()
-        try:
-            return self._decode_output(handle, batch, decision, overlapped, so, grammar_output)
-        finally:
-            CLOCK.add_cpu(Kind.DECODE, Part.PLUGIN, host_phases.cpu_now() - cpu_start)
-
-    def _decode_output(
         self,
         handle: DecodeSubmission,
         batch: _DecodeBatch,
