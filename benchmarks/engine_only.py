@@ -21,6 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugin"))
@@ -87,7 +88,9 @@ def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
     }
 
 
-def measure(batch: int, step_ms: float, tokens: int, repeats: int) -> dict[str, float]:
+def measure(
+    batch: int, step_ms: float, tokens: int, repeats: int, async_on: bool = False
+) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
     from vllm_tt_plugin import host_phases as hp
@@ -99,7 +102,7 @@ def measure(batch: int, step_ms: float, tokens: int, repeats: int) -> dict[str, 
         max_num_seqs=batch,
         max_model_len=MAX_MODEL_LEN,
         additional_config={"tt": {**DEFAULT_TT_OPTIONS, "sample_on_device_mode": "all"}},
-        async_scheduling=False,
+        async_scheduling=async_on,
     )
     prompts = [
         {"prompt_token_ids": [1 + (i * 7 + j) % 200 for j in range(PROMPT_LEN)]}
@@ -111,14 +114,15 @@ def measure(batch: int, step_ms: float, tokens: int, repeats: int) -> dict[str, 
     store = tt_metrics._store()
     assert store is not None, "the plugin's metrics are off"
     key = ("counter", tt_metrics.STEPS.key("decode", "device"))
-    best: dict[str, float] | None = None
+    best: dict[str, Any] | None = None
     for _ in range(repeats):
         before = Snapshot(list(clock.ns), list(clock.cpu_ns), clock.intervals,
                           clock.interval_ns, store._values.get(key, 0.0))  # fmt: skip
         llm.generate(prompts, greedy, use_tqdm=False)
         after = Snapshot(list(clock.ns), list(clock.cpu_ns), clock.intervals,
                          clock.interval_ns, store._values.get(key, 0.0))  # fmt: skip
-        row = {"batch": batch, "step_ms": step_ms, **per_decode_step(before, after)}
+        row: dict[str, Any] = {"batch": batch, "step_ms": step_ms, "async": async_on}
+        row.update(per_decode_step(before, after))
         if best is None or row["plugin_ms"] < best["plugin_ms"]:
             best = row
     assert best is not None
@@ -131,6 +135,7 @@ def main() -> int:
     parser.add_argument("--step-ms", type=float, default=5.0)
     parser.add_argument("--tokens", type=int, default=200, help="decode tokens per request")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--async-scheduling", action="store_true", help="async decode on")
     args = parser.parse_args()
     if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":  # not set up yet: re-exec
         step_file = Path(tempfile.mkdtemp(prefix="tt-engine-only-")) / "step.ms"
@@ -138,7 +143,7 @@ def main() -> int:
         env = {**os.environ, **child_env(args.batch, step_file)}
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     started = time.monotonic()
-    row = measure(args.batch, args.step_ms, args.tokens, args.repeats)
+    row = measure(args.batch, args.step_ms, args.tokens, args.repeats, args.async_scheduling)
     row["elapsed_s"] = round(time.monotonic() - started, 1)
     print("ENGINE_ONLY " + json.dumps(row), flush=True)
     return 0

@@ -270,15 +270,19 @@ def measure_server(
 
 # --------------------------------------------------------------------------- engine alone
 ENGINE_ONLY_BATCHES = (1, 32, 128, 256)
-# 0 ms: the host code back to back, caches warm; 5 ms: the thread sleeps through each device
-# step as on hardware, and resumes on cold caches (the same code then costs 1.5-2x here).
-ENGINE_ONLY_STEPS_MS = (0.0, 5.0)
+# (device step ms, async): 0 ms, the host code back to back on warm caches; 5 ms, the thread
+# sleeps through each device step as on hardware and resumes on cold caches (the same code then
+# costs 1.5-2x here); 5 ms async, whether the host keeps up with the device when nothing else
+# (API server, client) shares the cores.
+ENGINE_ONLY_POINTS = ((0.0, False), (5.0, False), (5.0, True))
 
 
-def engine_only(batch: int, step_ms: float, log: Path) -> dict[str, Any]:
+def engine_only(batch: int, step_ms: float, async_on: bool, log: Path) -> dict[str, Any]:
     """One ``engine_only.py`` point in a fresh interpreter (it sets its own environment)."""
     cmd = [sys.executable, str(REPO / "benchmarks" / "engine_only.py"), "--batch", str(batch),
            "--step-ms", f"{step_ms:g}"]  # fmt: skip
+    if async_on:
+        cmd.append("--async-scheduling")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     log.write_text(proc.stdout + proc.stderr)
     for line in proc.stdout.splitlines():
@@ -373,13 +377,15 @@ def markdown(doc: dict[str, Any]) -> str:
     if alone:
         lines += [
             "",
-            "| engine alone: batch | device step ms | decode step ms | plugin ms | plugin CPU ms "
-            "| vLLM ms | vLLM CPU ms | model call ms |",
-            "|---|---|---|---|---|---|---|---|",
+            "| engine alone: batch | device step ms | async | decode step ms | ratio to limit "
+            "| plugin ms | plugin CPU ms | vLLM ms | vLLM CPU ms | model call ms |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in alone:
+            ratio = f"{r['step_ms'] / r['decode_step_ms']:.3f}" if r["step_ms"] else "-"
             lines.append(
-                f"| {r['batch']} | {r['step_ms']:g} | {r['decode_step_ms']:.2f} "
+                f"| {r['batch']} | {r['step_ms']:g} | {'on' if r.get('async') else 'off'} "
+                f"| {r['decode_step_ms']:.2f} | {ratio} "
                 f"| {r['plugin_ms']:.3f} | {r['plugin_cpu_ms']:.3f} | {r['vllm_ms']:.3f} "
                 f"| {r['vllm_cpu_ms']:.3f} | {r['model_call_ms']:.2f} |"
             )
@@ -461,9 +467,9 @@ def main() -> int:
                 write_json()
     if not args.no_engine_only:
         for batch in ENGINE_ONLY_BATCHES:
-            for step_ms in ENGINE_ONLY_STEPS_MS:
-                log = workdir / f"engine-only-{batch}-{step_ms:g}.log"
-                alone.append(engine_only(batch, step_ms, log))
+            for step_ms, async_on in ENGINE_ONLY_POINTS:
+                log = workdir / f"engine-only-{batch}-{step_ms:g}-async{int(async_on)}.log"
+                alone.append(engine_only(batch, step_ms, async_on, log))
                 print("engine alone: " + json.dumps(alone[-1]), flush=True)
                 write_json()
     print()
