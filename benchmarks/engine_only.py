@@ -57,11 +57,24 @@ def child_env(batch: int, step_file: Path) -> dict[str, str]:
 class Snapshot:
     """The engine's in-process phase table and decode step count at one moment."""
 
-    ns: list[int]  # host_phases.CLOCK.ns (wall, by kind and phase)
-    cpu_ns: list[int]  # host_phases.CLOCK.cpu_ns (engine-thread CPU, by kind and part)
+    ns: dict[str, int]  # decode wall ns by phase (host_phases.CLOCK)
+    cpu_ns: dict[str, int]  # decode engine-thread CPU ns by part
     intervals: int
     interval_ns: int
     decode_steps: float  # tt_steps_total{kind="decode", route="device"}
+
+    @classmethod
+    def now(cls, clock: Any, decode_steps: float) -> Snapshot:
+        from vllm_tt_plugin import host_phases as hp
+
+        decode = hp.Kind.DECODE
+        return cls(
+            {p.value: clock.get_ns(decode, p) for p in hp.Phase},
+            {p.value: clock.get_cpu_ns(decode, p) for p in hp.Part},
+            clock.intervals,
+            clock.interval_ns,
+            decode_steps,
+        )
 
 
 def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
@@ -71,12 +84,10 @@ def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
     periods = max(after.intervals - before.intervals, 1)
 
     def wall(phases: tuple[hp.Phase, ...]) -> float:
-        index = [hp._INDEX[(hp.Kind.DECODE, p)] for p in phases]
-        return sum(after.ns[i] - before.ns[i] for i in index) / 1e6 / steps
+        return sum(after.ns[p.value] - before.ns[p.value] for p in phases) / 1e6 / steps
 
     def cpu(part: hp.Part) -> float:
-        i = hp._CPU_INDEX[(hp.Kind.DECODE, part)]
-        return (after.cpu_ns[i] - before.cpu_ns[i]) / 1e6 / steps
+        return (after.cpu_ns[part.value] - before.cpu_ns[part.value]) / 1e6 / steps
 
     return {
         "decode_step_ms": round((after.interval_ns - before.interval_ns) / 1e6 / periods, 3),
@@ -116,11 +127,9 @@ def measure(
     key = ("counter", tt_metrics.STEPS.key("decode", "device"))
     best: dict[str, Any] | None = None
     for _ in range(repeats):
-        before = Snapshot(list(clock.ns), list(clock.cpu_ns), clock.intervals,
-                          clock.interval_ns, store._values.get(key, 0.0))  # fmt: skip
+        before = Snapshot.now(clock, store._values.get(key, 0.0))
         llm.generate(prompts, greedy, use_tqdm=False)
-        after = Snapshot(list(clock.ns), list(clock.cpu_ns), clock.intervals,
-                         clock.interval_ns, store._values.get(key, 0.0))  # fmt: skip
+        after = Snapshot.now(clock, store._values.get(key, 0.0))
         row: dict[str, Any] = {"batch": batch, "step_ms": step_ms, "async": async_on}
         row.update(per_decode_step(before, after))
         if best is None or row["plugin_ms"] < best["plugin_ms"]:

@@ -593,9 +593,11 @@ class TTModelRunner:
             self._apply_remap(batch.remap)
             self.inputs.forget_layout()
         # The slots now hold exactly batch.active: the next step of the same requests reuses it.
-        if batch.remap is not None or batch.new_slots:
-            batch = replace(batch, remap=None, new_slots=[])
-        self._decode_cache = batch
+        self._decode_cache = (
+            replace(batch, remap=None, new_slots=[])
+            if batch.remap is not None or batch.new_slots
+            else batch
+        )
         self.last_route[StepKind.DECODE] = decision
         self._count_decode(command, decision, overlap, batch.lanes)
 

@@ -96,13 +96,10 @@ class _Store:
         return mm
 
     def add(self, prefix: str, key: str, amount: float) -> None:
-        with self._lock:
-            value = self._values.get((prefix, key), 0.0) + amount
-            self._values[(prefix, key)] = value
-            self._file(prefix).write_value(key, value, 0.0)
+        self.add_many(prefix, (key,), amount)
 
     def add_many(self, prefix: str, keys: Sequence[str], amount: float = 1.0) -> None:
-        """``add`` for several keys under one lock (a decode step's counters together)."""
+        """Add ``amount`` to each key under one lock (a decode step's counters together)."""
         with self._lock:
             mm = self._file(prefix)
             values = self._values
@@ -262,10 +259,16 @@ def observe_schedule(so: SchedulerOutput) -> None:
 def observe_lanes(lanes: Collection[int]) -> None:
     """Runner, once per prefill or block step: the lanes its rows came from (a decode step
     passes them to ``observe_decode``)."""
-    for lane in lanes:
-        LANE_STEPS.inc(str(lane))
+    store = _store()
+    if store is not None:
+        store.add_many("counter", _lane_series(lanes))
+
+
+def _lane_series(lanes: Collection[int]) -> list[str]:
+    keys = [LANE_STEPS.key(str(lane)) for lane in sorted(lanes)]
     if len(lanes) > 1:
-        MULTI_LANE_STEPS.inc()
+        keys.append(MULTI_LANE_STEPS.key())
+    return keys
 
 
 def observe_prefill(decision: RouteDecision | None) -> None:
@@ -329,10 +332,7 @@ def _decode_series(
         keys.append(SLOT_REMAPS.key())
     if overlapped:
         keys.append(ASYNC_OVERLAPS.key())
-    keys.extend(LANE_STEPS.key(str(lane)) for lane in sorted(lanes))
-    if len(lanes) > 1:
-        keys.append(MULTI_LANE_STEPS.key())
-    return keys
+    return keys + _lane_series(lanes)
 
 
 # --------------------------------------------------------------------------- the info metric

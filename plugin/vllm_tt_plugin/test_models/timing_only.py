@@ -193,8 +193,7 @@ def greedy_decode(
     """A device-sampled decode step whose parameters are greedy-only (``cache.greedy_only``):
     the tokens the full path (``decode_logits``, then ``device_sample``) gives, taken from the
     closed form without the [slots, vocab] logits or the sampler: the argmax of a peaked row is
-    its peak, of an empty slot's zeros 0. Returns the tokens [slots] and the advanced state
-    (``ResidentDecodeState.advanced``'s value)."""
+    its peak, of an empty slot's zeros 0. Returns the tokens [slots] and the advanced state."""
     act = cache.active_rows(state, slots_per_lane)
     sampled = torch.zeros_like(state.tokens)
     if act is None:
@@ -202,13 +201,7 @@ def greedy_decode(
     _record(kv, state, act, False, cache)
     targets = next_token(act.tokens, act.positions, vocab)
     sampled[act.rows] = targets
-    advanced = ResidentDecodeState(
-        tokens=torch.where(act.active, sampled, state.tokens),
-        positions=state.positions + act.active,
-        page_tables=state.page_tables,
-        params=state.params,
-        history=state.history.with_outputs(act.rows, targets),
-    )
+    advanced = state.advanced(act.rows, targets)
     cache.state, cache.rows = advanced, act.advanced(targets)
     return sampled, advanced
 
