@@ -337,3 +337,57 @@ def test_a_row_needing_a_distribution_takes_the_full_path(
     assert fast_out == full_out
     for (ft, _), (gt, _) in zip(fast_steps, full_steps, strict=True):
         assert torch.equal(ft, gt)
+
+
+def test_a_step_counts_from_the_model_call_start_and_the_wait_ends_at_the_deadline() -> None:
+    """The reference model's own parsing is device time (the step starts when the call
+    began), a busy device queues the next step behind the last, and waiting ends at the
+    deadline, not a sleep's overshoot after it."""
+    mesh = EmulatedMeshDevice(NAMED_MESHES["N150"], step_time_s=0.05, timing_only=True)
+    try:
+        began = time.perf_counter() - 0.02  # the call began 20 ms ago (its parsing)
+        first = mesh.enqueue(lambda: "a", started=began)
+        second = mesh.enqueue(lambda: "b")  # queued behind the first
+        assert first._deadline == pytest.approx(began + 0.05)
+        assert second._deadline == pytest.approx(began + 0.10)
+        assert first.result() == "a"
+        assert time.perf_counter() >= first._deadline
+        assert second.result() == "b"
+        assert time.perf_counter() >= second._deadline
+    finally:
+        mesh.close()
+
+
+def test_decode_and_prefill_start_the_device_step_at_the_call(
+    checkpoint: tuple[Any, Any], timing_mesh: EmulatedMeshDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both calls hand the emulated queue the time they began, before their input parsing."""
+    config, _ = checkpoint
+    model, kv = build(ReferenceLlamaForCausalLM, config, timing_mesh)
+    from vllm_tt_plugin.test_models import core
+
+    parsed: list[float] = []
+    started: list[float | None] = []
+    for name in ("parse_decode", "parse_prefill"):
+        inner = getattr(core, name)
+
+        def parse(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+            parsed.append(time.perf_counter())
+            return _inner(*args, **kwargs)
+
+        monkeypatch.setattr(core, name, parse)
+    enqueue = timing_mesh.enqueue
+
+    def spy(fn: Any, started_at: float | None = None) -> Any:
+        started.append(started_at)
+        return enqueue(fn, started_at)
+
+    monkeypatch.setattr(timing_mesh, "enqueue", spy)
+    rng = random.Random(3)
+    reqs = make_reqs(prompts(rng, [4, 6]), [0, 1], rng)
+    prefill(model, kv, reqs, sampling=True)
+    decode_sync(model, kv, reqs, 1, sampling=True)
+    decode_async(model, kv, reqs, 2)
+    assert len(started) == len(parsed) == 4
+    for began, parse_time in zip(started, parsed, strict=True):
+        assert began is not None and began <= parse_time

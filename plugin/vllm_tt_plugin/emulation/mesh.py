@@ -26,6 +26,20 @@ T = TypeVar("T")
 
 # How often a step file (TT_EMULATED_STEP_FILE) is re-read, at most.
 STEP_FILE_POLL_S = 0.2
+# A sleep overshoots its deadline by the kernel's timer slack plus the wake-up (100-150 us on
+# this 2-core VM, measured); a wait sleeps until this long before the deadline, then polls.
+POLL_WINDOW_S = 0.0002
+
+
+def wait_until(deadline: float) -> None:
+    """Return at ``deadline`` (``time.perf_counter``), within a few us. A tt-metal host waiting
+    on an event polls the device's completion queue, so the modelled step ends when the device
+    does, not a wake-up later. The poll yields the GIL on every turn (``sleep(0)``)."""
+    remaining = deadline - time.perf_counter() - POLL_WINDOW_S
+    if remaining > 0:
+        time.sleep(remaining)  # the GIL released
+    while time.perf_counter() < deadline:
+        time.sleep(0)
 
 
 def step_time_from_env() -> float:
@@ -105,9 +119,7 @@ class TimedEvent:
         return time.perf_counter() >= self._deadline
 
     def result(self) -> Any:
-        remaining = self._deadline - time.perf_counter()
-        if remaining > 0:
-            time.sleep(remaining)  # the GIL released
+        wait_until(self._deadline)
         return self._outcome()
 
 
@@ -173,12 +185,16 @@ class EmulatedMeshDevice:
         return subs
 
     # --- the emulated command queue -----------------------------------------------------------
-    def enqueue(self, fn: Callable[[], T]) -> EmulatedEvent[T] | TimedEvent:
-        """Run ``fn`` on the device thread after everything enqueued before it."""
+    def enqueue(
+        self, fn: Callable[[], T], started: float | None = None
+    ) -> EmulatedEvent[T] | TimedEvent:
+        """Run ``fn`` on the device thread after everything enqueued before it. ``started``
+        (``time.perf_counter``): when the model call enqueuing it began; on the timing-only
+        device its step counts from then (``_timed``)."""
         if self._closed:
             raise RuntimeError("the emulated mesh device is closed")
         if self.timing_only:
-            return self._timed(fn)
+            return self._timed(fn, started)
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, name="tt-emulated-device", daemon=True
@@ -188,22 +204,24 @@ class EmulatedMeshDevice:
         self._queue.put((fn, future))
         return EmulatedEvent(future)
 
-    def _timed(self, fn: Callable[[], T]) -> TimedEvent:
+    def _timed(self, fn: Callable[[], T], started: float | None) -> TimedEvent:
         """Timing-only: compute now, on the caller's thread (device calls come in order from one
         thread, so the state they touch is the same), and complete one step time after the
         device would have started the call. No device thread: Python work there would fight the
         host for the GIL and stretch the modelled step (hardware needs no GIL), and a sleeping
-        waiter wakes at the deadline itself."""
+        waiter wakes at the deadline itself. The step starts when the model call began
+        (``started``): the reference model's own parsing and checks, like its compute, are the
+        emulator's cost, inside the device time, not host time the benchmark should see."""
         if self._step_file is not None:
             self.step_time_s = self._step_file.step_time_s()
-        start = time.perf_counter()  # the compute is the device's, inside its step time
+        start = time.perf_counter() if started is None else started
         outcome = _computed_now(fn)
         self._busy_until = max(self._busy_until, start) + self.step_time_s
         return TimedEvent(self._busy_until, outcome)
 
-    def run(self, fn: Callable[[], T]) -> T:
+    def run(self, fn: Callable[[], T], started: float | None = None) -> T:
         """Enqueue ``fn`` and wait for its result (a synchronous device call)."""
-        return self.enqueue(fn).result()
+        return self.enqueue(fn, started).result()
 
     def _run(self) -> None:
         while True:
@@ -221,9 +239,7 @@ class EmulatedMeshDevice:
                 continue
             if self._step_file is not None:
                 self.step_time_s = self._step_file.step_time_s()
-            remaining = self.step_time_s - (time.perf_counter() - start)
-            if remaining > 0:
-                time.sleep(remaining)
+            wait_until(start + self.step_time_s)
             future.set_result(result)
 
     def close(self, join_timeout_s: float = 30.0) -> None:

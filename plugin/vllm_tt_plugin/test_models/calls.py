@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_tt_plugin.test_models.resident import DecodeUpdate
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,27 @@ class CallRecord:
     reset_batch: bool | None = None
     slot_remap: tuple[int, ...] | None = None
     num_blocks: int | None = None  # warmup_model_decode
+
+    @classmethod
+    def decode(
+        cls, legacy: bool, rows: int, enable_trace: bool, read_from_device: bool, sampling: bool,
+        update: DecodeUpdate,
+    ) -> CallRecord:  # fmt: skip
+        """A ``decode_forward`` call; ``legacy``: contract v0 (``reset_batch``, no v1 flags)."""
+        remap = update.slot_remap
+        return cls(
+            "decode_forward",
+            enable_trace=bool(enable_trace),
+            read_from_device=bool(read_from_device),
+            device_sampling=sampling,
+            rows=rows,
+            reload_inputs=None if legacy else update.reload_inputs,
+            reload_page_table=None if legacy else update.reload_page_table,
+            reload_sampling_params=None if legacy else update.reload_sampling_params,
+            reset_sampling_state=None if legacy else update.reset_sampling_state,
+            reset_batch=update.reload_inputs if legacy else None,
+            slot_remap=None if remap is None else tuple(remap.tolist()),
+        )
 
 
 class DecodeHandle:

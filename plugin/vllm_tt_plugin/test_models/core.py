@@ -51,6 +51,7 @@ docs/DECODE_RELOAD_CONTRACT.md):
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -121,9 +122,9 @@ class DeviceQueue(Protocol):
 
     def get_num_devices(self) -> int: ...
 
-    def run(self, fn: Callable[[], T]) -> T: ...
+    def run(self, fn: Callable[[], T], started: float | None = None) -> T: ...
 
-    def enqueue(self, fn: Callable[[], Any]) -> Any: ...
+    def enqueue(self, fn: Callable[[], Any], started: float | None = None) -> Any: ...
 
 
 class ReferenceLlamaCore(ReferenceWarmup):
@@ -379,6 +380,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
     ) -> Any:
         """tt_transformers' ``prefill_forward_text`` surface. ``tokens`` carry every row's
         sequence from position 0; row i computes ``tokens[i, start_pos[i]:prompt_lens[i]]``."""
+        started = time.perf_counter()  # the timing-only device's step starts here
         what = "prefill_forward"
         kv = self._check_kv(kv_cache, what)
         tables = self._take_group_tables(kwargs, what)
@@ -409,7 +411,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
                 start_pos=tuple(row.start for row in batch.rows),
             )
         )
-        result = self.mesh_device.run(lambda: self._prefill_step(kv, batch))
+        result = self.mesh_device.run(lambda: self._prefill_step(kv, batch), started)
         return self.prefill_output(result, batch)
 
     def prefill_output(self, result: Any, batch: PrefillBatch) -> Any:
@@ -580,6 +582,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
                 f"takes {', '.join(FLAG_NAMES)} instead"
             )
         flags = (reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state)
+        started = time.perf_counter()  # the timing-only device's step starts here
         return self._decode(
             tokens,
             start_pos,
@@ -593,6 +596,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
             slot_remap,
             dict(zip(FLAG_NAMES, flags, strict=True)),
             kwargs,
+            started,
         )
 
     def _decode(
@@ -609,6 +613,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
         slot_remap: Any,
         flags: dict[str, Any],
         kwargs: dict[str, Any],
+        started: float | None = None,
     ) -> Any:
         what = "decode_forward"
         kv = self._check_kv(kv_cache, what)
@@ -652,14 +657,18 @@ class ReferenceLlamaCore(ReferenceWarmup):
             )
         if update.reload_sampling_params:
             self._params_loaded = device_sampling
-        self._log(self._decode_record(enable_trace, read_from_device, device_sampling, update))
+        legacy = decode_contract_version(self) == 0
+        rows = self.max_batch_size
+        self._log(
+            CallRecord.decode(legacy, rows, enable_trace, read_from_device, device_sampling, update)
+        )
         if read_from_device:
             return self.mesh_device.run(
-                lambda: self._decode_step(kv, update, inputs, None, device_sampling)
+                lambda: self._decode_step(kv, update, inputs, None, device_sampling), started
             )
         handle = DecodeHandle(id(self), next(self._steps), is_tokens=device_sampling)
         handle.event = self.mesh_device.enqueue(
-            lambda: self._decode_step(kv, update, inputs, handle, device_sampling)
+            lambda: self._decode_step(kv, update, inputs, handle, device_sampling), started
         )
         return self.device_output(handle)
 
@@ -674,25 +683,6 @@ class ReferenceLlamaCore(ReferenceWarmup):
         if logprobs is None:
             logprobs = placeholder_logprobs(int(values.shape[0]))
         return values, logprobs
-
-    def _decode_record(
-        self, enable_trace: bool, read_from_device: bool, sampling: bool, update: DecodeUpdate
-    ) -> CallRecord:
-        legacy = decode_contract_version(self) == 0
-        remap = update.slot_remap
-        return CallRecord(
-            "decode_forward",
-            enable_trace=bool(enable_trace),
-            read_from_device=bool(read_from_device),
-            device_sampling=sampling,
-            rows=self.max_batch_size,
-            reload_inputs=None if legacy else update.reload_inputs,
-            reload_page_table=None if legacy else update.reload_page_table,
-            reload_sampling_params=None if legacy else update.reload_sampling_params,
-            reset_sampling_state=None if legacy else update.reset_sampling_state,
-            reset_batch=update.reload_inputs if legacy else None,
-            slot_remap=None if remap is None else tuple(remap.tolist()),
-        )
 
     def _decode_step(
         self,

@@ -12,6 +12,7 @@ attention type and the plugin sends ``page_tables_per_group``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -199,6 +200,7 @@ class WithLegacyDecode(ReferenceLlamaCore):
         slot_remap: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> Any:
+        started = time.perf_counter()  # the timing-only device's step starts here
         flags = dict.fromkeys(FLAG_NAMES)
         # A host-sampled (logits) decode always copies its inputs; reset_batch is about the
         # device-sampling state, and the plugin sends it on device-sampled calls only.
@@ -216,6 +218,7 @@ class WithLegacyDecode(ReferenceLlamaCore):
             slot_remap,
             flags,
             {**kwargs, "reset_batch": reset_batch},
+            started,
         )
 
 
