@@ -62,9 +62,10 @@ class Snapshot:
     intervals: int
     interval_ns: int
     decode_steps: float  # tt_steps_total{kind="decode", route="device"}
+    output_ns: int  # vLLM's output processor (detokenizing; the API server's work in a server)
 
     @classmethod
-    def now(cls, clock: Any, decode_steps: float) -> Snapshot:
+    def now(cls, clock: Any, decode_steps: float, output_ns: int) -> Snapshot:
         from vllm_tt_plugin import host_phases as hp
 
         decode = hp.Kind.DECODE
@@ -74,6 +75,7 @@ class Snapshot:
             clock.intervals,
             clock.interval_ns,
             decode_steps,
+            output_ns,
         )
 
 
@@ -96,7 +98,27 @@ def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
         "vllm_ms": round(wall(hp.VLLM_PHASES), 4),
         "vllm_cpu_ms": round(cpu(hp.Part.VLLM), 4),
         "model_call_ms": round(wall(hp.MODEL_PHASES), 4),
+        "vllm_output_processor_ms": round((after.output_ns - before.output_ns) / 1e6 / steps, 4),
     }
+
+
+def timed_output_processor(llm: Any) -> list[int]:
+    """Wrap this ``LLM``'s ``OutputProcessor.process_outputs`` (its per-step detokenizing and
+    request bookkeeping, which in a server runs in the API server process) with a wall-time
+    total; returns the one-element total in ns."""
+    total = [0]
+    processor = llm.llm_engine.output_processor
+    inner = processor.process_outputs
+
+    def process_outputs(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            total[0] += time.perf_counter_ns() - start
+
+    processor.process_outputs = process_outputs
+    return total
 
 
 def measure(
@@ -121,15 +143,16 @@ def measure(
     ]
     greedy = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0)
     llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
+    output_ns = timed_output_processor(llm)
     clock = hp.CLOCK
     store = tt_metrics._store()
     assert store is not None, "the plugin's metrics are off"
     key = ("counter", tt_metrics.STEPS.key("decode", "device"))
     best: dict[str, Any] | None = None
     for _ in range(repeats):
-        before = Snapshot.now(clock, store._values.get(key, 0.0))
+        before = Snapshot.now(clock, store._values.get(key, 0.0), output_ns[0])
         llm.generate(prompts, greedy, use_tqdm=False)
-        after = Snapshot.now(clock, store._values.get(key, 0.0))
+        after = Snapshot.now(clock, store._values.get(key, 0.0), output_ns[0])
         row: dict[str, Any] = {"batch": batch, "step_ms": step_ms, "async": async_on}
         row.update(per_decode_step(before, after))
         if best is None or row["plugin_ms"] < best["plugin_ms"]:

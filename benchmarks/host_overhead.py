@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from tabulate import tabulate
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugin"))
 
+from benchmarks.cpu_budget import CpuSnapshot  # noqa: E402
 from vllm_tt_plugin.emulation.mesh import STEP_FILE_POLL_S  # noqa: E402
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer  # noqa: E402
 from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
@@ -87,6 +88,9 @@ class Row:
     vllm_cpu_ms: float
     model_call_ms: float  # the model call's host side (submit) and read-back wait
     phases_ms: dict[str, float]
+    # CPU ms per decode step by process (engine core, API server, this client) and the cores'
+    # busy fraction during the timed requests (cpu_budget.py)
+    cpu_budget: dict[str, float]
 
     @property
     def ratio_to_limit(self) -> float:
@@ -222,6 +226,17 @@ def set_step(step_file: Path, step_ms: float) -> None:
     time.sleep(2 * STEP_FILE_POLL_S + 0.05)
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One timed long batch of a point (the best of ``--repeats`` is kept)."""
+
+    period: float
+    client: float
+    phases: dict[str, float]
+    cpu: tuple[float, float]  # plugin, vLLM engine-thread CPU ms per step
+    budget: dict[str, float]
+
+
 def measure_server(
     seqs: int, lanes: int, async_on: bool, steps_ms: Sequence[float], args: argparse.Namespace,
     workdir: Path,
@@ -236,20 +251,26 @@ def measure_server(
         for step_ms in steps_ms:
             set_step(step_file, step_ms)
             timed_batch(server.url, batch, 2)
-            best: tuple[float, float, dict[str, float], tuple[float, float]] | None = None
+            best: Sample | None = None
             for _ in range(args.repeats):
-                short = timed_batch(server.url, batch, 1)
+                assert server.pid is not None
+                c0 = CpuSnapshot.take(server.pid)
+                short = timed_batch(server.url, batch, 1)  # no decode step: the per-request cost
+                c1 = CpuSnapshot.take(server.pid)
                 before = settled_scrape(server.url)
+                c2 = CpuSnapshot.take(server.pid)
                 long = timed_batch(server.url, batch, args.tokens + 1)
+                c3 = CpuSnapshot.take(server.pid)
                 after = settled_scrape(server.url)
-                phases, _ = phase_ms(before, after)
+                phases, steps = phase_ms(before, after)
                 client = (long - short) / args.tokens * 1000.0
                 period = interval_ms(before, after) or client
                 cpu = (cpu_ms(before, after, "plugin"), cpu_ms(before, after, "vllm"))
-                if best is None or period < best[0]:
-                    best = (period, client, phases, cpu)
+                budget = decode_budget((c0, c1), (c2, c3), steps, long)
+                if best is None or period < best.period:
+                    best = Sample(period, client, phases, cpu, budget)
             assert best is not None
-            step, client, phases, (plugin_cpu, vllm_cpu) = best
+            step, client, phases, (plugin_cpu, vllm_cpu), budget = astuple(best)
             yield Row(
                 batch=batch,
                 lanes=lanes,
@@ -265,7 +286,25 @@ def measure_server(
                     phases[Phase.MODEL_SUBMIT.value] + phases[Phase.READ_BACK.value], 4
                 ),
                 phases_ms={k: round(v, 4) for k, v in phases.items()},
+                cpu_budget=budget,
             )
+
+
+def decode_budget(
+    short: tuple[CpuSnapshot, CpuSnapshot], long: tuple[CpuSnapshot, CpuSnapshot], steps: float,
+    long_s: float,
+) -> dict[str, float]:  # fmt: skip
+    """Per decode step CPU by process role: (long batch - short batch) / the long batch's
+    decode steps, which takes out each request's intake, prefill and response; and the cores'
+    busy fraction during the long batch."""
+    out: dict[str, float] = {}
+    for role in long[1].by_role:
+        delta = (long[1].by_role[role] - long[0].by_role[role]) - (
+            short[1].by_role[role] - short[0].by_role[role]
+        )
+        out[f"{role}_cpu_ms"] = round(1000.0 * delta / max(steps, 1.0), 3)
+    out["cores_busy"] = round((long[1].busy_s - long[0].busy_s) / (long_s * long[1].cores), 3)
+    return out
 
 
 # --------------------------------------------------------------------------- engine alone

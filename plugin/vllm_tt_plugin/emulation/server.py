@@ -73,6 +73,11 @@ class EmulatedServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The ``vllm serve`` (API server) process, while it runs."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def model_name(self) -> str:
         return self.served_model_name or str(self.model)
 
