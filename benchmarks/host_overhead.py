@@ -54,6 +54,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tabulate import tabulate
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "plugin"))
 
 from benchmarks.cpu_budget import CpuSnapshot  # noqa: E402
@@ -412,13 +413,31 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {cpu(r, 'vllm_cpu_ms')} | {r['model_call_ms']:.2f} "
             f"| {r['client_step_ms']:.2f} |"
         )
+    budgets = [r for r in doc["rows"] if r.get("cpu_budget")]
+    if budgets:
+        lines += [
+            "",
+            "| CPU budget: batch | device step ms | async | decode step ms | engine core CPU ms "
+            "| API server CPU ms | client CPU ms | cores busy |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in budgets:
+            b = r["cpu_budget"]
+            batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else r["batch"]
+            lines.append(
+                f"| {batch} | {r['step_ms']:g} | {'on' if r['async'] else 'off'} "
+                f"| {r['decode_step_ms']:.2f} | {b['engine_cpu_ms']:.2f} "
+                f"| {b['api_server_cpu_ms']:.2f} | {b['client_cpu_ms']:.2f} "
+                f"| {b['cores_busy']:.2f} |"
+            )
     alone = doc.get("engine_only")
     if alone:
         lines += [
             "",
             "| engine alone: batch | device step ms | async | decode step ms | ratio to limit "
-            "| plugin ms | plugin CPU ms | vLLM ms | vLLM CPU ms | model call ms |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| plugin ms | plugin CPU ms | vLLM ms | vLLM CPU ms | vLLM output processor ms "
+            "| model call ms |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in alone:
             ratio = f"{r['step_ms'] / r['decode_step_ms']:.3f}" if r["step_ms"] else "-"
@@ -426,7 +445,8 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {r['batch']} | {r['step_ms']:g} | {'on' if r.get('async') else 'off'} "
                 f"| {r['decode_step_ms']:.2f} | {ratio} "
                 f"| {r['plugin_ms']:.3f} | {r['plugin_cpu_ms']:.3f} | {r['vllm_ms']:.3f} "
-                f"| {r['vllm_cpu_ms']:.3f} | {r['model_call_ms']:.2f} |"
+                f"| {r['vllm_cpu_ms']:.3f} | {cpu(r, 'vllm_output_processor_ms')} "
+                f"| {r['model_call_ms']:.2f} |"
             )
     serve = doc.get("serve")
     if serve:
