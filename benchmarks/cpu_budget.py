@@ -66,3 +66,14 @@ class CpuSnapshot:
         idle = t.idle + getattr(t, "iowait", 0.0)
         busy = sum(t) - idle - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
         return cls(by_role, float(busy), psutil.cpu_count() or 1)
+
+
+def per_step(
+    before: CpuSnapshot, after: CpuSnapshot, steps: float, wall_s: float
+) -> dict[str, float]:
+    """CPU ms per decode step by role over ``steps`` decode steps, and the cores' busy fraction
+    over the same ``wall_s``."""
+    scale = 1000.0 / max(steps, 1e-9)
+    out = {f"{r}_cpu_ms": round((after.by_role[r] - before.by_role[r]) * scale, 3) for r in ROLES}
+    out["cores_busy"] = round((after.busy_s - before.busy_s) / (wall_s * after.cores), 3)
+    return out

@@ -20,7 +20,10 @@ output building) and ``vllm_ms`` (vLLM's scheduling pass and update_from_output 
 those are wall time, which grows whenever the engine thread is descheduled (the API server, the
 client and the device thread share the cores). ``plugin_cpu_ms`` / ``vllm_cpu_ms`` are the
 engine thread's CPU time of the same parts (``tt_host_cpu_seconds_total``; the plugin's also
-holds the device-call hand-off): what the host code itself costs.
+holds the device-call hand-off): what the host code itself costs. ``cpu_budget`` is where the
+machine's CPU went meanwhile: per decode step, the engine-core process (all its threads: engine,
+device call, vLLM's I/O threads), the API server process and this client, and the fraction of
+the cores busy, measured over the steady middle of a ~2 s decode (``steady_budget``).
 
 The same decode path is also measured with the engine alone (``engine_only.py``: vLLM's engine in
 one process and thread, no API server, no client competing for the cores), batch 1, 32, 128
@@ -43,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, astuple, dataclass
@@ -57,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "plugin"))
 
-from benchmarks.cpu_budget import CpuSnapshot  # noqa: E402
+from benchmarks.cpu_budget import CpuSnapshot, per_step  # noqa: E402
 from vllm_tt_plugin.emulation.mesh import STEP_FILE_POLL_S  # noqa: E402
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer  # noqa: E402
 from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
@@ -73,6 +77,8 @@ FULL_STEPS_MS = (5.0, 17.0, 40.0)
 QUICK_STEPS_MS = (5.0, 17.0)
 SERVE_STEP_MS = 17.0
 PERCENTILES = "50,90,99"
+BUDGET_DECODE_S = 2.0  # the CPU budget's batch decodes about this long
+MAX_BUDGET_TOKENS = 480  # within --max-model-len 512 with the prompt
 
 
 @dataclass
@@ -90,7 +96,7 @@ class Row:
     model_call_ms: float  # the model call's host side (submit) and read-back wait
     phases_ms: dict[str, float]
     # CPU ms per decode step by process (engine core, API server, this client) and the cores'
-    # busy fraction during the timed requests (cpu_budget.py)
+    # busy fraction, in the steady middle of a longer batch (steady_budget)
     cpu_budget: dict[str, float]
 
     @property
@@ -235,7 +241,7 @@ class Sample:
     client: float
     phases: dict[str, float]
     cpu: tuple[float, float]  # plugin, vLLM engine-thread CPU ms per step
-    budget: dict[str, float]
+    first_token_s: float  # the 1-token batch's time
 
 
 def measure_server(
@@ -254,24 +260,19 @@ def measure_server(
             timed_batch(server.url, batch, 2)
             best: Sample | None = None
             for _ in range(args.repeats):
-                assert server.pid is not None
-                c0 = CpuSnapshot.take(server.pid)
-                short = timed_batch(server.url, batch, 1)  # no decode step: the per-request cost
-                c1 = CpuSnapshot.take(server.pid)
+                short = timed_batch(server.url, batch, 1)
                 before = settled_scrape(server.url)
-                c2 = CpuSnapshot.take(server.pid)
                 long = timed_batch(server.url, batch, args.tokens + 1)
-                c3 = CpuSnapshot.take(server.pid)
                 after = settled_scrape(server.url)
-                phases, steps = phase_ms(before, after)
+                phases, _ = phase_ms(before, after)
                 client = (long - short) / args.tokens * 1000.0
                 period = interval_ms(before, after) or client
                 cpu = (cpu_ms(before, after, "plugin"), cpu_ms(before, after, "vllm"))
-                budget = decode_budget((c0, c1), (c2, c3), steps, long)
                 if best is None or period < best.period:
-                    best = Sample(period, client, phases, cpu, budget)
+                    best = Sample(period, client, phases, cpu, short)
             assert best is not None
-            step, client, phases, (plugin_cpu, vllm_cpu), budget = astuple(best)
+            step, client, phases, (plugin_cpu, vllm_cpu), first_token_s = astuple(best)
+            budget = steady_budget(server, batch, step, first_token_s)
             yield Row(
                 batch=batch,
                 lanes=lanes,
@@ -291,21 +292,24 @@ def measure_server(
             )
 
 
-def decode_budget(
-    short: tuple[CpuSnapshot, CpuSnapshot], long: tuple[CpuSnapshot, CpuSnapshot], steps: float,
-    long_s: float,
-) -> dict[str, float]:  # fmt: skip
-    """Per decode step CPU by process role: (long batch - short batch) / the long batch's
-    decode steps, which takes out each request's intake, prefill and response; and the cores'
-    busy fraction during the long batch."""
-    out: dict[str, float] = {}
-    for role in long[1].by_role:
-        delta = (long[1].by_role[role] - long[0].by_role[role]) - (
-            short[1].by_role[role] - short[0].by_role[role]
-        )
-        out[f"{role}_cpu_ms"] = round(1000.0 * delta / max(steps, 1.0), 3)
-    out["cores_busy"] = round((long[1].busy_s - long[0].busy_s) / (long_s * long[1].cores), 3)
-    return out
+def steady_budget(
+    server: EmulatedServer, batch: int, period_ms: float, first_token_s: float
+) -> dict[str, float]:
+    """The CPU budget of a point: ``batch`` requests long enough to decode for ~2 s, and
+    per-process CPU snapshots over the middle 70 % of their decode (every request in decode:
+    no intake, prefill or response in the window), scaled to one decode step of ``period_ms``."""
+    assert server.pid is not None
+    tokens = min(MAX_BUDGET_TOKENS, max(64, int(BUDGET_DECODE_S * 1000.0 / period_ms)))
+    decode_s = tokens * period_ms / 1000.0
+    worker = threading.Thread(target=timed_batch, args=(server.url, batch, tokens))
+    start = time.perf_counter()
+    worker.start()
+    time.sleep(max(0.0, first_token_s + 0.15 * decode_s - (time.perf_counter() - start)))
+    before, began = CpuSnapshot.take(server.pid), time.perf_counter()
+    time.sleep(0.7 * decode_s)
+    after, ended = CpuSnapshot.take(server.pid), time.perf_counter()
+    worker.join()
+    return per_step(before, after, (ended - began) * 1000.0 / period_ms, ended - began)
 
 
 # --------------------------------------------------------------------------- engine alone

@@ -1,5 +1,5 @@
 """The host-overhead benchmark's CPU budget (benchmarks/cpu_budget.py): CPU is charged to the
-process role that spent it, and a point's per-step figure takes out the per-request cost."""
+process role that spent it, and scaled to one decode step."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import time
 import psutil
 import pytest
 
-from benchmarks.cpu_budget import CpuSnapshot
-from benchmarks.host_overhead import decode_budget
+from benchmarks.cpu_budget import CpuSnapshot, per_step
 
 BURN_S = 0.5
 # A stand-in server: a parent that sleeps, with a child titled like vLLM's engine core that
@@ -60,13 +59,12 @@ def snap(engine: float, api: float, client: float, busy: float) -> CpuSnapshot:
     return CpuSnapshot({"engine": engine, "api_server": api, "client": client}, busy, cores=2)
 
 
-def test_a_points_budget_is_per_decode_step_without_the_per_request_cost() -> None:
-    # short batch (no decode step): 0.2 s engine, 0.1 s API server; the long batch adds 40
-    # decode steps costing 2 ms engine and 1 ms API server each on top of the same requests.
-    short = (snap(1.0, 1.0, 1.0, 10.0), snap(1.2, 1.1, 1.05, 10.5))
-    long = (snap(2.0, 2.0, 2.0, 20.0), snap(2.0 + 0.2 + 0.08, 2.0 + 0.1 + 0.04, 2.05, 21.0))
-    budget = decode_budget(short, long, steps=40, long_s=1.0)
+def test_a_windows_budget_is_per_decode_step_and_the_cores_busy_fraction() -> None:
+    # 40 decode steps in 1 s: 80 ms engine CPU, 40 ms API server, 4 ms client, 1 s machine-wide
+    before = snap(1.0, 1.0, 1.0, 10.0)
+    after = snap(1.08, 1.04, 1.004, 11.0)
+    budget = per_step(before, after, steps=40, wall_s=1.0)
     assert budget["engine_cpu_ms"] == pytest.approx(2.0)
     assert budget["api_server_cpu_ms"] == pytest.approx(1.0)
-    assert budget["client_cpu_ms"] == pytest.approx(0.0)
+    assert budget["client_cpu_ms"] == pytest.approx(0.1)
     assert budget["cores_busy"] == pytest.approx(0.5)  # 1 s of CPU over 1 s on 2 cores
