@@ -349,3 +349,34 @@ def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]
         got.append(int(out[0, 0].argmax()))
     want = hf_greedy(ids, pixels)
     assert got[: len(want)] == want and len(want) > 4
+
+
+def test_a_decode_is_one_device_step_and_its_deltas_load_is_not_one(
+    qwen: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deltas load is queued ahead of the step as a load (``step=False``), so an emulated
+    decode costs one configured step time, not two."""
+    model, kv = qwen
+    steps: list[bool] = []
+    enqueue = model.mesh_device.enqueue
+
+    def spy(fn: Any, started: float | None = None, step: bool = True) -> Any:
+        steps.append(step)
+        return enqueue(fn, started, step)
+
+    monkeypatch.setattr(model.mesh_device, "enqueue", spy)
+    ids, pixels = request([3], [40, 41])
+    logits, deltas = model.prefill_forward(
+        tokens=torch.tensor([ids], dtype=IDS), page_table=table(1)[None], kv_cache=kv,
+        prompt_lens=[len(ids)], enable_trace=False, empty_slots=[0],
+        pixel_values=[per_image(pixels)[0]], image_grid_thw=[per_image(pixels)[1]],
+    )  # fmt: skip
+    steps.clear()
+    model.decode_forward(
+        tokens=torch.tensor([[int(logits.argmax())], [0], [0], [0]], dtype=IDS),
+        page_table=torch.cat([table(1)[None], torch.zeros((3, WIDTH), dtype=torch.int32)]),
+        kv_cache=kv, start_pos=torch.tensor([len(ids), -1, -1, -1], dtype=IDS),
+        enable_trace=False, read_from_device=True,
+        rope_deltas_all_users=torch.tensor([int(deltas), 0, 0, 0]), **FULL_RELOAD,
+    )  # fmt: skip
+    assert steps == [False, True]  # the load, then the one step

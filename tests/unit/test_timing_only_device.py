@@ -391,3 +391,23 @@ def test_decode_and_prefill_start_the_device_step_at_the_call(
     assert len(started) == len(parsed) == 4
     for began, parse_time in zip(started, parsed, strict=True):
         assert began is not None and began <= parse_time
+
+
+@pytest.mark.parametrize("timing_only", [True, False])
+def test_a_load_keeps_its_queue_place_but_adds_no_step_time(timing_only: bool) -> None:
+    """``enqueue(step=False)`` (the mRoPE model's deltas load) runs in order and completes with
+    no step time of its own, on the timing-only and the full device alike."""
+    step_s = 0.4
+    mesh = EmulatedMeshDevice(NAMED_MESHES["N150"], step_time_s=step_s, timing_only=timing_only)
+    try:
+        order: list[str] = []
+        start = time.perf_counter()
+        mesh.enqueue(lambda: order.append("load"), step=False).result()
+        loaded = time.perf_counter() - start
+        mesh.run(lambda: order.append("step"))
+        stepped = time.perf_counter() - start
+    finally:
+        mesh.close()
+    assert order == ["load", "step"]
+    assert loaded < step_s / 2  # generous: a step would take step_s
+    assert stepped >= step_s

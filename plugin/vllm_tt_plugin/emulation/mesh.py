@@ -149,7 +149,7 @@ class EmulatedMeshDevice:
                 f"emulated mesh {spec.shape} needs {spec.num_devices} device ids, got {ids}"
             )
         self._device_ids = ids
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any], bool] | None] = (
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None  # the "device" starts on first use
@@ -186,25 +186,26 @@ class EmulatedMeshDevice:
 
     # --- the emulated command queue -----------------------------------------------------------
     def enqueue(
-        self, fn: Callable[[], T], started: float | None = None
+        self, fn: Callable[[], T], started: float | None = None, step: bool = True
     ) -> EmulatedEvent[T] | TimedEvent:
         """Run ``fn`` on the device thread after everything enqueued before it. ``started``
         (``time.perf_counter``): when the model call enqueuing it began; on the timing-only
-        device its step counts from then (``_timed``)."""
+        device its step counts from then (``_timed``). ``step=False``: a small host-to-device
+        load, not a device step; it keeps its place in the queue but adds no step time."""
         if self._closed:
             raise RuntimeError("the emulated mesh device is closed")
         if self.timing_only:
-            return self._timed(fn, started)
+            return self._timed(fn, started, step)
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, name="tt-emulated-device", daemon=True
             )
             self._thread.start()
         future: Future[T] = Future()
-        self._queue.put((fn, future))
+        self._queue.put((fn, future, step))
         return EmulatedEvent(future)
 
-    def _timed(self, fn: Callable[[], T], started: float | None) -> TimedEvent:
+    def _timed(self, fn: Callable[[], T], started: float | None, step: bool) -> TimedEvent:
         """Timing-only: compute now, on the caller's thread (device calls come in order from one
         thread, so the state they touch is the same), and complete one step time after the
         device would have started the call. No device thread: Python work there would fight the
@@ -216,7 +217,7 @@ class EmulatedMeshDevice:
             self.step_time_s = self._step_file.step_time_s()
         start = time.perf_counter() if started is None else started
         outcome = _computed_now(fn)
-        self._busy_until = max(self._busy_until, start) + self.step_time_s
+        self._busy_until = max(self._busy_until, start) + (self.step_time_s if step else 0.0)
         return TimedEvent(self._busy_until, outcome)
 
     def run(self, fn: Callable[[], T], started: float | None = None) -> T:
@@ -228,7 +229,7 @@ class EmulatedMeshDevice:
             item = self._queue.get()
             if item is None:
                 return
-            fn, future = item
+            fn, future, step = item
             if not future.set_running_or_notify_cancel():
                 continue
             start = time.perf_counter()
@@ -239,7 +240,8 @@ class EmulatedMeshDevice:
                 continue
             if self._step_file is not None:
                 self.step_time_s = self._step_file.step_time_s()
-            wait_until(start + self.step_time_s)
+            if step:
+                wait_until(start + self.step_time_s)
             future.set_result(result)
 
     def close(self, join_timeout_s: float = 30.0) -> None:

@@ -124,7 +124,9 @@ class DeviceQueue(Protocol):
 
     def run(self, fn: Callable[[], T], started: float | None = None) -> T: ...
 
-    def enqueue(self, fn: Callable[[], Any], started: float | None = None) -> Any: ...
+    def enqueue(
+        self, fn: Callable[[], Any], started: float | None = None, step: bool = True
+    ) -> Any: ...
 
 
 class ReferenceLlamaCore(ReferenceWarmup):

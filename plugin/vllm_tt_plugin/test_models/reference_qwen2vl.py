@@ -329,8 +329,9 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         def load() -> None:
             self._device_deltas = deltas
 
-        # Queued ahead of the step, so an async step already in flight keeps its deltas.
-        self.mesh_device.enqueue(load)
+        # Queued ahead of the step, so an async step already in flight keeps its deltas; a
+        # load, not a device step of its own.
+        self.mesh_device.enqueue(load, step=False)
         out = super().decode_forward(*args, **kwargs)
         self.rope_deltas = deltas
         return out
