@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -271,15 +271,14 @@ def measure_server(
                 if best is None or period < best.period:
                     best = Sample(period, client, phases, cpu, short)
             assert best is not None
-            step, client, phases, (plugin_cpu, vllm_cpu), first_token_s = astuple(best)
-            budget = steady_budget(server, batch, step, first_token_s)
+            phases, (plugin_cpu, vllm_cpu) = best.phases, best.cpu
             yield Row(
                 batch=batch,
                 lanes=lanes,
                 step_ms=step_ms,
                 async_=async_on,
-                decode_step_ms=round(step, 3),
-                client_step_ms=round(client, 3),
+                decode_step_ms=round(best.period, 3),
+                client_step_ms=round(best.client, 3),
                 plugin_ms=round(sum(phases[p.value] for p in PLUGIN_PHASES), 4),
                 vllm_ms=round(sum(phases[p.value] for p in VLLM_PHASES), 4),
                 plugin_cpu_ms=round(plugin_cpu, 4),
@@ -288,7 +287,7 @@ def measure_server(
                     phases[Phase.MODEL_SUBMIT.value] + phases[Phase.READ_BACK.value], 4
                 ),
                 phases_ms={k: round(v, 4) for k, v in phases.items()},
-                cpu_budget=budget,
+                cpu_budget=steady_budget(server, batch, best.period, best.first_token_s),
             )
 
 
