@@ -7,9 +7,11 @@ keyword per processor field (``pixel_values``, ``image_grid_thw``, ...), each a 
 entry per prefill row, the entry being that row's item tensors in prompt order, or ``None`` for a
 row with no item in this chunk. The choice goes by placeholder positions, not by vLLM's
 ``scheduled_encoder_inputs``: vLLM leaves out items whose encoder output its own cache already
-holds (another request with the same image), which a TT model never sees. With vLLM's
-``disable_chunked_mm_input`` an item is never split across chunks; only a prefix-cache hit can
-start a chunk inside an item, whose leading placeholders are then already in the KV cache.
+holds (another request with the same image), which a TT model never sees. vLLM's
+``disable_chunked_mm_input`` keeps a chunk that starts before an item from ending inside it, but
+an item that starts the chunk is cut when the budget is short, and a prefix-cache hit can start
+a chunk inside one: a chunk may start or end inside an item, and the model places the features
+by their offset in it (docs/SCHEDULING.md).
 
 mRoPE models (``model_config.uses_mrope``) return ``(out, rope_deltas)`` from prefill (split
 by ``model_adapter``): the offset between a request's text position and its rotary position

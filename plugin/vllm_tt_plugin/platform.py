@@ -368,7 +368,8 @@ def _gate_on_capabilities(
         logger.info("%s does not declare supports_chunked_prefill: chunked prefill disabled", arch)
         scheduler.enable_chunked_prefill = False
     if scheduler.enable_chunked_prefill:
-        # TT never splits a multimodal item across prefill chunks; vLLM's own switch for it.
+        # Chunks stop before a multimodal item they would cut (vLLM still cuts one that starts
+        # the chunk when the budget is short: docs/SCHEDULING.md).
         scheduler.disable_chunked_mm_input = True
     if not scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < (
         model_config.max_model_len

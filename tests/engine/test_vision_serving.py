@@ -5,8 +5,9 @@ bundled Llama) as `ReferenceLlavaForConditionalGeneration`. Chat requests carry 
 images as data URLs; vLLM's API server expands each image into 16 placeholder tokens, the TT
 runner hands each prefill chunk the pixels of the images it covers, and the model puts the image
 features in place of the placeholders. Greedy tokens must equal transformers' LLaVA on the same
-prompt ids and images, token for token, with chunked prefill (a 32-token budget, so chunks end
-right before images), device sampling with async decode, prefix-cache hits past an image, and
+prompt ids and images, token for token, with chunked prefill (a 32-token budget: chunks end
+right before images, or inside one that starts the chunk when the budget is short), device
+sampling with async decode, prefix-cache hits past an image, and
 the same image in concurrent requests (vLLM's encoder cache would share it; a TT model re-runs
 its encoder per request).
 """

@@ -305,6 +305,37 @@ def test_chunked_prefill_never_splits_a_multimodal_item(make_config: Any, tt_rul
         assert split, f"control run: chunks {chunks} never cut an image"
 
 
+def test_vllm_still_cuts_an_image_that_starts_the_chunk(make_config: Any) -> None:
+    """disable_chunked_mm_input rolls a chunk back only when it starts before the image
+    (vLLM's check is ``num_computed_tokens < offset``): an image that starts the chunk is cut
+    when the step's budget is short, so a TT vision model must place features by their offset
+    in the image (test_reference_vision.py). The vision engine test's schedule: a text prompt
+    and two prompts whose images start at token 3 share a 32-token budget."""
+    config = make_config(max_num_seqs=3, max_model_len=512, max_num_batched_tokens=32)
+    assert config.scheduler_config.disable_chunked_mm_input
+    sched = make_scheduler(config, num_blocks=32)
+    sched.max_num_encoder_input_tokens = 256
+    sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)
+    first, second = mm_request(29, [(3, 16)]), mm_request(46, [(3, 16), (20, 16)])
+    sched.add_request(mm_request(15, []))
+    sched.add_request(first)
+    sched.add_request(second)
+    chunks: dict[str, list[tuple[int, int]]] = {first.request_id: [], second.request_id: []}
+    while second.num_computed_tokens < second.num_prompt_tokens:
+        out = sched.schedule()
+        for req in (first, second):
+            n = out.num_scheduled_tokens.get(req.request_id, 0)
+            if n and req.num_computed_tokens - n < req.num_prompt_tokens:
+                chunks[req.request_id].append(
+                    (req.num_computed_tokens - n, req.num_computed_tokens)
+                )
+        feed_back(sched, out, {})
+    # After the text prompt's 15 tokens both chunks stop before their images; next step the
+    # first prompt takes 26 tokens and the second the 6 left, from its image's first token.
+    assert chunks[first.request_id][:2] == [(0, 3), (3, 29)]
+    assert chunks[second.request_id][:2] == [(0, 3), (3, 9)]
+
+
 def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
     """The grammar backends read disable_any_whitespace from the structured output manager's
     config in the engine core: TTScheduler sets it there (compact JSON cannot loop)."""

@@ -63,6 +63,9 @@ class PrefillRow:
     end: int
     tokens: torch.Tensor  # int64 [end - start]: tokens[row, start_pos:prompt_lens]
     page_rows: tuple[torch.Tensor, ...]  # per group, int32 [W]
+    # tokens[row, :start_pos]: what the KV cache already holds (a vision model counts the
+    # placeholders in it to know where in an image the chunk starts). None when not given.
+    before: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,8 @@ def parse_prefill(
             )
         row_slot = slots[i]
         lane = 0 if row_slot is None else row_slot // geometry.slots_per_lane
-        rows.append(PrefillRow(i, lane, row_slot, start, end, chunk, tuple(t[i] for t in tables)))
+        page_rows = tuple(t[i] for t in tables)
+        rows.append(PrefillRow(i, lane, row_slot, start, end, chunk, page_rows, tokens[i, :start]))
     return PrefillBatch(
         rows=tuple(rows), sampling_params=_params(sampling_params, batch, geometry, what)
     )

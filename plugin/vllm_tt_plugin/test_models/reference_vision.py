@@ -126,7 +126,7 @@ class ReferenceLlavaForConditionalGeneration(ReferenceLlamaForCausalLM):
         super().__init__(*args, **kwargs)
         self.image_encoder: LlavaImageEncoder | None = None
         self.image_token_id = -1
-        self._pending_features: dict[int, torch.Tensor] = {}
+        self._pending_features: dict[int, torch.Tensor] = {}  # row -> [images, rows, hidden]
         self.images_encoded = 0  # tests read it
 
     @classmethod
@@ -151,7 +151,7 @@ class ReferenceLlavaForConditionalGeneration(ReferenceLlamaForCausalLM):
                 if images:
                     batch = torch.stack([torch.as_tensor(image) for image in images])
                     assert self.image_encoder is not None, "initialize_vllm_model builds it"
-                    features[row] = self.image_encoder(batch).flatten(0, 1)
+                    features[row] = self.image_encoder(batch)  # [images, rows, hidden]
                     self.images_encoded += len(images)
         self._pending_features = features
         try:
@@ -162,23 +162,31 @@ class ReferenceLlavaForConditionalGeneration(ReferenceLlamaForCausalLM):
     def _prefill_embeds(self, row: PrefillRow) -> torch.Tensor | None:
         placeholders = row.tokens == self.image_token_id
         count = int(placeholders.sum())
-        features = self._pending_features.get(row.index)
-        if features is None:
+        images = self._pending_features.get(row.index)
+        if images is None:
             if count:
                 raise ReferenceModelError(
                     f"prefill_forward row {row.index}: {count} image placeholder(s) in "
                     f"[{row.start}, {row.end}) but no pixel_values for them"
                 )
             return None
-        if count > features.shape[0]:
+        # Every image handed to the chunk overlaps it, and the chunk may start or end inside
+        # one: a prefix-cache hit ends anywhere, and vLLM's disable_chunked_mm_input still cuts
+        # an image whose first token starts the chunk when the step's budget is short
+        # (docs/SCHEDULING.md). Each image has the same number of placeholders, so the
+        # placeholders already in the KV cache, modulo that number, are the rows of the first
+        # image that an earlier chunk (or the cache) placed.
+        per_image = int(images.shape[1])
+        before = 0 if row.before is None else int((row.before == self.image_token_id).sum())
+        skip = before % per_image
+        features = images.flatten(0, 1)
+        if skip + count > features.shape[0]:
             raise ReferenceModelError(
-                f"prefill_forward row {row.index}: {count} image placeholders but features for "
-                f"{features.shape[0]}"
+                f"prefill_forward row {row.index}: {count} image placeholders from image row "
+                f"{skip} on, but features for {features.shape[0]} rows"
             )
         embeds = self.decoder.weights.embed[row.tokens].clone()
-        # A prefix-cache hit can end inside the first image: its leading placeholders are
-        # already in the KV cache, so the chunk holds the last ``count`` feature rows.
-        embeds[placeholders] = features[features.shape[0] - count :].to(embeds.dtype)
+        embeds[placeholders] = features[skip : skip + count].to(embeds.dtype)
         return embeds
 
 
