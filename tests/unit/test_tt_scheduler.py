@@ -266,16 +266,20 @@ def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
     )
 
 
-def prefill_chunks(sched: TTScheduler, req: Request) -> list[tuple[int, int]]:
-    """Run the request's prefill to completion; the [start, end) token range of each chunk."""
-    sched.add_request(req)
-    chunks = []
-    while req.num_computed_tokens < req.num_prompt_tokens:
-        start = req.num_computed_tokens
+def prefill_chunks(sched: TTScheduler, *reqs: Request) -> list[list[tuple[int, int]]]:
+    """Add the requests (in order) and run until every prompt is computed; per request, the
+    [start, end) token range of each of its prefill chunks."""
+    for req in reqs:
+        sched.add_request(req)
+    chunks: list[list[tuple[int, int]]] = [[] for _ in reqs]
+    while any(req.num_computed_tokens < req.num_prompt_tokens for req in reqs):
         out = sched.schedule()
-        n = out.num_scheduled_tokens.get(req.request_id, 0)
-        assert n > 0, f"prefill stalled at {start}"
-        chunks.append((start, start + n))
+        assert out.total_num_scheduled_tokens > 0, f"prefill stalled: {chunks}"
+        for req, spans in zip(reqs, chunks, strict=True):
+            n = out.num_scheduled_tokens.get(req.request_id, 0)
+            end = req.num_computed_tokens  # schedule() advanced it
+            if n and end - n < req.num_prompt_tokens:
+                spans.append((end - n, end))
         feed_back(sched, out, {})
     return chunks
 
@@ -294,7 +298,7 @@ def test_chunked_prefill_never_splits_a_multimodal_item(make_config: Any, tt_rul
     sched.max_num_encoder_input_tokens = 256
     sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)
     items = [(50, 40), (100, 60), (170, 20)]
-    chunks = prefill_chunks(sched, mm_request(220, items))
+    (chunks,) = prefill_chunks(sched, mm_request(220, items))
     assert chunks[-1][1] == 220 and all(a[1] == b[0] for a, b in itertools.pairwise(chunks))
     cuts = {end for _, end in chunks[:-1]}
     split = [(o, n) for o, n in items if any(o < c < o + n for c in cuts)]
@@ -317,23 +321,11 @@ def test_vllm_still_cuts_an_image_that_starts_the_chunk(make_config: Any) -> Non
     sched.max_num_encoder_input_tokens = 256
     sched.encoder_cache_manager = EncoderCacheManager(cache_size=256)
     first, second = mm_request(29, [(3, 16)]), mm_request(46, [(3, 16), (20, 16)])
-    sched.add_request(mm_request(15, []))
-    sched.add_request(first)
-    sched.add_request(second)
-    chunks: dict[str, list[tuple[int, int]]] = {first.request_id: [], second.request_id: []}
-    while second.num_computed_tokens < second.num_prompt_tokens:
-        out = sched.schedule()
-        for req in (first, second):
-            n = out.num_scheduled_tokens.get(req.request_id, 0)
-            if n and req.num_computed_tokens - n < req.num_prompt_tokens:
-                chunks[req.request_id].append(
-                    (req.num_computed_tokens - n, req.num_computed_tokens)
-                )
-        feed_back(sched, out, {})
+    _, first_chunks, second_chunks = prefill_chunks(sched, mm_request(15, []), first, second)
     # After the text prompt's 15 tokens both chunks stop before their images; next step the
     # first prompt takes 26 tokens and the second the 6 left, from its image's first token.
-    assert chunks[first.request_id][:2] == [(0, 3), (3, 29)]
-    assert chunks[second.request_id][:2] == [(0, 3), (3, 9)]
+    assert first_chunks[:2] == [(0, 3), (3, 29)]
+    assert second_chunks[:2] == [(0, 3), (3, 9)]
 
 
 def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:

@@ -171,7 +171,7 @@ class ReferenceLlavaForConditionalGeneration(ReferenceLlamaForCausalLM):
                 )
             return None
         # Every image handed to the chunk overlaps it, and the chunk may start or end inside
-        # one: a prefix-cache hit ends anywhere, and vLLM's disable_chunked_mm_input still cuts
+        # one: a prefix-cache hit can end inside an image, and vLLM's disable_chunked_mm_input cuts
         # an image whose first token starts the chunk when the step's budget is short
         # (docs/SCHEDULING.md). Each image has the same number of placeholders, so the
         # placeholders already in the KV cache, modulo that number, are the rows of the first
