@@ -8,7 +8,7 @@ request: vLLM's V1 scheduler does not send back the tokens it already got from t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,16 +122,23 @@ class LaneSlots:
             if owner == req_id:
                 self.owner[slot] = None
 
-    def compaction(self) -> list[int] | None:
-        """Gather permutation moving owned slots to the front (stable); None if already packed.
+    def compaction(self, idle: Collection[str] = ()) -> list[int] | None:
+        """Gather permutation moving the owned slots to the front, those of ``idle`` owners
+        behind the others (each group stable); None if nothing would move.
 
-        ``remap[i] = j``: after the move, slot i holds what slot j held.
+        An idle owner is one that is done decoding but still holds its slot: under vLLM's async
+        scheduling a request that reached ``max_tokens`` leaves the steps a step before vLLM
+        reports it finished and its slot is freed. In front it would leave a hole after its
+        release that no later layout change compacts. ``remap[i] = j``: after the move, slot i
+        holds what slot j held.
         """
-        owned = [slot for slot, owner in enumerate(self.owner) if owner is not None]
-        if owned == list(range(len(owned))):
+        owners = self.owner
+        active = [slot for slot, o in enumerate(owners) if o is not None and o not in idle]
+        if active == list(range(len(active))):
             return None
-        free = [slot for slot, owner in enumerate(self.owner) if owner is None]
-        return owned + free
+        behind = [slot for slot, o in enumerate(owners) if o is not None and o in idle]
+        free = [slot for slot, o in enumerate(owners) if o is None]
+        return active + behind + free
 
     def apply(self, remap: list[int]) -> None:
         self.owner = [self.owner[j] for j in remap]

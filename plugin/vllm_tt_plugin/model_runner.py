@@ -484,14 +484,14 @@ class TTModelRunner:
         return output
 
     # --- decode -------------------------------------------------------------------------------
-    def _plan_remap(self) -> tuple[int, ...] | None:
+    def _plan_remap(self, idle: set[str]) -> tuple[int, ...] | None:
         if self.contract_version < 1:
             return None  # legacy models never see their slots move
         remap: list[int] = []
         moved = False
         for lane, lane_slots in enumerate(self.batch.slots):
             base = lane * self.seqs_per_lane
-            local = lane_slots.compaction()
+            local = lane_slots.compaction(idle)
             moved |= local is not None
             remap.extend(base + j for j in (local or range(lane_slots.capacity)))
         return tuple(remap) if moved else None
@@ -522,7 +522,16 @@ class TTModelRunner:
         )
         remap = None
         if current_layout != self.planner.view.layout:
-            remap = self._plan_remap()
+            # Owners left out of a decode step after their prompt: done decoding, not yet
+            # freed (LaneSlots.compaction). One still prefilling keeps its slot.
+            idle = {
+                s.req_id
+                for s in current
+                if s is not None
+                and s.req_id not in scheduled
+                and s.num_computed_tokens >= s.num_prompt_tokens
+            }
+            remap = self._plan_remap(idle)
         slot_states = current if remap is None else [current[j] for j in remap]
         active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
         slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}

@@ -11,7 +11,7 @@ slot moves as requests finish and join. Greedy tokens must equal transformers'
 decode, with the same image in concurrent requests, after preemption (a resumed request is
 prefilled again with its generated tokens, so its positions come from the whole sequence), and
 with the chunked-prefill capability variant under a 32-token budget (each chunk's positions
-continue the request's earlier chunks; images are never split).
+continue the request's earlier chunks, also across a cut inside an image).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import requests
 import torch
 
 from tests.conftest import REPO
-from tests.engine.harness import metric, runner_stats, serve
+from tests.engine.harness import Stream, metric, runner_stats, serve
 from tests.engine.images import data_url, image
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
@@ -41,7 +41,12 @@ ARGS = ["--max-num-seqs", "4", "--max-model-len", "512", "--limit-mm-per-prompt"
 
 
 def chat(
-    url: str, model: str, images: list[int], text: str, max_tokens: int = MAX_TOKENS
+    url: str,
+    model: str,
+    images: list[int],
+    text: str,
+    max_tokens: int = MAX_TOKENS,
+    **params: Any,
 ) -> dict[str, Any]:
     content: list[dict[str, Any]] = [
         {"type": "image_url", "image_url": {"url": data_url(image(seed))}} for seed in images
@@ -53,6 +58,7 @@ def chat(
         "max_tokens": max_tokens,
         "temperature": 0,
         "return_token_ids": True,
+        **params,
     }
     r = requests.post(f"{url}/v1/chat/completions", json=body, timeout=300)
     assert r.status_code == 200, r.text
@@ -79,16 +85,23 @@ def hf_inputs(prompt_ids: list[int], images: list[int]) -> dict[str, Any]:
     return inputs
 
 
-def hf_greedy(prompt_ids: list[int], images: list[int], max_tokens: int) -> list[int]:
+def hf_greedy(
+    prompt_ids: list[int], images: list[int], max_tokens: int, ignore_eos: bool = False
+) -> list[int]:
     """transformers' Qwen2-VL on the prompt ids vLLM built (placeholders already expanded)."""
     _, model = hf()
+    eos = model.generation_config.eos_token_id
     with torch.no_grad():
         out = model.generate(
-            **hf_inputs(prompt_ids, images), max_new_tokens=max_tokens, do_sample=False
+            **hf_inputs(prompt_ids, images),
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            eos_token_id=None if ignore_eos else eos,
         )
     generated = out[0, len(prompt_ids) :].tolist()
-    eos = model.generation_config.eos_token_id
-    return generated[: generated.index(eos) + 1] if eos in generated else generated
+    if ignore_eos or eos not in generated:
+        return generated
+    return generated[: generated.index(eos) + 1]
 
 
 def hf_rope_delta(prompt_ids: list[int], images: list[int]) -> int:
@@ -117,6 +130,7 @@ def check_parity(
     requests_plan: list[tuple[list[int], str]],
     results: list[dict[str, Any]],
     max_tokens: int = MAX_TOKENS,
+    ignore_eos: bool = False,
 ) -> list[int]:
     """Every result equals transformers; returns each request's rope delta."""
     config = json.loads((MODEL / "config.json").read_text())
@@ -126,7 +140,7 @@ def check_parity(
         grids = processor([image(s) for s in images])["image_grid_thw"] if images else []
         placeholders = sum(int(torch.as_tensor(g).prod()) // 4 for g in grids)
         assert got["prompt"].count(config["image_token_id"]) == placeholders, f"request {i}"
-        want = hf_greedy(got["prompt"], images, max_tokens)
+        want = hf_greedy(got["prompt"], images, max_tokens, ignore_eos)
         if got["tokens"] != want:
             bad.append(f"request {i} ({len(images)} image(s)): {got['tokens']} != HF {want}")
         deltas.append(hf_rope_delta(got["prompt"], images))
@@ -142,6 +156,22 @@ def run_all(
         return [job.result() for job in jobs]
 
 
+# The slot move: a text request decodes in slot 0, the two-image request joins in slot 1 and
+# outlives it, so the runner compacts it into slot 0 and its rope delta must move with it.
+# `ignore_eos` (here and in HF) keeps EOS from ending the image request first; `min_tokens`
+# would not do: it samples on the host, whose steps reload every slot instead of moving them.
+FIRST_TOKENS, MOVED_TOKENS = 96, 240
+
+
+def run_slot_move(url: str, model: str) -> tuple[dict[str, Any], Stream]:
+    first = Stream(url, prompt=list(range(3, 40)), max_tokens=FIRST_TOKENS).start()
+    assert first.first_token.wait(120), f"the slot-0 request never streamed: {first.error}"
+    moved = chat(url, model, [5, 105], TEXTS[0], MOVED_TOKENS, ignore_eos=True)
+    first.join(120)
+    assert first.outcome == "done", (first.outcome, first.error)
+    return moved, first
+
+
 def test_qwen2vl_parity_device_sampling_async_concurrent() -> None:
     if not (MODEL / "config.json").is_file():
         pytest.fail(f"{MODEL} is missing: run `python tools/make_qwen2vl_checkpoint.py`")
@@ -149,12 +179,23 @@ def test_qwen2vl_parity_device_sampling_async_concurrent() -> None:
     args = [*ARGS, "--async-scheduling"]
     with serve(model=MODEL, tt={"sample_on_device_mode": "all"}, vllm_args=args) as server:
         results = run_all(server.url, server.model_name, requests_plan)
+        remaps_before = metric(server.url, "tt_slot_remaps_total")
+        moved, first = run_slot_move(server.url, server.model_name)
+        remaps_after = metric(server.url, "tt_slot_remaps_total")
+    stats = runner_stats(server)[0]
     deltas = check_parity(requests_plan, results)
     # The images' grids give several distinct nonzero deltas: decode positions depend on them.
     assert len({d for d in deltas if d}) >= 3, deltas
-    stats = runner_stats(server)[0]
     assert stats["device_sampled_steps"] > 0 and stats["overlapped_decodes"] > 0
-    assert stats["slot_remaps"] > 0, "no decode slot moved: the deltas never had to follow"
+    # The move is only certain if the image request was decoding before the first one ended.
+    assert remaps_after > remaps_before, (
+        f"no decode slot moved: the {FIRST_TOKENS}-token request ended "
+        f"{first.ended_at - first.events[0]:.2f} s after its first token, before the image "
+        "request decoded beside it"
+    )
+    move_plan = [([5, 105], TEXTS[0])]
+    (delta,) = check_parity(move_plan, [moved], MOVED_TOKENS, ignore_eos=True)
+    assert delta != 0, "the moved request's delta is 0: a wrong delta would go unseen"
 
 
 def test_qwen2vl_parity_after_preemption() -> None:
@@ -174,7 +215,8 @@ def test_qwen2vl_parity_after_preemption() -> None:
 
 def test_qwen2vl_chunked_prefill_variant_parity() -> None:
     """tt-metal's Qwen2.5-VL prefills whole prompts; the chunked variant proves the plugin's
-    chunked mRoPE path: chunks end before images, each returns the delta after it."""
+    chunked mRoPE path: each chunk continues the positions (inside an image too) and returns
+    the delta after it."""
     requests_plan = plan()[:9]
     override = (
         "TTReferenceQwen2VLForConditionalGeneration="

@@ -56,6 +56,23 @@ def test_compaction_is_a_stable_gather_permutation() -> None:
     assert slots.compaction() is None
 
 
+def test_compaction_puts_idle_owners_behind_the_others() -> None:
+    # "a" reached max_tokens in a step vLLM's async scheduler has not reported: it still owns
+    # slot 0 but decodes no more.
+    slots = LaneSlots(4)
+    slots.owner = ["a", "b", None, "c"]
+    remap = slots.compaction(idle={"a"})
+    assert remap is not None
+    slots.apply(remap)
+    assert slots.owner == ["b", "c", "a", None]
+    # Its release a step later leaves the others packed: nothing more to move.
+    slots.release("a")
+    assert slots.compaction() is None
+    # The others already in front: an idle owner behind them moves nothing.
+    slots.owner = ["b", "a", None, None]
+    assert slots.compaction(idle={"a"}) is None
+
+
 def test_global_slots_across_lanes() -> None:
     batch = TTInputBatch(lanes=2, seqs_per_lane=3, max_blocks_per_req=4)
     a, b = state("a", [1], lane=0), state("b", [1], lane=1)
