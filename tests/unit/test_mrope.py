@@ -14,10 +14,12 @@ from vllm_tt_plugin.test_models.mrope import (
     MRopeError,
     MRopeLayout,
     MRopeRotary,
+    RopeCursor,
     decode_positions,
     mrope_cos_sin,
     next_position,
     rope_index,
+    rope_span,
 )
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
@@ -74,6 +76,29 @@ def test_rope_index_equals_transformers(grids: list[Any], texts: list[int]) -> N
         assert torch.equal(got, torch.arange(len(ids)).expand(3, -1)) and delta == 0
     if any(h != w for _, h, w in grids):
         assert delta != 0  # the deltas under test are not trivially zero
+
+
+@pytest.mark.parametrize("cuts", [[3], [5, 9], [4, 5, 6, 7], [2, 11, 15, 16, 20]])
+def test_spans_cut_anywhere_continue_the_whole_sequence(cuts: list[int]) -> None:
+    """Consecutive spans (cut inside images too), each given the grids of the images it
+    overlaps and the cursor the previous one left, give the whole sequence's positions."""
+    grids = [(1, 4, 6), (1, 6, 4)]  # 6 placeholders each
+    ids = prompt(grids, [3, 1, 2])
+    pad = layout().image_token_id
+    spans = [(4, 10), (13, 19)]
+    assert [i for i, t in enumerate(ids) if t == pad] == [*range(4, 10), *range(13, 19)]
+    whole, _ = rope_index(torch.tensor(ids), grids, layout())
+    parts, cursor = [], RopeCursor()
+    for start, end in zip([0, *cuts], [*cuts, len(ids)], strict=True):
+        overlapped = [
+            g for g, (lo, hi) in zip(grids, spans, strict=True) if lo < end and start < hi
+        ]
+        part, cursor = rope_span(torch.tensor(ids[start:end]), overlapped, layout(), cursor)
+        parts.append(part)
+    assert torch.equal(torch.cat(parts, dim=1), whole)
+    assert cursor == RopeCursor(int(whole.max()) + 1)
+    with pytest.raises(MRopeError, match=r"needs more placeholders than the sequence's last 2"):
+        rope_index(torch.tensor(ids[:6]), grids[:1], layout())
 
 
 def test_placeholders_must_match_the_grids() -> None:

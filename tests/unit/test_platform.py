@@ -128,7 +128,7 @@ def test_chunked_prefill_kept_for_capable_model_and_budget_untouched(make_config
     config = make_config(max_num_batched_tokens=512)
     assert config.scheduler_config.enable_chunked_prefill
     assert config.scheduler_config.max_num_batched_tokens == 512
-    # multimodal items are never split across chunks
+    # a chunk that starts before an image ends before it (one that starts at it can cut it)
     assert config.scheduler_config.disable_chunked_mm_input
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,18 +311,52 @@ def test_misuse_is_refused(qwen: tuple[Any, Any]) -> None:
         )
 
 
+def image_spans(ids: list[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each image's placeholders in a prompt."""
+    image = hf_model().config.image_token_id
+    starts = [i for i, t in enumerate(ids) if t == image and (i == 0 or ids[i - 1] != image)]
+    return [(a, next(j for j in range(a, len(ids) + 1) if j == len(ids) or ids[j] != image))
+            for a in starts]  # fmt: skip
+
+
+# Where the chunks of a two-image prompt end, as fractions of the way through each image
+# ("b" = before, "a" = after it): outside the images, inside the first (vLLM cuts an image that
+# starts a chunk when the step's budget is short, docs/SCHEDULING.md), at and inside both.
+CHUNK_CUTS = [("a0", "a1"), ("0.5", "a0", "1.25"), ("b0", "0.75", "1.5"), ("0.25", "0.5", "1.75")]
+
+
+def cut_points(ids: list[int], cuts: tuple[str, ...]) -> list[int]:
+    spans = image_spans(ids)
+    points = []
+    for cut in cuts:
+        if cut[0] in "ab":
+            lo, hi = spans[int(cut[1:])]
+            points.append(lo - 1 if cut[0] == "b" else hi + 1)
+        else:
+            image, fraction = divmod(float(cut), 1.0)
+            lo, hi = spans[int(image)]
+            points.append(lo + max(1, int((hi - lo) * fraction)))
+    return [*points, len(ids) - 3, len(ids)]
+
+
+@pytest.mark.parametrize("cuts", CHUNK_CUTS, ids="-".join)
 @pytest.mark.parametrize("qwen", [ReferenceQwen2VLChunkedPrefill], indirect=True)
-def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]) -> None:
-    """Three chunks cut outside the images (one image in the first, one in the second): each
-    returns the delta after its end, the last one the request's, and greedy decode equals
-    transformers'."""
+def test_chunked_variant_continues_positions_across_chunks(
+    qwen: tuple[Any, Any], cuts: tuple[str, ...]
+) -> None:
+    """Chunks cut outside and inside the images, each handed every image it overlaps (as the
+    runner does): each returns the delta after its end, the last one the request's, and greedy
+    decode equals transformers'."""
     model, kv = qwen
     ids, pixels = request([3, 4], [200, 201, 202, 203])
     images, grids = per_image(pixels)
-    first_end = ids.index(hf_model().config.vision_end_token_id) + 1
-    cuts = [(0, first_end, [0]), (first_end, len(ids) - 3, [1]), (len(ids) - 3, len(ids), [])]
+    spans = image_spans(ids)
+    assert len(spans) == 2 and all(hi - lo > 4 for lo, hi in spans)
+    points = cut_points(ids, cuts)
+    assert points == sorted(set(points)), points
     deltas = []
-    for start, end, items in cuts:
+    for start, end in itertools.pairwise([0, *points]):
+        items = [i for i, (lo, hi) in enumerate(spans) if lo < end and start < hi]
         logits, delta = model.prefill_forward(
             tokens=torch.tensor([ids[:end]], dtype=IDS),  # from position 0, as v2 sends
             page_table=table(1)[None], kv_cache=kv, prompt_lens=[end], enable_trace=False,
@@ -336,7 +371,7 @@ def test_chunked_variant_continues_positions_across_chunks(qwen: tuple[Any, Any]
         mm_token_type_ids=(input_ids == hf_model().config.image_token_id).int(),
         image_grid_thw=pixels["image_grid_thw"],
     )
-    assert deltas[1] == deltas[2] == int(want_delta) != deltas[0] != 0
+    assert deltas[-2] == deltas[-1] == int(want_delta) != 0
     got = [int(logits.argmax())]
     for step in range(1, STEPS):
         out, _ = model.decode_forward(

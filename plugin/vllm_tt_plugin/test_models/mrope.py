@@ -64,28 +64,34 @@ class MRopeLayout:
         return t * (h // self.spatial_merge_size) * (w // self.spatial_merge_size)
 
 
-def rope_index(
+@dataclass(frozen=True)
+class RopeCursor:
+    """Where a span's rotary positions start: ``position`` is where the next text token goes,
+    or, with ``image_done`` > 0, the start of the image the span starts inside, of which
+    ``image_done`` placeholders came before the span."""
+
+    position: int = 0
+    image_done: int = 0
+
+
+def rope_span(
     input_ids: torch.Tensor,
     image_grid_thw: Sequence[Sequence[int]],
     layout: MRopeLayout,
-    offset: int = 0,
-) -> tuple[torch.Tensor, int]:
-    """Rotary positions ``[3, T]`` (int64) of a span of tokens, and the rope delta it adds.
-
-    ``input_ids``: the whole sequence from position 0, or a later span that starts outside any
-    image, ``offset`` being the rotary position its first token gets; ``image_grid_thw``: the
-    ``(t, h, w)`` patch grid of each image whose placeholders the span holds, in prompt order.
-    Each run of image tokens is consumed image by image, so the placeholders must add up exactly
-    to the grids. The delta is ``last position + 1 - offset - span length``: for a whole
-    sequence, the request's rope delta.
-    """
+    cursor: RopeCursor = RopeCursor(),
+) -> tuple[torch.Tensor, RopeCursor]:
+    """Rotary positions ``[3, T]`` (int64) of a span of tokens that may start and end inside an
+    image, and the cursor after it. ``image_grid_thw``: the ``(t, h, w)`` patch grid of each
+    image the span holds placeholders of, in prompt order (the one it starts inside first).
+    Each run of image tokens is consumed image by image: the placeholders must match the grids,
+    except that the span may stop before its last image is complete."""
     ids = input_ids.reshape(-1).tolist()
     grids = [tuple(int(x) for x in grid) for grid in image_grid_thw]
     merge = layout.spatial_merge_size
     columns: list[torch.Tensor] = []
-    pos, i, image = 0, 0, 0
+    pos, done, i, image = cursor.position, cursor.image_done, 0, 0
     while i < len(ids):
-        if ids[i] != layout.image_token_id:
+        if ids[i] != layout.image_token_id and not done:
             j = i
             while j < len(ids) and ids[j] != layout.image_token_id:
                 j += 1
@@ -99,26 +105,53 @@ def rope_index(
             )
         t, h, w = grids[image][0], grids[image][1] // merge, grids[image][2] // merge
         count = t * h * w
-        if ids[i : i + count] != [layout.image_token_id] * count:
+        take = min(count - done, len(ids) - i)
+        if ids[i : i + take] != [layout.image_token_id] * take:
             raise MRopeError(
-                f"image {image} (grid {list(grids[image])}) needs {count} placeholders from "
-                f"position {i}, the sequence has fewer"
+                f"image {image} (grid {list(grids[image])}) needs {count - done} placeholders "
+                f"from position {i}, the sequence has fewer"
             )
         tt, hh, ww = torch.meshgrid(
             torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij"
         )
-        columns.append(torch.stack([tt, hh, ww]).reshape(3, -1) + pos)
-        pos += max(h, w)
-        i += count
-        image += 1
-    if image != len(grids):
+        columns.append(torch.stack([tt, hh, ww]).reshape(3, -1)[:, done : done + take] + pos)
+        i, done = i + take, done + take
+        if done == count:
+            pos, done, image = pos + max(h, w), 0, image + 1
+    if image + (1 if done else 0) != len(grids):
         raise MRopeError(
             f"{len(grids)} image grid(s) given but the sequence holds placeholders for {image}"
         )
     if not columns:
-        return torch.zeros((3, 0), dtype=torch.int64), 0
-    positions = torch.cat(columns, dim=1).to(torch.int64) + offset
-    return positions, int(positions.max()) + 1 - offset - len(ids)
+        return torch.zeros((3, 0), dtype=torch.int64), cursor
+    return torch.cat(columns, dim=1).to(torch.int64), RopeCursor(pos, done)
+
+
+def rope_index(
+    input_ids: torch.Tensor,
+    image_grid_thw: Sequence[Sequence[int]],
+    layout: MRopeLayout,
+    offset: int = 0,
+) -> tuple[torch.Tensor, int]:
+    """Rotary positions ``[3, T]`` (int64) of a span of whole images and text, and the rope
+    delta it adds.
+
+    ``input_ids``: the whole sequence from position 0, or a later span that starts outside any
+    image, ``offset`` being the rotary position its first token gets; ``image_grid_thw``: the
+    ``(t, h, w)`` patch grid of each image whose placeholders the span holds, in prompt order.
+    The placeholders must add up exactly to the grids. The delta is ``last position + 1 -
+    offset - span length``: for a whole sequence, the request's rope delta.
+    """
+    positions, after = rope_span(input_ids, image_grid_thw, layout, RopeCursor(offset))
+    if after.image_done:
+        grid = list(image_grid_thw[-1])
+        raise MRopeError(
+            f"image {len(image_grid_thw) - 1} (grid {grid}) needs more placeholders than the "
+            f"sequence's last {after.image_done}, the sequence has fewer"
+        )
+    if not positions.numel():
+        return positions, 0
+    return positions, int(positions.max()) + 1 - offset - int(positions.shape[1])
 
 
 def next_position(positions: torch.Tensor, offset: int) -> int:

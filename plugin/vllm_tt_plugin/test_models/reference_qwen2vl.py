@@ -57,9 +57,10 @@ from vllm_tt_plugin.test_models.mrope import (
     MRopeError,
     MRopeLayout,
     MRopeRotary,
+    RopeCursor,
     decode_positions,
     next_position,
-    rope_index,
+    rope_span,
 )
 from vllm_tt_plugin.test_models.qwen2vl_processing import (
     IMAGE_PLACEHOLDER,
@@ -154,8 +155,8 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
         # One prefill call's rows: image grids and features (host), deltas (device).
         self._pending: dict[int, tuple[list[list[int]], torch.Tensor | None]] = {}
         self._prefill_deltas: dict[int, int] = {}
-        # (lane, first block) -> (chunk end, next rotary position): where a chunk continues.
-        self._rope_next: dict[tuple[int, int], tuple[int, int]] = {}
+        # (lane, first block) -> (chunk end, rotary cursor after it): where a chunk continues.
+        self._rope_next: dict[tuple[int, int], tuple[int, RopeCursor]] = {}
         self.images_encoded = 0  # tests read it
 
     @classmethod
@@ -293,27 +294,32 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
             return None
         grids, features = pending
         key = (row.lane, int(row.page_rows[0][0]))
-        offset = 0
+        cursor = RopeCursor()
         if row.start:
-            end, offset = self._rope_next.get(key, (None, 0))
+            end, cursor = self._rope_next.get(key, (None, cursor))
             if end != row.start:
                 raise ReferenceModelError(
                     f"prefill_forward row {row.index}: start_pos={row.start} does not continue "
                     "a chunk of this request, so its rotary positions are unknown"
                 )
         try:
-            positions, _ = rope_index(row.tokens, grids, self.layout, offset)
+            # vLLM may end a chunk inside an image (docs/SCHEDULING.md): the next chunk is
+            # handed that image again and continues inside it from the cursor.
+            positions, after = rope_span(row.tokens, grids, self.layout, cursor)
         except MRopeError as exc:
             raise ReferenceModelError(f"prefill_forward row {row.index}: {exc}") from exc
-        after = next_position(positions, offset)
         self._rope_next[key] = (row.end, after)
-        self._prefill_deltas[row.index] = after - row.end
+        self._prefill_deltas[row.index] = next_position(positions, cursor.position) - row.end
         self.rotary.prepare(positions)
         if features is None:
-            return None  # rope_index matched the placeholders to the grids: none here
+            return None  # rope_span matched the placeholders to the grids: none here
         placeholders = row.tokens == self.layout.image_token_id
+        count = int(placeholders.sum())
         embeds = self.decoder.weights.embed[row.tokens].clone()
-        embeds[placeholders] = features.to(embeds.dtype)
+        # The handed images' features, less the rows of the first one earlier chunks placed.
+        embeds[placeholders] = features[cursor.image_done : cursor.image_done + count].to(
+            embeds.dtype
+        )
         return embeds
 
     # --- decode ------------------------------------------------------------------------------
@@ -364,9 +370,10 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
 class ReferenceQwen2VLChunkedPrefill(ReferenceQwen2VLForConditionalGeneration):
     """Capability variant with token-chunked prefill (tt-metal's Qwen2.5-VL has none), for the
     plugin's chunked mRoPE path: each chunk's rotary positions continue from where the
-    request's previous chunk left them, and every chunk returns the delta after its end (the
-    final chunk's is the request's). Still no prefix caching: a cache hit would start a request
-    at positions that depend on images this model never saw. Select it with
+    request's previous chunk left them (inside an image too: vLLM can cut one), and every
+    chunk returns the delta after its end (the final chunk's is the request's). Still no
+    prefix caching: a cache hit would start a request at positions that depend on images this
+    model never saw. Select it with
     ``TT_MODEL_CLASS_OVERRIDES="TTReferenceQwen2VLForConditionalGeneration=vllm_tt_plugin.
     test_models.reference_qwen2vl:ReferenceQwen2VLChunkedPrefill"``."""
 
