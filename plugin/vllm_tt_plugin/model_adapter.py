@@ -390,10 +390,19 @@ class ModelAdapter:
         return {form.value: [tables[g] for g in layer_groups]}
 
     # --- decode --------------------------------------------------------------------------------
-    def submit_decode(self, call: DecodeCall, read_back: bool = False) -> DecodeSubmission:
-        """``decode_forward(read_from_device=False)``. With ``read_back`` (a synchronous step)
-        the same device call also runs ``process_decode_output_host`` on the result: one
-        watchdog hand-off per step instead of two."""
+    def submit_decode(
+        self,
+        call: DecodeCall,
+        read_back: bool = False,
+        previous: DecodeSubmission | None = None,
+    ) -> DecodeSubmission:
+        """``decode_forward(read_from_device=False)``, one watchdog hand-off for the step:
+
+        - ``read_back`` (a synchronous step): the same device call also runs
+          ``process_decode_output_host`` on the result;
+        - ``previous`` (an overlapped step submitted before this one and not read yet): after
+          the submit, the same call reads that step back (``read_decode``'s async path),
+          which vLLM's engine asks for right after this submit (``step_with_batch_queue``)."""
         kwargs: dict[str, Any] = {
             "tokens": call.tokens,
             "page_table": call.page_tables[0],
@@ -420,11 +429,14 @@ class ModelAdapter:
         model = self.model
         batch = call.rows if call.rows is not None else int((call.start_pos >= 0).sum())
         read_now = read_back and self._read_back
+        read_previous = previous if previous is not None and self._read_back else None
         submitted = [0]
 
         def run() -> tuple[Any, Any]:
             raw = model.decode_forward(**kwargs)
             submitted[0] = time.perf_counter_ns()
+            if read_previous is not None:
+                self._read_overlapped(read_previous)
             if not read_now:
                 return raw, None
             # read_now: load() found both read-back methods on the instance.
@@ -445,24 +457,50 @@ class ModelAdapter:
         raw output. A model without ``read_decode_output`` returned host tensors already."""
         out = submission.raw
         if submission.read_back:
-            out = submission.host_output  # read back by the submitting call
+            out = submission.host_output  # read back by the submitting (or the next) call
+        elif self._read_back and overlapped:
+            self._on_device(
+                "decode read-back",
+                "read_decode_output",
+                submission.batch_size,
+                False,
+                lambda: self._read_overlapped(submission),
+            )
+            out = submission.host_output
         elif self._read_back:
             # load() found both read-back methods on the instance.
             model = cast("TTAsyncReadback", self.model)
-
-            def read_back() -> Any:
-                raw = submission.raw
-                if overlapped:
-                    raw, events = model.read_decode_output(raw, async_read=True)
-                    wait_events(events)
-                return model.process_decode_output_host(raw, is_tokens=submission.on_device)
-
-            method = "read_decode_output" if overlapped else "process_decode_output_host"
             out = self._on_device(
-                "decode read-back", method, submission.batch_size, False, read_back
+                "decode read-back",
+                "process_decode_output_host",
+                submission.batch_size,
+                False,
+                lambda: model.process_decode_output_host(
+                    submission.raw, is_tokens=submission.on_device
+                ),
             )
         result = self._normalise(out, submission.on_device, submission.want_logprobs)
         return result
+
+    def _read_overlapped(self, submission: DecodeSubmission) -> None:
+        """On the device thread: read an overlapped step back (``read_decode_output``, wait on
+        its events, ``process_decode_output_host``) and keep the host output on the submission.
+        Inside the next step's call it names itself to the watchdog first."""
+        model = cast("TTAsyncReadback", self.model)
+        self.watchdog.stage(
+            DeviceCall(
+                "decode read-back",
+                f"{self.profile.class_name}.read_decode_output",
+                submission.batch_size,
+                self.device_timeout_s,
+            )
+        )
+        raw, events = model.read_decode_output(submission.raw, async_read=True)
+        wait_events(events)
+        submission.host_output = model.process_decode_output_host(
+            raw, is_tokens=submission.on_device
+        )
+        submission.read_back = True
 
     # --- output normalisation ------------------------------------------------------------------
     def _normalise(self, out: Any, on_device: bool, want_logprobs: bool) -> ModelOutput:

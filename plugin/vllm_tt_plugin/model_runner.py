@@ -170,6 +170,8 @@ class TTModelRunner:
         self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
         self.planner = ReloadPlanner(resident_inputs=plan.resident_decode_inputs)
         self.inflight = InflightQueue()
+        # The last overlapped decode not read back yet (the next submit reads it).
+        self._unread: DecodeSubmission | None = None
         self.kv_cache: Any = None
         self.num_kv_groups = 1
         self.layer_groups: tuple[int, ...] | None = None
@@ -581,8 +583,12 @@ class TTModelRunner:
             # The host must know every slot's latest token before it sends inputs.
             self.drain()
         overlap = self.async_decode and decision.on_device and self.contract_version >= 1
+        # An overlapped step still in flight is read back inside this step's device call.
+        previous = self._unread if overlap else None
         try:
-            handle = self._submit_decode(batch, command, decision, layout_changed, not overlap)
+            handle = self._submit_decode(
+                batch, command, decision, layout_changed, not overlap, previous
+            )
         except Exception:
             # Not accepted: slots taken for this step are not owned yet.
             for state in batch.new_slots:
@@ -623,6 +629,7 @@ class TTModelRunner:
         CLOCK.add(Kind.DECODE, Phase.MODEL_SUBMIT, handle.submit_ns)
         CLOCK.add(Kind.DECODE, Phase.READ_BACK, handle.call_ns - handle.submit_ns)
         if overlap:
+            self._unread = handle
             self.inflight.push(pending)
             return TTAsyncModelRunnerOutput(self.inflight, pending)
         return pending.complete()
@@ -634,6 +641,7 @@ class TTModelRunner:
         decision: RouteDecision,
         layout_changed: bool,
         read_back: bool,
+        previous: DecodeSubmission | None,
     ) -> DecodeSubmission:
         active = batch.active
         inputs = self.inputs
@@ -667,7 +675,7 @@ class TTModelRunner:
             layer_groups=self.layer_groups,
             rows=len(batch.req_ids),
         )
-        return self.adapter.submit_decode(call, read_back)
+        return self.adapter.submit_decode(call, read_back, previous)
 
     def _apply_remap(self, remap: tuple[int, ...]) -> None:
         for lane, lane_slots in enumerate(self.batch.slots):
@@ -687,6 +695,8 @@ class TTModelRunner:
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
         read_start = host_phases.now()
+        if self._unread is handle:
+            self._unread = None
         out: ModelOutput = self.adapter.read_decode(handle, overlapped)
         output_start = host_phases.now()
         CLOCK.add(Kind.DECODE, Phase.READ_BACK, output_start - read_start)

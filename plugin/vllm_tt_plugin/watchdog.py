@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from vllm_tt_plugin.log import get_logger
@@ -99,6 +99,8 @@ class DeviceWatchdog:
         self._call: tuple[int, Callable[[], Any]] | None = None
         self._outcome: tuple[int, bool, Any] = (0, False, None)
         self._failure: BaseException | None = None
+        # What the call in the slot runs now, for its error line (``stage``).
+        self._stage: DeviceCall | None = None
         self._hooks: list[FailureHook] = []
         self._hooks_ran = False
 
@@ -110,6 +112,13 @@ class DeviceWatchdog:
         """``hook(call, exc)`` runs once, in the caller's thread, on the first device failure
         (a timeout or an exception raised by the model call)."""
         self._hooks.append(hook)
+
+    def stage(self, call: DeviceCall) -> None:
+        """Called from inside a running call that does two device operations in one hand-off
+        (a decode submit, then the previous decode's read-back): what it runs from now on, as
+        a timeout or an exception will name it. The call's bound stays the one it started with."""
+        running = self._stage
+        self._stage = call if running is None else replace(call, bound_s=running.bound_s)
 
     def run(self, call: DeviceCall, fn: Callable[[], T]) -> T:
         if self._failure is not None:
@@ -128,18 +137,20 @@ class DeviceWatchdog:
                 raise self._refusal(call)
             self._calls += 1
             number = self._calls
+            self._stage = call
             self._call = (number, fn)
             remaining = max(0.0, bound - (time.monotonic() - start))
             self._done.acquire(False)  # a release left for a caller that stopped waiting
             self._go.release()
             while True:
                 if not self._done.acquire(True, remaining):
-                    raise self._timed_out(call, start)
+                    raise self._timed_out(self._stage or call, start)
                 done, ok, value = self._outcome
                 if done == number:
                     break
                 remaining = max(0.0, bound - (time.monotonic() - start))  # a stale outcome
             self._outcome = (0, False, None)
+            call = self._stage or call
         finally:
             self._caller.release()
         if ok:

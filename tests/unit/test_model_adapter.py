@@ -410,6 +410,35 @@ def test_decode_v1_flags_history_remap_and_read_back_paths() -> None:
     assert "prompt_tokens" not in kwargs
 
 
+def test_an_overlapped_submit_reads_the_previous_step_back_in_the_same_device_call() -> None:
+    """Async decode: the next step's submit reads the step before it back (vLLM asks for it
+    right after), so a steady step costs one watchdog hand-off, not two."""
+    adapter, model = loaded()
+    device_calls: list[str] = []
+    run = adapter.watchdog.run
+
+    def counted(call: Any, fn: Any) -> Any:
+        device_calls.append(call.kind)
+        return run(call, fn)
+
+    adapter.watchdog.run = counted  # type: ignore[method-assign]
+    model.outputs["process_decode_output_host"] = torch.arange(B)
+    model.outputs["decode_forward"] = "step-1"
+    first = adapter.submit_decode(decode_call(sampling_params=params()))
+    model.outputs["decode_forward"] = "step-2"
+    Recorder.calls.clear()
+    second = adapter.submit_decode(decode_call(sampling_params=params()), previous=first)
+    assert names(Recorder) == ["decode_forward", "read_decode_output", "process_decode_output_host"]
+    assert last(Recorder, "read_decode_output") == (("step-1",), {"async_read": True})
+    assert last(Recorder, "process_decode_output_host")[0] == (("host", "step-1"),)
+    out = adapter.read_decode(first, overlapped=True)  # already read: no device call
+    assert out.tokens is not None and out.tokens.tolist() == list(range(B))
+    assert device_calls == ["decode", "decode"]
+    adapter.read_decode(second, overlapped=True)  # nothing submitted after it: its own call
+    assert device_calls == ["decode", "decode", "decode read-back"]
+    assert names(Recorder)[-2:] == ["read_decode_output", "process_decode_output_host"]
+
+
 @pytest.mark.parametrize(
     "form",
     [

@@ -253,9 +253,22 @@ def test_async_scheduled_finishes_compact_slots_once_and_outputs_match_solo_runs
     move to the front then, or the hole stays behind the released slot for good."""
     tt = {"sample_on_device_mode": "all"}
     with serving(make_config, checkpoint, tt=tt, async_scheduling=True) as s:
+        kinds: list[str] = []
+        run = s.runner.adapter.watchdog.run
+
+        def counted(call: Any, fn: Any) -> Any:
+            kinds.append(call.kind)
+            return run(call, fn)
+
+        s.runner.adapter.watchdog.run = counted  # type: ignore[method-assign]
         reqs = [request(p, m) for p, m in zip(PROMPTS, MAX_TOKENS, strict=True)]
         batched = s.run_pipelined(reqs)
-        assert s.runner.stats.overlapped_decodes > 0, "the steps never overlapped"
+        stats = s.runner.stats
+        assert stats.overlapped_decodes == stats.decode_steps > 0, "the steps never overlapped"
+        # Each submit reads the step before it back in the same device call: a read-back call
+        # of its own only where the runner drains, and for the last step.
+        assert kinds.count("decode") == stats.decode_steps
+        assert kinds.count("decode read-back") == stats.drains + 1 < stats.decode_steps / 2
         remaps = s.runner.stats.slot_remaps
         carried = [r.slot_remap for r in s.serving_calls("decode_forward") if r.slot_remap]
         solo = [

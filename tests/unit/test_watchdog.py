@@ -67,6 +67,39 @@ def test_a_hung_call_raises_after_the_bound_with_one_error_line(
     assert len(hooks) == 1 and hooks[0][0] is DECODE and hooks[0][1] is info.value
 
 
+def test_a_call_in_two_stages_names_the_stage_that_hung_or_raised() -> None:
+    """A decode submit that then reads the previous step back in the same hand-off: a hang or
+    an error in the read-back is named as the read-back, under the call's own bound."""
+    read_back = DeviceCall("decode read-back", "Model.read_decode_output", 3, 5.0)
+    watchdog = DeviceWatchdog()
+    release = threading.Event()
+
+    def submit_then_read() -> None:
+        watchdog.stage(read_back)
+        release.wait()
+
+    with pytest.raises(DeviceTimeoutError) as info:
+        watchdog.run(DECODE, submit_then_read)
+    release.set()
+    assert "decode read-back step" in str(info.value)
+    assert "Model.read_decode_output" in str(info.value) and "0.3 s bound" in str(info.value)
+    # An exception in the second stage; the next call is named by its own description again.
+    hooks: list[DeviceCall] = []
+    fresh = DeviceWatchdog()
+    fresh.add_failure_hook(lambda call, exc: hooks.append(call))
+
+    def submit_then_fail() -> None:
+        fresh.stage(read_back)
+        raise RuntimeError("read failed")
+
+    with pytest.raises(RuntimeError, match="read failed"):
+        fresh.run(DECODE, submit_then_fail)
+    assert [(c.kind, c.model_call) for c in hooks] == [("decode read-back", read_back.model_call)]
+    assert fresh.run(DECODE, lambda: 7) == 7
+    with pytest.raises(DeviceTimeoutError, match="decode step, batch size 3, model call Model"):
+        fresh.run(DECODE, threading.Event().wait)
+
+
 def test_after_a_timeout_no_call_queues_behind_the_hung_one() -> None:
     watchdog = DeviceWatchdog()
     release = threading.Event()
