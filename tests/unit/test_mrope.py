@@ -97,7 +97,7 @@ def test_spans_cut_anywhere_continue_the_whole_sequence(cuts: list[int]) -> None
         parts.append(part)
     assert torch.equal(torch.cat(parts, dim=1), whole)
     assert cursor == RopeCursor(int(whole.max()) + 1)
-    with pytest.raises(MRopeError, match=r"needs more placeholders than the sequence's last 2"):
+    with pytest.raises(MRopeError, match=r"is cut: the sequence ends after 2 of its"):
         rope_index(torch.tensor(ids[:6]), grids[:1], layout())
 
 

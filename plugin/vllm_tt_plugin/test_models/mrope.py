@@ -118,9 +118,10 @@ def rope_span(
         i, done = i + take, done + take
         if done == count:
             pos, done, image = pos + max(h, w), 0, image + 1
-    if image + (1 if done else 0) != len(grids):
+    held = image + (1 if done else 0)
+    if held != len(grids):
         raise MRopeError(
-            f"{len(grids)} image grid(s) given but the sequence holds placeholders for {image}"
+            f"{len(grids)} image grid(s) given but the sequence holds placeholders for {held}"
         )
     if not columns:
         return torch.zeros((3, 0), dtype=torch.int64), cursor
@@ -146,8 +147,8 @@ def rope_index(
     if after.image_done:
         grid = list(image_grid_thw[-1])
         raise MRopeError(
-            f"image {len(image_grid_thw) - 1} (grid {grid}) needs more placeholders than the "
-            f"sequence's last {after.image_done}, the sequence has fewer"
+            f"image {len(image_grid_thw) - 1} (grid {grid}) is cut: the sequence ends after "
+            f"{after.image_done} of its placeholders"
         )
     if not positions.numel():
         return positions, 0
