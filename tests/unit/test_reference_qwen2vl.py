@@ -289,6 +289,13 @@ def test_misuse_is_refused(qwen: tuple[Any, Any]) -> None:
         model.prefill_forward(**call, start_pos=[16])
     with pytest.raises(ReferenceModelError, match="row 0: image placeholder at position 3"):
         model.prefill_forward(**call)
+    cut = ids.index(hf_model().config.vision_end_token_id) - 2  # inside the image
+    with pytest.raises(ReferenceModelError, match="the prompt ends after .* placeholders of"):
+        model.prefill_forward(
+            **{**call, "tokens": torch.tensor([ids[:cut]], dtype=IDS), "prompt_lens": [cut]},
+            pixel_values=[per_image(pixels)[0]],
+            image_grid_thw=[per_image(pixels)[1]],
+        )
     with pytest.raises(ReferenceModelError, match="1 pixel_values entries but 0 image_grid_thw"):
         model.prefill_forward(**call, pixel_values=[per_image(pixels)[0]])
     with pytest.raises(ReferenceModelError, match="pixel_values hold .* patches"):

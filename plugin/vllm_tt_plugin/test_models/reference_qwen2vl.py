@@ -308,6 +308,12 @@ class ReferenceQwen2VLForConditionalGeneration(ReferenceLlamaForCausalLM):
             positions, after = rope_span(row.tokens, grids, self.layout, cursor)
         except MRopeError as exc:
             raise ReferenceModelError(f"prefill_forward row {row.index}: {exc}") from exc
+        if after.image_done and not self.capabilities.supports_chunked_prefill:
+            # A whole-prompt prefill (tt-metal's Qwen2.5-VL) cannot end inside an image.
+            raise ReferenceModelError(
+                f"prefill_forward row {row.index}: the prompt ends after {after.image_done} "
+                f"placeholders of image {len(grids) - 1} (grid {grids[-1]})"
+            )
         self._rope_next[key] = (row.end, after)
         self._prefill_deltas[row.index] = next_position(positions, cursor.position) - row.end
         self.rotary.prepare(positions)
