@@ -16,7 +16,7 @@ import torch
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
 
-from vllm_tt_plugin.sampling_params import EMPTY_ROW, DeviceSamplingRow
+from vllm_tt_plugin.sampling_params import EMPTY_ROW, DeviceSamplingRow, EncodedRow, encode_row
 
 # Range of seeds drawn for requests without one (device sampling needs a seed per request).
 _SEED_BOUND = 2**31 - 1
@@ -38,6 +38,11 @@ class TTRequestState:
     slot: int | None = None  # lane-local decode slot
     mm_features: list[Any] = field(default_factory=list)
     rope_delta: int | None = None  # mRoPE models: set by prefill (multimodal.py)
+    # Bumped when block_ids is replaced rather than grown (replace_blocks): readers that kept
+    # a copy of the old list (the decode page tables) then rewrite it instead of appending.
+    block_epoch: int = 0
+    # encoded_sampling's value: a request's sampling parameters never change.
+    _encoded: tuple[int, EncodedRow] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -54,6 +59,11 @@ class TTRequestState:
         head = self.prompt_token_ids[start:prompt_len] if start < prompt_len else []
         out_start = max(start - prompt_len, 0)
         return head + self.output_token_ids[out_start : end - prompt_len]
+
+    def replace_blocks(self, block_ids: tuple[list[int], ...]) -> None:
+        """New block lists (a resume after preemption); growth extends the lists in place."""
+        self.block_ids = block_ids
+        self.block_epoch += 1
 
     def last_token(self) -> int:
         return self.output_token_ids[-1] if self.output_token_ids else self.prompt_token_ids[-1]
@@ -72,6 +82,13 @@ class TTRequestState:
             seed=None if params.seed is None else self.device_seed,
             num_logprobs=-1 if params.logprobs is None else int(params.logprobs),
         )
+
+    def encoded_sampling(self, vocab_size: int) -> EncodedRow:
+        """``device_row`` encoded for the device (``encode_row``), computed once."""
+        cached = self._encoded
+        if cached is None or cached[0] != vocab_size:
+            cached = self._encoded = (vocab_size, encode_row(self.device_row(), vocab_size))
+        return cached[1]
 
 
 def make_request_state(new_req: NewRequestData, lane: int) -> TTRequestState:
@@ -199,7 +216,7 @@ class TTInputBatch:
             state = requests[req_id]
             if resumed and req_id in resumed:
                 # Preempted and back: blocks start over and the scheduler's history is the truth.
-                state.block_ids = tuple(list(ids) for ids in (new_blocks or ()))
+                state.replace_blocks(tuple(list(ids) for ids in (new_blocks or ())))
                 all_ids = cached.all_token_ids.get(req_id)
                 if all_ids is not None:
                     state.output_token_ids[:] = all_ids[state.num_prompt_tokens :]

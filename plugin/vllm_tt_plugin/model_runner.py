@@ -605,8 +605,8 @@ class TTModelRunner:
         self._last_decode_ns = self._step_start_ns
         self.planner.commit_decode(step)
         if batch.remap is not None:
+            # The inputs already hold the rows in their new slots (written by occupant).
             self._apply_remap(batch.remap)
-            self.inputs.forget_layout()
         # The slots now hold exactly batch.active: the next step of the same requests reuses it.
         self._decode_cache = (
             replace(batch, remap=None, new_slots=[])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 # Neutral values: what an unset parameter carries.
 NEUTRAL_TEMPERATURE = 0.0
@@ -51,6 +52,31 @@ class DeviceSamplingRow:
 EMPTY_ROW = DeviceSamplingRow(top_k=PADDING_TOP_K)
 
 
+# One row as ``TTSamplingParams`` carries it, in its field order (``encode_row``).
+EncodedRow = tuple[float, int, float, float, float, float, int | None, bool, int]
+
+
+def encode_row(row: DeviceSamplingRow, vocab_size: int) -> EncodedRow:
+    """One row encoded as tt-metal takes it: top_k <= 0 or >= vocab -> vocab size."""
+    top_k = vocab_size if row.top_k <= 0 or row.top_k >= vocab_size else row.top_k
+    return (
+        float(row.temperature),
+        top_k,
+        float(row.top_p),
+        float(row.presence_penalty),
+        float(row.frequency_penalty),
+        float(row.repetition_penalty),
+        row.seed,
+        row.num_logprobs >= 0,
+        int(row.num_logprobs),
+    )
+
+
+def encoded_has_penalties(row: EncodedRow) -> bool:
+    """An encoded row with a presence, frequency or repetition penalty (fields 3-5)."""
+    return row[3] != NEUTRAL_PRESENCE or row[4] != NEUTRAL_FREQUENCY or row[5] != NEUTRAL_REPETITION
+
+
 @dataclass(frozen=True)
 class TTSamplingParams:
     """The ``sampling_params`` object of a TT model call: tt-metal's SamplingParams fields, one
@@ -68,20 +94,22 @@ class TTSamplingParams:
 
     @classmethod
     def encode(cls, rows: Sequence[DeviceSamplingRow], vocab_size: int) -> TTSamplingParams:
-        """Encode rows as tt-metal takes them: top_k <= 0 or >= vocab -> vocab size."""
+        """Encode rows as tt-metal takes them (``encode_row``)."""
         if vocab_size < 1:
             raise ValueError(f"vocab_size={vocab_size} must be positive")
-        return cls(
-            temperature=[float(r.temperature) for r in rows],
-            top_k=[vocab_size if r.top_k <= 0 or r.top_k >= vocab_size else r.top_k for r in rows],
-            top_p=[float(r.top_p) for r in rows],
-            presence_penalty=[float(r.presence_penalty) for r in rows],
-            frequency_penalty=[float(r.frequency_penalty) for r in rows],
-            repetition_penalty=[float(r.repetition_penalty) for r in rows],
-            seed=[r.seed for r in rows],
-            enable_log_probs=[r.num_logprobs >= 0 for r in rows],
-            num_logprobs=[int(r.num_logprobs) for r in rows],
-        )
+        encoded = [encode_row(r, vocab_size) for r in rows]
+        return cls.from_columns([list(column) for column in zip(*encoded, strict=True)])
+
+    @classmethod
+    def from_columns(cls, columns: Sequence[list[Any]]) -> TTSamplingParams:
+        """From one list per field, in field order (encoded rows transposed); no rows -> empty
+        lists."""
+        names = [f.name for f in fields(cls)]
+        if not columns:
+            columns = [[] for _ in names]
+        if len(columns) != len(names):
+            raise ValueError(f"{len(columns)} columns for the {len(names)} sampling fields")
+        return cls(**dict(zip(names, columns, strict=True)))
 
     @property
     def batch_size(self) -> int:

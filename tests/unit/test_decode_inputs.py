@@ -1,0 +1,145 @@
+"""Persistent decode inputs: written by change, always equal to a build from scratch."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from vllm.sampling_params import SamplingParams
+
+from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
+from vllm_tt_plugin.input_batch import TTRequestState, device_rows
+from vllm_tt_plugin.sampling_params import TTSamplingParams
+
+VOCAB = 100
+WIDTH = 6
+
+
+def state(req_id: str, groups: int, rng: random.Random) -> TTRequestState:
+    params = rng.choice(
+        [
+            {"temperature": 0.0},
+            {"temperature": 0.7, "top_k": 5, "seed": rng.randrange(100)},
+            {"temperature": 1.0, "top_p": 0.9, "repetition_penalty": 1.2},
+            {"temperature": 0.0, "logprobs": 2, "presence_penalty": 0.5},
+        ]
+    )
+    return TTRequestState(
+        req_id=req_id,
+        prompt_token_ids=[1, 2, 3],
+        sampling_params=SamplingParams(**params),
+        block_ids=tuple([rng.randrange(1, 500)] for _ in range(groups)),
+        num_computed_tokens=3,
+        lane=0,
+        device_seed=11,
+        generator=None,
+    )
+
+
+def tables_from_scratch(
+    active: list[TTRequestState | None], groups: int, width: int
+) -> list[torch.Tensor]:
+    out = []
+    for group in range(groups):
+        table = torch.zeros((len(active), width), dtype=torch.int32)
+        for slot, s in enumerate(active):
+            ids = [] if s is None else s.block_ids[group][:width]
+            table[slot, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
+        out.append(table)
+    return out
+
+
+def layout_of(active: list[TTRequestState | None]) -> tuple[str | None, ...]:
+    return tuple(None if s is None else s.req_id for s in active)
+
+
+def test_random_steps_equal_a_build_from_scratch() -> None:
+    """Joins, leaves, compaction moves, idle slots, block growth (also between two steps of
+    one layout), a resume with fewer blocks and a failed call, over 400 steps and two KV
+    groups: the kept tables and sampling parameters always equal the ones built anew."""
+    rng = random.Random(3)
+    slots, groups = 8, 2
+    inputs = PersistentDecodeInputs(slots, WIDTH, groups, VOCAB)
+    active: list[TTRequestState | None] = [None] * slots
+    dirty: set[str] = set()
+    last_params: TTSamplingParams | None = None
+    last_layout = None
+    counter = 0
+    for _ in range(400):
+        action = rng.random()
+        forgot = False
+        if action < 0.2:  # a request joins a free slot
+            free = [i for i, s in enumerate(active) if s is None]
+            if free:
+                counter += 1
+                active[rng.choice(free)] = state(f"r{counter}", groups, rng)
+        elif action < 0.3:  # one leaves (finished, or idle this step)
+            taken = [i for i, s in enumerate(active) if s is not None]
+            if taken:
+                active[rng.choice(taken)] = None
+        elif action < 0.37:  # compaction: a permutation of the slots
+            active = rng.sample(active, len(active))
+        elif action < 0.4:  # a failed call: the runner forgets what was sent
+            inputs.forget_layout()
+            forgot = True
+        for s in active:
+            if s is not None and rng.random() < 0.3:
+                group = rng.randrange(groups)
+                if rng.random() < 0.1:  # resumed after preemption: new (maybe fewer) blocks
+                    s.replace_blocks(
+                        tuple(
+                            [rng.randrange(1, 500) for _ in range(rng.randrange(1, 4))]
+                            for _ in range(groups)
+                        )
+                    )
+                else:
+                    s.block_ids[group].append(rng.randrange(1, 500))
+                dirty.add(s.req_id)
+        layout = layout_of(active)
+        inputs.update_tables(active, layout, dirty)
+        assert not dirty
+        want = tables_from_scratch(active, groups, WIDTH)
+        for got, expected in zip(inputs.tables, want, strict=True):
+            assert torch.equal(got, expected)
+        params = inputs.sampling_params(active, layout)
+        assert params == TTSamplingParams.encode(device_rows(active), VOCAB)
+        assert inputs.penalties == params.any_penalties
+        if layout == last_layout and last_params is not None and not forgot:
+            assert params is last_params  # one object per layout
+        elif last_params is not None:
+            assert params is not last_params
+        last_params, last_layout = params, layout
+
+
+def test_a_new_layout_leaves_the_previous_params_object_unchanged() -> None:
+    """A model may keep the object it was sent (resident sampling state)."""
+    rng = random.Random(0)
+    inputs = PersistentDecodeInputs(4, WIDTH, 1, VOCAB)
+    a, b = state("a", 1, rng), state("b", 1, rng)
+    first = inputs.sampling_params([a, None, None, None], ("a", None, None, None))
+    snapshot = TTSamplingParams.encode(device_rows([a, None, None, None]), VOCAB)
+    inputs.sampling_params([a, b, None, None], ("a", "b", None, None))
+    assert first == snapshot
+
+
+def test_only_changed_slots_are_encoded() -> None:
+    """A request's row is encoded once; a layout change re-reads only the slots that changed."""
+    rng = random.Random(1)
+    states = [state(f"r{i}", 1, rng) for i in range(4)]
+    inputs = PersistentDecodeInputs(4, WIDTH, 1, VOCAB)
+    inputs.sampling_params(states, layout_of(states))
+    calls: list[str] = []
+    for s in states:
+        original = s.encoded_sampling
+
+        def spy(vocab: int, s: TTRequestState = s, original=original) -> object:  # type: ignore[no-untyped-def]
+            calls.append(s.req_id)
+            return original(vocab)
+
+        s.encoded_sampling = spy  # type: ignore[method-assign]
+    moved: list[TTRequestState | None] = [states[0], states[1], None, states[3]]
+    inputs.sampling_params(moved, layout_of(moved))
+    assert calls == []  # slot 2 emptied: nothing to encode
+    moved[2] = states[2]
+    inputs.sampling_params(moved, layout_of(moved))
+    assert calls == ["r2"]
