@@ -7,11 +7,12 @@ preemption, prefix caching, chunking, structured output, stats). A prefill step 
 nothing (no KV room, blocked grammar) falls back to a decode step.
 
 Async scheduling uses vLLM's AsyncScheduler bookkeeping (output placeholders); without it the
-plain Scheduler bookkeeping runs. See docs/SCHEDULING.md.
+plain Scheduler bookkeeping runs (bound per instance). See docs/SCHEDULING.md.
 """
 
 from __future__ import annotations
 
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -84,6 +85,13 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         # The platform turned async scheduling off unless the model splits decode submit and
         # read-back, so the plan's overlap is exactly vLLM's async_scheduling.
         self.async_mode = plan.async_overlap
+        if not self.async_mode:
+            # vLLM's plain Scheduler bookkeeping (no output placeholders), bound on the instance
+            # rather than chosen in an override: update_from_output calls it once per request.
+            self._update_after_schedule = MethodType(Scheduler._update_after_schedule, self)
+            self._update_request_with_output = MethodType(
+                Scheduler._update_request_with_output, self
+            )
         self.last_step_mode = StepMode.IDLE
         register_served_model(plan)
         self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
@@ -100,23 +108,6 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     @property
     def block_output(self) -> bool:
         return self.canvas > 0
-
-    # vLLM's AsyncScheduler bookkeeping only when async scheduling is on.
-    def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
-        if self.async_mode:
-            AsyncScheduler._update_after_schedule(self, scheduler_output)
-        else:
-            Scheduler._update_after_schedule(self, scheduler_output)
-
-    def _update_request_with_output(
-        self, request: Request, new_token_ids: list[int]
-    ) -> tuple[list[int], bool]:
-        result: tuple[list[int], bool]
-        if self.async_mode:
-            result = AsyncScheduler._update_request_with_output(self, request, new_token_ids)
-        else:
-            result = Scheduler._update_request_with_output(self, request, new_token_ids)
-        return result
 
     # --- step kind ----------------------------------------------------------------------------
     def readiness(self) -> list[bool]:

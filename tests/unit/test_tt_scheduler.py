@@ -244,6 +244,25 @@ def test_decode_ready_classification(make_config: Any, async_scheduling: bool) -
     assert is_decode_ready(r)  # one generated token (or its placeholder) left to compute
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_output_placeholders_only_with_async_scheduling(
+    make_config: Any, async_scheduling: bool
+) -> None:
+    """vLLM's AsyncScheduler bookkeeping (a placeholder per scheduled output token) runs only
+    under async scheduling; without it the plain Scheduler's does, on both of its paths."""
+    config = make_config(max_num_seqs=2, max_model_len=256, async_scheduling=async_scheduling)
+    sched = make_scheduler(config, num_blocks=32)
+    r = request(10, 3)
+    sched.add_request(r)
+    emitted: dict[str, list[int]] = {}
+    for _ in range(2):
+        out = sched.schedule()
+        assert r.num_output_placeholders == int(async_scheduling)
+        feed_back(sched, out, emitted)
+        assert r.num_output_placeholders == 0
+    assert emitted[r.request_id] == [7, 7]
+
+
 def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
     """A prompt with image placeholders at (offset, length); the encoder data itself is not
     needed to schedule, only the positions (and identifiers, for the block hashes)."""
