@@ -7,23 +7,27 @@ lane-DP 4x32, S = 5, 17 and 40 ms, async decode off and on, serving the bundled 
 with device sampling. One server per (batch, async); S changes through ``TT_EMULATED_STEP_FILE``
 without a restart.
 
-Per point: ``batch`` concurrent greedy requests of N+1 tokens; the decode step time is the
-engine's mean period between consecutive decode steps (from the third decode after a prefill:
-``tt_decode_interval_seconds_total`` / ``tt_decode_intervals_total``), best of ``--repeats``;
-the client's (T(N+1 tokens) - T(1 token)) / N is recorded too (``client_step_ms``: it carries
-the client's and the API server's noise on this shared machine); the ratio to the
-device-bound limit is S / step; ``host_ms`` = step - S (without async all of it is host time
-nothing overlaps; with async it is the host time the overlap did not hide). The plugin's phase
-times (``tt_host_seconds_total`` on /metrics, host_phases.py) over the long run, divided by its
-decode steps, give ``plugin_ms`` (scheduling policy, state update, input building, sampling route,
-output building) and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine);
-those are wall time, which grows whenever the engine thread is descheduled (the API server, the
-client and the device thread share the cores). ``plugin_cpu_ms`` / ``vllm_cpu_ms`` are the
-engine thread's CPU time of the same parts (``tt_host_cpu_seconds_total``; the plugin's also
-holds the device-call hand-off): what the host code itself costs. ``cpu_budget`` is where the
-machine's CPU went meanwhile: per decode step, the engine-core process (all its threads: engine,
-device call, vLLM's I/O threads), the API server process and this client, and the fraction of
-the cores busy, measured over the steady middle of a ~2 s decode (``steady_budget``).
+Per point, the headline figures come from a **steady window**: ``batch`` concurrent greedy
+requests long enough to decode for ~2 s, measured from 25 % to 85 % of their decode, when every
+request is decoding (no intake, prefill, first-token burst or finish in the window), best of
+``--repeats``. In it: the decode step time is the engine's mean period between consecutive
+decode steps (``tt_decode_interval_seconds_total`` / ``tt_decode_intervals_total``); the ratio
+to the device-bound limit is S / step; ``host_ms`` = step - S (without async all of it is host
+time nothing overlaps; with async it is the host time the overlap did not hide). The plugin's
+phase times (``tt_host_seconds_total`` on /metrics, host_phases.py) per decode step give
+``plugin_ms`` (scheduling policy, state update, input building, sampling route, output building)
+and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine); those are wall
+time, which grows whenever the engine thread is descheduled (the API server, the client and the
+device thread share the cores). ``plugin_cpu_ms`` / ``vllm_cpu_ms`` are the engine thread's CPU
+time of the same parts (``tt_host_cpu_seconds_total``; the plugin's also holds the device-call
+hand-off): what the host code itself costs. ``cpu_budget`` is where the machine's CPU went over
+the same window: per decode step, the engine-core process (all its threads: engine, device call,
+vLLM's I/O threads), the API server process and this client, and the fraction of the cores busy.
+
+The **whole run** is measured too: a batch of N+1 tokens (``--tokens``), its engine period from
+the third decode on (``run_step_ms``: the arrival of the batch and its first tokens included)
+and the client's (T(N+1 tokens) - T(1 token)) / N (``client_step_ms``: it also carries the
+client's and the API server's noise on this shared machine).
 
 The same decode path is also measured with the engine alone (``engine_only.py``: vLLM's engine in
 one process and thread, no API server, no client competing for the cores), batch 1, 32, 128
@@ -77,7 +81,7 @@ FULL_STEPS_MS = (5.0, 17.0, 40.0)
 QUICK_STEPS_MS = (5.0, 17.0)
 SERVE_STEP_MS = 17.0
 PERCENTILES = "50,90,99"
-BUDGET_DECODE_S = 2.0  # the CPU budget's batch decodes about this long
+BUDGET_DECODE_S = 2.0  # a steady window's batch decodes about this long
 MAX_BUDGET_TOKENS = 480  # within --max-model-len 512 with the prompt
 
 
@@ -87,7 +91,8 @@ class Row:
     lanes: int
     step_ms: float
     async_: bool
-    decode_step_ms: float  # the engine's mean decode step period (tt_decode_interval_seconds)
+    decode_step_ms: float  # the engine's mean decode step period, steady window (steady_window)
+    run_step_ms: float  # the same over a whole N+1-token batch: its start and end included
     client_step_ms: float  # (T(N+1 tokens) - T(1 token)) / N seen by the client
     plugin_ms: float
     vllm_ms: float
@@ -96,7 +101,7 @@ class Row:
     model_call_ms: float  # the model call's host side (submit) and read-back wait
     phases_ms: dict[str, float]
     # CPU ms per decode step by process (engine core, API server, this client) and the cores'
-    # busy fraction, in the steady middle of a longer batch (steady_budget)
+    # busy fraction, over the steady window
     cpu_budget: dict[str, float]
 
     @property
@@ -176,27 +181,6 @@ def interval_ms(before: dict, after: dict) -> float | None:
     return 1000.0 * seconds / count if count else None
 
 
-def cpu_ms(before: dict, after: dict, part: str) -> float:
-    """Engine-thread CPU ms per decode step of one part (plugin, vllm)."""
-    steps = after.get(("steps", "decode"), 0.0) - before.get(("steps", "decode"), 0.0)
-    key = ("cpu", "decode", part)
-    return 1000.0 * (after.get(key, 0.0) - before.get(key, 0.0)) / max(steps, 1.0)
-
-
-def phase_ms(before: dict, after: dict) -> tuple[dict[str, float], float]:
-    steps = after.get(("steps", "decode"), 0.0) - before.get(("steps", "decode"), 0.0)
-    per_step = {
-        p.value: 1000.0
-        * (
-            after.get(("host", "decode", p.value), 0.0)
-            - before.get(("host", "decode", p.value), 0.0)
-        )
-        / max(steps, 1.0)
-        for p in Phase
-    }
-    return per_step, steps
-
-
 def server_for(seqs: int, lanes: int, async_on: bool, step_file: Path, log: Path) -> EmulatedServer:
     args = [
         "--max-num-seqs",
@@ -234,14 +218,13 @@ def set_step(step_file: Path, step_ms: float) -> None:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One timed long batch of a point (the best of ``--repeats`` is kept)."""
+class Window:
+    """One steady window of a point: every request decoding, no intake, prefill or response."""
 
-    period: float
-    client: float
-    phases: dict[str, float]
-    cpu: tuple[float, float]  # plugin, vLLM engine-thread CPU ms per step
-    first_token_s: float  # the 1-token batch's time
+    period: float  # the engine's mean decode step period over the window (ms)
+    phases: dict[str, float]  # ms per decode step by phase
+    cpu: tuple[float, float]  # plugin, vLLM engine-thread CPU ms per decode step
+    budget: dict[str, float]  # CPU ms per decode step by process; the cores' busy fraction
 
 
 def measure_server(
@@ -258,27 +241,30 @@ def measure_server(
         for step_ms in steps_ms:
             set_step(step_file, step_ms)
             timed_batch(server.url, batch, 2)
-            best: Sample | None = None
+            run: tuple[float, float] | None = None  # whole run: (period, client step) ms
+            steady: Window | None = None
             for _ in range(args.repeats):
                 short = timed_batch(server.url, batch, 1)
                 before = settled_scrape(server.url)
                 long = timed_batch(server.url, batch, args.tokens + 1)
                 after = settled_scrape(server.url)
-                phases, _ = phase_ms(before, after)
                 client = (long - short) / args.tokens * 1000.0
                 period = interval_ms(before, after) or client
-                cpu = (cpu_ms(before, after, "plugin"), cpu_ms(before, after, "vllm"))
-                if best is None or period < best.period:
-                    best = Sample(period, client, phases, cpu, short)
-            assert best is not None
-            phases, (plugin_cpu, vllm_cpu) = best.phases, best.cpu
+                if run is None or period < run[0]:
+                    run = (period, client)
+                window = steady_window(server, batch, period, short)
+                if steady is None or window.period < steady.period:
+                    steady = window
+            assert run is not None and steady is not None
+            phases, (plugin_cpu, vllm_cpu) = steady.phases, steady.cpu
             yield Row(
                 batch=batch,
                 lanes=lanes,
                 step_ms=step_ms,
                 async_=async_on,
-                decode_step_ms=round(best.period, 3),
-                client_step_ms=round(best.client, 3),
+                decode_step_ms=round(steady.period, 3),
+                run_step_ms=round(run[0], 3),
+                client_step_ms=round(run[1], 3),
                 plugin_ms=round(sum(phases[p.value] for p in PLUGIN_PHASES), 4),
                 vllm_ms=round(sum(phases[p.value] for p in VLLM_PHASES), 4),
                 plugin_cpu_ms=round(plugin_cpu, 4),
@@ -287,28 +273,54 @@ def measure_server(
                     phases[Phase.MODEL_SUBMIT.value] + phases[Phase.READ_BACK.value], 4
                 ),
                 phases_ms={k: round(v, 4) for k, v in phases.items()},
-                cpu_budget=steady_budget(server, batch, best.period, best.first_token_s),
+                cpu_budget=steady.budget,
             )
 
 
-def steady_budget(
+def steady_window(
     server: EmulatedServer, batch: int, period_ms: float, first_token_s: float
-) -> dict[str, float]:
-    """The CPU budget of a point: ``batch`` requests long enough to decode for ~2 s, and
-    per-process CPU snapshots over the middle 70 % of their decode (every request in decode:
-    no intake, prefill or response in the window), scaled to one decode step of ``period_ms``."""
+) -> Window:
+    """``batch`` requests long enough to decode for ~2 s, measured over the middle of their
+    decode (from 25 % to 85 %): every request in decode, no intake, prefill or response in the
+    window. The engine's phase table and decode periods come from one publication each side
+    (published together every 0.25 s), so per-step figures divide by the window's own decode
+    periods; the processes' CPU (``cpu_budget``) is read at the same moments."""
     assert server.pid is not None
     tokens = min(MAX_BUDGET_TOKENS, max(64, int(BUDGET_DECODE_S * 1000.0 / period_ms)))
     decode_s = tokens * period_ms / 1000.0
     worker = threading.Thread(target=timed_batch, args=(server.url, batch, tokens))
     start = time.perf_counter()
     worker.start()
-    time.sleep(max(0.0, first_token_s + 0.15 * decode_s - (time.perf_counter() - start)))
-    before, began = CpuSnapshot.take(server.pid), time.perf_counter()
-    time.sleep(0.7 * decode_s)
-    after, ended = CpuSnapshot.take(server.pid), time.perf_counter()
+    time.sleep(max(0.0, first_token_s + 0.25 * decode_s - (time.perf_counter() - start)))
+    cpu_before, began = CpuSnapshot.take(server.pid), time.perf_counter()
+    before = scrape(server.url)
+    time.sleep(0.6 * decode_s)
+    after = scrape(server.url)
+    cpu_after, ended = CpuSnapshot.take(server.pid), time.perf_counter()
     worker.join()
-    return per_step(before, after, (ended - began) * 1000.0 / period_ms, ended - began)
+    periods = after.get(("tt_decode_intervals_total",), 0.0) - before.get(
+        ("tt_decode_intervals_total",), 0.0
+    )
+    period = interval_ms(before, after)
+    if period is None or periods < 1:
+        raise RuntimeError(f"no decode step published in the steady window of batch {batch}")
+    phases = {
+        p.value: 1000.0
+        * (
+            after.get(("host", "decode", p.value), 0.0)
+            - before.get(("host", "decode", p.value), 0.0)
+        )
+        / periods
+        for p in Phase
+    }
+    cpu = tuple(
+        1000.0
+        * (after.get(("cpu", "decode", part), 0.0) - before.get(("cpu", "decode", part), 0.0))
+        / periods
+        for part in ("plugin", "vllm")
+    )
+    budget = per_step(cpu_before, cpu_after, (ended - began) * 1000.0 / period, ended - began)
+    return Window(period, phases, (cpu[0], cpu[1]), budget)
 
 
 # --------------------------------------------------------------------------- engine alone
@@ -387,12 +399,13 @@ def print_table(rows: list[Row]) -> None:
             f"{r.plugin_cpu_ms:.3f}",
             f"{r.vllm_cpu_ms:.3f}",
             f"{r.model_call_ms:.2f}",
+            f"{r.run_step_ms:.2f}",
         ]
         for r in rows
     ]
     headers = ["batch", "step ms", "async", "decode step ms", "ratio to limit", "host ms",
                "plugin ms", "vllm ms", "plugin CPU ms", "vllm CPU ms",
-               "model call ms"]  # fmt: skip
+               "model call ms", "run step ms"]  # fmt: skip
     print(tabulate(table, headers=headers, tablefmt="github"), flush=True)
 
 
@@ -400,12 +413,16 @@ def cpu(row: dict[str, Any], key: str) -> str:
     return "-" if row.get(key) is None else f"{row[key]:.3f}"  # absent before the CPU counter
 
 
+def run_step(row: dict[str, Any]) -> str:
+    return "-" if row.get("run_step_ms") is None else f"{row['run_step_ms']:.2f}"  # added 12-02
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The JSON of a run as docs/BENCHMARKS.md's tables."""
     lines = [
         "| batch | device step ms | async | decode step ms | ratio to limit | host ms | plugin ms "
-        "| vLLM ms | plugin CPU ms | vLLM CPU ms | model call ms | client step ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| vLLM ms | plugin CPU ms | vLLM CPU ms | model call ms | run step ms | client step ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
         batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else str(r["batch"])
@@ -414,7 +431,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {r['decode_step_ms']:.2f} | {r['ratio_to_limit']:.3f} | {r['host_ms']:.2f} "
             f"| {r['plugin_ms']:.3f} | {r['vllm_ms']:.3f} | {cpu(r, 'plugin_cpu_ms')} "
             f"| {cpu(r, 'vllm_cpu_ms')} | {r['model_call_ms']:.2f} "
-            f"| {r['client_step_ms']:.2f} |"
+            f"| {run_step(r)} | {r['client_step_ms']:.2f} |"
         )
     budgets = [r for r in doc["rows"] if r.get("cpu_budget")]
     if budgets:
