@@ -74,7 +74,7 @@ def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> L
         preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
         has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
         pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
-        req_lanes={r: lane for r, lane in lanes_of.items() if r in scheduled},
+        req_lanes={r: lanes_of[r] for r in scheduled},
     )
 
 
