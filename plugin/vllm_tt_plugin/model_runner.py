@@ -57,6 +57,8 @@ class RunnerStats:
     """Counters logged at shutdown (operators read them; engine tests assert on them)."""
 
     prefill_steps: int = 0
+    # Prefill rows that ended before their prompt did (a chunk of a longer prompt).
+    prefill_chunks: int = 0
     decode_steps: int = 0
     device_sampled_steps: int = 0
     host_sampled_steps: int = 0
@@ -448,6 +450,7 @@ class TTModelRunner:
                 state.rope_delta = delta
         self.planner.commit_prefill()
         self.stats.prefill_steps += 1
+        self.stats.prefill_chunks += completing.count(False)
         tt_metrics.observe_prefill(decision if sampling_states else None)  # metrics hook
         if sampling_states:
             self.last_route[StepKind.PREFILL] = decision

@@ -118,7 +118,7 @@ def test_hybrid_parity_two_groups_and_sliding_memory(config: dict[str, Any]) -> 
         got = complete_many(server.url, prompts, MAX_TOKENS)
     assert_parity(got, want, prompts)
     stats = runner_stats(server)[0]
-    assert stats["prefill_steps"] > len(prompts), "long prompts were split into chunks"
+    assert stats["prefill_chunks"] > 0, "long prompts were not split into chunks"
 
     # vLLM's hybrid manager packed one sliding and one full group (the plugin logs each).
     groups = kv_groups(server)

@@ -229,4 +229,5 @@ def test_qwen2vl_chunked_prefill_variant_parity() -> None:
     check_parity(requests_plan, results)
     stats = runner_stats(server)[0]
     longest = max(len(r["prompt"]) for r in results)
-    assert longest > 32 and stats["prefill_steps"] > len(requests_plan), "nothing was chunked"
+    # Counted per row: a step may batch several requests, so step counts cannot tell.
+    assert longest > 32 and stats["prefill_chunks"] > 0, "nothing was chunked"

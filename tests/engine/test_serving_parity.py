@@ -74,7 +74,7 @@ def test_chunked_prefill_parity(hf_reference: list[list[int]]) -> None:
     with serve(vllm_args=[*BASE_ARGS, "--max-num-batched-tokens", "64"]) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
     stats = runner_stats(server)[0]
-    assert stats["prefill_steps"] > sum(1 for p in PROMPTS if len(p) > 64)
+    assert stats["prefill_chunks"] > 0, "no prompt was split into chunks"
 
 
 def test_unchunked_prefill_parity(hf_reference: list[list[int]]) -> None:

@@ -123,7 +123,7 @@ def test_vision_parity_chunked_device_sampling_async_prefix_cache(
     counts = [r["prompt"].count(image_id) for r in results]
     assert counts == [per_image * len(im) for im, _ in requests_plan]
     stats = runner_stats(server)[0]
-    assert stats["prefill_steps"] > len(requests_plan), "prompts were not chunked"
+    assert stats["prefill_chunks"] > 0, "prompts were not chunked"
     assert stats["device_sampled_steps"] > 0
 
 

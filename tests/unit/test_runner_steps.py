@@ -349,6 +349,7 @@ def test_refused_prefill_releases_only_the_new_rows_slots(
         first = s.step()  # the long prompt's first chunk takes the whole token budget
         assert dict(first.num_scheduled_tokens) == {long_req.request_id: 64}
         assert s.owned_slots() == [long_req.request_id, None, None, None]
+        assert (s.runner.stats.prefill_steps, s.runner.stats.prefill_chunks) == (1, 1)
 
         out = s.sched.schedule()
         assert dict(out.num_scheduled_tokens) == {long_req.request_id: 36, new_req.request_id: 20}
@@ -360,6 +361,7 @@ def test_refused_prefill_releases_only_the_new_rows_slots(
         # The continuing chunk keeps the slot it took with its first chunk; the new row's is free.
         assert s.owned_slots() == [long_req.request_id, None, None, None]
         assert s.runner.batch.requests[new_req.request_id].slot is None
+        assert s.runner.stats.prefill_chunks == 1  # a refused step counts nothing
 
 
 def test_refused_decode_releases_slots_of_rows_that_had_none(
