@@ -39,9 +39,9 @@ from vllm_tt_plugin.sampling_params import (
 )
 
 
-def changed_slots(layout: Layout, owners: Sequence[str | None]) -> list[int]:
-    """The slots whose occupant in ``layout`` differs from ``owners``."""
-    return [slot for slot, (new, old) in enumerate(zip(layout, owners, strict=True)) if new != old]
+def changed_slots(layout: Layout, before: Layout) -> list[int]:
+    """The slots whose occupant in ``layout`` differs from ``before``."""
+    return [slot for slot, (new, old) in enumerate(zip(layout, before, strict=True)) if new != old]
 
 
 # One KV group's writes of a step: row (slot) indices, column indices, block ids.
@@ -58,11 +58,10 @@ class _PageTables:
             torch.zeros((num_slots, width), dtype=torch.int32) for _ in range(num_groups)
         ]
         self._np = [t.numpy() for t in self.tensors]
-        self.owners: list[str | None] = [None] * num_slots
         self._epoch = [0] * num_slots
         self._written = [[0] * num_slots for _ in range(num_groups)]
         self._slot_of: dict[str, int] = {}
-        self.layout: Layout | None = None
+        self.layout: Layout = (None,) * num_slots  # whose rows the tables hold: nobody's yet
 
     def update(
         self, active: Sequence[TTRequestState | None], layout: Layout, dirty: set[str]
@@ -75,7 +74,7 @@ class _PageTables:
         writes: list[_Writes] = [([], [], []) for _ in self._np]
         if layout != self.layout:
             fresh: list[int] = []
-            for slot in changed_slots(layout, self.owners):
+            for slot in changed_slots(layout, self.layout):
                 state = active[slot]
                 src = None if state is None else self._slot_of.get(state.req_id)
                 if src is not None and state is not None and state.block_epoch == self._epoch[src]:
@@ -93,7 +92,6 @@ class _PageTables:
                 zero.append(slot)
                 self._append(writes, slot, active[slot], rewrite=True)
                 dirty.discard(layout[slot])
-            self.owners = list(layout)
             self._slot_of = {req_id: i for i, req_id in enumerate(layout) if req_id is not None}
             self.layout = layout
         for req_id in dirty:
@@ -141,11 +139,10 @@ class _PageTables:
         """Rewrite every row next time."""
         for table in self._np:
             table[:] = 0
-        self.owners = [None] * len(self.owners)
         for written in self._written:
             written[:] = [0] * len(written)
         self._slot_of = {}
-        self.layout = None
+        self.layout = (None,) * len(self.layout)
 
 
 class _SamplingColumns:
@@ -157,23 +154,21 @@ class _SamplingColumns:
         self.vocab_size = vocab_size
         self._empty = encode_row(EMPTY_ROW, vocab_size)
         self._rows = [self._empty] * num_slots
-        self.owners: list[str | None] = [None] * num_slots
         self._penalized = [False] * num_slots
         self.penalized_slots = 0
         self.params: TTSamplingParams | None = None
-        self.layout: Layout | None = None
+        self.layout: Layout = (None,) * num_slots  # whose rows _rows holds
 
     def update(self, active: Sequence[TTRequestState | None], layout: Layout) -> TTSamplingParams:
         if self.params is not None and layout == self.layout:
             return self.params
-        for slot in changed_slots(layout, self.owners):
+        for slot in changed_slots(layout, self.layout):
             state = active[slot]
             row = self._empty if state is None else state.encoded_sampling(self.vocab_size)
             self._rows[slot] = row
             penalized = encoded_has_penalties(row)
             self.penalized_slots += int(penalized) - int(self._penalized[slot])
             self._penalized[slot] = penalized
-        self.owners = list(layout)
         # Fresh lists (a transpose of the rows): a model may keep the object it was sent.
         self.params = TTSamplingParams.from_columns(
             [list(c) for c in zip(*self._rows, strict=True)]
@@ -184,11 +179,10 @@ class _SamplingColumns:
     def forget(self) -> None:
         """Build a new object next time, every slot re-read."""
         self._rows = [self._empty] * len(self._rows)
-        self.owners = [None] * len(self.owners)
         self._penalized = [False] * len(self._penalized)
         self.penalized_slots = 0
         self.params = None
-        self.layout = None
+        self.layout = (None,) * len(self._rows)
 
 
 class PersistentDecodeInputs:
