@@ -12,7 +12,6 @@ from the launch plan, never re-decided here.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -47,9 +46,6 @@ from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
 
 logger = get_logger(__name__)
-
-# The engine process's GIL switch interval (see TTModelRunner.__init__).
-ENGINE_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -187,12 +183,8 @@ class TTModelRunner:
         self._last_decode_ns = 0  # start of the last accepted decode step
         self._decode_run = 0  # decode steps since the last prefill step
         self.stats = RunnerStats(lane_admissions=[0] * lanes)
-        # The engine thread's step is the critical path; vLLM's output thread serialises the last
-        # step meanwhile. Every GIL release on this thread (a torch op, a device call) may hand
-        # it the GIL for up to the switch interval: 5 ms by default, a whole device step. A
-        # shorter interval bounds that wait (docs/VLLM_PATCHES.md, W18).
-        if sys.getswitchinterval() > ENGINE_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_S)
+        # Python's 5 ms GIL switch interval stays: a shorter one lets vLLM's output thread
+        # force the engine thread off mid-step (docs/VLLM_PATCHES.md, W18, removed).
         logger.info(
             "TT runner: %d lane(s) x %d slots, decode contract v%d, async decode overlap %s, "
             "sample_on_device_mode=%s, trace_mode=%s, device logprobs %s",
