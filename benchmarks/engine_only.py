@@ -99,6 +99,7 @@ def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
         "vllm_cpu_ms": round(cpu(hp.Part.VLLM), 4),
         "model_call_ms": round(wall(hp.MODEL_PHASES), 4),
         "vllm_output_processor_ms": round((after.output_ns - before.output_ns) / 1e6 / steps, 4),
+        "plugin_phases_ms": {p.value: round(wall((p,)), 4) for p in hp.PLUGIN_PHASES},
     }
 
 
