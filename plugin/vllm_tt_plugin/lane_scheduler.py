@@ -47,34 +47,60 @@ def _lane_config(vllm_config: VllmConfig, seqs_per_lane: int) -> VllmConfig:
     return lane
 
 
-def merge_outputs(outputs: list[SchedulerOutput], lanes_of: dict[str, int]) -> LaneSchedulerOutput:
-    """One SchedulerOutput for the worker, carrying every lane's work and each row's lane."""
-    cached = [o.scheduled_cached_reqs for o in outputs]
-    scheduled = {k: v for o in outputs for k, v in o.num_scheduled_tokens.items()}
+def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
+    """One SchedulerOutput for the worker, carrying every lane's work and each row's lane (the
+    index of the lane output that scheduled it).
+
+    Built every step over every row: the per-row fields are joined with ``list.extend`` and
+    ``dict.update`` (C loops), not comprehensions."""
+    req_ids: list[str] = []
+    resumed: set[str] = set()
+    new_token_ids: list[list[int]] = []
+    new_block_ids: list[Any] = []
+    num_computed: list[int] = []
+    num_output: list[int] = []
+    all_token_ids: dict[str, list[int]] = {}
+    scheduled: dict[str, int] = {}
+    req_lanes: dict[str, int] = {}
+    encoder_inputs: dict[str, list[int]] = {}
+    new_reqs: list[Any] = []
+    mm_hashes: list[str] = []
+    for lane, o in enumerate(outputs):
+        c = o.scheduled_cached_reqs
+        req_ids.extend(c.req_ids)
+        resumed |= c.resumed_req_ids
+        new_token_ids.extend(c.new_token_ids)
+        new_block_ids.extend(c.new_block_ids)
+        num_computed.extend(c.num_computed_tokens)
+        num_output.extend(c.num_output_tokens)
+        all_token_ids.update(c.all_token_ids)
+        scheduled.update(o.num_scheduled_tokens)
+        req_lanes.update(dict.fromkeys(o.num_scheduled_tokens, lane))
+        encoder_inputs.update(o.scheduled_encoder_inputs)
+        new_reqs.extend(o.scheduled_new_reqs)
+        mm_hashes.extend(o.free_encoder_mm_hashes)
     return LaneSchedulerOutput(
-        scheduled_new_reqs=[r for o in outputs for r in o.scheduled_new_reqs],
+        scheduled_new_reqs=new_reqs,
         scheduled_cached_reqs=CachedRequestData(
-            req_ids=[r for c in cached for r in c.req_ids],
-            resumed_req_ids=set().union(*(c.resumed_req_ids for c in cached)),
-            new_token_ids=[t for c in cached for t in c.new_token_ids],
-            all_token_ids={k: v for c in cached for k, v in c.all_token_ids.items()},
-            new_block_ids=[b for c in cached for b in c.new_block_ids],
-            num_computed_tokens=[n for c in cached for n in c.num_computed_tokens],
-            num_output_tokens=[n for c in cached for n in c.num_output_tokens],
+            req_ids=req_ids,
+            resumed_req_ids=resumed,
+            new_token_ids=new_token_ids,
+            all_token_ids=all_token_ids,
+            new_block_ids=new_block_ids,
+            num_computed_tokens=num_computed,
+            num_output_tokens=num_output,
         ),
         num_scheduled_tokens=scheduled,
         total_num_scheduled_tokens=sum(o.total_num_scheduled_tokens for o in outputs),
         scheduled_spec_decode_tokens={},
-        scheduled_encoder_inputs={
-            k: v for o in outputs for k, v in o.scheduled_encoder_inputs.items()
-        },
+        scheduled_encoder_inputs=encoder_inputs,
         num_common_prefix_blocks=[0] * len(outputs[0].num_common_prefix_blocks),
         finished_req_ids=set().union(*(o.finished_req_ids for o in outputs)),
-        free_encoder_mm_hashes=[h for o in outputs for h in o.free_encoder_mm_hashes],
+        free_encoder_mm_hashes=mm_hashes,
         preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
         has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
         pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
-        req_lanes={r: lanes_of[r] for r in scheduled},
+        req_lanes=req_lanes,
     )
 
 
@@ -192,7 +218,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
                 mode = StepMode.DECODE
                 facts = WorkFacts(prefill_ready=False, decode_ready=True)
                 outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
-        merged = merge_outputs(outputs, self.lane_of)
+        merged = merge_outputs(outputs)
         if merged.total_num_scheduled_tokens == 0:
             mode = StepMode.IDLE
         self.step_policy.record(mode, facts)

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import write_checkpoint_config
 from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
 from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
-from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.mesh_spec import MeshSpec
 from vllm_tt_plugin.utils.device_discovery import (
@@ -202,6 +202,58 @@ def test_least_loaded_placement_and_sticky_lanes(make_config: Any) -> None:
     out = coord.schedule()
     assert set(out.req_lanes.values()) == {0, 1, 2, 3}
     assert all(out.req_lanes[r.request_id] == coord.lane_of[r.request_id] for r in reqs)
+
+
+def _lane_output(lane: int, resumed: bool) -> Any:
+    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
+
+    ids = [f"l{lane}-a", f"l{lane}-b"]
+    return SchedulerOutput(
+        scheduled_new_reqs=[f"new-{lane}"],
+        scheduled_cached_reqs=CachedRequestData(
+            req_ids=ids,
+            resumed_req_ids={ids[0]} if resumed else set(),
+            new_token_ids=[[lane]],
+            all_token_ids={ids[0]: [lane, lane]} if resumed else {},
+            new_block_ids=[None, ([lane],)],
+            num_computed_tokens=[10 * lane, 10 * lane + 1],
+            num_output_tokens=[lane, lane + 1],
+        ),
+        num_scheduled_tokens={ids[0]: 1, ids[1]: 1, f"new-{lane}": 5},
+        total_num_scheduled_tokens=7,
+        scheduled_spec_decode_tokens={},
+        scheduled_encoder_inputs={f"new-{lane}": [0]},
+        num_common_prefix_blocks=[0, 0],
+        finished_req_ids={f"done-{lane}"},
+        free_encoder_mm_hashes=[f"h{lane}"],
+        preempted_req_ids={f"pre-{lane}"} if lane else None,
+    )
+
+
+def test_merged_step_joins_the_lanes_in_lane_order() -> None:
+    lanes = [_lane_output(0, resumed=False), _lane_output(1, resumed=True)]
+    merged = merge_outputs(lanes)
+    cached = merged.scheduled_cached_reqs
+    assert cached.req_ids == ["l0-a", "l0-b", "l1-a", "l1-b"]
+    assert cached.resumed_req_ids == {"l1-a"}
+    assert cached.all_token_ids == {"l1-a": [1, 1]}
+    assert cached.new_block_ids == [None, ([0],), None, ([1],)]
+    assert cached.num_computed_tokens == [0, 1, 10, 11]
+    assert cached.num_output_tokens == [0, 1, 1, 2]
+    assert cached.new_token_ids == [[0], [1]]
+    assert merged.scheduled_new_reqs == ["new-0", "new-1"]
+    assert merged.total_num_scheduled_tokens == 14
+    assert list(merged.num_scheduled_tokens) == [
+        "l0-a", "l0-b", "new-0", "l1-a", "l1-b", "new-1"
+    ]  # fmt: skip
+    assert merged.req_lanes == {
+        "l0-a": 0, "l0-b": 0, "new-0": 0, "l1-a": 1, "l1-b": 1, "new-1": 1
+    }  # fmt: skip
+    assert merged.scheduled_encoder_inputs == {"new-0": [0], "new-1": [0]}
+    assert merged.num_common_prefix_blocks == [0, 0]
+    assert merged.finished_req_ids == {"done-0", "done-1"}
+    assert merged.free_encoder_mm_hashes == ["h0", "h1"]
+    assert merged.preempted_req_ids == {"pre-1"}
 
 
 def test_lanes_share_the_step_mode_and_finish(make_config: Any) -> None:
