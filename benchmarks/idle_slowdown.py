@@ -16,7 +16,8 @@ for S in 0, 5, 17 and 40, the wait made three ways:
 It prints the median workload time per (wait, S) and its ratio to back-to-back runs (S = 0), all
 measured in this one run, interleaved, so the ratios compare like with like.
 
-    python benchmarks/idle_slowdown.py [--rows 32] [--repeats 100] [--workload rows|mixed] [--json FILE]
+    python benchmarks/idle_slowdown.py [--rows 32] [--repeats 100] [--workload rows|mixed]
+                                        [--json FILE]
 """
 
 from __future__ import annotations
