@@ -75,8 +75,41 @@ LANES_VARIANT = (
     "TTReferenceLlamaForCausalLM="
     "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM"
 )
-FULL_CONFIGS = ((1, 1), (8, 1), (32, 1), (128, 1), (256, 1), (32, 4))  # (seqs per lane, lanes)
-QUICK_CONFIGS = ((32, 1), (128, 1))
+
+
+@dataclass(frozen=True)
+class Config:
+    """One server: ``lanes`` in-process lanes of ``seqs`` sequences and ``api_servers`` API
+    server processes (vLLM's default for ``--data-parallel-size N`` is N, decided by its CLI
+    before the plugin folds N into lanes)."""
+
+    seqs: int
+    lanes: int = 1
+    api_servers: int | None = None  # None: vLLM's default
+
+    @property
+    def api_server_count(self) -> int:
+        return self.lanes if self.api_servers is None else self.api_servers
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        """``B``, ``LxS`` (L lanes of S) or ``LxS/A`` (with A API servers)."""
+        shape, _, api = text.partition("/")
+        lanes, _, seqs = shape.rpartition("x")
+        return cls(int(seqs), int(lanes or 1), int(api) if api else None)
+
+
+def label(batch: int, lanes: int, api_servers: int | None = None) -> str:
+    """A row's batch as the tables show it: ``128``, ``4x32`` or ``4x32/1`` (one API server
+    where vLLM's default is one per lane)."""
+    if lanes == 1:
+        return str(batch)
+    text = f"{lanes}x{batch // lanes}"
+    return text if api_servers in (None, lanes) else f"{text}/{api_servers}"
+
+
+FULL_CONFIGS = tuple(Config.parse(c) for c in ("1", "8", "32", "128", "256", "4x32", "4x32/1"))
+QUICK_CONFIGS = (Config(32), Config(128))
 FULL_STEPS_MS = (5.0, 17.0, 40.0)
 QUICK_STEPS_MS = (5.0, 17.0)
 SERVE_STEP_MS = 17.0
@@ -89,6 +122,7 @@ MAX_BUDGET_TOKENS = 480  # within --max-model-len 512 with the prompt
 class Row:
     batch: int  # rows per step: lanes x seqs per lane
     lanes: int
+    api_servers: int  # vLLM API server processes
     step_ms: float
     async_: bool
     decode_step_ms: float  # the engine's mean decode step period, steady window (steady_window)
@@ -181,7 +215,8 @@ def interval_ms(before: dict, after: dict) -> float | None:
     return 1000.0 * seconds / count if count else None
 
 
-def server_for(seqs: int, lanes: int, async_on: bool, step_file: Path, log: Path) -> EmulatedServer:
+def server_for(config: Config, async_on: bool, step_file: Path, log: Path) -> EmulatedServer:
+    seqs, lanes = config.seqs, config.lanes
     args = [
         "--max-num-seqs",
         str(seqs),
@@ -197,6 +232,8 @@ def server_for(seqs: int, lanes: int, async_on: bool, step_file: Path, log: Path
     mesh = "N150"
     if lanes > 1:
         args += ["--data-parallel-size", str(lanes)]
+        if config.api_servers is not None:
+            args += ["--api-server-count", str(config.api_servers)]
         env["TT_MODEL_CLASS_OVERRIDES"] = LANES_VARIANT
         mesh = "TG"
     return EmulatedServer(
@@ -228,14 +265,15 @@ class Window:
 
 
 def measure_server(
-    seqs: int, lanes: int, async_on: bool, steps_ms: Sequence[float], args: argparse.Namespace,
+    config: Config, async_on: bool, steps_ms: Sequence[float], args: argparse.Namespace,
     workdir: Path,
 ) -> Iterator[Row]:  # fmt: skip
-    step_file = workdir / f"step-{seqs}x{lanes}-{int(async_on)}.ms"
+    name = f"{config.lanes}x{config.seqs}-api{config.api_server_count}-async{int(async_on)}"
+    step_file = workdir / f"step-{name}.ms"
     step_file.write_text(f"{steps_ms[0]:g}\n")
-    batch = seqs * lanes
-    log = workdir / f"server-{lanes}x{seqs}-async{int(async_on)}.log"
-    server = server_for(seqs, lanes, async_on, step_file, log)
+    batch = config.seqs * config.lanes
+    log = workdir / f"server-{name}.log"
+    server = server_for(config, async_on, step_file, log)
     with server:
         timed_batch(server.url, batch, 4)  # warm
         for step_ms in steps_ms:
@@ -259,7 +297,8 @@ def measure_server(
             phases, (plugin_cpu, vllm_cpu) = steady.phases, steady.cpu
             yield Row(
                 batch=batch,
-                lanes=lanes,
+                lanes=config.lanes,
+                api_servers=config.api_server_count,
                 step_ms=step_ms,
                 async_=async_on,
                 decode_step_ms=round(steady.period, 3),
@@ -388,7 +427,7 @@ def bench_serve(workdir: Path) -> dict[str, Any]:
 def print_table(rows: list[Row]) -> None:
     table = [
         [
-            f"{r.lanes}x{r.batch // r.lanes}" if r.lanes > 1 else r.batch,
+            label(r.batch, r.lanes, r.api_servers),
             f"{r.step_ms:g}",
             "on" if r.async_ else "off",
             f"{r.decode_step_ms:.2f}",
@@ -425,7 +464,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
-        batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else str(r["batch"])
+        batch = label(r["batch"], r["lanes"], r.get("api_servers"))
         lines.append(
             f"| {batch} | {r['step_ms']:g} | {'on' if r['async'] else 'off'} "
             f"| {r['decode_step_ms']:.2f} | {r['ratio_to_limit']:.3f} | {r['host_ms']:.2f} "
@@ -443,7 +482,7 @@ def markdown(doc: dict[str, Any]) -> str:
         ]
         for r in budgets:
             b = r["cpu_budget"]
-            batch = f"{r['lanes']}x{r['batch'] // r['lanes']}" if r["lanes"] > 1 else r["batch"]
+            batch = label(r["batch"], r["lanes"], r.get("api_servers"))
             lines.append(
                 f"| {batch} | {r['step_ms']:g} | {'on' if r['async'] else 'off'} "
                 f"| {r['decode_step_ms']:.2f} | {b['engine_cpu_ms']:.2f} "
@@ -481,14 +520,6 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def parse_config(text: str) -> tuple[int, int]:
-    """``B`` -> (B, 1); ``LxS`` -> (S, L)."""
-    if "x" in text:
-        lanes, seqs = text.split("x")
-        return int(seqs), int(lanes)
-    return int(text), 1
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -505,7 +536,9 @@ def main() -> int:
         "--engine-only", action="store_true", help="only the engine-alone points (no servers)"
     )
     parser.add_argument(
-        "--configs", default=None, help="only these, e.g. 32,256,4x32 (lanes x seqs per lane)"
+        "--configs",
+        default=None,
+        help="only these, e.g. 32,256,4x32,4x32/1 (lanes x seqs per lane / API servers)",
     )
     parser.add_argument("--steps-ms", type=float, nargs="+", default=None)
     parser.add_argument(
@@ -517,7 +550,7 @@ def main() -> int:
         return 0
     configs = QUICK_CONFIGS if args.quick else FULL_CONFIGS
     if args.configs:
-        configs = tuple(parse_config(c) for c in args.configs.split(","))
+        configs = tuple(Config.parse(c) for c in args.configs.split(","))
     steps_ms = args.steps_ms or (QUICK_STEPS_MS if args.quick else FULL_STEPS_MS)
     rows: list[Row] = []
     started = time.monotonic()
@@ -538,9 +571,9 @@ def main() -> int:
             }
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
 
-    for seqs, lanes in () if args.engine_only else configs:
+    for config in () if args.engine_only else configs:
         for async_on in (False, True):
-            for row in measure_server(seqs, lanes, async_on, steps_ms, args, workdir):
+            for row in measure_server(config, async_on, steps_ms, args, workdir):
                 rows.append(row)
                 print(json.dumps(row.as_json()), flush=True)
                 write_json()

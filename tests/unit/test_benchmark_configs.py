@@ -1,0 +1,64 @@
+"""The host-overhead benchmark's server configurations and the lane-scheduler benchmark's
+schedulers: what each label launches, and that the lane benchmark times real steady decode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.host_overhead import Config, label, server_for
+
+
+@pytest.mark.parametrize(
+    ("text", "config", "api_servers", "shown"),
+    [
+        ("128", Config(128), 1, "128"),
+        ("4x32", Config(32, 4), 4, "4x32"),  # vLLM's default: one API server per DP rank
+        ("4x32/1", Config(32, 4, 1), 1, "4x32/1"),
+    ],
+)
+def test_config_labels_round_trip(text: str, config: Config, api_servers: int, shown: str) -> None:
+    parsed = Config.parse(text)
+    assert parsed == config
+    assert parsed.api_server_count == api_servers
+    assert label(parsed.seqs * parsed.lanes, parsed.lanes, parsed.api_server_count) == shown
+
+
+def test_one_api_server_is_asked_of_vllm_only_when_chosen(tmp_path: Path) -> None:
+    step, log = tmp_path / "step.ms", tmp_path / "server.log"
+    default = server_for(Config.parse("4x32"), False, step, log).command()
+    single = server_for(Config.parse("4x32/1"), False, step, log).command()
+    assert "--api-server-count" not in default
+    assert default[default.index("--data-parallel-size") + 1] == "4"
+    assert single[single.index("--api-server-count") + 1] == "1"
+    assert single[single.index("--max-num-seqs") + 1] == "32"
+
+
+@pytest.mark.usefixtures("clean_registry")
+def test_lane_benchmark_times_steady_decode_of_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import lane_scheduler as ls
+    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+    from vllm_tt_plugin.scheduler import TTScheduler
+
+    for key, value in ls.ENV.items():
+        monkeypatch.setenv(key, value)
+    # build_scheduler sets these for the layout it builds; monkeypatch restores them after.
+    monkeypatch.setenv("MESH_DEVICE", "N150")
+    monkeypatch.setenv("TT_MODEL_CLASS_OVERRIDES", "")
+    wide, lanes = ls.build_scheduler(1, 8), ls.build_scheduler(4, 2)
+    assert type(wide) is TTScheduler
+    assert isinstance(lanes, TTLaneCoordinator) and len(lanes.lanes) == 4
+    for sched in (wide, lanes):
+        ls.admit(sched, 8)
+        before = sched.get_request_counts()
+        sample = ls.timed(sched, 3)
+        assert sched.get_request_counts() == before == (8, 0)  # all running, none waiting
+        assert sample.step_us > 0
+        assert sample.phases_us["vllm_schedule"] > 0 and sample.phases_us["vllm_output"] > 0
+    # every row advanced one token per timed step, in both layouts
+    for sched in (wide, *lanes.lanes):
+        assert all(r.num_output_tokens == len(r.output_token_ids) for r in sched.running)
+    assert {r.num_computed_tokens for r in wide.running} == {
+        r.num_computed_tokens for lane in lanes.lanes for r in lane.running
+    }
