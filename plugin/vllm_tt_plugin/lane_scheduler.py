@@ -48,8 +48,8 @@ def _lane_config(vllm_config: VllmConfig, seqs_per_lane: int) -> VllmConfig:
 
 
 def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
-    """One SchedulerOutput for the worker, carrying every lane's work and each row's lane (the
-    index of the lane output that scheduled it).
+    """One SchedulerOutput for the worker, carrying every lane's work and each lane's rows
+    (a row's lane: the index of the lane output that scheduled it).
 
     Built every step over every row: the per-row fields are joined with ``list.extend`` and
     ``dict.update`` (C loops), not comprehensions."""
@@ -61,11 +61,10 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
     num_output: list[int] = []
     all_token_ids: dict[str, list[int]] = {}
     scheduled: dict[str, int] = {}
-    req_lanes: dict[str, int] = {}
     encoder_inputs: dict[str, list[int]] = {}
     new_reqs: list[Any] = []
     mm_hashes: list[str] = []
-    for lane, o in enumerate(outputs):
+    for o in outputs:
         c = o.scheduled_cached_reqs
         req_ids.extend(c.req_ids)
         resumed |= c.resumed_req_ids
@@ -75,7 +74,6 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
         num_output.extend(c.num_output_tokens)
         all_token_ids.update(c.all_token_ids)
         scheduled.update(o.num_scheduled_tokens)
-        req_lanes.update(dict.fromkeys(o.num_scheduled_tokens, lane))
         encoder_inputs.update(o.scheduled_encoder_inputs)
         new_reqs.extend(o.scheduled_new_reqs)
         mm_hashes.extend(o.free_encoder_mm_hashes)
@@ -100,7 +98,7 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
         preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
         has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
         pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
-        req_lanes=req_lanes,
+        lane_scheduled=[o.num_scheduled_tokens for o in outputs],
     )
 
 
@@ -230,28 +228,31 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        # Each lane reads only its own requests' rows (the runner output is indexed by id).
+        lane_outputs = self._pending.pop(id(scheduler_output))
+        results = [
+            lane._vllm_update(lane_output, model_runner_output)
+            for lane, lane_output in zip(self.lanes, lane_outputs, strict=True)
+        ]
+        # vLLM's share is the lanes' updates, timed as one block; the merge is the plugin's.
+        vllm_end, vllm_cpu_end = host_phases.now(), host_phases.cpu_now()
+        merged = self._merge_results(scheduler_output, results)
         kind = host_phases.kind_of(scheduler_output)
         clock = host_phases.CLOCK
-        inner = clock.get_ns(kind, host_phases.Phase.VLLM_OUTPUT)
-        inner_cpu = clock.get_cpu_ns(kind, host_phases.Part.VLLM)
-        merged = self._update_lanes(scheduler_output, model_runner_output)
-        # The lanes' own update_from_output counted vLLM's share; the routing is the plugin's.
-        vllm_ns = clock.get_ns(kind, host_phases.Phase.VLLM_OUTPUT) - inner
-        clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - start - vllm_ns)
-        vllm_cpu = clock.get_cpu_ns(kind, host_phases.Part.VLLM) - inner_cpu
-        routing_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
-        clock.add_cpu(kind, host_phases.Part.PLUGIN, routing_cpu)
+        clock.add(kind, host_phases.Phase.VLLM_OUTPUT, vllm_end - start)
+        clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - vllm_end)
+        clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu_end - cpu_start)
+        clock.add_cpu(kind, host_phases.Part.PLUGIN, host_phases.cpu_now() - vllm_cpu_end)
         return merged
 
-    def _update_lanes(
-        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    def _merge_results(
+        self, scheduler_output: SchedulerOutput, results: list[dict[int, EngineCoreOutputs]]
     ) -> dict[int, EngineCoreOutputs]:
-        outputs = self._pending.pop(id(scheduler_output))
+        """The lanes' engine outputs as one per client, with one merged SchedulerStats."""
         merged: dict[int, EngineCoreOutputs] = {}
         stats: list[SchedulerStats] = []
-        for lane, lane_output in zip(self.lanes, outputs, strict=True):
-            # Each lane reads only its own requests' rows (the runner output is indexed by id).
-            for client, eco in lane.update_from_output(lane_output, model_runner_output).items():
+        for result in results:
+            for client, eco in result.items():
                 if eco.scheduler_stats is not None:
                     stats.append(eco.scheduler_stats)
                     eco.scheduler_stats = None

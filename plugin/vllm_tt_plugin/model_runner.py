@@ -35,7 +35,7 @@ from vllm_tt_plugin.input_batch import (
     make_request_state,
     padded_token_lists,
 )
-from vllm_tt_plugin.lane_output import request_lanes
+from vllm_tt_plugin.lane_output import request_lane
 from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_adapter import ModelAdapter
@@ -353,9 +353,8 @@ class TTModelRunner:
                     self.block_stepper.release(state)
                 self.batch.release_slot(state)
                 self.host_sampler.forget(req_id)
-        lanes = request_lanes(so)
         for new_req in so.scheduled_new_reqs:
-            lane = lanes.get(new_req.req_id, 0)
+            lane = request_lane(so, new_req.req_id)
             self.batch.add(make_request_state(new_req, lane))
             self.stats.lane_admissions[lane] += 1
         resumed = self.batch.apply_cached_updates(so)
@@ -365,7 +364,7 @@ class TTModelRunner:
             # A resumed request replays its tokens and is placed again.
             state = self.batch.requests[req_id]
             self.batch.release_slot(state)
-            state.lane = lanes.get(req_id, state.lane)
+            state.lane = request_lane(so, req_id, state.lane)
 
     def _page_tables(
         self, states: Sequence[TTRequestState | None], width: int

@@ -157,12 +157,20 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
-            scheduler_output, model_runner_output
-        )
+        outputs = self._vllm_update(scheduler_output, model_runner_output)
         kind = host_phases.kind_of(scheduler_output)
         host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
         host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
+        return outputs
+
+    def _vllm_update(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> dict[int, EngineCoreOutputs]:
+        """vLLM's ``update_from_output``, untimed: the lane coordinator times its lanes'
+        updates as one block."""
+        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
+            scheduler_output, model_runner_output
+        )
         return outputs
 
     def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:

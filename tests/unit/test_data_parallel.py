@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import write_checkpoint_config
 from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
 from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
+from vllm_tt_plugin.lane_output import request_lane
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.mesh_spec import MeshSpec
@@ -249,6 +250,10 @@ def test_merged_step_joins_the_lanes_in_lane_order() -> None:
     assert merged.req_lanes == {
         "l0-a": 0, "l0-b": 0, "new-0": 0, "l1-a": 1, "l1-b": 1, "new-1": 1
     }  # fmt: skip
+    # What the runner asks when it places a new or resumed row.
+    assert request_lane(merged, "new-1") == 1 and request_lane(merged, "l0-b") == 0
+    assert request_lane(merged, "not-scheduled", 3) == 3
+    assert request_lane(lanes[1], "new-1", 2) == 2  # not a lane-DP step: the default
     assert merged.scheduled_encoder_inputs == {"new-0": [0], "new-1": [0]}
     assert merged.num_common_prefix_blocks == [0, 0]
     assert merged.finished_req_ids == {"done-0", "done-1"}
