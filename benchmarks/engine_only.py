@@ -37,6 +37,7 @@ ENV = {
 }
 MAX_MODEL_LEN = 512
 PROMPT_LEN = 16
+CHURN_WAVES = 3  # --churn: this many requests per decode slot
 
 
 def child_env(batch: int, step_file: Path) -> dict[str, str]:
@@ -123,7 +124,12 @@ def timed_output_processor(llm: Any) -> list[int]:
 
 
 def measure(
-    batch: int, step_ms: float, tokens: int, repeats: int, async_on: bool = False
+    batch: int,
+    step_ms: float,
+    tokens: int,
+    repeats: int,
+    async_on: bool = False,
+    churn: bool = False,
 ) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
@@ -138,11 +144,25 @@ def measure(
         additional_config={"tt": {**DEFAULT_TT_OPTIONS, "sample_on_device_mode": "all"}},
         async_scheduling=async_on,
     )
+    count = CHURN_WAVES * batch if churn else batch
     prompts = [
         {"prompt_token_ids": [1 + (i * 7 + j) % 200 for j in range(PROMPT_LEN)]}
-        for i in range(batch)
+        for i in range(count)
     ]
-    greedy = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0)
+    greedy: SamplingParams | list[SamplingParams] = SamplingParams(
+        max_tokens=tokens, ignore_eos=True, temperature=0
+    )
+    if churn:
+        # Lengths spread over [tokens / 2, 3 tokens / 2), interleaved: rows finish a few at a
+        # time and waiting requests take their places, as in a busy server.
+        greedy = [
+            SamplingParams(
+                max_tokens=tokens // 2 + (i * 37 % count) * tokens // count,
+                ignore_eos=True,
+                temperature=0,
+            )
+            for i in range(count)
+        ]
     llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
     output_ns = timed_output_processor(llm)
     clock = hp.CLOCK
@@ -155,6 +175,8 @@ def measure(
         llm.generate(prompts, greedy, use_tqdm=False)
         after = Snapshot.now(clock, store._values.get(key, 0.0), output_ns[0])
         row: dict[str, Any] = {"batch": batch, "step_ms": step_ms, "async": async_on}
+        if churn:
+            row["churn"] = True
         row.update(per_decode_step(before, after))
         if best is None or row["plugin_ms"] < best["plugin_ms"]:
             best = row
@@ -169,6 +191,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=200, help="decode tokens per request")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--async-scheduling", action="store_true", help="async decode on")
+    parser.add_argument(
+        "--churn",
+        action="store_true",
+        help=f"{CHURN_WAVES} x batch requests of spread lengths: rows finish and arrive "
+        "every few steps (the decode steps then include layout changes)",
+    )
     args = parser.parse_args()
     if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":  # not set up yet: re-exec
         step_file = Path(tempfile.mkdtemp(prefix="tt-engine-only-")) / "step.ms"
@@ -176,7 +204,9 @@ def main() -> int:
         env = {**os.environ, **child_env(args.batch, step_file)}
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     started = time.monotonic()
-    row = measure(args.batch, args.step_ms, args.tokens, args.repeats, args.async_scheduling)
+    row = measure(
+        args.batch, args.step_ms, args.tokens, args.repeats, args.async_scheduling, args.churn
+    )
     row["elapsed_s"] = round(time.monotonic() - started, 1)
     print("ENGINE_ONLY " + json.dumps(row), flush=True)
     return 0

@@ -369,14 +369,21 @@ ENGINE_ONLY_BATCHES = (1, 32, 128, 256)
 # costs 1.5-2x here); 5 ms async, whether the host keeps up with the device when nothing else
 # (API server, client) shares the cores.
 ENGINE_ONLY_POINTS = ((0.0, False), (5.0, False), (5.0, True))
+# Continuous batching (engine_only.py --churn): rows finish and arrive every few steps, so the
+# decode steps include layout changes (slots taken and freed, compaction), at 0 ms steps.
+ENGINE_ONLY_CHURN_BATCHES = (32, 128, 256)
 
 
-def engine_only(batch: int, step_ms: float, async_on: bool, log: Path) -> dict[str, Any]:
+def engine_only(
+    batch: int, step_ms: float, async_on: bool, log: Path, churn: bool = False
+) -> dict[str, Any]:
     """One ``engine_only.py`` point in a fresh interpreter (it sets its own environment)."""
     cmd = [sys.executable, str(REPO / "benchmarks" / "engine_only.py"), "--batch", str(batch),
            "--step-ms", f"{step_ms:g}"]  # fmt: skip
     if async_on:
         cmd.append("--async-scheduling")
+    if churn:
+        cmd.append("--churn")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     log.write_text(proc.stdout + proc.stderr)
     for line in proc.stdout.splitlines():
@@ -393,7 +400,7 @@ def bench_serve(workdir: Path) -> dict[str, Any]:
     """``vllm bench serve`` against a batch-32 async timing-only server at 17 ms steps."""
     step_file = workdir / "step-serve.ms"
     step_file.write_text(f"{SERVE_STEP_MS:g}\n")
-    server = server_for(32, 1, True, step_file, workdir / "server-serve.log")
+    server = server_for(Config(32), True, step_file, workdir / "server-serve.log")
     result_dir = workdir / "serve"
     result_dir.mkdir(exist_ok=True)
     vllm = shutil.which("vllm") or "vllm"
@@ -500,8 +507,9 @@ def markdown(doc: dict[str, Any]) -> str:
         ]
         for r in alone:
             ratio = f"{r['step_ms'] / r['decode_step_ms']:.3f}" if r["step_ms"] else "-"
+            batch = f"{r['batch']} churn" if r.get("churn") else str(r["batch"])
             lines.append(
-                f"| {r['batch']} | {r['step_ms']:g} | {'on' if r.get('async') else 'off'} "
+                f"| {batch} | {r['step_ms']:g} | {'on' if r.get('async') else 'off'} "
                 f"| {r['decode_step_ms']:.2f} | {ratio} "
                 f"| {r['plugin_ms']:.3f} | {r['plugin_cpu_ms']:.3f} | {r['vllm_ms']:.3f} "
                 f"| {r['vllm_cpu_ms']:.3f} | {cpu(r, 'vllm_output_processor_ms')} "
@@ -584,6 +592,11 @@ def main() -> int:
                 alone.append(engine_only(batch, step_ms, async_on, log))
                 print("engine alone: " + json.dumps(alone[-1]), flush=True)
                 write_json()
+        for batch in ENGINE_ONLY_CHURN_BATCHES:
+            log = workdir / f"engine-only-{batch}-churn.log"
+            alone.append(engine_only(batch, 0.0, False, log, churn=True))
+            print("engine alone: " + json.dumps(alone[-1]), flush=True)
+            write_json()
     print()
     print_table(rows)
     if not args.no_serve and not args.engine_only:

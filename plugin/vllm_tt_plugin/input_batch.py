@@ -140,22 +140,31 @@ class LaneSlots:
                 self.owner[slot] = None
 
     def compaction(self, idle: Collection[str] = ()) -> list[int] | None:
-        """Gather permutation moving the owned slots to the front, those of ``idle`` owners
-        behind the others (each group stable); None if nothing would move.
+        """Gather permutation packing the active owners (owned, not ``idle``) into the front
+        slots, moving as few rows as it can; None if nothing would move.
+
+        Each hole among the first ``n`` slots (``n`` active owners) swaps with the last active
+        owner behind them, so one departure moves one row (its resident device state, page-table
+        row and sampling row), not every row after it: with a steady stream of finishes in a
+        large batch, a stable shift would rewrite most of the batch every few steps.
 
         An idle owner is one that is done decoding but still holds its slot: under vLLM's async
         scheduling a request that reached ``max_tokens`` leaves the steps a step before vLLM
-        reports it finished and its slot is freed. In front it would leave a hole after its
-        release that no later layout change compacts. ``remap[i] = j``: after the move, slot i
-        holds what slot j held.
+        reports it finished and its slot is freed. It goes behind the active owners (a hole in
+        front would stay after its release, as no later layout change compacts it).
+        ``remap[i] = j``: after the move, slot i holds what slot j held.
         """
         owners = self.owner
-        active = [slot for slot, o in enumerate(owners) if o is not None and o not in idle]
-        if active == list(range(len(active))):
+        active = [o is not None and o not in idle for o in owners]
+        n = sum(active)
+        holes = [slot for slot in range(n) if not active[slot]]
+        if not holes:
             return None
-        behind = [slot for slot, o in enumerate(owners) if o is not None and o in idle]
-        free = [slot for slot, o in enumerate(owners) if o is None]
-        return active + behind + free
+        movers = [slot for slot in range(len(owners) - 1, n - 1, -1) if active[slot]]
+        remap = list(range(len(owners)))
+        for hole, mover in zip(holes, movers, strict=True):
+            remap[hole], remap[mover] = mover, hole
+        return remap
 
     def apply(self, remap: list[int]) -> None:
         self.owner = [self.owner[j] for j in remap]

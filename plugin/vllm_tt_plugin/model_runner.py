@@ -672,12 +672,15 @@ class TTModelRunner:
         return self.adapter.submit_decode(call, read_back, previous)
 
     def _apply_remap(self, remap: tuple[int, ...]) -> None:
+        requests = self.batch.requests
         for lane, lane_slots in enumerate(self.batch.slots):
             base = lane * self.seqs_per_lane
-            lane_slots.apply([j - base for j in remap[base : base + lane_slots.capacity]])
-            for slot, owner in enumerate(lane_slots.owner):
-                if owner is not None and owner in self.batch.requests:
-                    self.batch.requests[owner].slot = slot
+            local = [j - base for j in remap[base : base + lane_slots.capacity]]
+            lane_slots.apply(local)
+            for slot, src in enumerate(local):
+                owner = lane_slots.owner[slot]
+                if slot != src and owner is not None and owner in requests:
+                    requests[owner].slot = slot
 
     def _finish_decode(
         self,

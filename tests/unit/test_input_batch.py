@@ -45,15 +45,39 @@ def test_full_lane_is_a_clear_error() -> None:
         slots.take_free("b")
 
 
-def test_compaction_is_a_stable_gather_permutation() -> None:
+def test_compaction_fills_front_holes_with_the_last_rows() -> None:
     slots = LaneSlots(5)
     slots.owner = [None, "a", None, "b", None]
     remap = slots.compaction()
     assert remap is not None and sorted(remap) == list(range(5))
-    assert apply_remap(slots.owner, remap)[:2] == ["a", "b"]
+    assert apply_remap(slots.owner, remap) == ["b", "a", None, None, None]
     slots.apply(remap)
-    assert slots.owner == ["a", "b", None, None, None]
+    assert slots.owner == ["b", "a", None, None, None]
     assert slots.compaction() is None
+
+
+def test_one_departure_moves_one_row() -> None:
+    # A finish in the middle of a full lane: the last row takes its slot, nobody else moves
+    # (a stable shift would move every row behind it: their device state, tables, sampling).
+    slots = LaneSlots(64)
+    slots.owner = [f"r{i}" for i in range(64)]
+    slots.release("r5")
+    remap = slots.compaction()
+    assert remap is not None
+    assert [i for i, j in enumerate(remap) if i != j] == [5, 63]
+    slots.apply(remap)
+    assert slots.owner[5] == "r63" and slots.owner[63] is None
+    assert slots.owner[:63] == [f"r{i}" for i in range(63) if i != 5][:5] + ["r63"] + [
+        f"r{i}" for i in range(6, 63)
+    ]
+    # Two holes, two movers from the back; already packed afterwards.
+    slots.release("r0")
+    slots.release("r10")
+    remap = slots.compaction()
+    assert remap is not None
+    assert sorted(i for i, j in enumerate(remap) if i != j) == [0, 10, 61, 62]
+    slots.apply(remap)
+    assert None not in slots.owner[:61] and slots.compaction() is None
 
 
 def test_compaction_puts_idle_owners_behind_the_others() -> None:
@@ -64,7 +88,7 @@ def test_compaction_puts_idle_owners_behind_the_others() -> None:
     remap = slots.compaction(idle={"a"})
     assert remap is not None
     slots.apply(remap)
-    assert slots.owner == ["b", "c", "a", None]
+    assert slots.owner == ["c", "b", None, "a"]
     # Its release a step later leaves the others packed: nothing more to move.
     slots.release("a")
     assert slots.compaction() is None

@@ -209,12 +209,14 @@ def test_trace_mode_reaches_serving_prefill_and_decode_calls(
 # KV block, so only finishing requests change the layout.
 MAX_TOKENS = [3, 9, 5, 12]
 PROMPTS = [prompt(10 + i, n) for i, n in enumerate((9, 14, 6, 11))]
-# Decode step (1-based) -> slot_remap it must carry, derived from MAX_TOKENS:
-#   3: slot 0 left            [_, B, C, D] -> [B, C, D, _]
-#   5: C (now slot 1) left    [B, _, D, _] -> [B, D, _, _]
-#   9: B (slot 0) left        [_, D, _, _] -> [D, _, _, _]
+# Decode step (1-based) -> slot_remap it must carry, derived from MAX_TOKENS (a hole in front
+# takes the last row: LaneSlots.compaction):
+#   3: slot 0 left            [_, B, C, D] -> [D, B, C, _]
+#   5: C (slot 2) left        [D, B, _, _]    already packed
+#   9: B (slot 1) left        [D, _, _, _]    already packed
 # Every other decode keeps the layout and carries none (a trailing hole needs no move).
-EXPECTED_REMAPS = {3: (1, 2, 3, 0), 5: (0, 2, 1, 3), 9: (1, 0, 2, 3)}
+EXPECTED_REMAPS = {3: (3, 1, 2, 0)}
+DEPARTURES = (3, 5, 9)  # the decode steps in which a request leaves
 NUM_DECODES = max(MAX_TOKENS) - 1
 
 
@@ -326,7 +328,7 @@ def test_legacy_model_gets_sticky_reset_batch_no_remap_and_one_warning(
     assert all(r.reload_inputs is None for r in decodes)  # v1 flags are never sent
     # reset_batch on the first decode after the prefill and whenever a request leaves (the
     # slots stay where they are: holes, no compaction); steady device decode otherwise.
-    expected_reset = [i == 1 or i in EXPECTED_REMAPS for i in range(1, NUM_DECODES + 1)]
+    expected_reset = [i == 1 or i in DEPARTURES for i in range(1, NUM_DECODES + 1)]
     assert [r.reset_batch for r in decodes] == expected_reset
     assert remaps == 0
     assert last_slot == 3 and final_slots == [None] * 4
