@@ -41,6 +41,9 @@ class TTRequestState:
     # Bumped when block_ids is replaced rather than grown (replace_blocks): readers that kept
     # a copy of the old list (the decode page tables) then rewrite it instead of appending.
     block_epoch: int = 0
+    # sampling_route.row_feature of its sampling parameters under this launch (the runner sets
+    # it when the request arrives; they never change): the host-only feature, or None.
+    host_feature: str | None = None
     # encoded_sampling's value: a request's sampling parameters never change.
     _encoded: tuple[int, EncodedRow] | None = field(default=None, repr=False, compare=False)
 

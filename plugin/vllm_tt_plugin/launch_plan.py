@@ -6,7 +6,7 @@ frozen :class:`LaunchPlan` (:func:`resolve_plan`), and stores it as JSON in
 ``vllm_config.additional_config[PLAN_KEY]``. The config is what vLLM hands to every process it
 spawns (engine cores, workers, DP ranks), so the plan crosses the process boundary with it; the
 worker, runner, schedulers and warm-up read it back (:func:`read_plan`) instead of re-deciding.
-Per-request choices (``sampling_route.choose_route``) stay per request, with their static inputs
+Per-request choices (``sampling_route.decide_route``) stay per request, with their static inputs
 from the plan. docs/ARCHITECTURE.md lists each decision, where it is made and who reads it.
 """
 
@@ -42,7 +42,7 @@ class StepPlan:
     """What a launch does for one step kind (prefill or decode)."""
 
     # Why this step kind always samples on the host (None: device sampling is allowed, and a
-    # batch still falls back per request, see sampling_route.choose_route).
+    # batch still falls back per request, see sampling_route.decide_route).
     host_reason: str | None
     traced: bool  # serving and warm-up capture and replay a trace for this step kind
 

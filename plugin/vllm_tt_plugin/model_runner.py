@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -43,7 +44,7 @@ from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwa
 from vllm_tt_plugin.reload_contract import DecodeStep, Layout, ReloadCommand, ReloadPlanner
 from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, choose_route
+from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, decide_route, row_feature
 
 logger = get_logger(__name__)
 
@@ -70,6 +71,9 @@ class RunnerStats:
 
     def summary(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
+
+
+_HOST_FEATURE = attrgetter("host_feature")
 
 
 class UnsupportedStepError(RuntimeError):
@@ -355,7 +359,9 @@ class TTModelRunner:
                 self.host_sampler.forget(req_id)
         for new_req in so.scheduled_new_reqs:
             lane = request_lane(so, new_req.req_id)
-            self.batch.add(make_request_state(new_req, lane))
+            state = make_request_state(new_req, lane)
+            state.host_feature = row_feature(self.plan, state.sampling_params)
+            self.batch.add(state)
             self.stats.lane_admissions[lane] += 1
         resumed = self.batch.apply_cached_updates(so)
         if so.finished_req_ids or so.preempted_req_ids or so.scheduled_new_reqs or resumed:
@@ -395,10 +401,10 @@ class TTModelRunner:
         completing = [r.end >= r.state.num_tokens for r in rows]
         sampling_states = [r.state for r, done in zip(rows, completing, strict=True) if done]
         route_start = host_phases.now()
-        decision = choose_route(
+        decision = decide_route(
             self.plan,
             StepKind.PREFILL,
-            [s.sampling_params for s in sampling_states],
+            [s.host_feature for s in sampling_states],
             self.host_sampler.has_custom_logitsprocs,
             intermediate_chunk=not all(completing),
         )
@@ -557,10 +563,10 @@ class TTModelRunner:
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
         route_start = host_phases.now()
         if batch.decision is None:
-            batch.decision = choose_route(
+            batch.decision = decide_route(
                 self.plan,
                 StepKind.DECODE,
-                [s.sampling_params for s in batch.states],
+                map(_HOST_FEATURE, batch.states),
                 self.host_sampler.has_custom_logitsprocs,
             )
         decision = batch.decision

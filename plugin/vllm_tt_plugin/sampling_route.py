@@ -112,14 +112,20 @@ def host_only_feature(
     return None
 
 
-def choose_route(
+def row_feature(plan: LaunchPlan, params: SamplingParams) -> str | None:
+    """A row's host-only feature under this launch (``host_only_feature``): fixed for a
+    request's life, so the runner derives it once, when the request arrives."""
+    return host_only_feature(params, plan.capabilities, plan.logprobs)
+
+
+def decide_route(
     plan: LaunchPlan,
     kind: StepKind,
-    sampling_rows: Iterable[SamplingParams],
+    row_features: Iterable[str | None],
     has_custom_logitsprocs: bool = False,
     intermediate_chunk: bool = False,
 ) -> RouteDecision:
-    """Pick the sampling route for one batch (the rows that sample this step)."""
+    """Pick the sampling route for one batch from its sampling rows' ``row_feature``s."""
     static = plan.step(kind).host_reason
     if static is not None:
         return RouteDecision(Route.HOST, static)
@@ -129,8 +135,19 @@ def choose_route(
         # A chunk ending before its row's end emits no token: the batch samples on the host
         # and that row's output is dropped.
         return RouteDecision(Route.HOST, "intermediate prefill chunk")
-    for params in sampling_rows:
-        feature = host_only_feature(params, plan.capabilities, plan.logprobs)
-        if feature is not None:
-            return RouteDecision(Route.HOST, feature)
+    feature = next(filter(None, row_features), None)  # the first host-only one, at C speed
+    if feature is not None:
+        return RouteDecision(Route.HOST, feature)
     return RouteDecision(Route.DEVICE, "device sampling")
+
+
+def choose_route(
+    plan: LaunchPlan,
+    kind: StepKind,
+    sampling_rows: Iterable[SamplingParams],
+    has_custom_logitsprocs: bool = False,
+    intermediate_chunk: bool = False,
+) -> RouteDecision:
+    """``decide_route`` for rows given by their sampling parameters."""
+    features = (row_feature(plan, params) for params in sampling_rows)
+    return decide_route(plan, kind, features, has_custom_logitsprocs, intermediate_chunk)

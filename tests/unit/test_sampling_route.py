@@ -17,7 +17,9 @@ from vllm_tt_plugin.sampling_route import (
     Route,
     StepKind,
     choose_route,
+    decide_route,
     host_only_feature,
+    row_feature,
 )
 
 CAPS = ModelCapabilities(supports_sample_on_device=True, max_device_top_k=32)
@@ -57,6 +59,20 @@ HOST_ONLY: list[tuple[str, dict[str, Any]]] = [
     ("top_k", {"top_k": 33, "temperature": 0.8}),
     ("top_k", {"top_k": -1, "temperature": 0.8}),  # stochastic, top_k off: outside 1..32
 ]
+
+
+def test_the_first_host_only_row_names_the_host_route() -> None:
+    """The runner derives each request's feature once (``row_feature``) and decides per batch
+    from those; the batch's first host-only row names the route, and no row after it is read."""
+    rows = [PLAIN, SamplingParams(min_p=0.1), SamplingParams(logit_bias={3: 1.0})]
+    features = [row_feature(plan(), p) for p in rows]
+    assert features == [None, "min_p", "logit_bias"]
+    rest = iter(features)
+    decision = decide_route(plan(), StepKind.DECODE, rest)
+    assert (decision.route, decision.reason) == (Route.HOST, "min_p")
+    assert list(rest) == ["logit_bias"]
+    assert decide_route(plan(), StepKind.DECODE, [None, None]).on_device
+    assert decide_route(plan(), StepKind.DECODE, []).on_device
 
 
 @pytest.mark.parametrize(("feature", "kwargs"), HOST_ONLY)
