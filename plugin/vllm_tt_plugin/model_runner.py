@@ -74,6 +74,8 @@ class RunnerStats:
 
 
 _HOST_FEATURE = attrgetter("host_feature")
+_REQ_ID = attrgetter("req_id")
+_LANE = attrgetter("lane")
 
 
 class UnsupportedStepError(RuntimeError):
@@ -271,6 +273,10 @@ class TTModelRunner:
                 "KV cache block copies (partial prefix-cache hits) are not supported on TT"
             )
         steady = self._steady_decode(scheduler_output)
+        if steady is None and self.block_stepper is None:
+            states = self._decode_states(scheduler_output)
+            if states is not None:
+                steady = self._decode_batch(states)
         if steady is not None:
             self._step_id += 1
             self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
@@ -303,8 +309,10 @@ class TTModelRunner:
         if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
         if self.block_stepper is None and kinds == {True}:
-            # observe_decode counts the lanes of an accepted decode.
-            return self._run_decode(self._decode_batch(rows), scheduler_output, grammar_output)
+            # Not reached: _decode_states takes every step of decode rows; kept so the kinds
+            # decide alone. observe_decode counts the lanes of an accepted decode.
+            batch = self._decode_batch([r.state for r in rows])
+            return self._run_decode(batch, scheduler_output, grammar_output)
         tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if self.block_stepper is not None:
             return self.block_stepper.run([r.state for r in rows], decode=kinds == {True})
@@ -512,18 +520,31 @@ class TTModelRunner:
             return None
         return cache
 
-    def _decode_batch(self, rows: list[_ScheduledRow]) -> _DecodeBatch:
+    def _decode_states(self, so: SchedulerOutput) -> list[TTRequestState] | None:
+        """The step's request states in scheduler order when every row decodes (one token whose
+        input is a generated token: ``is_decode_row``), else None. Derived with C-level passes
+        where it can: on a step whose rows changed this runs over the whole batch."""
+        scheduled = so.num_scheduled_tokens
+        if so.total_num_scheduled_tokens != len(scheduled):
+            return None  # some row has more than one token
+        states = list(map(self.batch.requests.__getitem__, scheduled))
+        for state in states:
+            if state.num_computed_tokens < len(state.prompt_token_ids):
+                return None
+        return states
+
+    def _decode_batch(self, states: list[TTRequestState]) -> _DecodeBatch:
         """Place the rows in their slots and plan a compaction when the layout changed."""
-        scheduled = {r.state.req_id for r in rows}
-        new_slots = [r.state for r in rows if r.state.slot is None]
-        for r in rows:
-            self.batch.ensure_slot(r.state)
+        scheduled = set(map(_REQ_ID, states))
+        new_slots = [s for s in states if s.slot is None]
+        for state in new_slots:
+            self.batch.ensure_slot(state)
         current = self.batch.slot_states()
-        current_layout = tuple(
+        layout = tuple(
             s.req_id if s is not None and s.req_id in scheduled else None for s in current
         )
         remap = None
-        if current_layout != self.planner.view.layout:
+        if layout != self.planner.view.layout:
             # Owners left out of a decode step after their prompt: done decoding, not yet
             # freed (LaneSlots.compaction). One still prefilling keeps its slot.
             idle = {
@@ -534,22 +555,26 @@ class TTModelRunner:
                 and s.num_computed_tokens >= s.num_prompt_tokens
             }
             remap = self._plan_remap(idle)
-        slot_states = current if remap is None else [current[j] for j in remap]
-        active = [s if s is not None and s.req_id in scheduled else None for s in slot_states]
-        slot_of = {s.req_id: i for i, s in enumerate(active) if s is not None}
-        states = [r.state for r in rows]
-        req_ids = [s.req_id for s in states]
-        slots = [slot_of[s.req_id] for s in states]
+        if remap is not None:
+            moved = [current[j] for j in remap]
+            layout = tuple(
+                s.req_id if s is not None and s.req_id in scheduled else None for s in moved
+            )
+            current = moved
+        active = [None if req_id is None else s for s, req_id in zip(current, layout, strict=True)]
+        slot_of = {req_id: i for i, req_id in enumerate(layout) if req_id is not None}
+        req_ids = list(map(_REQ_ID, states))
+        slots = list(map(slot_of.__getitem__, req_ids))
         return _DecodeBatch(
             ids=scheduled,
             active=active,
-            layout=tuple(None if s is None else s.req_id for s in active),
+            layout=layout,
             req_ids=req_ids,
             slots=slots,
-            index={req_id: i for i, req_id in enumerate(req_ids)},
+            index=dict(zip(req_ids, range(len(req_ids)), strict=True)),
             in_slot_order=slots == list(range(len(slots))),
             states=states,
-            lanes={s.lane for s in states},
+            lanes=set(map(_LANE, states)),
             want_logprobs=any(s.sampling_params.logprobs is not None for s in states),
             remap=remap,
             new_slots=new_slots,
