@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any
 
 import torch
@@ -71,11 +70,6 @@ class RunnerStats:
 
     def summary(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
-
-
-_HOST_FEATURE = attrgetter("host_feature")
-_REQ_ID = attrgetter("req_id")
-_LANE = attrgetter("lane")
 
 
 class UnsupportedStepError(RuntimeError):
@@ -522,8 +516,8 @@ class TTModelRunner:
 
     def _decode_states(self, so: SchedulerOutput) -> list[TTRequestState] | None:
         """The step's request states in scheduler order when every row decodes (one token whose
-        input is a generated token: ``is_decode_row``), else None. Derived with C-level passes
-        where it can: on a step whose rows changed this runs over the whole batch."""
+        input is a generated token: ``is_decode_row``), else None. No per-row objects: on a step
+        whose rows changed this runs over the whole batch."""
         scheduled = so.num_scheduled_tokens
         if so.total_num_scheduled_tokens != len(scheduled):
             return None  # some row has more than one token
@@ -535,13 +529,14 @@ class TTModelRunner:
 
     def _decode_batch(self, states: list[TTRequestState]) -> _DecodeBatch:
         """Place the rows in their slots and plan a compaction when the layout changed."""
-        scheduled = set(map(_REQ_ID, states))
+        req_ids = [s.req_id for s in states]
+        scheduled = set(req_ids)
         new_slots = [s for s in states if s.slot is None]
         for state in new_slots:
             self.batch.ensure_slot(state)
         current = self.batch.slot_states()
         layout = tuple(
-            s.req_id if s is not None and s.req_id in scheduled else None for s in current
+            [s.req_id if s is not None and s.req_id in scheduled else None for s in current]
         )
         remap = None
         if layout != self.planner.view.layout:
@@ -558,12 +553,11 @@ class TTModelRunner:
         if remap is not None:
             moved = [current[j] for j in remap]
             layout = tuple(
-                s.req_id if s is not None and s.req_id in scheduled else None for s in moved
+                [s.req_id if s is not None and s.req_id in scheduled else None for s in moved]
             )
             current = moved
         active = [None if req_id is None else s for s, req_id in zip(current, layout, strict=True)]
         slot_of = {req_id: i for i, req_id in enumerate(layout) if req_id is not None}
-        req_ids = list(map(_REQ_ID, states))
         slots = list(map(slot_of.__getitem__, req_ids))
         return _DecodeBatch(
             ids=scheduled,
@@ -574,7 +568,7 @@ class TTModelRunner:
             index=dict(zip(req_ids, range(len(req_ids)), strict=True)),
             in_slot_order=slots == list(range(len(slots))),
             states=states,
-            lanes=set(map(_LANE, states)),
+            lanes={s.lane for s in states},
             want_logprobs=any(s.sampling_params.logprobs is not None for s in states),
             remap=remap,
             new_slots=new_slots,
@@ -591,7 +585,7 @@ class TTModelRunner:
             batch.decision = decide_route(
                 self.plan,
                 StepKind.DECODE,
-                map(_HOST_FEATURE, batch.states),
+                [s.host_feature for s in batch.states],
                 self.host_sampler.has_custom_logitsprocs,
             )
         decision = batch.decision
