@@ -154,6 +154,9 @@ class _SamplingColumns:
         self.vocab_size = vocab_size
         self._empty = encode_row(EMPTY_ROW, vocab_size)
         self._rows = [self._empty] * num_slots
+        # The same values by field (one list per TTSamplingParams field, indexed by slot), kept
+        # in step with _rows: a new layout copies them instead of transposing every row.
+        self._columns = [list(c) for c in zip(*self._rows, strict=True)]
         self._penalized = [False] * num_slots
         self.penalized_slots = 0
         self.params: TTSamplingParams | None = None
@@ -162,23 +165,27 @@ class _SamplingColumns:
     def update(self, active: Sequence[TTRequestState | None], layout: Layout) -> TTSamplingParams:
         if self.params is not None and layout == self.layout:
             return self.params
+        columns = self._columns
         for slot in changed_slots(layout, self.layout):
             state = active[slot]
             row = self._empty if state is None else state.encoded_sampling(self.vocab_size)
+            if row is self._rows[slot]:
+                continue  # the same request (or empty) in the slot again
             self._rows[slot] = row
+            for column, value in zip(columns, row, strict=True):
+                column[slot] = value
             penalized = encoded_has_penalties(row)
             self.penalized_slots += int(penalized) - int(self._penalized[slot])
             self._penalized[slot] = penalized
-        # Fresh lists (a transpose of the rows): a model may keep the object it was sent.
-        self.params = TTSamplingParams.from_columns(
-            [list(c) for c in zip(*self._rows, strict=True)]
-        )
+        # Fresh lists: a model may keep the object it was sent.
+        self.params = TTSamplingParams.from_columns([column.copy() for column in columns])
         self.layout = layout
         return self.params
 
     def forget(self) -> None:
         """Build a new object next time, every slot re-read."""
         self._rows = [self._empty] * len(self._rows)
+        self._columns = [list(c) for c in zip(*self._rows, strict=True)]
         self._penalized = [False] * len(self._penalized)
         self.penalized_slots = 0
         self.params = None
