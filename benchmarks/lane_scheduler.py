@@ -196,11 +196,16 @@ def main() -> int:
         "lanes_result": result["lanes"],
         "ratio": round(result["lanes"]["step_us"] / result["wide"]["step_us"], 3),
     }
+    # Both run vLLM over the same rows; what L passes cost beyond one is L - 1 fixed costs.
+    vllm_keys = ("vllm_schedule_us", "vllm_output_us")
+    extra = sum(result["lanes"][k] - result["wide"][k] for k in vllm_keys)
+    doc["vllm_us_per_extra_pass"] = round(extra / max(args.lanes - 1, 1), 1)
     print(f"batch {batch}: one pass vs {args.lanes} lanes x {args.seqs}, us per decode step")
     for key in result["wide"]:
         wide, lanes = result["wide"][key], result["lanes"][key]
         print(f"  {key:22s} {wide:8.1f} {lanes:8.1f}  {lanes - wide:+8.1f}")
     print(f"  lanes / wide step: {doc['ratio']:.3f}")
+    print(f"  vLLM's fixed cost per extra pass: {doc['vllm_us_per_extra_pass']:.1f} us")
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
