@@ -42,6 +42,7 @@ MODEL = Path(
 MAX_TOKENS = 16
 BLOCK = 64  # the TT default block size
 SEQS = 8
+PRESSURE_ROUNDS = 3  # batches sent until the small KV pool preempts (the preemption test)
 
 GROUP_RE = re.compile(
     r"TT KV cache group (\d+): (\w+) x (\d+) layer\(s\), sliding_window=(\w+); one request holds "
@@ -185,10 +186,17 @@ def test_hybrid_parity_device_sampling_async_no_prefix_cache_and_preemption(
     env = {"TT_REFERENCE_MAX_TOKENS_ALL_USERS": "64"}
     with serve(model=MODEL, tt={"sample_on_device_mode": "all"}, vllm_args=args, env=env) as server:
         first = complete_ids(server.url, prompts[0], max_tokens)  # fills the prefix cache
-        rest = complete_many(server.url, prompts[1:], max_tokens)
+        # How many long requests decode at once depends on how the prefill chunks and decode
+        # steps of concurrent arrivals interleave, so the pool runs out only in most rounds:
+        # send the batch again (at most PRESSURE_ROUNDS times) until a preemption happened.
+        # Every round must match the reference.
+        for _ in range(PRESSURE_ROUNDS):
+            rest = complete_many(server.url, prompts[1:], max_tokens)
+            assert_parity([first, *rest], want, prompts)
+            preemptions = metric(server.url, "vllm:num_preemptions_total")
+            if preemptions > 0:
+                break
         hits = metric(server.url, "vllm:prefix_cache_hits_total")
-        preemptions = metric(server.url, "vllm:num_preemptions_total")
-    assert_parity([first, *rest], want, prompts)
     assert hits == 0, "prefix caching stayed on for a sliding-window model"
     assert log_lines(server, "has a sliding window"), "no warning that prefix caching is off"
     assert preemptions > 0, "the small KV pool never preempted a request"
