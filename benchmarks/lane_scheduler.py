@@ -9,9 +9,13 @@ prefills B requests, then times steady decode steps: ``schedule()`` plus ``updat
 with one sampled token per row, no runner, no device. The two are timed in alternating rounds
 (medians), so the machine's drift hits both alike. Printed per decode step: wall us by phase (the
 plugin's own phase table: vLLM's scheduling pass and update, the plugin's policy and routing)
-and the lane/wide ratio.
+and the lane/wide ratio. ``--segments`` adds rounds that time the plugin's own pieces of those
+steps (readiness, work facts, the pass wrapper around vLLM's pass, merging the lanes' outputs and
+their results) through wrappers installed for those rounds only: each timed call then carries one
+clock pair more (~0.1 us), so the headline rounds run without them.
 
-    python benchmarks/lane_scheduler.py [--lanes 4 --seqs 32] [--steps 200] [--rounds 7] [--json F]
+    python benchmarks/lane_scheduler.py [--lanes 4 --seqs 32] [--steps 200] [--rounds 7]
+                                        [--segments] [--json F]
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ LANES_VARIANT = (
     "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM"
 )
 PROMPT_LEN = 16
-MAX_MODEL_LEN = 2048
+MAX_MODEL_LEN = 4096  # room for --segments rounds after the headline ones
 PHASES = ("vllm_schedule", "schedule_policy", "vllm_output", "output_build")
 
 
@@ -154,6 +158,68 @@ def timed(sched: Any, steps: int) -> Sample:
     return Sample(wall / steps / 1e3, {p: (after[p] - before[p]) / steps / 1e3 for p in PHASES})
 
 
+# The plugin's pieces of a step that ``--segments`` times (timed_segments wraps each).
+SEGMENTS = ("readiness", "work_facts", "pass_glue", "merge_outputs", "merge_results")
+
+
+@dataclass
+class SegmentSample:
+    us: dict[str, float]  # wall us per decode step, by segment
+    calls: dict[str, float]  # calls per decode step, by segment
+
+
+def timed_segments(sched: Any, steps: int) -> SegmentSample:
+    """``steps`` decode steps with the plugin's pieces timed. ``pass_glue``: a pass's
+    ``_schedule_only`` less vLLM's scheduling pass inside it (the plugin's wrapper around it)."""
+    from vllm_tt_plugin import lane_scheduler as lane_module
+    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+    from vllm_tt_plugin.scheduler import TTScheduler
+
+    ns = dict.fromkeys(SEGMENTS, 0)
+    calls = dict.fromkeys(SEGMENTS, 0)
+    clock = time.perf_counter_ns
+
+    def wrap(name: str, fn: Any, less_vllm: bool = False) -> Any:
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            owner = args[0]
+            vllm_before = owner._vllm_ns if less_vllm else 0
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = clock() - start
+                if less_vllm:
+                    spent -= owner._vllm_ns - vllm_before
+                ns[name] += spent
+                calls[name] += 1
+
+        return timed_call
+
+    patches = [
+        (TTScheduler, "readiness", wrap("readiness", TTScheduler.readiness)),
+        (TTScheduler, "work_facts", wrap("work_facts", TTScheduler.work_facts)),
+        (TTScheduler, "_schedule_only", wrap("pass_glue", TTScheduler._schedule_only, True)),
+        (lane_module, "merge_outputs", wrap("merge_outputs", lane_module.merge_outputs)),
+        (
+            TTLaneCoordinator,
+            "_merge_results",
+            wrap("merge_results", TTLaneCoordinator._merge_results),
+        ),
+    ]
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    try:
+        for owner, attr, timed_fn in patches:
+            setattr(owner, attr, timed_fn)
+        for _ in range(steps):
+            step(sched, sched.schedule())
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
+    return SegmentSample(
+        {k: v / steps / 1e3 for k, v in ns.items()}, {k: v / steps for k, v in calls.items()}
+    )
+
+
 def median(samples: list[Sample]) -> dict[str, float]:
     out = {"step_us": statistics.median(s.step_us for s in samples)}
     for p in PHASES:
@@ -167,13 +233,20 @@ def main() -> int:
     parser.add_argument("--seqs", type=int, default=32, help="sequences per lane")
     parser.add_argument("--steps", type=int, default=200, help="decode steps per timed round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--segments", action="store_true", help="also time the plugin's pieces of a step"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     for key, value in ENV.items():
         os.environ.setdefault(key, value)
     batch = args.lanes * args.seqs
-    if args.steps * (args.rounds + 1) + 8 > MAX_MODEL_LEN - PROMPT_LEN:
-        parser.error(f"--steps x (--rounds + 1) must stay under {MAX_MODEL_LEN - PROMPT_LEN}")
+    rounds_run = (2 if args.segments else 1) * args.rounds + 1
+    if args.steps * rounds_run + 8 > MAX_MODEL_LEN - PROMPT_LEN:
+        parser.error(
+            f"--steps x rounds ({rounds_run} with the warm-up) must stay under "
+            f"{MAX_MODEL_LEN - PROMPT_LEN}"
+        )
     scheds = {
         "wide": build_scheduler(1, batch),
         "lanes": build_scheduler(args.lanes, args.seqs),
@@ -206,6 +279,23 @@ def main() -> int:
         print(f"  {key:22s} {wide:8.1f} {lanes:8.1f}  {lanes - wide:+8.1f}")
     print(f"  lanes / wide step: {doc['ratio']:.3f}")
     print(f"  vLLM's fixed cost per extra pass: {doc['vllm_us_per_extra_pass']:.1f} us")
+    if args.segments:
+        parts: dict[str, list[SegmentSample]] = {name: [] for name in scheds}
+        for _ in range(args.rounds):
+            for name, sched in scheds.items():
+                parts[name].append(timed_segments(sched, args.steps))
+        doc["segments_us"] = {}
+        print("  the plugin's pieces (us per step; calls per step):")
+        for seg in SEGMENTS:
+            row = {
+                name: round(statistics.median(p.us[seg] for p in parts[name]), 1) for name in scheds
+            }
+            doc["segments_us"][seg] = row
+            counts = " / ".join(f"{parts[name][0].calls[seg]:g}" for name in scheds)
+            print(
+                f"  {seg:22s} {row['wide']:8.1f} {row['lanes']:8.1f}  "
+                f"{row['lanes'] - row['wide']:+8.1f}   ({counts})"
+            )
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     return 0

@@ -98,6 +98,8 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self._vllm_cpu_ns = 0  # and its CPU time
         # Running requests found decode-ready, with their num_preemptions then (readiness()).
         self._known_ready: dict[Request, int] = {}
+        # Every running request was found ready and no pass admitted one since (readiness()).
+        self._all_ready = False
         # A block-output model emits a whole canvas per step: every scheduled step reserves the
         # KV of the canvas it will commit (vLLM's lookahead slots, as spec decode reserves its
         # drafts), i.e. the rest of the physical block (docs/BLOCK_SERVING.md).
@@ -117,17 +119,25 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         computed it decodes one token per step until it finishes, and it can only become a
         prefill again through preemption, which bumps ``num_preemptions``. So a request found
         ready is not derived again while its preemption count is unchanged (a dict lookup per
-        row instead of four properties: this runs every step over every running request)."""
-        known = self._known_ready
+        row instead of four properties: this runs every step over every running request).
+
+        And once every running request is ready, none is looked at again until a pass admits
+        one: only an admission (a new or resumed request in a pass's output, ``_vllm_schedule``)
+        adds to ``running``; a finish or a preemption only takes requests out of it."""
         running = self.running
+        if self._all_ready:
+            return [True] * len(running)
+        known = self._known_ready
         hits = [known.get(r) == r.num_preemptions for r in running]
         if len(known) == len(running) and all(hits):
+            self._all_ready = True
             return hits
         block = self.block_output
         ready = [h or is_decode_ready(r, block) for h, r in zip(hits, running, strict=True)]
         self._known_ready = {
             r: r.num_preemptions for r, ok in zip(running, ready, strict=True) if ok
         }
+        self._all_ready = all(ready)
         return ready
 
     def work_facts(self, ready: list[bool] | None = None) -> WorkFacts:
@@ -178,6 +188,8 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         output = super().schedule(throttle_prefills)
         self._vllm_ns += host_phases.now() - start
         self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
+        if output.scheduled_new_reqs or output.scheduled_cached_reqs.resumed_req_ids:
+            self._all_ready = False  # admitted: readiness() derives the running list again
         return output
 
     def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:

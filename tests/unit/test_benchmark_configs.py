@@ -62,3 +62,50 @@ def test_lane_benchmark_times_steady_decode_of_every_row(monkeypatch: pytest.Mon
     assert {r.num_computed_tokens for r in wide.running} == {
         r.num_computed_tokens for lane in lanes.lanes for r in lane.running
     }
+
+
+@pytest.mark.usefixtures("clean_registry")
+def test_lane_benchmark_segments_time_each_piece_per_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import lane_scheduler as ls
+    from vllm_tt_plugin import lane_scheduler as lane_module
+    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+    from vllm_tt_plugin.scheduler import TTScheduler
+
+    for key, value in ls.ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MESH_DEVICE", "N150")
+    monkeypatch.setenv("TT_MODEL_CLASS_OVERRIDES", "")
+    originals = (
+        TTScheduler.readiness,
+        TTScheduler._schedule_only,
+        lane_module.merge_outputs,
+        TTLaneCoordinator._merge_results,
+    )
+    wide, lanes = ls.build_scheduler(1, 8), ls.build_scheduler(4, 2)
+    for sched in (wide, lanes):
+        ls.admit(sched, 8)
+    wide_part, lane_part = ls.timed_segments(wide, 4), ls.timed_segments(lanes, 4)
+    # one pass per step for the wide batch, one per lane for lane DP, which alone merges
+    assert wide_part.calls == {
+        "readiness": 1,
+        "work_facts": 1,
+        "pass_glue": 1,
+        "merge_outputs": 0,
+        "merge_results": 0,
+    }
+    assert lane_part.calls == {
+        "readiness": 4,
+        "work_facts": 4,
+        "pass_glue": 4,
+        "merge_outputs": 1,
+        "merge_results": 1,
+    }
+    for part in (wide_part, lane_part):
+        assert all((part.us[k] > 0) == (part.calls[k] > 0) for k in ls.SEGMENTS)
+    # the wrappers are gone after the rounds
+    assert originals == (
+        TTScheduler.readiness,
+        TTScheduler._schedule_only,
+        lane_module.merge_outputs,
+        TTLaneCoordinator._merge_results,
+    )

@@ -197,37 +197,49 @@ def test_preemption_under_kv_pressure_completes_every_stream(make_config: Any) -
 
 
 def test_known_readiness_agrees_with_derivation_through_preemption(make_config: Any) -> None:
-    # readiness() skips re-deriving requests it found decode-ready until they are preempted;
-    # at every pass it must equal the derivation, including requests resumed after preemption
-    # and ones admitted while others decode.
+    # readiness() skips re-deriving requests it found decode-ready until they are preempted, and
+    # the whole running list while every request in it is ready and no pass admitted one; at
+    # every pass it must equal the derivation, including requests resumed after preemption and
+    # ones admitted while others decode.
     config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
     sched = make_scheduler(config, num_blocks=8)
     reqs = [request(50, 100) for _ in range(4)] + [request(20, 10) for _ in range(3)]
     for r in reqs:
         sched.add_request(r)
     emitted: dict[str, list[int]] = {}
-    passes = 0
+    passes = all_ready_passes = resumed_passes = 0
     while sched.has_requests() and passes < 3000:
-        assert sched.readiness() == [is_decode_ready(r) for r in sched.running]
+        derived = [is_decode_ready(r) for r in sched.running]
+        assert sched.readiness() == derived
+        all_ready_passes += int(bool(derived) and all(derived))
         out = sched.schedule()
+        resumed_passes += int(bool(out.scheduled_cached_reqs.resumed_req_ids))
         feed_back(sched, out, emitted)
         passes += 1
     assert sum(r.num_preemptions for r in reqs) > 0
+    assert resumed_passes > 0 and all_ready_passes > 0
     assert all(len(emitted[r.request_id]) == r.sampling_params.max_tokens for r in reqs)
 
 
-def test_known_readiness_is_dropped_by_a_preemption(make_config: Any) -> None:
-    # A request known decode-ready that is preempted (its computed tokens dropped) and back in
-    # the running list before the next pass is a prefill again, not a known decoder.
-    config = make_config(max_num_seqs=2, max_model_len=256)
+def test_all_ready_is_dropped_by_an_admission(make_config: Any) -> None:
+    # While every running request is ready nothing is derived again; a pass that admits a
+    # request (here a prompt too long for one chunk) makes the next derivation see it.
+    config = make_config(max_num_seqs=2, max_model_len=256, max_num_batched_tokens=16)
     sched = make_scheduler(config, num_blocks=32)
-    r = request(10, 5)
-    sched.add_request(r)
-    feed_back(sched, sched.schedule(), {})
-    assert sched.readiness() == [True]
-    r.num_computed_tokens = 0  # what vLLM's preemption does, then num_preemptions += 1
-    r.num_preemptions += 1
-    assert sched.readiness() == [False]
+    emitted: dict[str, list[int]] = {}
+    first = request(10, 50)
+    sched.add_request(first)
+    feed_back(sched, sched.schedule(), emitted)  # its prefill
+    for _ in range(3):  # decode steps with the running list all ready
+        assert sched.readiness() == [True]
+        feed_back(sched, sched.schedule(), emitted)
+    second = request(40, 5)
+    sched.add_request(second)
+    out = sched.schedule()  # prefill has priority: admits the second request's first chunk
+    assert [r.req_id for r in out.scheduled_new_reqs] == [second.request_id]
+    feed_back(sched, out, emitted)
+    assert second.num_computed_tokens < second.num_prompt_tokens
+    assert sched.readiness() == [True, False] == [is_decode_ready(r) for r in sched.running]
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
