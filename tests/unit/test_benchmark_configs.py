@@ -4,6 +4,7 @@ schedulers: what each label launches, and that the lane benchmark times real ste
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,17 +36,24 @@ def test_one_api_server_is_asked_of_vllm_only_when_chosen(tmp_path: Path) -> Non
     assert single[single.index("--max-num-seqs") + 1] == "32"
 
 
-@pytest.mark.usefixtures("clean_registry")
-def test_lane_benchmark_times_steady_decode_of_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def lane_benchmark_env(monkeypatch: pytest.MonkeyPatch, clean_registry: None) -> Any:
+    """The lane benchmark's module with its environment set (restored after the test)."""
     from benchmarks import lane_scheduler as ls
-    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
-    from vllm_tt_plugin.scheduler import TTScheduler
 
     for key, value in ls.ENV.items():
         monkeypatch.setenv(key, value)
     # build_scheduler sets these for the layout it builds; monkeypatch restores them after.
     monkeypatch.setenv("MESH_DEVICE", "N150")
     monkeypatch.setenv("TT_MODEL_CLASS_OVERRIDES", "")
+    return ls
+
+
+def test_lane_benchmark_times_steady_decode_of_every_row(lane_benchmark_env: Any) -> None:
+    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+    from vllm_tt_plugin.scheduler import TTScheduler
+
+    ls = lane_benchmark_env
     wide, lanes = ls.build_scheduler(1, 8), ls.build_scheduler(4, 2)
     assert type(wide) is TTScheduler
     assert isinstance(lanes, TTLaneCoordinator) and len(lanes.lanes) == 4
@@ -64,17 +72,12 @@ def test_lane_benchmark_times_steady_decode_of_every_row(monkeypatch: pytest.Mon
     }
 
 
-@pytest.mark.usefixtures("clean_registry")
-def test_lane_benchmark_segments_time_each_piece_per_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import lane_scheduler as ls
+def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: Any) -> None:
     from vllm_tt_plugin import lane_scheduler as lane_module
     from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
     from vllm_tt_plugin.scheduler import TTScheduler
 
-    for key, value in ls.ENV.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("MESH_DEVICE", "N150")
-    monkeypatch.setenv("TT_MODEL_CLASS_OVERRIDES", "")
+    ls = lane_benchmark_env
     originals = (
         TTScheduler.readiness,
         TTScheduler._schedule_only,
