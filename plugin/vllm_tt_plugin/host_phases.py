@@ -3,8 +3,9 @@
 The scheduler, runner and adapter time their phases with ``time.perf_counter_ns`` and add the
 nanoseconds to one in-process table (a list add per phase and step, never per row). A daemon
 thread publishes the table as the counter ``tt_host_seconds_total{kind, phase}`` every
-``FLUSH_INTERVAL_S``, so the mmap writes of the metrics files stay off the step path; a scrape
-sees the totals at most that much later. Dividing by ``tt_steps_total{kind=...}`` gives the
+``FLUSH_INTERVAL_S``, and flushes the process's other counters with it (tt_metrics), so the
+mmap writes of the metrics files stay off the step path; a scrape sees the totals at most that
+much later. Dividing by ``tt_steps_total{kind=...}`` gives the
 time per step.
 
 Wall time inflates whenever the engine thread is descheduled (the API server, the client and the
@@ -164,6 +165,8 @@ class PhaseClock:
                 DECODE_INTERVAL_SECONDS.inc(amount=(ns - done_ns) / 1e9)
                 DECODE_INTERVALS.inc(amount=count - done_count)
                 self._published_interval = (ns, count)
+        # These and every other counter of this process (the steps' decisions) into the file.
+        tt_metrics.flush()
 
     def touch(self) -> None:
         """Create the decode and prefill series at zero (a scrape shows them from the start)."""

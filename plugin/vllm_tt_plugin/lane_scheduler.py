@@ -29,7 +29,7 @@ from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_tt_plugin import host_phases
+from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.lane_output import LaneSchedulerOutput
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
@@ -243,6 +243,9 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - vllm_end)
         clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu_end - cpu_start)
         clock.add_cpu(kind, host_phases.Part.PLUGIN, host_phases.cpu_now() - vllm_cpu_end)
+        if any(lane.finished_req_ids for lane in self.lanes):
+            # A request finished: its client may scrape /metrics as soon as it has the output.
+            tt_metrics.flush()
         return merged
 
     def _merge_results(

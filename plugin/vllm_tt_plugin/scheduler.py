@@ -23,7 +23,7 @@ from vllm.v1.engine import EngineCoreOutputs
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
-from vllm_tt_plugin import host_phases
+from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
@@ -171,6 +171,9 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         kind = host_phases.kind_of(scheduler_output)
         host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
         host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
+        if self.finished_req_ids:
+            # A request finished: its client may scrape /metrics as soon as it has the output.
+            tt_metrics.flush()
         return outputs
 
     def _vllm_update(

@@ -13,9 +13,13 @@ samples into prometheus_client's multiprocess files (one mmap file per process, 
   ``--api-server-count > 1``, the default with ``--data-parallel-size > 1``): the files go into
   that directory, which vLLM's collector already reads.
 
-An increment is a dict update and an 8-byte write into the mmap: one per step and counter, never
-per row. ``TT_VLLM_METRICS=0`` turns the metrics off (nothing is written or collected). Every
-metric is documented in docs/METRICS.md.
+An increment is a dict update, one per step and counter, never per row; the 8-byte writes into
+the mmap happen in :func:`flush`, off the step path: every ``host_phases.FLUSH_INTERVAL_S`` on
+the host-phase publisher's thread, when a step finishes a request (the scheduler, before the
+client sees the request's last output) and at exit. Writing per step measured 7-38 us per
+decode step in the engine (docs/BENCHMARKS.md). A new series (``touch``) and the info gauge are
+written at once. ``TT_VLLM_METRICS=0`` turns the metrics off (nothing is written or collected).
+Every metric is documented in docs/METRICS.md.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class _Store:
         self.pid = os.getpid()
         self._files: dict[str, MmapedDict] = {}
         self._values: dict[tuple[str, str], float] = {}
+        self._dirty: set[tuple[str, str]] = set()  # added to since the last flush
         self._lock = threading.Lock()
 
     def _file(self, prefix: str) -> MmapedDict:
@@ -99,14 +104,28 @@ class _Store:
         self.add_many(prefix, (key,), amount)
 
     def add_many(self, prefix: str, keys: Sequence[str], amount: float = 1.0) -> None:
-        """Add ``amount`` to each key under one lock (a decode step's counters together)."""
+        """Add ``amount`` to each key under one lock (a decode step's counters together); the
+        file sees it at the next :meth:`flush`. ``amount`` 0 creates the series in the file now
+        (a scrape then shows it at zero from the start)."""
         with self._lock:
-            mm = self._file(prefix)
             values = self._values
+            if not amount:
+                mm = self._file(prefix)
+                for key in keys:
+                    value = values.setdefault((prefix, key), 0.0)
+                    mm.write_value(key, value, 0.0)
+                return
+            dirty = self._dirty
             for key in keys:
-                value = values.get((prefix, key), 0.0) + amount
-                values[(prefix, key)] = value
-                mm.write_value(key, value, 0.0)
+                values[(prefix, key)] = values.get((prefix, key), 0.0) + amount
+                dirty.add((prefix, key))
+
+    def flush(self) -> None:
+        """Write every series added to since the last flush into the file."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            for prefix, key in dirty:
+                self._file(prefix).write_value(key, self._values[(prefix, key)], 0.0)
 
     def set(self, prefix: str, key: str, value: float) -> None:
         with self._lock:
@@ -128,7 +147,15 @@ def _store() -> _Store | None:
     if not directory or not os.path.isdir(directory):
         return None
     _store_cache = _Store(directory)
+    atexit.register(_store_cache.flush)
     return _store_cache
+
+
+def flush() -> None:
+    """Write this process's pending increments into its metrics file (see the module doc)."""
+    store = _store_cache
+    if store is not None and store.pid == os.getpid():
+        store.flush()
 
 
 def metrics_directory(env: Mapping[str, str] | None = None) -> str | None:

@@ -31,7 +31,11 @@ def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     tt_metrics._store_cache = None
 
 
-def scrape(directory: Path) -> dict[tuple[str, frozenset], float]:
+def scrape(directory: Path, flush: bool = True) -> dict[tuple[str, frozenset], float]:
+    """What a scrape reads from the files (after this process's pending increments, unless
+    ``flush`` is off)."""
+    if flush:
+        tt_metrics.flush()
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(directory))
     text = generate_latest(registry).decode()
@@ -78,6 +82,33 @@ def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Pat
     assert value(samples, "tt_lane_steps_total", lane="1") == 2
     assert value(samples, "tt_lane_steps_total", lane="2") == 1
     assert value(samples, "tt_multi_lane_steps_total") == 2
+
+
+def test_increments_reach_the_file_at_a_flush_and_new_series_at_once(metrics_dir: Path) -> None:
+    # The step path only adds in memory; the mmap writes happen at a flush (the host-phase
+    # publisher's interval, a finished request, exit). A touched series is in the file at once.
+    tt_metrics.SLOT_REMAPS.touch()
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=False)
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=False)
+    before = scrape(metrics_dir, flush=False)
+    assert value(before, "tt_slot_remaps_total") == 0
+    assert value(before, "tt_steps_total", kind="decode", route="device") is None
+    tt_metrics.flush()
+    tt_metrics.flush()  # nothing pending: nothing written twice
+    after = scrape(metrics_dir, flush=False)
+    assert value(after, "tt_steps_total", kind="decode", route="device") == 2
+    assert value(after, "tt_decode_commands_total", command="resident") == 2
+    tt_metrics.observe_decode(STEADY, DEVICE, overlapped=False)
+    assert value(scrape(metrics_dir), "tt_steps_total", kind="decode", route="device") == 3
+
+
+def test_the_host_phase_publisher_flushes_the_step_counters(metrics_dir: Path) -> None:
+    from vllm_tt_plugin import host_phases
+
+    tt_metrics.observe_prefill(DEVICE)
+    host_phases.PhaseClock().publish()  # what its thread does every FLUSH_INTERVAL_S
+    samples = scrape(metrics_dir, flush=False)
+    assert value(samples, "tt_steps_total", kind="prefill", route="device") == 1
 
 
 def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:

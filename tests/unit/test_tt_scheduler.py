@@ -368,3 +368,42 @@ def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
     assert (
         sched.structured_output_manager.vllm_config.structured_outputs_config.disable_any_whitespace
     )
+
+
+def test_a_finished_request_flushes_the_metrics(
+    make_config: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counters reach the metrics file at a flush; the update that finishes a request flushes, so
+    # a client that scrapes /metrics once it has the last output sees that request's steps.
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from vllm_tt_plugin import tt_metrics
+
+    monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
+    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
+    monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
+    monkeypatch.setattr(tt_metrics, "_store_cache", None)
+
+    def steps_in_file() -> float:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(tmp_path))
+        for line in generate_latest(registry).decode().splitlines():
+            if line.startswith("tt_steps_total{") and 'kind="decode"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    config = make_config(max_num_seqs=2, max_model_len=256)
+    sched = make_scheduler(config, num_blocks=32)
+    req = request(10, 3)
+    sched.add_request(req)
+    emitted: dict[str, list[int]] = {}
+    counted = 0
+    while req.request_id in sched.requests:
+        out = sched.schedule()
+        tt_metrics.STEPS.inc("decode", "device")  # what the runner counts per step
+        counted += 1
+        assert steps_in_file() == 0  # nothing finished yet: still only in memory
+        feed_back(sched, out, emitted)
+    assert len(emitted[req.request_id]) == 3
+    assert steps_in_file() == counted
