@@ -5,8 +5,7 @@ nanoseconds to one in-process table (a list add per phase and step, never per ro
 thread publishes the table as the counter ``tt_host_seconds_total{kind, phase}`` every
 ``FLUSH_INTERVAL_S``, and flushes the process's other counters with it (tt_metrics), so the
 mmap writes of the metrics files stay off the step path; a scrape sees the totals at most that
-much later. Dividing by ``tt_steps_total{kind=...}`` gives the
-time per step.
+much later. Dividing by ``tt_steps_total{kind=...}`` gives the time per step.
 
 Wall time inflates whenever the engine thread is descheduled (the API server, the client and the
 device thread share the host's cores), so the engine thread's CPU time is counted too, in two

@@ -147,15 +147,18 @@ def _store() -> _Store | None:
     if not directory or not os.path.isdir(directory):
         return None
     _store_cache = _Store(directory)
-    atexit.register(_store_cache.flush)
     return _store_cache
 
 
 def flush() -> None:
-    """Write this process's pending increments into its metrics file (see the module doc)."""
+    """Write this process's pending increments into its metrics file (see the module doc). A
+    forked child's copy of its parent's store is not its own: only the owner writes it."""
     store = _store_cache
     if store is not None and store.pid == os.getpid():
         store.flush()
+
+
+atexit.register(flush)  # once per process; a store created later is flushed at exit too
 
 
 def metrics_directory(env: Mapping[str, str] | None = None) -> str | None:
