@@ -79,6 +79,20 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private directory for this process's plugin metrics files (tests/unit/metrics_files.py
+    reads it as a scrape does)."""
+    from vllm_tt_plugin import tt_metrics
+
+    monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
+    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
+    monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
+    monkeypatch.setattr(tt_metrics, "_store_cache", None)
+    yield tmp_path
+    tt_metrics._store_cache = None
+
+
+@pytest.fixture
 def clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Forget the process's TT registry before and after a test that changes the env."""
     from vllm_tt_plugin.model_registry import reset_registry

@@ -6,49 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.unit.metrics_files import scrape, value
 from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.mesh_spec import parse_mesh_device
 from vllm_tt_plugin.reload_contract import FULL_RELOAD, PAGE_TABLE_ONLY, STEADY, ReloadCommand
 from vllm_tt_plugin.sampling_route import Route, RouteDecision
-
-
-@pytest.fixture
-def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
-    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
-    monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
-    monkeypatch.setattr(tt_metrics, "_store_cache", None)
-    yield tmp_path
-    tt_metrics._store_cache = None
-
-
-def scrape(directory: Path, flush: bool = True) -> dict[tuple[str, frozenset], float]:
-    """What a scrape reads from the files (after this process's pending increments, unless
-    ``flush`` is off)."""
-    if flush:
-        tt_metrics.flush()
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels: str) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
-
 
 DEVICE = RouteDecision(Route.DEVICE, "device sampling")
 HOST = RouteDecision(Route.HOST, "min_p")

@@ -9,6 +9,7 @@ decode, and preemption under KV pressure keeps every request's token stream comp
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
+from tests.unit.metrics_files import scrape, value
 from tests.unit.tiny_checkpoint import BLOCK_HASHER
 from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
 from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
@@ -370,28 +372,14 @@ def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
     )
 
 
-def test_a_finished_request_flushes_the_metrics(
-    make_config: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_finished_request_flushes_the_metrics(make_config: Any, metrics_dir: Path) -> None:
     # Counters reach the metrics file at a flush; the update that finishes a request flushes, so
     # a client that scrapes /metrics once it has the last output sees that request's steps.
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.multiprocess import MultiProcessCollector
-
     from vllm_tt_plugin import tt_metrics
 
-    monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
-    monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)
-    monkeypatch.delenv(tt_metrics.ENV_METRICS, raising=False)
-    monkeypatch.setattr(tt_metrics, "_store_cache", None)
-
     def steps_in_file() -> float:
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=str(tmp_path))
-        for line in generate_latest(registry).decode().splitlines():
-            if line.startswith("tt_steps_total{") and 'kind="decode"' in line:
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        samples = scrape(metrics_dir, flush=False)
+        return value(samples, "tt_steps_total", kind="decode", route="device") or 0.0
 
     config = make_config(max_num_seqs=2, max_model_len=256)
     sched = make_scheduler(config, num_blocks=32)
