@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.unit import test_reference_model as ref
-from tests.unit import test_tt_metrics
+from tests.unit.metrics_files import scrape, value
 from tests.unit.test_reference_model import (
     _clone,
     _sampled_reqs,
@@ -24,7 +24,6 @@ from tests.unit.test_reference_model import (
     prefill,
     prompts,
 )
-from tests.unit.test_tt_metrics import scrape, value
 from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice, StepFile
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
@@ -44,9 +43,6 @@ def _checkpoint(path: Path) -> tuple[Any, Any]:
 
     hf = ref._write_checkpoint(path, tie=False)
     return AutoConfig.from_pretrained(path), hf
-
-
-metrics_dir = test_tt_metrics.metrics_dir  # the fixture, shared
 
 
 @pytest.fixture
