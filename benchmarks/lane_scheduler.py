@@ -10,9 +10,10 @@ with one sampled token per row, no runner, no device. The two are timed in alter
 (medians), so the machine's drift hits both alike. Printed per decode step: wall us by phase (the
 plugin's own phase table: vLLM's scheduling pass and update, the plugin's policy and routing)
 and the lane/wide ratio. ``--segments`` adds rounds that time the plugin's own pieces of those
-steps (readiness, work facts, the pass wrapper around vLLM's pass, merging the lanes' outputs and
-their results) through wrappers installed for those rounds only: each timed call then carries one
-clock pair more (~0.1 us), so the headline rounds run without them.
+steps (the steady-decode check or readiness and work facts, the wrapper around vLLM's passes,
+merging the lanes' outputs and their results) through wrappers installed for those rounds
+only: each timed call then carries one clock pair more (~0.1 us), so the headline rounds run
+without them.
 
     python benchmarks/lane_scheduler.py [--lanes 4 --seqs 32] [--steps 200] [--rounds 7]
                                         [--segments] [--json F]
@@ -159,7 +160,14 @@ def timed(sched: Any, steps: int) -> Sample:
 
 
 # The plugin's pieces of a step that ``--segments`` times (timed_segments wraps each).
-SEGMENTS = ("readiness", "work_facts", "pass_glue", "merge_outputs", "merge_results")
+SEGMENTS = (
+    "steady_check",
+    "readiness",
+    "work_facts",
+    "pass_glue",
+    "merge_outputs",
+    "merge_results",
+)
 
 
 @dataclass
@@ -169,8 +177,10 @@ class SegmentSample:
 
 
 def timed_segments(sched: Any, steps: int) -> SegmentSample:
-    """``steps`` decode steps with the plugin's pieces timed. ``pass_glue``: a pass's
-    ``_schedule_only`` less vLLM's scheduling pass inside it (the plugin's wrapper around it)."""
+    """``steps`` decode steps with the plugin's pieces timed. ``steady_check``: a scheduler's
+    ``steady_decode`` (on a steady decode step it replaces ``readiness`` and ``work_facts``);
+    ``pass_glue``: the plugin's wrapper around vLLM's scheduling passes, less those passes (one
+    per pass, or one block for the lanes' steady passes)."""
     from vllm_tt_plugin import lane_scheduler as lane_module
     from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
     from vllm_tt_plugin.scheduler import TTScheduler
@@ -196,9 +206,15 @@ def timed_segments(sched: Any, steps: int) -> SegmentSample:
         return timed_call
 
     patches = [
+        (TTScheduler, "steady_decode", wrap("steady_check", TTScheduler.steady_decode)),
         (TTScheduler, "readiness", wrap("readiness", TTScheduler.readiness)),
         (TTScheduler, "work_facts", wrap("work_facts", TTScheduler.work_facts)),
-        (TTScheduler, "_schedule_only", wrap("pass_glue", TTScheduler._schedule_only, True)),
+        (TTScheduler, "_vllm_schedule", wrap("pass_glue", TTScheduler._vllm_schedule, True)),
+        (
+            TTLaneCoordinator,
+            "_steady_passes",
+            wrap("pass_glue", TTLaneCoordinator._steady_passes, True),
+        ),
         (lane_module, "merge_outputs", wrap("merge_outputs", lane_module.merge_outputs)),
         (
             TTLaneCoordinator,

@@ -24,7 +24,7 @@ from vllm.v1.core.sched.interface import PauseState, SchedulerInterface
 from vllm.v1.core.sched.output import CachedRequestData, GrammarOutput, SchedulerOutput
 from vllm.v1.engine import EngineCoreOutputs
 from vllm.v1.kv_cache_interface import KVCacheConfig
-from vllm.v1.metrics.stats import PrefixCacheStats, SchedulerStats
+from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
@@ -34,7 +34,7 @@ from vllm_tt_plugin.lane_output import LaneSchedulerOutput
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.scheduler import TTScheduler
-from vllm_tt_plugin.step_policy import StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_policy import DECODE_ONLY, StepMode, StepPolicy, WorkFacts
 
 logger = get_logger(__name__)
 
@@ -52,7 +52,8 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
     (a row's lane: the index of the lane output that scheduled it).
 
     Built every step over every row: the per-row fields are joined with ``list.extend`` and
-    ``dict.update`` (C loops), not comprehensions."""
+    ``dict.update`` (C loops), not comprehensions, and the fields that are empty on a decode
+    step (new requests, resumptions, finishes, encoder inputs) are joined only when not."""
     req_ids: list[str] = []
     resumed: set[str] = set()
     new_token_ids: list[list[int]] = []
@@ -64,19 +65,37 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
     encoder_inputs: dict[str, list[int]] = {}
     new_reqs: list[Any] = []
     mm_hashes: list[str] = []
+    finished: set[str] = set()
+    preempted: set[str] = set()
+    total = 0
+    structured = pending_structured = False
     for o in outputs:
         c = o.scheduled_cached_reqs
         req_ids.extend(c.req_ids)
-        resumed |= c.resumed_req_ids
         new_token_ids.extend(c.new_token_ids)
         new_block_ids.extend(c.new_block_ids)
         num_computed.extend(c.num_computed_tokens)
         num_output.extend(c.num_output_tokens)
-        all_token_ids.update(c.all_token_ids)
         scheduled.update(o.num_scheduled_tokens)
-        encoder_inputs.update(o.scheduled_encoder_inputs)
-        new_reqs.extend(o.scheduled_new_reqs)
-        mm_hashes.extend(o.free_encoder_mm_hashes)
+        total += o.total_num_scheduled_tokens
+        if c.all_token_ids:
+            all_token_ids.update(c.all_token_ids)
+        if c.resumed_req_ids:
+            resumed |= c.resumed_req_ids
+        if o.scheduled_new_reqs:
+            new_reqs.extend(o.scheduled_new_reqs)
+        if o.scheduled_encoder_inputs:
+            encoder_inputs.update(o.scheduled_encoder_inputs)
+        if o.free_encoder_mm_hashes:
+            mm_hashes.extend(o.free_encoder_mm_hashes)
+        if o.finished_req_ids:
+            finished |= o.finished_req_ids
+        if o.preempted_req_ids:
+            preempted |= o.preempted_req_ids
+        if o.has_structured_output_requests:
+            structured = True
+        if o.pending_structured_output_tokens:
+            pending_structured = True
     return LaneSchedulerOutput(
         scheduled_new_reqs=new_reqs,
         scheduled_cached_reqs=CachedRequestData(
@@ -89,15 +108,15 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
             num_output_tokens=num_output,
         ),
         num_scheduled_tokens=scheduled,
-        total_num_scheduled_tokens=sum(o.total_num_scheduled_tokens for o in outputs),
+        total_num_scheduled_tokens=total,
         scheduled_spec_decode_tokens={},
         scheduled_encoder_inputs=encoder_inputs,
         num_common_prefix_blocks=[0] * len(outputs[0].num_common_prefix_blocks),
-        finished_req_ids=set().union(*(o.finished_req_ids for o in outputs)),
+        finished_req_ids=finished,
         free_encoder_mm_hashes=mm_hashes,
-        preempted_req_ids=set().union(*(o.preempted_req_ids or set() for o in outputs)),
-        has_structured_output_requests=any(o.has_structured_output_requests for o in outputs),
-        pending_structured_output_tokens=any(o.pending_structured_output_tokens for o in outputs),
+        preempted_req_ids=preempted,
+        has_structured_output_requests=structured,
+        pending_structured_output_tokens=pending_structured,
         lane_scheduled=[o.num_scheduled_tokens for o in outputs],
     )
 
@@ -136,6 +155,8 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self.connector = None
         self.last_step_mode = StepMode.IDLE
         self._pending: dict[int, list[SchedulerOutput]] = {}
+        self._vllm_ns = 0  # vLLM's time in the steady passes of the current schedule()
+        self._vllm_cpu_ns = 0  # and its CPU time
         logger.info(
             "TT lane coordinator: %d lanes x %d sequences, %d KV blocks per lane",
             self.layout.lanes,
@@ -172,6 +193,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
     # --- steps --------------------------------------------------------------------------------
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        self._vllm_ns = self._vllm_cpu_ns = 0
         for lane in self.lanes:
             lane._vllm_ns = lane._vllm_cpu_ns = 0
         merged, outputs = self._schedule_lanes(throttle_prefills)
@@ -179,18 +201,37 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         for output in (merged, *outputs):
             setattr(output, host_phases.STEP_KIND_ATTR, kind)
         clock = host_phases.CLOCK
-        vllm_ns = sum(lane._vllm_ns for lane in self.lanes)
+        vllm_ns = self._vllm_ns + sum(lane._vllm_ns for lane in self.lanes)
         clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
         clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, host_phases.now() - start - vllm_ns)
-        vllm_cpu = sum(lane._vllm_cpu_ns for lane in self.lanes)
+        vllm_cpu = self._vllm_cpu_ns + sum(lane._vllm_cpu_ns for lane in self.lanes)
         clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu)
         policy_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
         clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
         return merged
 
+    def _steady_passes(self, throttle_prefills: bool) -> list[SchedulerOutput] | None:
+        """The steady decode step: every lane is in its steady decode state
+        (``TTScheduler.steady_decode``) or empty, so each lane's step is vLLM's pass over its
+        running list, with nothing to hide. The passes run back to back and are timed as one
+        block (None: not this step; with every lane empty the step comes out idle)."""
+        for lane in self.lanes:
+            if not lane.steady_decode() and (lane.running or lane.waiting or lane.skipped_waiting):
+                return None
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        outputs = [lane._vllm_pass(throttle_prefills) for lane in self.lanes]
+        self._vllm_ns += host_phases.now() - start
+        self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
+        return outputs
+
     def _schedule_lanes(
         self, throttle_prefills: bool
     ) -> tuple[SchedulerOutput, list[SchedulerOutput]]:
+        steady = self._steady_passes(throttle_prefills)
+        if steady is not None:
+            facts = DECODE_ONLY
+            mode = self.step_policy.choose(facts)
+            return self._merged(steady, mode, facts)
         readies = [lane.readiness() for lane in self.lanes]
         lane_facts = [lane.work_facts(r) for lane, r in zip(self.lanes, readies, strict=True)]
         facts = WorkFacts(
@@ -213,9 +254,13 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
                 # A forced prefill that admits nothing in any lane falls back to decode.
                 for lane, output in zip(self.lanes, outputs, strict=True):
                     lane._rollback_empty(output)
-                mode = StepMode.DECODE
-                facts = WorkFacts(prefill_ready=False, decode_ready=True)
+                mode, facts = StepMode.DECODE, DECODE_ONLY
                 outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+        return self._merged(outputs, mode, facts)
+
+    def _merged(
+        self, outputs: list[SchedulerOutput], mode: StepMode, facts: WorkFacts
+    ) -> tuple[SchedulerOutput, list[SchedulerOutput]]:
         merged = merge_outputs(outputs)
         if merged.total_num_scheduled_tokens == 0:
             mode = StepMode.IDLE
@@ -251,7 +296,10 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
     def _merge_results(
         self, scheduler_output: SchedulerOutput, results: list[dict[int, EngineCoreOutputs]]
     ) -> dict[int, EngineCoreOutputs]:
-        """The lanes' engine outputs as one per client, with one merged SchedulerStats."""
+        """The lanes' engine outputs as one per client, with one merged SchedulerStats.
+
+        A client's first lane output (vLLM builds them fresh in every update) carries the other
+        lanes' outputs for that client, in lane order."""
         merged: dict[int, EngineCoreOutputs] = {}
         stats: list[SchedulerStats] = []
         for result in results:
@@ -259,7 +307,10 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
                 if eco.scheduler_stats is not None:
                     stats.append(eco.scheduler_stats)
                     eco.scheduler_stats = None
-                target = merged.setdefault(client, EngineCoreOutputs())
+                target = merged.get(client)
+                if target is None:
+                    merged[client] = eco
+                    continue
                 target.outputs.extend(eco.outputs)
                 if eco.finished_requests:
                     target.finished_requests = (target.finished_requests or set()) | set(
@@ -291,21 +342,29 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     @staticmethod
     def _merge_stats(stats: list[SchedulerStats]) -> SchedulerStats:
-        prefix = PrefixCacheStats()
-        for s in stats:
-            prefix.requests += s.prefix_cache_stats.requests
-            prefix.queries += s.prefix_cache_stats.queries
-            prefix.hits += s.prefix_cache_stats.hits
-            prefix.preempted_requests += s.prefix_cache_stats.preempted_requests
-            prefix.preempted_queries += s.prefix_cache_stats.preempted_queries
-            prefix.preempted_hits += s.prefix_cache_stats.preempted_hits
-        return SchedulerStats(
-            num_running_reqs=sum(s.num_running_reqs for s in stats),
-            num_waiting_reqs=sum(s.num_waiting_reqs for s in stats),
-            num_skipped_waiting_reqs=sum(s.num_skipped_waiting_reqs for s in stats),
-            kv_cache_usage=sum(s.kv_cache_usage for s in stats) / len(stats),
-            prefix_cache_stats=prefix,
-        )
+        """The lanes' stats as one: counts and prefix-cache stats summed, KV usage averaged,
+        eviction events joined; the rest (the caller's perf and cudagraph stats, the same for
+        every lane) is the first lane's. vLLM builds each lane's stats and prefix-cache stats
+        fresh per call (``make_stats``), so the first lane's are the merged ones."""
+        merged = stats[0]
+        prefix = merged.prefix_cache_stats
+        usage = merged.kv_cache_usage
+        for s in stats[1:]:
+            merged.num_running_reqs += s.num_running_reqs
+            merged.num_waiting_reqs += s.num_waiting_reqs
+            merged.num_skipped_waiting_reqs += s.num_skipped_waiting_reqs
+            usage += s.kv_cache_usage
+            p = s.prefix_cache_stats
+            prefix.requests += p.requests
+            prefix.queries += p.queries
+            prefix.hits += p.hits
+            prefix.preempted_requests += p.preempted_requests
+            prefix.preempted_queries += p.preempted_queries
+            prefix.preempted_hits += p.preempted_hits
+            if s.kv_cache_eviction_events:
+                merged.kv_cache_eviction_events.extend(s.kv_cache_eviction_events)
+        merged.kv_cache_usage = usage / len(stats)
+        return merged
 
     # --- the rest of the scheduler interface --------------------------------------------------
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:

@@ -27,7 +27,7 @@ from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.step_policy import StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_policy import DECODE_ONLY, StepMode, StepPolicy, WorkFacts
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -140,6 +140,13 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self._all_ready = all(ready)
         return ready
 
+    def steady_decode(self) -> bool:
+        """The steady decode pass: every running request was found ready (``readiness()``), no
+        pass admitted one since, and nothing waits. Its facts are ``DECODE_ONLY`` and vLLM's
+        pass runs over the whole running list with nothing hidden (``_schedule_only``'s first
+        case), so neither is derived again."""
+        return self._all_ready and bool(self.running) and not (self.waiting or self.skipped_waiting)
+
     def work_facts(self, ready: list[bool] | None = None) -> WorkFacts:
         ready = self.readiness() if ready is None else ready
         decode_ready = any(ready)
@@ -188,29 +195,39 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
 
     def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        output = super().schedule(throttle_prefills)
+        output = self._vllm_pass(throttle_prefills)
         self._vllm_ns += host_phases.now() - start
         self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
+        return output
+
+    def _vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
+        """vLLM's scheduling pass, untimed (the lane coordinator times its lanes' steady passes
+        as one block)."""
+        output: SchedulerOutput = super().schedule(throttle_prefills)
         if output.scheduled_new_reqs or output.scheduled_cached_reqs.resumed_req_ids:
             self._all_ready = False  # admitted: readiness() derives the running list again
         return output
 
     def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
-        ready = self.readiness()
-        facts = self.work_facts(ready)
-        mode = self.step_policy.choose(facts)
-        if mode is StepMode.PREFILL:
-            output = self._schedule_only(StepMode.PREFILL, throttle_prefills, ready)
-            if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
-                # A forced prefill that admits nothing falls back to decode.
-                self._rollback_empty(output)
-                mode = StepMode.DECODE
-                facts = WorkFacts(prefill_ready=False, decode_ready=True)
-                output = self._schedule_only(StepMode.DECODE, throttle_prefills)
-        elif mode is StepMode.DECODE:
-            output = self._schedule_only(StepMode.DECODE, throttle_prefills, ready)
-        else:
+        if self.steady_decode():
+            facts = DECODE_ONLY
+            mode = self.step_policy.choose(facts)
             output = self._vllm_schedule(throttle_prefills)
+        else:
+            ready = self.readiness()
+            facts = self.work_facts(ready)
+            mode = self.step_policy.choose(facts)
+            if mode is StepMode.PREFILL:
+                output = self._schedule_only(StepMode.PREFILL, throttle_prefills, ready)
+                if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
+                    # A forced prefill that admits nothing falls back to decode.
+                    self._rollback_empty(output)
+                    mode, facts = StepMode.DECODE, DECODE_ONLY
+                    output = self._schedule_only(StepMode.DECODE, throttle_prefills)
+            elif mode is StepMode.DECODE:
+                output = self._schedule_only(StepMode.DECODE, throttle_prefills, ready)
+            else:
+                output = self._vllm_schedule(throttle_prefills)
         if output.total_num_scheduled_tokens == 0:
             mode = StepMode.IDLE
         self.step_policy.record(mode, facts)

@@ -39,6 +39,10 @@ class WorkFacts:
     decode_ready: bool  # a running request waiting for its next token
 
 
+# Requests wait for a token and nothing else can run (the steady decode step; a prefill fallback).
+DECODE_ONLY = WorkFacts(prefill_ready=False, decode_ready=True)
+
+
 @dataclass
 class StepPolicy:
     config: InterleaveConfig

@@ -79,8 +79,10 @@ def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: An
 
     ls = lane_benchmark_env
     originals = (
+        TTScheduler.steady_decode,
         TTScheduler.readiness,
-        TTScheduler._schedule_only,
+        TTScheduler._vllm_schedule,
+        TTLaneCoordinator._steady_passes,
         lane_module.merge_outputs,
         TTLaneCoordinator._merge_results,
     )
@@ -88,18 +90,21 @@ def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: An
     for sched in (wide, lanes):
         ls.admit(sched, 8)
     wide_part, lane_part = ls.timed_segments(wide, 4), ls.timed_segments(lanes, 4)
-    # one pass per step for the wide batch, one per lane for lane DP, which alone merges
+    # Steady decode steps: one check per scheduler and no readiness derivation; one timed
+    # pass for the wide batch, one timed block of passes for the lanes, which alone merge.
     assert wide_part.calls == {
-        "readiness": 1,
-        "work_facts": 1,
+        "steady_check": 1,
+        "readiness": 0,
+        "work_facts": 0,
         "pass_glue": 1,
         "merge_outputs": 0,
         "merge_results": 0,
     }
     assert lane_part.calls == {
-        "readiness": 4,
-        "work_facts": 4,
-        "pass_glue": 4,
+        "steady_check": 4,
+        "readiness": 0,
+        "work_facts": 0,
+        "pass_glue": 1,
         "merge_outputs": 1,
         "merge_results": 1,
     }
@@ -107,8 +112,10 @@ def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: An
         assert all((part.us[k] > 0) == (part.calls[k] > 0) for k in ls.SEGMENTS)
     # the wrappers are gone after the rounds
     assert originals == (
+        TTScheduler.steady_decode,
         TTScheduler.readiness,
-        TTScheduler._schedule_only,
+        TTScheduler._vllm_schedule,
+        TTLaneCoordinator._steady_passes,
         lane_module.merge_outputs,
         TTLaneCoordinator._merge_results,
     )

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.conftest import write_checkpoint_config
-from tests.unit.test_tt_scheduler import make_scheduler, request, step_kind
+from tests.unit.test_tt_scheduler import (
+    assert_same_schedule,
+    count_steady,
+    feed_back,
+    make_scheduler,
+    request,
+    step_kind,
+    trace_steps,
+    workload,
+)
 from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
 from vllm_tt_plugin.lane_output import request_lane
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
@@ -22,6 +31,9 @@ from vllm_tt_plugin.utils.device_discovery import (
     discover_in_process,
     submesh_shape,
 )
+
+if TYPE_CHECKING:
+    from vllm.v1.request import Request
 
 FAKES = "tests.unit.fakes.models"
 
@@ -267,7 +279,7 @@ def test_lanes_share_the_step_mode_and_finish(make_config: Any) -> None:
     emitted: dict[str, list[int]] = {}
     first = request(8, 6)
     coord.add_request(first)  # lane 0 starts decoding
-    feed_back_lanes(coord, coord.schedule(), emitted)
+    feed_back(coord, coord.schedule(), emitted)
     coord.add_request(request(100, 6))  # lane 1 gets prefill work
     pattern = ""
     for _ in range(40):
@@ -280,7 +292,7 @@ def test_lanes_share_the_step_mode_and_finish(make_config: Any) -> None:
         }
         assert len(kinds) <= 1, f"lanes diverged in one step: {out.num_scheduled_tokens}"
         pattern += kinds.pop() if kinds else "."
-        feed_back_lanes(coord, out, emitted)
+        feed_back(coord, out, emitted)
     assert "P" in pattern and "D" in pattern
     assert all(len(tokens) == 6 for tokens in emitted.values())
 
@@ -291,27 +303,6 @@ def _only(out: Any, req_id: str) -> Any:
     view = copy(out)
     view.num_scheduled_tokens = {req_id: out.num_scheduled_tokens[req_id]}
     return view
-
-
-def feed_back_lanes(coord: TTLaneCoordinator, out: Any, emitted: dict[str, list[int]]) -> None:
-    from vllm.v1.outputs import ModelRunnerOutput
-
-    req_ids = list(out.num_scheduled_tokens)
-    sampled = []
-    for req_id in req_ids:
-        req = coord.lanes[coord.lane_of[req_id]].requests[req_id]
-        done = req.num_computed_tokens >= req.num_tokens
-        sampled.append([7] if done else [])
-        if done:
-            emitted.setdefault(req_id, []).append(7)
-    coord.update_from_output(
-        out,
-        ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={r: i for i, r in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-        ),
-    )
 
 
 def test_forced_prefill_admitting_nothing_falls_back_to_decode(make_config: Any) -> None:
@@ -326,11 +317,96 @@ def test_forced_prefill_admitting_nothing_falls_back_to_decode(make_config: Any)
     a, b = request(60, 30), request(60, 30)
     coord.add_request(a)
     coord.add_request(b)
-    feed_back_lanes(coord, coord.schedule(), {})
+    feed_back(coord, coord.schedule(), {})
     coord.add_request(request(250, 2))
     out = coord.schedule()
     assert set(out.num_scheduled_tokens) == {a.request_id, b.request_id}
     assert all(n == 1 for n in out.num_scheduled_tokens.values())
+
+
+def lane_workload() -> tuple[list[Request], dict[int, list[Request]]]:
+    """Two lanes of two: lane 0's third request waits next to a decoding one once the short
+    one finishes; a late arrival lands in lane 1 after it emptied, while lane 0 still decodes."""
+    reqs = [request(10, 100), request(10, 60), request(10, 5), request(10, 60), request(10, 30)]
+    return reqs, {75: [request(10, 10)]}
+
+
+@pytest.mark.parametrize(
+    ("seqs", "kv_blocks", "make_work"), [(4, 5, workload), (2, 64, lane_workload)]
+)
+def test_steady_lane_passes_schedule_what_the_derivation_does(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch, seqs: int, kv_blocks: int, make_work: Any
+) -> None:
+    # On a steady decode step the coordinator runs the lanes' vLLM passes back to back without
+    # readiness or work facts; with that off (every step derived per lane) the same requests
+    # are scheduled step by step: through preemption and resumption under KV pressure, a
+    # request waiting in a lane next to a decoding one, and an arrival in an empty lane.
+    traces = []
+    steady_steps = []
+    for shortcut in (True, False):
+        config = make_config(
+            model_class=f"{FAKES}:LaneModel",
+            data_parallel_size=2,
+            max_num_seqs=seqs,  # per lane
+            max_model_len=256,
+            max_num_batched_tokens=256,
+        )
+        coord = make_coordinator(config, num_blocks=kv_blocks)
+        if shortcut:
+            steady_steps = count_steady(coord, monkeypatch)
+        else:
+            monkeypatch.setattr(coord, "_steady_passes", lambda throttle: None)
+        reqs, arrivals = make_work()
+        traces.append(trace_steps(coord, reqs, arrivals))
+        if not shortcut and kv_blocks == 5:
+            assert sum(r.num_preemptions for r in reqs) > 0
+    assert_same_schedule(traces, steady_steps[0], reqs, arrivals)
+
+
+def test_lane_results_merge_per_client_in_lane_order() -> None:
+    from vllm.v1.engine import EngineCoreOutput, EngineCoreOutputs
+    from vllm.v1.metrics.stats import PrefixCacheStats, SchedulerStats
+
+    def out(req_id: str) -> EngineCoreOutput:
+        return EngineCoreOutput(request_id=req_id, new_token_ids=[1])
+
+    def stats(lane: int) -> SchedulerStats:
+        return SchedulerStats(
+            num_running_reqs=lane + 1,
+            num_waiting_reqs=2 * lane,
+            kv_cache_usage=0.1 * (lane + 1),
+            prefix_cache_stats=PrefixCacheStats(requests=lane, queries=10, hits=lane * 3),
+            kv_cache_eviction_events=[f"ev{lane}"] if lane else [],  # type: ignore[list-item]
+        )
+
+    results = [
+        {0: EngineCoreOutputs(outputs=[out("a0"), out("b0")], scheduler_stats=stats(0))},
+        {
+            0: EngineCoreOutputs(outputs=[out("a1")], scheduler_stats=stats(1)),
+            1: EngineCoreOutputs(outputs=[out("c1")], finished_requests={"c1"}),
+        },
+        {
+            1: EngineCoreOutputs(outputs=[out("c2")], finished_requests={"c2"}),
+            0: EngineCoreOutputs(outputs=[], scheduler_stats=stats(2)),
+        },
+    ]
+    coord = TTLaneCoordinator.__new__(TTLaneCoordinator)  # the merge reads lane_of only
+    coord.lane_of = {"c1": 1, "c2": 2, "a0": 0}
+    step = merge_outputs([_lane_output(0, resumed=False)])
+    step.finished_req_ids = {"c1", "c2"}
+    merged = coord._merge_results(step, results)
+    assert sorted(merged) == [0, 1]
+    assert [o.request_id for o in merged[0].outputs] == ["a0", "b0", "a1"]
+    assert [o.request_id for o in merged[1].outputs] == ["c1", "c2"]
+    assert merged[1].finished_requests == {"c1", "c2"}
+    assert merged[1].scheduler_stats is None
+    total = merged[0].scheduler_stats
+    assert (total.num_running_reqs, total.num_waiting_reqs) == (6, 6)
+    assert total.kv_cache_usage == pytest.approx(0.2)
+    p = total.prefix_cache_stats
+    assert (p.requests, p.queries, p.hits) == (3, 30, 9)
+    assert total.kv_cache_eviction_events == ["ev1", "ev2"]
+    assert coord.lane_of == {"a0": 0}  # finished requests leave the lane map
 
 
 def test_kv_budget_is_per_lane(make_config: Any) -> None:

@@ -71,12 +71,15 @@ def step_kind(sched: TTScheduler, out: SchedulerOutput) -> str:
     return "D" if decode else ("P" if prefill else ".")
 
 
-def feed_back(sched: TTScheduler, out: SchedulerOutput, emitted: dict[str, list[int]]) -> None:
-    """What the worker would return: one token for each request whose step completes."""
+def feed_back(sched: Any, out: SchedulerOutput, emitted: dict[str, list[int]]) -> None:
+    """What the worker would return: one token for each request whose step completes (for a
+    TTScheduler, or a lane coordinator whose lanes hold the requests)."""
+    lanes = getattr(sched, "lanes", None)
     req_ids = list(out.num_scheduled_tokens)
     sampled = []
     for req_id in req_ids:
-        req = sched.requests[req_id]
+        owner = sched if lanes is None else lanes[sched.lane_of[req_id]]
+        req = owner.requests[req_id]
         done = req.num_computed_tokens >= req.num_tokens
         token = 7 if done else None
         sampled.append([] if token is None else [token])
@@ -242,6 +245,81 @@ def test_all_ready_is_dropped_by_an_admission(make_config: Any) -> None:
     feed_back(sched, out, emitted)
     assert second.num_computed_tokens < second.num_prompt_tokens
     assert sched.readiness() == [True, False] == [is_decode_ready(r) for r in sched.running]
+
+
+def trace_steps(
+    sched: Any, reqs: list[Request], arrivals: dict[int, list[Request]], max_steps: int = 3000
+) -> tuple[list[list[tuple[int, int]]], dict[int, list[int]]]:
+    """Every step's rows as (request index, tokens), and each request's emitted tokens: the
+    schedule, independent of request ids. ``arrivals``: requests added before step N."""
+    order = reqs + [r for late in arrivals.values() for r in late]
+    index = {r.request_id: i for i, r in enumerate(order)}
+    for r in reqs:
+        sched.add_request(r)
+    steps: list[list[tuple[int, int]]] = []
+    emitted: dict[str, list[int]] = {}
+    while (sched.has_requests() or len(steps) in arrivals) and len(steps) < max_steps:
+        for r in arrivals.get(len(steps), []):
+            sched.add_request(r)
+        out = sched.schedule()
+        steps.append(sorted((index[r], n) for r, n in out.num_scheduled_tokens.items()))
+        feed_back(sched, out, emitted)
+    return steps, {index[r]: tokens for r, tokens in emitted.items()}
+
+
+def workload() -> tuple[list[Request], dict[int, list[Request]]]:
+    """Long decodes under KV pressure (preemptions, resumptions) plus late arrivals while the
+    batch decodes steadily (admissions out of the steady state)."""
+    reqs = [request(50, 100) for _ in range(4)] + [request(20, 10) for _ in range(2)]
+    return reqs, {40: [request(30, 5)], 90: [request(12, 8), request(70, 3)]}
+
+
+def assert_same_schedule(
+    traces: list[Any], steady_steps: int, reqs: list[Request], arrivals: dict[int, list[Request]]
+) -> None:
+    """Shortcut on and off scheduled the same steps, the shortcut was taken, and every request
+    streamed all its tokens."""
+    assert traces[0] == traces[1]
+    assert steady_steps > 50
+    everyone = reqs + [r for late in arrivals.values() for r in late]
+    assert traces[0][1] == {i: [7] * r.sampling_params.max_tokens for i, r in enumerate(everyone)}
+
+
+def count_steady(sched: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the steps this scheduler (each lane's, for a coordinator) found steady."""
+    hits = [0]
+    for one in getattr(sched, "lanes", [sched]):
+        check = one.steady_decode
+
+        def counted(check: Any = check) -> bool:
+            steady: bool = check()
+            hits[0] += int(steady)
+            return steady
+
+        monkeypatch.setattr(one, "steady_decode", counted)
+    return hits
+
+
+def test_steady_decode_shortcut_schedules_what_the_derivation_does(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The steady decode step skips readiness and the work facts; with the shortcut off (every
+    # step derived) the same requests are scheduled step by step, through preemption,
+    # resumption and admissions while others decode.
+    traces = []
+    steady_steps = []
+    for shortcut in (True, False):
+        config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
+        sched = make_scheduler(config, num_blocks=8)
+        if shortcut:
+            steady_steps = count_steady(sched, monkeypatch)
+        else:
+            monkeypatch.setattr(sched, "steady_decode", lambda: False)
+        reqs, arrivals = workload()
+        traces.append(trace_steps(sched, reqs, arrivals))
+        if not shortcut:
+            assert sum(r.num_preemptions for r in reqs) > 0
+    assert_same_schedule(traces, steady_steps[0], reqs, arrivals)
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
