@@ -239,23 +239,21 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
             decode_ready=any(f.decode_ready for f in lane_facts),
         )
         mode = self.step_policy.choose(facts)
-        if mode is StepMode.IDLE:
-            outputs = [lane.schedule(throttle_prefills) for lane in self.lanes]
-        else:
-            outputs = [
-                lane._schedule_only(mode, throttle_prefills, r)
-                for lane, r in zip(self.lanes, readies, strict=True)
-            ]
-            if (
-                mode is StepMode.PREFILL
-                and facts.decode_ready
-                and not any(o.total_num_scheduled_tokens for o in outputs)
-            ):
-                # A forced prefill that admits nothing in any lane falls back to decode.
-                for lane, output in zip(self.lanes, outputs, strict=True):
-                    lane._rollback_empty(output)
-                mode, facts = StepMode.DECODE, DECODE_ONLY
-                outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+        # (An idle choice means no lane holds a request: _steady_passes took that step.)
+        outputs = [
+            lane._schedule_only(mode, throttle_prefills, r)
+            for lane, r in zip(self.lanes, readies, strict=True)
+        ]
+        if (
+            mode is StepMode.PREFILL
+            and facts.decode_ready
+            and not any(o.total_num_scheduled_tokens for o in outputs)
+        ):
+            # A forced prefill that admits nothing in any lane falls back to decode.
+            for lane, output in zip(self.lanes, outputs, strict=True):
+                lane._rollback_empty(output)
+            mode, facts = StepMode.DECODE, DECODE_ONLY
+            outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
         return self._merged(outputs, mode, facts)
 
     def _merged(

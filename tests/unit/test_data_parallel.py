@@ -331,11 +331,17 @@ def lane_workload() -> tuple[list[Request], dict[int, list[Request]]]:
     return reqs, {75: [request(10, 10)]}
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
 @pytest.mark.parametrize(
     ("seqs", "kv_blocks", "make_work"), [(4, 5, workload), (2, 64, lane_workload)]
 )
 def test_steady_lane_passes_schedule_what_the_derivation_does(
-    make_config: Any, monkeypatch: pytest.MonkeyPatch, seqs: int, kv_blocks: int, make_work: Any
+    make_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    seqs: int,
+    kv_blocks: int,
+    make_work: Any,
+    async_scheduling: bool,
 ) -> None:
     # On a steady decode step the coordinator runs the lanes' vLLM passes back to back without
     # readiness or work facts; with that off (every step derived per lane) the same requests
@@ -350,8 +356,10 @@ def test_steady_lane_passes_schedule_what_the_derivation_does(
             max_num_seqs=seqs,  # per lane
             max_model_len=256,
             max_num_batched_tokens=256,
+            async_scheduling=async_scheduling,
         )
         coord = make_coordinator(config, num_blocks=kv_blocks)
+        assert all(lane.async_mode is async_scheduling for lane in coord.lanes)
         if shortcut:
             steady_steps = count_steady(coord, monkeypatch)
         else:

@@ -300,8 +300,9 @@ def count_steady(sched: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return hits
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
 def test_steady_decode_shortcut_schedules_what_the_derivation_does(
-    make_config: Any, monkeypatch: pytest.MonkeyPatch
+    make_config: Any, monkeypatch: pytest.MonkeyPatch, async_scheduling: bool
 ) -> None:
     # The steady decode step skips readiness and the work facts; with the shortcut off (every
     # step derived) the same requests are scheduled step by step, through preemption,
@@ -309,8 +310,14 @@ def test_steady_decode_shortcut_schedules_what_the_derivation_does(
     traces = []
     steady_steps = []
     for shortcut in (True, False):
-        config = make_config(max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256)
+        config = make_config(
+            max_num_seqs=4,
+            max_model_len=256,
+            max_num_batched_tokens=256,
+            async_scheduling=async_scheduling,
+        )
         sched = make_scheduler(config, num_blocks=8)
+        assert sched.async_mode is async_scheduling
         if shortcut:
             steady_steps = count_steady(sched, monkeypatch)
         else:
