@@ -176,20 +176,33 @@ class SegmentSample:
     calls: dict[str, float]  # calls per decode step, by segment
 
 
+def segment_targets() -> list[tuple[Any, str, str, bool]]:
+    """What ``timed_segments`` wraps: (owner, attribute, segment, less vLLM's time inside)."""
+    from vllm_tt_plugin import lane_scheduler as lane_module
+    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
+    from vllm_tt_plugin.scheduler import TTScheduler
+
+    return [
+        (TTScheduler, "steady_decode", "steady_check", False),
+        (TTScheduler, "readiness", "readiness", False),
+        (TTScheduler, "work_facts", "work_facts", False),
+        (TTScheduler, "_vllm_schedule", "pass_glue", True),
+        (TTLaneCoordinator, "_steady_passes", "pass_glue", True),
+        (lane_module, "merge_outputs", "merge_outputs", False),
+        (TTLaneCoordinator, "_merge_results", "merge_results", False),
+    ]
+
+
 def timed_segments(sched: Any, steps: int) -> SegmentSample:
     """``steps`` decode steps with the plugin's pieces timed. ``steady_check``: a scheduler's
     ``steady_decode`` (on a steady decode step it replaces ``readiness`` and ``work_facts``);
     ``pass_glue``: the plugin's wrapper around vLLM's scheduling passes, less those passes (one
     per pass, or one block for the lanes' steady passes)."""
-    from vllm_tt_plugin import lane_scheduler as lane_module
-    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
-    from vllm_tt_plugin.scheduler import TTScheduler
-
     ns = dict.fromkeys(SEGMENTS, 0)
     calls = dict.fromkeys(SEGMENTS, 0)
     clock = time.perf_counter_ns
 
-    def wrap(name: str, fn: Any, less_vllm: bool = False) -> Any:
+    def wrap(name: str, fn: Any, less_vllm: bool) -> Any:
         def timed_call(*args: Any, **kwargs: Any) -> Any:
             owner = args[0]
             vllm_before = owner._vllm_ns if less_vllm else 0
@@ -205,27 +218,10 @@ def timed_segments(sched: Any, steps: int) -> SegmentSample:
 
         return timed_call
 
-    patches = [
-        (TTScheduler, "steady_decode", wrap("steady_check", TTScheduler.steady_decode)),
-        (TTScheduler, "readiness", wrap("readiness", TTScheduler.readiness)),
-        (TTScheduler, "work_facts", wrap("work_facts", TTScheduler.work_facts)),
-        (TTScheduler, "_vllm_schedule", wrap("pass_glue", TTScheduler._vllm_schedule, True)),
-        (
-            TTLaneCoordinator,
-            "_steady_passes",
-            wrap("pass_glue", TTLaneCoordinator._steady_passes, True),
-        ),
-        (lane_module, "merge_outputs", wrap("merge_outputs", lane_module.merge_outputs)),
-        (
-            TTLaneCoordinator,
-            "_merge_results",
-            wrap("merge_results", TTLaneCoordinator._merge_results),
-        ),
-    ]
-    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _, _ in segment_targets()]
     try:
-        for owner, attr, timed_fn in patches:
-            setattr(owner, attr, timed_fn)
+        for owner, attr, name, less_vllm in segment_targets():
+            setattr(owner, attr, wrap(name, getattr(owner, attr), less_vllm))
         for _ in range(steps):
             step(sched, sched.schedule())
     finally:

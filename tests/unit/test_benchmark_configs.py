@@ -73,19 +73,12 @@ def test_lane_benchmark_times_steady_decode_of_every_row(lane_benchmark_env: Any
 
 
 def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: Any) -> None:
-    from vllm_tt_plugin import lane_scheduler as lane_module
-    from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
-    from vllm_tt_plugin.scheduler import TTScheduler
-
     ls = lane_benchmark_env
-    originals = (
-        TTScheduler.steady_decode,
-        TTScheduler.readiness,
-        TTScheduler._vllm_schedule,
-        TTLaneCoordinator._steady_passes,
-        lane_module.merge_outputs,
-        TTLaneCoordinator._merge_results,
-    )
+
+    def current() -> list[Any]:
+        return [getattr(owner, attr) for owner, attr, _, _ in ls.segment_targets()]
+
+    originals = current()
     wide, lanes = ls.build_scheduler(1, 8), ls.build_scheduler(4, 2)
     for sched in (wide, lanes):
         ls.admit(sched, 8)
@@ -111,11 +104,4 @@ def test_lane_benchmark_segments_time_each_piece_per_pass(lane_benchmark_env: An
     for part in (wide_part, lane_part):
         assert all((part.us[k] > 0) == (part.calls[k] > 0) for k in ls.SEGMENTS)
     # the wrappers are gone after the rounds
-    assert originals == (
-        TTScheduler.steady_decode,
-        TTScheduler.readiness,
-        TTScheduler._vllm_schedule,
-        TTLaneCoordinator._steady_passes,
-        lane_module.merge_outputs,
-        TTLaneCoordinator._merge_results,
-    )
+    assert current() == originals
