@@ -452,7 +452,17 @@ class ModelAdapter:
         )  # fmt: skip
 
     def read_decode(self, submission: DecodeSubmission, overlapped: bool) -> ModelOutput:
-        """Async path: ``read_decode_output(async_read=True)``, wait on every event, then
+        """The step's host output, normalised (``read_decode_host``, then ``normalise_decode``)."""
+        return self.normalise_decode(submission, self.read_decode_host(submission, overlapped))
+
+    def normalise_decode(self, submission: DecodeSubmission, out: Any) -> ModelOutput:
+        """The model's host output of a decode step in the plugin's form: host work, no device
+        call (the runner counts it as output building, not as the read-back)."""
+        return self._normalise(out, submission.on_device, submission.want_logprobs)
+
+    def read_decode_host(self, submission: DecodeSubmission, overlapped: bool) -> Any:
+        """The model's host output of a decode step, as the model returns it. Async path:
+        ``read_decode_output(async_read=True)``, wait on every event, then
         ``process_decode_output_host``. Synchronous path: ``process_decode_output_host`` on the
         raw output. A model without ``read_decode_output`` returned host tensors already."""
         out = submission.raw
@@ -479,8 +489,7 @@ class ModelAdapter:
                     submission.raw, is_tokens=submission.on_device
                 ),
             )
-        result = self._normalise(out, submission.on_device, submission.want_logprobs)
-        return result
+        return out
 
     def _read_overlapped(self, submission: DecodeSubmission) -> None:
         """On the device thread: read an overlapped step back (``read_decode_output``, wait on
@@ -523,7 +532,12 @@ class ModelAdapter:
             if values.dim() == 3:
                 values = values[:, -1, :]
             return ModelOutput(logits=values, tokens=None, logprobs=None)
-        tokens = values if values.dim() == 1 else values.reshape(values.shape[0], -1)[:, -1]
+        if values.dim() == 1:
+            tokens = values
+        elif values.dim() == 2 and values.shape[1] == 1:
+            tokens = values.reshape(-1)  # [B, 1]: one op where the general form takes two
+        else:
+            tokens = values.reshape(values.shape[0], -1)[:, -1]
         if tokens.dtype != torch.int64:
             tokens = tokens.to(torch.int64)
         logprobs = None

@@ -719,9 +719,11 @@ class TTModelRunner:
         read_start = host_phases.now()
         if self._unread is handle:
             self._unread = None
-        out: ModelOutput = self.adapter.read_decode(handle, overlapped)
+        raw = self.adapter.read_decode_host(handle, overlapped)
         output_start = host_phases.now()
         CLOCK.add(Kind.DECODE, Phase.READ_BACK, output_start - read_start)
+        # The model's output form -> tokens / logits / logprobs: the plugin's output building.
+        out: ModelOutput = self.adapter.normalise_decode(handle, raw)
         slots, states = batch.slots, batch.states
         logprobs: LogprobsTensors | None = None
         if decision.on_device:

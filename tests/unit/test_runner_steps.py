@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from tests.unit.tiny_checkpoint import (
     start_worker_and_scheduler,
     write_tiny_checkpoint,
 )
+from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.model_runner import TTModelRunner
 from vllm_tt_plugin.scheduler import TTScheduler
 from vllm_tt_plugin.test_models.calls import CallRecord
@@ -452,3 +454,34 @@ def test_resumed_decode_shaped_row_admitted_with_a_prefill_is_prefilled_with_it(
     assert mixed.num_scheduled_tokens[b.request_id] == 1
     assert d.request_id in mixed.num_scheduled_tokens, "B and D were not admitted together"
     assert batched == solo
+
+
+# --- 7. host phases: the plugin's own work is not counted as the device's --------------------
+def test_decode_output_normalisation_counts_as_output_build_not_read_back(
+    make_config: Callable[..., Any], checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turning the model's output form into tokens is the plugin's work: a decode step's
+    ``normalise_decode`` lands in the output-building phase, the read-back phase holds only the
+    model's own read-back. A normalisation made slow by 20 ms shows where it is counted."""
+    delay_ns = 20_000_000
+    clock = host_phases.CLOCK
+    decode = host_phases.Kind.DECODE
+    with serving(make_config, checkpoint, tt={"sample_on_device_mode": "all"}) as s:
+        adapter = s.runner.adapter
+        normalise = adapter.normalise_decode
+        calls: list[int] = []
+
+        def slow(submission: Any, out: Any) -> Any:
+            calls.append(1)
+            time.sleep(delay_ns / 1e9)
+            return normalise(submission, out)
+
+        monkeypatch.setattr(adapter, "normalise_decode", slow)
+        build = clock.get_ns(decode, host_phases.Phase.OUTPUT_BUILD)
+        read = clock.get_ns(decode, host_phases.Phase.READ_BACK)
+        got = s.run([request(prompt(50, 6), 6)])[0]
+    build = clock.get_ns(decode, host_phases.Phase.OUTPUT_BUILD) - build
+    read = clock.get_ns(decode, host_phases.Phase.READ_BACK) - read
+    assert len(got) == 6 and len(calls) == 5  # the first token comes from the prefill
+    assert build >= len(calls) * delay_ns
+    assert read < delay_ns, f"normalisation counted as read-back: {read / 1e6:.1f} ms"
