@@ -66,6 +66,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "plugin"))
 
 from benchmarks.cpu_budget import CpuSnapshot, per_step  # noqa: E402
+from benchmarks.idle_slowdown import after_sleep  # noqa: E402
 from vllm_tt_plugin.emulation.mesh import STEP_FILE_POLL_S  # noqa: E402
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer  # noqa: E402
 from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
@@ -515,6 +516,23 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {r['vllm_cpu_ms']:.3f} | {cpu(r, 'vllm_output_processor_ms')} "
                 f"| {r['model_call_ms']:.2f} |"
             )
+    machine = doc.get("machine_slowdown")
+    if machine:
+        steps = list(machine["before"])
+        lines += [
+            "",
+            "| machine: a fixed Python workload right after a sleep of S ms, x back to back "
+            + "".join(f"| S = {s} ms " for s in steps)
+            + "|",
+            "|---" * (len(steps) + 1) + "|",
+        ]
+        for when in ("before", "after"):
+            if machine.get(when):
+                lines.append(
+                    f"| {when} the run | "
+                    + " | ".join(f"{machine[when][s]:.2f}" for s in steps)
+                    + " |"
+                )
     serve = doc.get("serve")
     if serve:
         lines += ["", "| vllm bench serve | mean | p50 | p90 | p99 |", "|---|---|---|---|---|"]
@@ -565,6 +583,10 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tt-host-overhead-"))
     serve: dict[str, Any] | None = None
     alone: list[dict[str, Any]] = []
+    # How much this machine slows any code after a wait, at the run's start and end: the long
+    # device steps' host figures move with it (docs/BENCHMARKS.md).
+    machine: dict[str, dict[str, float]] = {"before": after_sleep()}
+    print("machine, after a sleep (x back to back): " + json.dumps(machine["before"]), flush=True)
 
     def write_json() -> None:  # after every point: an interrupted run keeps what it measured
         if args.json is not None:
@@ -575,6 +597,7 @@ def main() -> int:
                 "rows": [r.as_json() for r in rows],
                 "engine_only": alone,
                 "serve": serve,
+                "machine_slowdown": machine,
                 "elapsed_s": round(time.monotonic() - started, 1),
             }
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
@@ -597,6 +620,9 @@ def main() -> int:
             alone.append(engine_only(batch, 0.0, False, log, churn=True))
             print("engine alone: " + json.dumps(alone[-1]), flush=True)
             write_json()
+    machine["after"] = after_sleep()
+    print("machine, after a sleep (x back to back): " + json.dumps(machine["after"]), flush=True)
+    write_json()
     print()
     print_table(rows)
     if not args.no_serve and not args.engine_only:

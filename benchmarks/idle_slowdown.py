@@ -26,7 +26,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,20 +90,26 @@ def spin(ms: float, churn: np.ndarray | None) -> None:
             offset = (offset + 262144) % (len(churn) - 262144)
 
 
+WAIT_KINDS = ("sleep", "spin", "spin+churn")
+
+
 def measure(
     rows: int,
     repeats: int,
     churn_mb: int,
     work: Callable[[list[Row], dict[str, Row], np.ndarray], int],
+    kinds: Sequence[str] = WAIT_KINDS,
 ) -> dict[str, dict[str, float]]:
+    """``{"<wait> <S>": {"median_us", "ratio"}}`` for each wait kind in ``kinds``."""
     objs, index = make_rows(rows)
     table = np.zeros((max(rows, 1), 4), dtype=np.int64)
-    churn = np.zeros(churn_mb * 1024 * 1024, dtype=np.uint8)
-    waits: dict[str, Callable[[float], None]] = {
+    churn = np.zeros(churn_mb * 1024 * 1024 if "spin+churn" in kinds else 0, dtype=np.uint8)
+    every: dict[str, Callable[[float], None]] = {
         "sleep": lambda ms: time.sleep(ms / 1000.0),
         "spin": lambda ms: spin(ms, None),
         "spin+churn": lambda ms: spin(ms, churn),
     }
+    waits = {name: every[name] for name in kinds}
     samples: dict[tuple[str, float], list[float]] = {(w, s): [] for w in waits for s in WAITS_MS}
     for _ in range(5):  # warm-up
         work(objs, index, table)
@@ -122,6 +128,14 @@ def measure(
             med = statistics.median(samples[(name, step_ms)])
             out[f"{name} {step_ms:g}"] = {"median_us": round(med, 1), "ratio": round(med / base, 2)}
     return out
+
+
+def after_sleep(repeats: int = 40) -> dict[str, float]:
+    """The machine's state, for another benchmark's record: the mixed workload's slowdown
+    right after sleeping S ms against back to back, ``{"5": ratio, "17": ..., "40": ...}``
+    (``host_overhead.py`` takes it before and after its servers; ~3 s)."""
+    figures = measure(32, repeats, 0, mixed_workload, kinds=("sleep",))
+    return {f"{s:g}": figures[f"sleep {s:g}"]["ratio"] for s in WAITS_MS if s}
 
 
 def main() -> int:

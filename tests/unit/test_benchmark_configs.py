@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.host_overhead import Config, label, server_for
+from benchmarks import idle_slowdown
+from benchmarks.host_overhead import Config, label, markdown, server_for
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,25 @@ def test_one_api_server_is_asked_of_vllm_only_when_chosen(tmp_path: Path) -> Non
     assert default[default.index("--data-parallel-size") + 1] == "4"
     assert single[single.index("--api-server-count") + 1] == "1"
     assert single[single.index("--max-num-seqs") + 1] == "32"
+
+
+def test_the_machine_slowdown_is_measured_after_each_sleep_and_tabled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``after_sleep`` times the workload after every sleep and relates it to back to back;
+    the run's JSON carries it and the markdown tables it beside the rows."""
+    slept: list[float] = []
+    monkeypatch.setattr(idle_slowdown.time, "sleep", slept.append)  # no real waits
+    figures = idle_slowdown.after_sleep(repeats=3)
+    assert set(figures) == {"5", "17", "40"}
+    assert sorted(set(slept)) == [0.005, 0.017, 0.04] and len(slept) == 9
+    assert all(ratio > 0 for ratio in figures.values())
+    before, after = {"5": 1.1, "17": 1.25, "40": 1.5}, {"5": 1.0, "17": 1.2, "40": 1.75}
+    doc = {"rows": [], "machine_slowdown": {"before": before, "after": after}}
+    table = markdown(doc).splitlines()
+    assert "| before the run | 1.10 | 1.25 | 1.50 |" in table
+    assert "| after the run | 1.00 | 1.20 | 1.75 |" in table
+    assert markdown({"rows": []}).count("machine") == 0  # runs from before it still render
 
 
 @pytest.fixture
