@@ -107,7 +107,7 @@ class ModelOutput:
     """A normalised prefill/decode result: host logits, or device tokens (+ logprobs)."""
 
     logits: torch.Tensor | None  # float [B, V], input-row (prefill) or slot (decode) order
-    tokens: torch.Tensor | None  # int64 [B]
+    tokens: list[int] | None  # the token sampled on the device, per row
     logprobs: DeviceLogprobs | None
     rope_deltas: list[int] | None = None
     # Block-output models: int64 [B, canvas], the committed canvas of each row.

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 import torch
 
 from vllm_tt_plugin.async_decode import wait_events
@@ -513,7 +514,8 @@ class ModelAdapter:
 
     # --- output normalisation ------------------------------------------------------------------
     def _normalise(self, out: Any, on_device: bool, want_logprobs: bool) -> ModelOutput:
-        """A bare tensor or a ``(values, logprobs)`` 2-tuple -> logits [B, V] or tokens [B]."""
+        """A bare tensor or a ``(values, logprobs)`` 2-tuple -> logits [B, V] or one token per
+        row (``[B]`` or ``[B, 1]``)."""
         logprobs_raw: Any = None
         if isinstance(out, (tuple, list)):
             if len(out) != 2:
@@ -522,8 +524,6 @@ class ModelAdapter:
                     "or (values, logprobs)"
                 )
             out, logprobs_raw = out
-        # Each torch op on this path releases the GIL on the engine thread: skip the ones the
-        # common forms (a tensor; tokens [B] int64) do not need.
         values = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
         canvas = self.capabilities.output_tokens_per_step
         if canvas > 1:
@@ -532,14 +532,15 @@ class ModelAdapter:
             if values.dim() == 3:
                 values = values[:, -1, :]
             return ModelOutput(logits=values, tokens=None, logprobs=None)
-        if values.dim() == 1:
-            tokens = values
-        elif values.dim() == 2 and values.shape[1] == 1:
-            tokens = values.reshape(-1)  # [B, 1]: one op where the general form takes two
-        else:
-            tokens = values.reshape(values.shape[0], -1)[:, -1]
-        if tokens.dtype != torch.int64:
-            tokens = tokens.to(torch.int64)
+        # The tokens go on as Python ints, through numpy: one torch call (``numpy()``) where
+        # flattening and casting the tensor take two or three, each several us right after the
+        # device wait (cold caches). Host outputs are CPU tensors (the contract).
+        array = (values.detach() if values.requires_grad else values).numpy()
+        if array.ndim != 1:
+            array = array.reshape(array.shape[0], -1)[:, -1]  # [B, 1] (or [B, k]): the last
+        if array.dtype.kind not in "iu":
+            array = array.astype(np.int64)
+        tokens: list[int] = array.tolist()
         logprobs = None
         if want_logprobs:
             if logprobs_raw is None:
@@ -547,7 +548,7 @@ class ModelAdapter:
                     f"{self.profile.class_name} sampled on the device with logprobs asked for "
                     "but returned no logprobs"
                 )
-            logprobs = self._device_logprobs(logprobs_raw, int(tokens.shape[0]))
+            logprobs = self._device_logprobs(logprobs_raw, len(tokens))
         return ModelOutput(logits=None, tokens=tokens, logprobs=logprobs)
 
     def _block(self, values: torch.Tensor, canvas: int) -> torch.Tensor:

@@ -461,12 +461,12 @@ class TTModelRunner:
         if on_device:
             assert out.tokens is not None
             for i in sample_index:
-                sampled[i] = int(out.tokens[i])
+                sampled[i] = out.tokens[i]
             if out.logprobs is not None:
                 logprobs = logprobs_rows_from_device(
                     out.logprobs,
                     sample_index,
-                    [int(out.tokens[i]) for i in sample_index],
+                    [out.tokens[i] for i in sample_index],
                     [states[i].sampling_params.logprobs or 0 for i in sample_index],
                 )
                 for k, i in enumerate(sample_index):
@@ -728,7 +728,7 @@ class TTModelRunner:
         logprobs: LogprobsTensors | None = None
         if decision.on_device:
             assert out.tokens is not None
-            tokens = out.tokens.tolist()
+            tokens = out.tokens
             sampled: list[int] = (
                 tokens[: len(slots)] if batch.in_slot_order else [tokens[s] for s in slots]
             )
