@@ -33,6 +33,11 @@ The same decode path is also measured with the engine alone (``engine_only.py``:
 one process and thread, no API server, no client competing for the cores), batch 1, 32, 128
 and 256 at 5 ms steps: what the plugin's own host code costs per decode step.
 
+At the run's start and end it records the machine's state (``machine_slowdown``,
+``idle_slowdown.after_sleep``): how much slower a fixed Python workload runs right after a 5, 17
+and 40 ms sleep than back to back. This shared VM slows any code after a wait, by how busy its
+other tenants are, and the 17 and 40 ms rows move with it.
+
 Then ``vllm bench serve`` (random dataset, 128 in / 128 out, 32 prompts) runs against a batch-32
 async server at 17 ms steps and its TTFT/TPOT/ITL/E2EL percentiles are recorded.
 
