@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
 import torch
 
 from vllm_tt_plugin.async_decode import wait_events
@@ -534,12 +533,13 @@ class ModelAdapter:
             return ModelOutput(logits=values, tokens=None, logprobs=None)
         # The tokens go on as Python ints, through numpy: one torch call (``numpy()``) where
         # flattening and casting the tensor take two or three, each several us right after the
-        # device wait (cold caches). Host outputs are CPU tensors (the contract).
-        array = (values.detach() if values.requires_grad else values).numpy()
+        # device wait (cold caches). Host outputs are CPU tensors (the contract); a float or
+        # bool form (numpy has no bfloat16; a float may carry grad) is cast in torch first.
+        if values.is_floating_point() or values.dtype is torch.bool:
+            values = values.to(torch.int64)
+        array = values.numpy()
         if array.ndim != 1:
             array = array.reshape(array.shape[0], -1)[:, -1]  # [B, 1] (or [B, k]): the last
-        if array.dtype.kind not in "iu":
-            array = array.astype(np.int64)
         tokens: list[int] = array.tolist()
         logprobs = None
         if want_logprobs:
