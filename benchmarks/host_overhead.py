@@ -43,6 +43,10 @@ async server at 17 ms steps and its TTFT/TPOT/ITL/E2EL percentiles are recorded.
 
     python benchmarks/host_overhead.py [--quick] [--json FILE]
 
+``--json`` is rewritten (atomically) after every part, so a run that stops keeps what it had
+measured. Servers and ``vllm bench serve`` run on this interpreter's vLLM, never a ``vllm`` found
+on PATH: the env's python runs it without the env activated.
+
 Compare ratios measured in one run: the machine is shared and noisy.
 """
 
@@ -51,14 +55,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +75,13 @@ sys.path.insert(0, str(REPO / "plugin"))
 
 from benchmarks.cpu_budget import CpuSnapshot, per_step  # noqa: E402
 from benchmarks.idle_slowdown import after_sleep  # noqa: E402
+from benchmarks.results import write_json  # noqa: E402
 from vllm_tt_plugin.emulation.mesh import STEP_FILE_POLL_S  # noqa: E402
-from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer  # noqa: E402
+from vllm_tt_plugin.emulation.server import (  # noqa: E402
+    BUNDLED_MODEL,
+    EmulatedServer,
+    vllm_command,
+)
 from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
 
 PROMPT = "1 2 3 4"
@@ -119,9 +127,11 @@ QUICK_CONFIGS = (Config(32), Config(128))
 FULL_STEPS_MS = (5.0, 17.0, 40.0)
 QUICK_STEPS_MS = (5.0, 17.0)
 SERVE_STEP_MS = 17.0
+SERVE_PROMPTS = 32
 PERCENTILES = "50,90,99"
 BUDGET_DECODE_S = 2.0  # a steady window's batch decodes about this long
 MAX_BUDGET_TOKENS = 480  # within --max-model-len 512 with the prompt
+MIN_TOKENS = 3  # --tokens: the whole-run batch's decode steps give at least one period
 
 
 @dataclass
@@ -402,6 +412,18 @@ def engine_only(
 # --------------------------------------------------------------------------- vllm bench serve
 
 
+def serve_command(result_dir: Path, url: str) -> list[str]:
+    """The ``vllm bench serve`` run, by this interpreter's vLLM (never the ``vllm`` on PATH)."""
+    return vllm_command(
+        "bench", "serve", "--backend", "openai", "--base-url", url, "--model", "ref",
+        "--tokenizer", str(BUNDLED_MODEL), "--dataset-name", "random",
+        "--random-input-len", "128", "--random-output-len", "128",
+        "--num-prompts", str(SERVE_PROMPTS), "--ignore-eos",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", PERCENTILES,
+        "--save-result", "--result-dir", str(result_dir), "--result-filename", "serve.json",
+    )  # fmt: skip
+
+
 def bench_serve(workdir: Path) -> dict[str, Any]:
     """``vllm bench serve`` against a batch-32 async timing-only server at 17 ms steps."""
     step_file = workdir / "step-serve.ms"
@@ -409,22 +431,20 @@ def bench_serve(workdir: Path) -> dict[str, Any]:
     server = server_for(Config(32), True, step_file, workdir / "server-serve.log")
     result_dir = workdir / "serve"
     result_dir.mkdir(exist_ok=True)
-    vllm = shutil.which("vllm") or "vllm"
-    cmd = [vllm, "bench", "serve", "--backend", "openai", "--model", "ref",
-           "--tokenizer", str(BUNDLED_MODEL), "--dataset-name", "random",
-           "--random-input-len", "128", "--random-output-len", "128", "--num-prompts", "32",
-           "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", PERCENTILES, "--save-result", "--result-dir",
-           str(result_dir), "--result-filename", "serve.json"]  # fmt: skip
     with server:
         proc = subprocess.run(
-            [*cmd, "--base-url", server.url], capture_output=True, text=True, timeout=900
+            serve_command(result_dir, server.url), capture_output=True, text=True, timeout=900
         )
     if proc.returncode != 0:
         raise RuntimeError(
             f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
     raw = json.loads((result_dir / "serve.json").read_text())
+    if raw.get("completed") != SERVE_PROMPTS:  # it exits 0 even when every request failed
+        raise RuntimeError(
+            f"vllm bench serve completed {raw.get('completed')} of {SERVE_PROMPTS} requests:\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     keep = {
         k: v
         for k, v in raw.items()
@@ -551,12 +571,88 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+@dataclass
+class Results:
+    """What the run has measured so far, written to ``path`` (when given) after every part: a
+    part that fails later (a server that does not start, ``vllm bench serve``) keeps the rest."""
+
+    path: Path | None
+    tokens: int
+    repeats: int
+    started: float = field(default_factory=time.monotonic)
+    rows: list[Row] = field(default_factory=list)
+    engine_only: list[dict[str, Any]] = field(default_factory=list)
+    serve: dict[str, Any] | None = None
+    machine: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def doc(self) -> dict[str, Any]:
+        """The run's JSON (the keys and order every earlier run's file has)."""
+        return {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tokens": self.tokens,
+            "repeats": self.repeats,
+            "rows": [r.as_json() for r in self.rows],
+            "engine_only": self.engine_only,
+            "serve": self.serve,
+            "machine_slowdown": self.machine,
+            "elapsed_s": round(time.monotonic() - self.started, 1),
+        }
+
+    def save(self) -> None:
+        if self.path is not None:
+            write_json(self.path, self.doc())
+
+
+def run(
+    results: Results, configs: Sequence[Config], steps_ms: Sequence[float],
+    args: argparse.Namespace, workdir: Path,
+) -> None:  # fmt: skip
+    """Every part of the run in order, each saved into ``results`` as it finishes."""
+    # How much this machine slows any code after a wait, at the run's start and end: the long
+    # device steps' host figures move with it (docs/BENCHMARKS.md).
+    results.machine["before"] = after_sleep()
+    machine = json.dumps(results.machine["before"])
+    print(f"machine, after a sleep (x back to back): {machine}", flush=True)
+    results.save()
+    for config in () if args.engine_only else configs:
+        for async_on in (False, True):
+            for row in measure_server(config, async_on, steps_ms, args, workdir):
+                results.rows.append(row)
+                print(json.dumps(row.as_json()), flush=True)
+                results.save()
+    if not args.no_engine_only:
+        for batch in ENGINE_ONLY_BATCHES:
+            for step_ms, async_on in ENGINE_ONLY_POINTS:
+                log = workdir / f"engine-only-{batch}-{step_ms:g}-async{int(async_on)}.log"
+                results.engine_only.append(engine_only(batch, step_ms, async_on, log))
+                print("engine alone: " + json.dumps(results.engine_only[-1]), flush=True)
+                results.save()
+        for batch in ENGINE_ONLY_CHURN_BATCHES:
+            log = workdir / f"engine-only-{batch}-churn.log"
+            results.engine_only.append(engine_only(batch, 0.0, False, log, churn=True))
+            print("engine alone: " + json.dumps(results.engine_only[-1]), flush=True)
+            results.save()
+    results.machine["after"] = after_sleep()
+    machine = json.dumps(results.machine["after"])
+    print(f"machine, after a sleep (x back to back): {machine}", flush=True)
+    results.save()
+    print()
+    print_table(results.rows)
+    if not args.no_serve and not args.engine_only:
+        results.serve = bench_serve(workdir)
+        results.save()
+        print("\nvllm bench serve (batch 32, async, 17 ms steps):")
+        print(json.dumps(results.serve, indent=1))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="batch 32 and 128, 5 and 17 ms")
-    parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the run here (after every part)"
+    )
     parser.add_argument("--tokens", type=int, default=32, help="decode steps timed per sample")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-serve", action="store_true", help="skip `vllm bench serve`")
@@ -575,67 +671,29 @@ def main() -> int:
     parser.add_argument(
         "--markdown", type=Path, default=None, help="print the tables of this JSON file and exit"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
+    if args.tokens < MIN_TOKENS:
+        # Fewer leave the engine no decode period (model_runner counts them from a run's third
+        # decode step) and the client's difference of two timings may go negative.
+        parser.error(f"--tokens must be >= {MIN_TOKENS}")
     configs = QUICK_CONFIGS if args.quick else FULL_CONFIGS
     if args.configs:
         configs = tuple(Config.parse(c) for c in args.configs.split(","))
     steps_ms = args.steps_ms or (QUICK_STEPS_MS if args.quick else FULL_STEPS_MS)
-    rows: list[Row] = []
-    started = time.monotonic()
+    results = Results(args.json, args.tokens, args.repeats)
     workdir = Path(tempfile.mkdtemp(prefix="tt-host-overhead-"))
-    serve: dict[str, Any] | None = None
-    alone: list[dict[str, Any]] = []
-    # How much this machine slows any code after a wait, at the run's start and end: the long
-    # device steps' host figures move with it (docs/BENCHMARKS.md).
-    machine: dict[str, dict[str, float]] = {"before": after_sleep()}
-    print("machine, after a sleep (x back to back): " + json.dumps(machine["before"]), flush=True)
-
-    def write_json() -> None:  # after every point: an interrupted run keeps what it measured
+    try:
+        run(results, configs, steps_ms, args, workdir)
+    except BaseException:
         if args.json is not None:
-            doc = {
-                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "tokens": args.tokens,
-                "repeats": args.repeats,
-                "rows": [r.as_json() for r in rows],
-                "engine_only": alone,
-                "serve": serve,
-                "machine_slowdown": machine,
-                "elapsed_s": round(time.monotonic() - started, 1),
-            }
-            args.json.write_text(json.dumps(doc, indent=1) + "\n")
-
-    for config in () if args.engine_only else configs:
-        for async_on in (False, True):
-            for row in measure_server(config, async_on, steps_ms, args, workdir):
-                rows.append(row)
-                print(json.dumps(row.as_json()), flush=True)
-                write_json()
-    if not args.no_engine_only:
-        for batch in ENGINE_ONLY_BATCHES:
-            for step_ms, async_on in ENGINE_ONLY_POINTS:
-                log = workdir / f"engine-only-{batch}-{step_ms:g}-async{int(async_on)}.log"
-                alone.append(engine_only(batch, step_ms, async_on, log))
-                print("engine alone: " + json.dumps(alone[-1]), flush=True)
-                write_json()
-        for batch in ENGINE_ONLY_CHURN_BATCHES:
-            log = workdir / f"engine-only-{batch}-churn.log"
-            alone.append(engine_only(batch, 0.0, False, log, churn=True))
-            print("engine alone: " + json.dumps(alone[-1]), flush=True)
-            write_json()
-    machine["after"] = after_sleep()
-    print("machine, after a sleep (x back to back): " + json.dumps(machine["after"]), flush=True)
-    write_json()
-    print()
-    print_table(rows)
-    if not args.no_serve and not args.engine_only:
-        serve = bench_serve(workdir)
-        write_json()
-        print("\nvllm bench serve (batch 32, async, 17 ms steps):")
-        print(json.dumps(serve, indent=1))
-    print(f"\ntotal {(time.monotonic() - started) / 60:.1f} min; server logs in {workdir}")
+            print(f"\nstopped: the parts measured before are in {args.json}", flush=True)
+        raise
+    finally:
+        minutes = (time.monotonic() - results.started) / 60
+        print(f"\ntotal {minutes:.1f} min; server logs in {workdir}", flush=True)
     return 0
 
 

@@ -25,11 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.results import write_json
 
 WAITS_MS = (0.0, 5.0, 17.0, 40.0)
 
@@ -156,8 +162,7 @@ def main() -> int:
         print(f"{name:<12} {step:>5} {fig['median_us']:>10} {fig['ratio']:>15}")
     if args.json:
         doc = {"rows": args.rows, "workload": args.workload, "repeats": args.repeats}
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({**doc, "figures": result}, f, indent=1)
+        write_json(args.json, {**doc, "figures": result})
     return 0
 
 

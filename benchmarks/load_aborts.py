@@ -41,6 +41,7 @@ from benchmarks.load_driver import (  # noqa: E402
     summary,
     violations,
 )
+from benchmarks.results import write_json  # noqa: E402
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL  # noqa: E402
 
 
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(problems) > 50:
         print(f"... and {len(problems) - 50} more")
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures, indent=2)
     print(f"[load] {'PASSED' if not problems else f'FAILED ({len(problems)} violations)'}")
     return 0 if not problems else 1
 

@@ -213,12 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.copyfile(report, baseline)
         print(f"[emu] baseline updated: {baseline} <- {report}")
         return pytest_rc
-    gate = ["tt-conformance-gate", "--baseline", str(baseline), "--candidate", str(report)]
+    # tt-conformance-gate's module, run by this interpreter: the one on PATH may be another
+    # environment's (or missing when this env's python runs without the env activated).
+    gate = [sys.executable, "-m", "tt_conformance.cli.gate"]
+    gate += ["--baseline", str(baseline), "--candidate", str(report)]
     if expectations.is_file():
         gate += ["--expectations", str(expectations)]
-    gate_exe = shutil.which("tt-conformance-gate")
-    if gate_exe is None:  # not on PATH (e.g. run outside tox): same entry point via -m
-        gate = [sys.executable, "-m", "tt_conformance.cli.gate", *gate[1:]]
     gate_rc = subprocess.call(gate, cwd=REPO)
     return gate_rc or pytest_rc
 

@@ -39,6 +39,10 @@ DEFAULT_STARTUP_TIMEOUT_S = 300.0
 # How long stop() waits for an orderly exit (the platform's teardown reserve, vllm_patches P7,
 # is 6 s) before killing the process group.
 STOP_TIMEOUT_S = 45.0
+# The module behind vLLM's `vllm` console script (vllm's entry_points.txt), run by this
+# interpreter: the `vllm` first on PATH may belong to another environment, or be missing when a
+# venv's python runs without the venv activated.
+VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"
 
 
 class ServerStartError(RuntimeError):
@@ -49,6 +53,11 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def vllm_command(*args: str) -> list[str]:
+    """``vllm ARGS`` as this interpreter's vLLM runs it (never looked up on PATH)."""
+    return [sys.executable, "-m", VLLM_CLI_MODULE, *args]
 
 
 def _ttnn_importable_here() -> bool:
@@ -83,10 +92,7 @@ class EmulatedServer:
 
     def command(self) -> list[str]:
         options = {**DEFAULT_TT_OPTIONS, **self.tt_options}
-        cmd = [
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.cli.main",
+        cmd = vllm_command(
             "serve",
             str(self.model),
             "--host",
@@ -95,7 +101,7 @@ class EmulatedServer:
             str(self.port),
             "--additional-config",
             json.dumps({"tt": options}),
-        ]
+        )
         if self.served_model_name:
             cmd += ["--served-model-name", self.served_model_name]
         return cmd + list(self.vllm_args)
