@@ -1,19 +1,24 @@
 """Does a tt-metal checkout still accept the calls the plugin makes? (``tox -e contract-parity``)
 
 For every class the built-in registry can target (any selector value), the adapter module is
-read from ``$TT_METAL_HOME`` with ``ast`` (no import, no device, no tt-metal environment):
-module path -> file, class -> method, following base classes defined in the same checkout when a
-method is inherited (e.g. ``Generator`` in ``models/tt_transformers/tt/generator.py``), and the
-method a pass-through ``(*args, **kwargs)`` method forwards to (``super().X(*args, **kwargs)``
-in its body, else the fixture's ``delegates_to``). The plugin's contract-v2 calls
-(``contract_signatures.CALL_SHAPES``) are bound to what was read and the signatures compared
-with the fixture (``fixtures/tt_metal/signatures.json``):
+read from ``$TT_METAL_HOME`` with ``ast`` (``contract_source.CheckoutReader``: no import, no
+device, no tt-metal environment). The facts the plugin reads from the class
+(``decode_input_update_contract``, ``model_capabilities``, the hybrid and allocation hooks, the
+signature names it checks) are read from the checkout's class, and the calls are planned from
+them by ``call_plan``, the planner ``ModelAdapter`` sends its calls from. Each call is then bound
+along the real call path: the method as the MRO finds it, then every method it hands its
+``*args`` / ``**kwargs`` on to (``super()``, ``super(C, self)`` starting after ``C``,
+``self.m(...)``, a bound method handed to a helper), each link with only the arguments that
+reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatures.json``):
 
-- ``broken``: a plugin call no longer binds (renamed, missing, unexpected argument) -- fails;
-- ``missing``: a method the plugin needs is not defined in the class or its bases -- fails;
+- ``broken``: a plugin call does not bind (renamed, missing, unexpected argument) -- fails;
+- ``missing``: a method the plugin needs, or one a pass-through forwards to, is not defined
+  in the class or the rest of its MRO -- fails;
+- ``abstract``: the call reaches a method whose body only raises ``NotImplementedError`` -- fails;
 - ``known``: a call the fixture already records as not binding, signature unchanged;
-- ``drift``: the signature differs from the fixture but every call still binds (re-curate);
-- ``absent``: an optional method is not defined (the plugin falls back);
+- ``drift``: the signatures differ from the fixture but every call binds (re-curate);
+- ``absent``: an optional method is not defined (the plugin falls back or skips the step);
+- ``facts``: the class declares other facts than the fixture records (the class's are used);
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
 
@@ -24,297 +29,61 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal
 
 from vllm_tt_plugin import envs
+from vllm_tt_plugin.call_plan import METHODS, PlanFacts, ServedFacts, derive_facts, plan_calls
 from vllm_tt_plugin.contract_signatures import (
-    CALL_SHAPES,
-    CallContext,
     ContractMismatch,
     FamilyProfile,
     FixtureError,
     bind_signature,
     format_signature,
     load_profiles,
-    plan_calls,
-    signature_from_ast,
+)
+from vllm_tt_plugin.contract_source import (
+    CheckoutReader,
+    FixtureSource,
+    FoundMethod,
+    SignatureSource,
+    class_label,
+    describe_chain,
+    find_method,
+    pass_on,
 )
 
-
-@dataclass(frozen=True)
-class FoundMethod:
-    owner: str  # "module:Class" that defines it
-    name: str
-    signature: inspect.Signature
-    where: str  # file:line, or "fixture"
-    # A pass-through method forwarding its *args/**kwargs to this method of a base (super()).
-    delegates_to: str | None = None
-
-
-class SignatureSource(Protocol):
-    """Where method signatures are read from: a tt-metal checkout, or the fixture itself."""
-
-    # A checkout is complete (a method not found is not there); the fixture lists only what
-    # the public sources showed.
-    complete: bool
-
-    def has_class(self, target: str) -> bool: ...
-
-    def find_method(self, target: str, method: str) -> FoundMethod | None: ...
-
-    def find_in_bases(self, target: str, method: str) -> FoundMethod | None: ...
-
-
-# --- reading a checkout -------------------------------------------------------------------------
-
-
-@dataclass
-class _Module:
-    name: str
-    path: Path
-    is_package: bool
-    classes: dict[str, ast.ClassDef]
-    imports: dict[str, str]  # local name -> "module" (import) or "module:Name" (from-import)
-
-
-def _split(target: str) -> tuple[str, str]:
-    module, _, cls = target.partition(":")
-    return module, cls
-
-
-class CheckoutReader:
-    """Reads classes and method signatures out of a source tree with ``ast``."""
-
-    complete = True
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._modules: dict[str, _Module | None] = {}
-
-    def module_file(self, module: str) -> tuple[Path, bool] | None:
-        base = self.root.joinpath(*module.split("."))
-        if base.with_suffix(".py").is_file():
-            return base.with_suffix(".py"), False
-        if (base / "__init__.py").is_file():
-            return base / "__init__.py", True
-        return None
-
-    def _module(self, module: str) -> _Module | None:
-        if module not in self._modules:
-            self._modules[module] = self._parse(module)
-        return self._modules[module]
-
-    def _parse(self, module: str) -> _Module | None:
-        found = self.module_file(module)
-        if found is None:
-            return None
-        path, is_package = found
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError):
-            return None
-        package = module if is_package else module.rpartition(".")[0]
-        classes: dict[str, ast.ClassDef] = {}
-        imports: dict[str, str] = {}
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef):
-                classes[node.name] = node
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        imports[alias.asname] = alias.name
-                    else:  # `import a.b.c` binds `a`
-                        head = alias.name.split(".")[0]
-                        imports[head] = head
-            elif isinstance(node, ast.ImportFrom):
-                source = _absolute(package, node.module, node.level)
-                for alias in node.names:
-                    if alias.name != "*":
-                        imports[alias.asname or alias.name] = f"{source}:{alias.name}"
-        return _Module(module, path, is_package, classes, imports)
-
-    def resolve_class(self, target: str, depth: int = 0) -> tuple[_Module, ast.ClassDef] | None:
-        """The class definition a ``module:Class`` name refers to, following re-exports."""
-        module_name, cls = _split(target)
-        module = self._module(module_name)
-        if module is None or depth > 20:
-            return None
-        if cls in module.classes:
-            return module, module.classes[cls]
-        imported = module.imports.get(cls)
-        if imported and ":" in imported:
-            found = self.resolve_class(imported, depth + 1)
-            if found is not None:
-                return found
-            # `from pkg import mod` binds a module, not a class: nothing to follow.
-        return None
-
-    def has_class(self, target: str) -> bool:
-        return self.resolve_class(target) is not None
-
-    def bases(self, target: str) -> list[str]:
-        """The ``module:Class`` of each base class; a base outside the checkout is skipped."""
-        found = self.resolve_class(target)
-        if found is None:
-            return []
-        module, node = found
-        result: list[str] = []
-        for expr in node.bases:
-            ref = self._base_ref(module, expr)
-            if ref is not None and self.has_class(ref):
-                result.append(self._canonical(ref))
-        return result
-
-    def _canonical(self, ref: str) -> str:
-        found = self.resolve_class(ref)
-        assert found is not None
-        return f"{found[0].name}:{found[1].name}"
-
-    def _base_ref(self, module: _Module, expr: ast.expr) -> str | None:
-        if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
-            expr = expr.value
-        if isinstance(expr, ast.Name):
-            if expr.id in module.classes:
-                return f"{module.name}:{expr.id}"
-            imported = module.imports.get(expr.id)
-            return imported if imported and ":" in imported else None
-        if isinstance(expr, ast.Attribute):
-            parts: list[str] = [expr.attr]
-            value: ast.expr = expr.value
-            while isinstance(value, ast.Attribute):
-                parts.insert(0, value.attr)
-                value = value.value
-            if not isinstance(value, ast.Name):
-                return None
-            head = module.imports.get(value.id)
-            if head is None:
-                return None
-            # `import a.b as m` -> "a.b"; `from a import b` -> "a:b", i.e. module a.b
-            prefix = head.replace(":", ".")
-            dotted = ".".join([prefix, *parts[:-1]])
-            return f"{dotted}:{parts[-1]}"
-        return None
-
-    def _own_method(self, target: str, method: str) -> FoundMethod | None:
-        found = self.resolve_class(target)
-        if found is None:
-            return None
-        module, node = found
-        for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
-                decorators = {
-                    d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-                    for d in item.decorator_list
-                }
-                sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
-                rel = module.path.relative_to(self.root)
-                return FoundMethod(
-                    f"{module.name}:{node.name}",
-                    method,
-                    sig,
-                    f"{rel}:{item.lineno}",
-                    _forwarded_to(item),
-                )
-        return None
-
-    def _linearised(self, target: str) -> list[str]:
-        """The class and its checkout bases, depth first, left to right (close enough to the
-        MRO for the single-inheritance-with-mixins adapters tt-metal has)."""
-        order: list[str] = []
-
-        def visit(t: str) -> None:
-            if t in order or len(order) > 64:
-                return
-            order.append(t)
-            for base in self.bases(t):
-                visit(base)
-
-        found = self.resolve_class(target)
-        if found is not None:
-            visit(f"{found[0].name}:{found[1].name}")
-        return order
-
-    def find_method(self, target: str, method: str) -> FoundMethod | None:
-        for cls in self._linearised(target):
-            found = self._own_method(cls, method)
-            if found is not None:
-                return found
-        return None
-
-    def find_in_bases(self, target: str, method: str) -> FoundMethod | None:
-        for cls in self._linearised(target)[1:]:
-            found = self._own_method(cls, method)
-            if found is not None:
-                return found
-        return None
-
-
-def _forwarded_to(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """``X`` when ``fn`` passes its ``*args`` / ``**kwargs`` on to ``super().X(...)``."""
-    passed = {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
-    if not passed:
-        return None
-    for node in ast.walk(fn):
-        if not (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Call)
-            and isinstance(node.func.value.func, ast.Name)
-            and node.func.value.func.id == "super"
-        ):
-            continue
-        starred = [a.value for a in node.args if isinstance(a, ast.Starred)]
-        double = [k.value for k in node.keywords if k.arg is None]
-        if any(isinstance(v, ast.Name) and v.id in passed for v in starred + double):
-            return node.func.attr
-    return None
-
-
-def _absolute(package: str, module: str | None, level: int) -> str:
-    if level == 0:
-        return module or ""
-    parts = package.split(".") if package else []
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    return ".".join([*parts, *([module] if module else [])])
-
-
-class FixtureSource:
-    """The fixture's own profiles as a signature source (the check without a checkout)."""
-
-    complete = False
-
-    def __init__(self, profiles: Mapping[str, FamilyProfile]) -> None:
-        self.profiles = profiles
-
-    def has_class(self, target: str) -> bool:
-        return target in self.profiles
-
-    def _found(self, owner: FamilyProfile, name: str) -> FoundMethod:
-        method = owner.methods[name]
-        return FoundMethod(owner.target, name, method.signature, "fixture", method.delegates_to)
-
-    def find_method(self, target: str, method: str) -> FoundMethod | None:
-        found = self.profiles[target].lookup(method) if target in self.profiles else None
-        return self._found(found[0], method) if found else None
-
-    def find_in_bases(self, target: str, method: str) -> FoundMethod | None:
-        found = self.profiles[target].lookup_in_bases(method) if target in self.profiles else None
-        return self._found(found[0], method) if found else None
-
-
-# --- the check ----------------------------------------------------------------------------------
+__all__ = [
+    "CheckoutReader",
+    "Finding",
+    "FixtureSource",
+    "check",
+    "check_target",
+    "failures",
+    "main",
+    "plan_facts",
+    "render",
+]
 
 Status = Literal[
-    "ok", "drift", "known", "broken", "missing", "absent", "unlisted", "no_class", "unprofiled"
+    "ok",
+    "drift",
+    "known",
+    "broken",
+    "missing",
+    "abstract",
+    "absent",
+    "facts",
+    "unlisted",
+    "no_class",
+    "unprofiled",
 ]
-FAILING: frozenset[str] = frozenset({"broken", "missing", "unprofiled"})
+FAILING: frozenset[str] = frozenset({"broken", "missing", "abstract", "unprofiled"})
+FACTS = "(class facts)"  # the method column of a "facts" finding
+_MAX_LINKS = 8
 
 
 @dataclass(frozen=True)
@@ -326,8 +95,121 @@ class Finding:
     detail: str = ""
 
 
-def _fixture_chain(profile: FamilyProfile, method: str) -> list[str]:
-    return [format_signature(m.signature) for _, m in profile.call_chain(method)]
+def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFacts, list[str]]:
+    """The planner's facts for ``profile.target`` as the plugin would read them from the
+    source's class, and where the fixture's facts disagree with the class."""
+    target = profile.target
+    fixture = profile.facts
+
+    def method(name: str) -> FoundMethod | None:
+        return find_method(source, target, name)
+
+    def takes(name: str, param: str) -> bool:
+        found = method(name)
+        return found is not None and param in found.signature.parameters
+
+    read = source.class_facts(target)
+    if read is None:  # the fixture alone: its recorded facts stand for the class's
+        return derive_facts(
+            decode_contract=fixture.decode_contract,
+            device_sampling=fixture.device_sampling,
+            output_tokens_per_step=2 if fixture.block_output else 1,
+            has_method=lambda n: (
+                method(n) is not None or (n == "get_kv_cache_spec" and fixture.hybrid)
+            ),
+            takes=takes,
+        ), []
+    facts = derive_facts(
+        decode_contract=read.decode_contract,
+        device_sampling=read.device_sampling,
+        output_tokens_per_step=read.output_tokens_per_step,
+        has_method=lambda n: method(n) is not None,
+        takes=takes,
+    )
+    differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
+    pairs: list[tuple[str, Any, Any]] = [
+        ("decode_contract (decode_input_update_contract)", fixture.decode_contract,
+         facts.decode_contract),
+        ("device_sampling (supports_sample_on_device)", fixture.device_sampling,
+         facts.device_sampling),
+        ("hybrid (get_kv_cache_spec)", fixture.hybrid, facts.hybrid_tables is not None),
+        ("block_output (output_tokens_per_step > 1)", fixture.block_output, facts.block_output),
+    ]  # fmt: skip
+    differences += [f"{n}: fixture {f}, class {c}" for n, f, c in pairs if f != c]
+    return facts, differences
+
+
+@dataclass
+class _Walk:
+    """What binding one method's calls along its call paths found."""
+
+    errors: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    abstract: list[str] = field(default_factory=list)
+    paths: list[list[FoundMethod]] = field(default_factory=list)
+    structure: list[FoundMethod] = field(default_factory=list)  # first forwards, unbound
+
+
+def _walk(
+    source: SignatureSource,
+    target: str,
+    family: str,
+    variant: str,
+    link: FoundMethod,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    path: list[FoundMethod],
+    out: _Walk,
+) -> None:
+    path = [*path, link]
+    if link.abstract:
+        out.abstract.append(
+            f"{describe_chain(path)} only raises NotImplementedError [{link.where}]"
+        )
+        return
+    try:
+        bound = bind_signature(
+            link.signature, args, kwargs, target=link.owner, family=family, method=link.name
+        )
+    except ContractMismatch as exc:
+        out.errors.append(f"{variant} call: {exc} [{link.where}]")
+        return
+    followed = False
+    for fwd in link.forwards if len(path) < _MAX_LINKS else ():
+        after = (fwd.after or link.owner) if fwd.how == "super" else None
+        nxt = find_method(source, target, fwd.method, after=after)
+        if nxt is None:
+            start = f"after {class_label(after)} " if after else ""
+            out.missing.append(
+                f"{describe_chain(path)} forwards to {fwd.describe()}, which no class "
+                f"{start}in the MRO of {class_label(target)} defines [{link.where}]"
+            )
+            continue
+        if any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
+            continue  # a recursive hand-off: already bound on this path
+        followed = True
+        next_args, next_kwargs = pass_on(link.signature, bound, fwd)
+        _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out)
+    if not followed:
+        out.paths.append(path)
+
+
+def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> list[FoundMethod]:
+    """The call path through each method's first forwarding call, without binding (what the
+    fixture's chain is compared with when a call does not bind)."""
+    path = [found]
+    while path[-1].forwards and len(path) < _MAX_LINKS:
+        link, fwd = path[-1], path[-1].forwards[0]
+        after = (fwd.after or link.owner) if fwd.how == "super" else None
+        nxt = find_method(source, target, fwd.method, after=after)
+        if nxt is None or any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
+            break
+        path.append(nxt)
+    return path
+
+
+def _signatures(path: Sequence[FoundMethod]) -> list[str]:
+    return [format_signature(m.signature) for m in path]
 
 
 def check_target(
@@ -339,88 +221,63 @@ def check_target(
     target = profile.target
     if not source.has_class(target):
         return [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
-
-    def has_method(name: str) -> bool:
-        return source.find_method(target, name) is not None
-
+    facts, differences = plan_facts(source, profile)
     findings: list[Finding] = []
-    for shape in CALL_SHAPES:
-        found = source.find_method(target, shape.method)
-        ctx = CallContext(profile.facts, has_method, found.signature if found else None)
-        if not shape.applies(ctx):
+    if differences:
+        findings.append(Finding(target, archs, FACTS, "facts", "; ".join(differences)))
+    served = ServedFacts(profile.facts.mrope, profile.facts.multimodal_kwargs)
+    for plan in METHODS:
+        if not plan.applies(facts):
             continue
-        fixture_entry = profile.lookup(shape.method)
+        method = plan.method
+        found = find_method(source, target, method)
+        fixture_entry = profile.lookup(method)
         if found is None:
             listed = " (the fixture lists it)" if fixture_entry else ""
             if not source.complete:
-                findings.append(
-                    Finding(target, archs, shape.method, "unlisted", "no public signature data")
-                )
-            elif shape.optional:
-                findings.append(
-                    Finding(target, archs, shape.method, "absent", f"not defined{listed}")
-                )
+                status: Status = "unlisted"
+                detail = "no public signature data"
+            elif plan.optional:
+                status, detail = "absent", f"not defined{listed}"
             else:
-                findings.append(
-                    Finding(
-                        target,
-                        archs,
-                        shape.method,
-                        "missing",
-                        f"not defined in the class or its bases{listed}",
-                    )
-                )
+                status, detail = "missing", f"not defined in the class or its bases{listed}"
+            findings.append(Finding(target, archs, method, status, detail))
             continue
-        # Follow pass-through methods as the checkout forwards them (super().X(*args,
-        # **kwargs)), or as the fixture records it when the body does not show it.
-        chain = [found]
-        fallback = fixture_entry[1].delegates_to if fixture_entry else None
-        while len(chain) < 8:
-            delegate = chain[-1].delegates_to or (fallback if len(chain) == 1 else None)
-            forwarded = source.find_in_bases(chain[-1].owner, delegate) if delegate else None
-            if forwarded is None:
-                break
-            chain.append(forwarded)
-        errors: list[str] = []
-        for call in plan_calls(shape, ctx):
+        walk = _Walk(structure=_first_path(source, target, found))
+        for call in plan_calls(method, facts, served):
             args, kwargs = call.as_call()
-            for link in chain:
-                try:
-                    bind_signature(
-                        link.signature,
-                        args,
-                        kwargs,
-                        target=link.owner,
-                        family=profile.family,
-                        method=link.name,
-                    )
-                except ContractMismatch as exc:
-                    errors.append(f"{call.variant} call: {exc} [{link.where}]")
-        read = [format_signature(link.signature) for link in chain]
-        expected = _fixture_chain(profile, shape.method)
-        changed = read != expected
-        change = f"fixture {' -> '.join(expected) or '(none)'}, checkout {' -> '.join(read)}"
-        known = profile.known_breaks.get(shape.method) or (
-            fixture_entry[0].known_breaks.get(shape.method) if fixture_entry else None
-        )
-        if errors and known and not changed:
-            findings.append(Finding(target, archs, shape.method, "known", known))
-        elif errors:
-            detail = "; ".join(dict.fromkeys(errors))
-            findings.append(
-                Finding(
-                    target,
-                    archs,
-                    shape.method,
-                    "broken",
-                    detail + (f" ({change})" if changed else ""),
-                )
-            )
-        elif changed:
-            findings.append(Finding(target, archs, shape.method, "drift", change))
-        else:
-            findings.append(Finding(target, archs, shape.method, "ok", " -> ".join(read)))
+            _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
+        findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
     return findings
+
+
+def _verdict(
+    profile: FamilyProfile, method: str, walk: _Walk, listed: bool, archs: tuple[str, ...]
+) -> Finding:
+    target = profile.target
+    if walk.missing:
+        return Finding(target, archs, method, "missing", "; ".join(dict.fromkeys(walk.missing)))
+    if walk.abstract:
+        return Finding(target, archs, method, "abstract", "; ".join(dict.fromkeys(walk.abstract)))
+    read = _signatures(walk.paths[0]) if walk.paths else _signatures(walk.structure)
+    expected = [format_signature(m.signature) for _, m in profile.call_chain(method)]
+    changed = bool(read) and read != expected
+    change = f"fixture {' -> '.join(expected) or '(none)'}, checkout {' -> '.join(read)}"
+    owner = profile.lookup(method)
+    known = profile.known_breaks.get(method) or (
+        owner[0].known_breaks.get(method) if owner else None
+    )
+    if walk.errors and known and not changed:
+        return Finding(target, archs, method, "known", known)
+    if walk.errors:
+        detail = "; ".join(dict.fromkeys(walk.errors))
+        return Finding(
+            target, archs, method, "broken", detail + (f" ({change})" if changed else "")
+        )
+    if changed:
+        return Finding(target, archs, method, "drift", change)
+    chain = describe_chain(walk.paths[0]) if walk.paths else method
+    return Finding(target, archs, method, "ok", f"{chain}: {' -> '.join(read)}")
 
 
 def check(

@@ -18,12 +18,24 @@ import inspect
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import torch
 
 from vllm_tt_plugin.async_decode import wait_events
+from vllm_tt_plugin.call_plan import (
+    LOAD_POSITIONAL,
+    SIZING_KEYWORDS,
+    WARMUP_DECODE_KEYWORDS,
+    WARMUP_PREFILL_KEYWORDS,
+    PlanFacts,
+    decode_keywords,
+    derive_facts,
+    load_keywords,
+    pick,
+    prefill_keywords,
+)
 from vllm_tt_plugin.call_types import (
     DecodeCall,
     DecodeSubmission,
@@ -118,30 +130,35 @@ class AdapterProfile:
     init_takes_vllm_config: bool
     has_max_tokens_all_users: bool
     logprobs_form: LogprobsForm
+    # What decides the calls' arguments (call_plan); the decode contract version is the
+    # instance's, set by ModelAdapter.load (0 until then).
+    plan_facts: PlanFacts
 
     @classmethod
     def of(cls, model_cls: type, hf_config: Any = None) -> AdapterProfile:
-        hybrid = callable(getattr(model_cls, "get_kv_cache_spec", None))
-        tables = None
-        if hybrid:
-            prefill = getattr(model_cls, "prefill_forward", None)
-            per_layer = _has_parameter(prefill, HybridTables.PER_LAYER.value)
-            tables = HybridTables.PER_LAYER if per_layer else HybridTables.PER_GROUP
+        capabilities = ModelCapabilities.from_model_class(model_cls)
+        facts = derive_facts(
+            decode_contract=0,
+            device_sampling=capabilities.supports_sample_on_device,
+            output_tokens_per_step=capabilities.output_tokens_per_step,
+            has_method=lambda name: callable(getattr(model_cls, name, None)),
+            takes=lambda method, param: _has_parameter(getattr(model_cls, method, None), param),
+        )
+        tables = HybridTables(facts.hybrid_tables) if facts.hybrid_tables else None
         model_type = getattr(hf_config, "model_type", None)
         top_k = model_cls.__name__ in TOP_K_LOGPROB_CLASSES or model_type == "gpt_oss"
         return cls(
             class_name=model_cls.__qualname__,
-            capabilities=ModelCapabilities.from_model_class(model_cls),
-            hybrid=hybrid,
+            capabilities=capabilities,
+            hybrid=tables is not None,
             hybrid_tables=tables,
             hybrid_groups_enabled=getattr(model_cls, "_HYBRID_KV_CACHE_GROUPS_ENABLED", False)
             is True,
-            per_layer_allocation=callable(getattr(model_cls, "allocate_kv_cache_per_layer", None)),
-            init_takes_vllm_config=_has_parameter(
-                getattr(model_cls, "initialize_vllm_model", None), "vllm_config"
-            ),
+            per_layer_allocation=facts.per_layer_allocation,
+            init_takes_vllm_config=facts.init_takes_vllm_config,
             has_max_tokens_all_users=callable(getattr(model_cls, "get_max_tokens_all_users", None)),
             logprobs_form=LogprobsForm.TOP_K if top_k else LogprobsForm.FLAT,
+            plan_facts=facts,
         )
 
     def device_logprobs_on(self, devices_per_rank: int) -> bool:
@@ -169,6 +186,9 @@ class ModelAdapter:
         self.profile = AdapterProfile.of(model_cls, hf_config)
         self._model: TTModel | None = None
         self.contract_version = 0
+        # The planner's input (call_plan): the class's facts, the instance's contract version.
+        self.facts = self.profile.plan_facts
+        self._decode_names: dict[tuple[bool, bool, bool, bool], tuple[str, ...]] = {}
         self._read_back = False
         # Every call below that reaches the device runs through the watchdog (RELIABILITY.md).
         self.watchdog = DeviceWatchdog()
@@ -210,14 +230,15 @@ class ModelAdapter:
         if not self.profile.has_max_tokens_all_users:
             return DEFAULT_MAX_TOKENS_ALL_USERS
         sized_cls = cast("TTModelClass", self.model_cls)
+        values = {
+            "model_name": call.model_name,
+            "num_devices": call.num_devices,
+            "tt_data_parallel": call.tt_data_parallel,
+            "max_model_len": call.max_model_len,
+            "max_num_seqs": call.max_num_seqs,
+        }
         try:
-            value: object = sized_cls.get_max_tokens_all_users(
-                model_name=call.model_name,
-                num_devices=call.num_devices,
-                tt_data_parallel=call.tt_data_parallel,
-                max_model_len=call.max_model_len,
-                max_num_seqs=call.max_num_seqs,
-            )
+            value: object = sized_cls.get_max_tokens_all_users(**pick(values, SIZING_KEYWORDS))
         except AttributeError:
             return DEFAULT_MAX_TOKENS_ALL_USERS
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -230,14 +251,17 @@ class ModelAdapter:
     def load(self, call: LoadCall) -> None:
         """``initialize_vllm_model``: three positional, the rest by keyword; ``vllm_config`` only
         when the signature has it; ``n_layers`` never."""
-        kwargs: dict[str, Any] = {
+        values: dict[str, Any] = {
+            "hf_config": call.hf_config,
+            "mesh_device": call.mesh_device,
+            "max_batch_size": call.max_batch_size,
             "max_seq_len": call.max_seq_len,
             "tt_data_parallel": call.tt_data_parallel,
             "optimizations": call.optimizations,
+            "vllm_config": call.vllm_config,
         }
-        if self.profile.init_takes_vllm_config:
-            kwargs["vllm_config"] = call.vllm_config
-        args = (call.hf_config, call.mesh_device, call.max_batch_size)
+        kwargs = pick(values, load_keywords(self.facts))
+        args = tuple(values[name] for name in LOAD_POSITIONAL)
         init = cast("TTModelClass", self.model_cls).initialize_vllm_model
         _bind(init, f"{self.profile.class_name}.initialize_vllm_model", args, kwargs)
         model: TTModel = init(*args, **kwargs)
@@ -250,6 +274,8 @@ class ModelAdapter:
                 )
         self._model = model
         self.contract_version = decode_contract_version(model)
+        self.facts = replace(self.profile.plan_facts, decode_contract=self.contract_version)
+        self._decode_names.clear()
         # Without read_decode_output a model returns host tensors and both hooks are skipped.
         self._read_back = callable(getattr(model, "read_decode_output", None)) and callable(
             getattr(model, "process_decode_output_host", None)
@@ -313,11 +339,12 @@ class ModelAdapter:
             if enable_trace and not (plan.trace_prefill or plan.trace_decode):
                 break
             if callable(prefill) and (not enable_trace or plan.trace_prefill):
-                kwargs = {
+                values = {
                     "kv_cache": plan.kv_cache,
                     "enable_trace": enable_trace,
                     "can_sample_on_device": plan.prefill_on_device,
                 }
+                kwargs = pick(values, WARMUP_PREFILL_KEYWORDS)
                 _bind(prefill, f"{self.profile.class_name}.warmup_model_prefill", (), kwargs)
                 self._on_device(
                     "warm-up",
@@ -327,13 +354,14 @@ class ModelAdapter:
                     functools.partial(prefill, **kwargs),
                 )
             if callable(decode) and (not enable_trace or plan.trace_decode):
-                kwargs = {
+                values = {
                     "kv_cache": plan.kv_cache,
                     "enable_trace": enable_trace,
                     "max_batch_size": plan.max_batch_size,
                     "num_blocks": plan.num_blocks,
                     "can_sample_on_device": plan.decode_on_device,
                 }
+                kwargs = pick(values, WARMUP_DECODE_KEYWORDS)
                 _bind(decode, f"{self.profile.class_name}.warmup_model_decode", (), kwargs)
                 self._on_device(
                     "warm-up",
@@ -345,7 +373,7 @@ class ModelAdapter:
 
     # --- prefill -------------------------------------------------------------------------------
     def prefill(self, call: PrefillCall) -> ModelOutput:
-        kwargs: dict[str, Any] = {
+        values: dict[str, Any] = {
             "tokens": call.tokens,
             "page_table": call.page_tables[0],
             "kv_cache": call.kv_cache,
@@ -353,11 +381,16 @@ class ModelAdapter:
             "prompt_lens": call.prompt_lens,
             "start_pos": call.start_pos,
         }
-        kwargs.update(self._hybrid_tables(call.page_tables, call.layer_groups))
-        kwargs.update(call.multimodal)
-        if call.sampling_params is not None:
-            kwargs["sampling_params"] = call.sampling_params
-        kwargs["empty_slots"] = call.empty_slots
+        values.update(self._hybrid_tables(call.page_tables, call.layer_groups))
+        values.update(call.multimodal)
+        values["sampling_params"] = call.sampling_params
+        values["empty_slots"] = call.empty_slots
+        names = prefill_keywords(
+            self.facts,
+            on_device=call.sampling_params is not None,
+            multimodal=tuple(call.multimodal),
+        )
+        kwargs = pick(values, names)
         model = self.model
         out = self._on_device(
             "prefill",
@@ -403,29 +436,32 @@ class ModelAdapter:
         - ``previous`` (an overlapped step submitted before this one and not read yet): after
           the submit, the same call reads that step back (``read_decode``'s async path),
           which vLLM's engine asks for right after this submit (``step_with_batch_queue``)."""
-        kwargs: dict[str, Any] = {
+        on_device = call.sampling_params is not None
+        key = (on_device, call.prompt_tokens is not None, call.slot_remap is not None,
+               call.uses_mrope)  # fmt: skip
+        names = self._decode_names.get(key)
+        if names is None:
+            names = decode_keywords(
+                self.facts, on_device=key[0], penalties=key[1], remap=key[2], mrope=key[3]
+            )
+            self._decode_names[key] = names
+        values: dict[str, Any] = {
             "tokens": call.tokens,
             "page_table": call.page_tables[0],
             "kv_cache": call.kv_cache,
             "start_pos": call.start_pos,
             "enable_trace": call.enable_trace,
             "read_from_device": False,
+            "sampling_params": call.sampling_params,
+            "prompt_tokens": call.prompt_tokens,
+            "output_tokens": call.output_tokens,
+            "slot_remap": call.slot_remap,
+            "reset_batch": call.command.touches_device_inputs,
+            "rope_deltas_all_users": call.rope_deltas,
         }
-        kwargs.update(self._hybrid_tables(call.page_tables, call.layer_groups))
-        on_device = call.sampling_params is not None
-        if on_device:
-            kwargs["sampling_params"] = call.sampling_params
-            if call.prompt_tokens is not None:
-                kwargs["prompt_tokens"] = call.prompt_tokens
-                kwargs["output_tokens"] = call.output_tokens
-        if self.contract_version >= 1:
-            if call.slot_remap is not None:
-                kwargs["slot_remap"] = call.slot_remap
-            kwargs.update(call.command.v1_kwargs())
-        elif on_device:
-            kwargs["reset_batch"] = call.command.touches_device_inputs
-        if call.uses_mrope:
-            kwargs["rope_deltas_all_users"] = call.rope_deltas
+        values.update(self._hybrid_tables(call.page_tables, call.layer_groups))
+        values.update(call.command.v1_kwargs())
+        kwargs = pick(values, names)
         model = self.model
         batch = call.rows if call.rows is not None else int((call.start_pos >= 0).sum())
         read_now = read_back and self._read_back

@@ -6,11 +6,11 @@ contract version, device sampling, hybrid KV, mRoPE, multimodal fields, block-ou
 adapter then loads, sizes, allocates, warms up, prefills and decodes it the way the plugin
 serves. Every recorded call is bound with ``contract_signatures.bind_call``
 (``inspect.Signature.bind``, also to what a pass-through method delegates to): a renamed,
-missing or unexpected argument fails. Each call's argument names are also checked against
-``contract_signatures.plan_calls`` (the parity checker's description of the plugin's calls), so
-the adapter and that description cannot drift apart. A break the fixture records
-(``known_breaks``) must still be a break, and where it is the load, the adapter must refuse it
-loudly, naming the argument.
+missing or unexpected argument fails. Each call's argument names must also be one of the calls
+``call_plan.plan_calls`` lists for the facts the adapter read from the class (what the parity
+checker binds to a checkout), so the adapter and the checker cannot drift apart. A break the
+fixture records (``known_breaks``) must still be a break, and where it is the load, the adapter
+must refuse it loudly, naming the argument.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 
+from vllm_tt_plugin.call_plan import METHODS, ServedFacts, plan_calls
 from vllm_tt_plugin.call_types import (
     DecodeCall,
     KVSizingCall,
@@ -29,14 +30,11 @@ from vllm_tt_plugin.call_types import (
     WarmupPlan,
 )
 from vllm_tt_plugin.contract_signatures import (
-    CALL_SHAPES,
-    CallContext,
     ContractMismatch,
     FamilyProfile,
     bind_call,
     load_profiles,
     parse_signature,
-    plan_calls,
 )
 from vllm_tt_plugin.kv_cache import KVLayerEntry
 from vllm_tt_plugin.model_adapter import ModelAdapter, ModelContractError
@@ -45,7 +43,7 @@ from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
 
 PROFILES = load_profiles()
 SERVED = sorted(t for t, p in PROFILES.items() if p.role == "served")
-SHAPES = {shape.method: shape for shape in CALL_SHAPES}
+SHAPES = {plan.method: plan for plan in METHODS}
 B, V, LAYERS = 4, 64, 2
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
@@ -151,23 +149,16 @@ def serve(adapter: ModelAdapter, profile: FamilyProfile) -> None:
         adapter.release_persistent_capture()
 
 
-def check_names(profile: FamilyProfile, method: str, args: tuple[Any, ...], kwargs: dict) -> str:
-    """'' when the call's names lie between the planner's minimal and full call, else why."""
-    found = profile.lookup(method)
-    ctx = CallContext(
-        profile.facts,
-        has_method=lambda name: profile.lookup(name) is not None,
-        signature=None if found is None else found[1].signature,
-    )
-    planned = plan_calls(SHAPES[method], ctx)
-    minimal = set(min(planned, key=lambda p: len(p.keywords)).keywords)
-    full = set(max(planned, key=lambda p: len(p.keywords)).keywords)
-    positional = planned[0].positional
-    sent = set(kwargs)
-    if len(args) != len(positional) or not minimal <= sent <= full:
-        return (f"{method}: sent {len(args)} positional + {sorted(sent)}; planned "
-                f"{positional} + {sorted(minimal)} .. {sorted(full)}")  # fmt: skip
-    return ""
+def check_names(
+    adapter: ModelAdapter, profile: FamilyProfile, method: str, args: tuple[Any, ...], kwargs: dict
+) -> str:
+    """'' when the call is one the planner lists for the facts the adapter read, else why."""
+    served = ServedFacts(profile.facts.mrope, profile.facts.multimodal_kwargs)
+    planned = plan_calls(method, adapter.facts, served)
+    if any(len(args) == len(p.positional) and set(kwargs) == set(p.keywords) for p in planned):
+        return ""
+    return (f"{method}: sent {len(args)} positional + {sorted(kwargs)}; planned "
+            f"{[(p.positional, p.keywords) for p in planned]}")  # fmt: skip
 
 
 @pytest.mark.parametrize("target", SERVED)
@@ -175,8 +166,9 @@ def test_every_adapter_call_binds_to_the_real_signature(target: str) -> None:
     profile = PROFILES[target]
     cls, calls = recording_class(profile)
     failures: list[str] = []
+    adapter = ModelAdapter(cls)
     try:
-        serve(ModelAdapter(cls), profile)
+        serve(adapter, profile)
     except ModelContractError as exc:
         if "initialize_vllm_model" not in profile.known_breaks:
             failures.append(f"adapter refused: {exc}")
@@ -193,7 +185,7 @@ def test_every_adapter_call_binds_to_the_real_signature(target: str) -> None:
         else:
             if method in profile.known_breaks:
                 failures.append(f"{method}: recorded as a known break but it binds now")
-        names = check_names(profile, method, args, kwargs)
+        names = check_names(adapter, profile, method, args, kwargs)
         if names:
             failures.append(names)
     assert calls or "initialize_vllm_model" in profile.known_breaks, f"{target}: no call made"

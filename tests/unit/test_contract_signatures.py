@@ -209,6 +209,8 @@ from models.common.warmup import WarmupMixin
 
 
 class Generator(WarmupMixin):
+    decode_input_update_contract = 1
+
     def prefill_forward_text(
         self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
         enable_trace=False, model_id_warmup=None, sampling_params=None, start_pos=None,
@@ -241,6 +243,8 @@ VLLM_PY = """
 
 
 class LlamaForCausalLM({base}):
+    model_capabilities = {{"supports_async_decode": True, "supports_sample_on_device": True}}
+
     @classmethod
     def initialize_vllm_model(
         cls, hf_config, mesh_device, max_batch_size, max_seq_len, n_layers=None,

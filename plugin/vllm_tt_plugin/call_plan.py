@@ -1,0 +1,226 @@
+"""Which arguments the plugin passes to each method of a TT model class: the one planner.
+
+``ModelAdapter`` builds every call it makes from these functions, and the parity checker
+(``contract_parity``) binds the same plans to tt-metal's real signatures, so the description the
+checker verifies cannot drift from what the adapter sends. The inputs are the facts the plugin
+reads from a model class (``PlanFacts``, derived by ``derive_facts`` from a live class or from a
+checkout's source) and, per call, what that step needs (device sampling, penalty history, a slot
+remap, mRoPE). Standard library only: the checker runs without torch or vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PER_GROUP_TABLES = "page_tables_per_group"
+PER_LAYER_TABLES = "page_tables_per_layer"
+
+LOAD_POSITIONAL = ("hf_config", "mesh_device", "max_batch_size")
+SIZING_KEYWORDS = ("model_name", "num_devices", "tt_data_parallel", "max_model_len", "max_num_seqs")
+WARMUP_PREFILL_KEYWORDS = ("kv_cache", "enable_trace", "can_sample_on_device")
+WARMUP_DECODE_KEYWORDS = (
+    "kv_cache",
+    "enable_trace",
+    "max_batch_size",
+    "num_blocks",
+    "can_sample_on_device",
+)
+DECODE_COMMANDS = (
+    "reload_inputs",
+    "reload_page_table",
+    "reload_sampling_params",
+    "reset_sampling_state",
+)
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the plugin reads from a model class (and, for the contract version, its instance)
+    that decides which arguments it sends."""
+
+    decode_contract: int = 0  # decode_input_update_contract: >= 1 -> reload commands
+    device_sampling: bool = False  # model_capabilities["supports_sample_on_device"]
+    hybrid_tables: str | None = None  # get_kv_cache_spec present: the page-table keyword
+    init_takes_vllm_config: bool = False  # initialize_vllm_model names vllm_config
+    per_layer_allocation: bool = False  # allocate_kv_cache_per_layer present
+    block_output: bool = False  # model_capabilities["output_tokens_per_step"] > 1
+
+
+def derive_facts(
+    *,
+    decode_contract: int,
+    device_sampling: bool,
+    output_tokens_per_step: int,
+    has_method: Callable[[str], bool],
+    takes: Callable[[str, str], bool],
+) -> PlanFacts:
+    """``PlanFacts`` from what a class offers: ``has_method(name)`` and ``takes(method,
+    param)`` (the method's own signature names ``param``). The adapter passes a live class,
+    the checker a class read from source; the rules live here once."""
+    hybrid = None
+    if has_method("get_kv_cache_spec"):
+        per_layer = takes("prefill_forward", PER_LAYER_TABLES)
+        hybrid = PER_LAYER_TABLES if per_layer else PER_GROUP_TABLES
+    return PlanFacts(
+        decode_contract=decode_contract,
+        device_sampling=device_sampling,
+        hybrid_tables=hybrid,
+        init_takes_vllm_config=takes("initialize_vllm_model", "vllm_config"),
+        per_layer_allocation=has_method("allocate_kv_cache_per_layer"),
+        block_output=output_tokens_per_step > 1,
+    )
+
+
+def load_keywords(facts: PlanFacts) -> tuple[str, ...]:
+    """``initialize_vllm_model``: after ``LOAD_POSITIONAL``; ``n_layers`` never."""
+    extra = ("vllm_config",) if facts.init_takes_vllm_config else ()
+    return ("max_seq_len", "tt_data_parallel", "optimizations", *extra)
+
+
+def prefill_keywords(
+    facts: PlanFacts, *, on_device: bool, multimodal: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """``prefill_forward``, all by keyword, in the order the adapter sends them."""
+    names = ["tokens", "page_table", "kv_cache", "enable_trace", "prompt_lens", "start_pos"]
+    if facts.hybrid_tables is not None:
+        names.append(facts.hybrid_tables)
+    names += [n for n in multimodal if n not in names]
+    if on_device:
+        names.append("sampling_params")
+    names.append("empty_slots")
+    return tuple(names)
+
+
+def decode_keywords(
+    facts: PlanFacts, *, on_device: bool, penalties: bool, remap: bool, mrope: bool
+) -> tuple[str, ...]:
+    """``decode_forward``, all by keyword. Version >= 1: ``slot_remap`` when the layout moved
+    and the four reload commands; version 0: ``reset_batch`` on device-sampled calls only."""
+    names = ["tokens", "page_table", "kv_cache", "start_pos", "enable_trace", "read_from_device"]
+    if facts.hybrid_tables is not None:
+        names.append(facts.hybrid_tables)
+    if on_device:
+        names.append("sampling_params")
+        if penalties:
+            names += ["prompt_tokens", "output_tokens"]
+    if facts.decode_contract >= 1:
+        if remap:
+            names.append("slot_remap")
+        names += DECODE_COMMANDS
+    elif on_device:
+        names.append("reset_batch")
+    if mrope:
+        names.append("rope_deltas_all_users")
+    return tuple(names)
+
+
+# --- every call, for checking a class ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedFacts:
+    """Facts of the served model that are not read from the class (its HF config, processor)."""
+
+    mrope: bool = False
+    multimodal_kwargs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    method: str
+    variant: str  # which step options produced it ("host", "device+penalties", ...)
+    positional: tuple[str, ...]
+    keywords: tuple[str, ...]
+
+    def as_call(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        """Placeholder values (binding checks names, not values): each value is its name."""
+        return self.positional, {k: k for k in self.keywords}
+
+
+@dataclass(frozen=True)
+class MethodPlan:
+    method: str
+    # The adapter copes with a class that lacks it (a fallback, or the step is skipped).
+    optional: bool = False
+    applies: Callable[[PlanFacts], bool] = lambda facts: True
+
+
+METHODS: tuple[MethodPlan, ...] = (
+    MethodPlan("initialize_vllm_model"),
+    MethodPlan("get_max_tokens_all_users", optional=True),  # absent -> 131072
+    MethodPlan("get_kv_cache_spec", applies=lambda f: f.hybrid_tables is not None),
+    MethodPlan("allocate_kv_cache_per_layer", applies=lambda f: f.per_layer_allocation),
+    MethodPlan("allocate_kv_cache", applies=lambda f: not f.per_layer_allocation),
+    # ModelAdapter.warm_up skips a warm-up method the model does not have.
+    MethodPlan("warmup_model_prefill", optional=True),
+    MethodPlan("warmup_model_decode", optional=True),
+    MethodPlan("prefill_forward"),
+    MethodPlan("decode_forward"),
+    MethodPlan("read_decode_output", optional=True),
+    MethodPlan("process_decode_output_host", optional=True),
+    MethodPlan("release_request", optional=True, applies=lambda f: f.block_output),
+    MethodPlan("release_persistent_capture", optional=True, applies=lambda f: f.block_output),
+)
+
+
+def _variant(**options: bool) -> str:
+    return "+".join(k for k, v in options.items() if v) or "plain"
+
+
+def plan_calls(method: str, facts: PlanFacts, served: ServedFacts) -> list[PlannedCall]:
+    """Every distinct call of ``method`` the adapter can make to a class with these facts."""
+    calls: dict[tuple[tuple[str, ...], tuple[str, ...]], PlannedCall] = {}
+
+    def add(variant: str, positional: tuple[str, ...], keywords: tuple[str, ...]) -> None:
+        calls.setdefault((positional, keywords), PlannedCall(method, variant, positional, keywords))
+
+    device = (False, True) if facts.device_sampling else (False,)
+    if method == "initialize_vllm_model":
+        add("load", LOAD_POSITIONAL, load_keywords(facts))
+    elif method == "get_max_tokens_all_users":
+        add("sizing", (), SIZING_KEYWORDS)
+    elif method == "get_kv_cache_spec":
+        add("spec", ("vllm_config",), ())
+    elif method == "allocate_kv_cache_per_layer":
+        add("allocate", ("per_layer_specs",), ())
+    elif method == "allocate_kv_cache":
+        add("allocate", ("kv_cache_shape", "dtype", "num_layers"), ())
+    elif method == "warmup_model_prefill":
+        add("warm-up", (), WARMUP_PREFILL_KEYWORDS)
+    elif method == "warmup_model_decode":
+        add("warm-up", (), WARMUP_DECODE_KEYWORDS)
+    elif method == "prefill_forward":
+        for on_device in device:
+            for mm in ((), served.multimodal_kwargs):
+                names = prefill_keywords(facts, on_device=on_device, multimodal=mm)
+                add(_variant(device=on_device, multimodal=bool(mm)), (), names)
+    elif method == "decode_forward":
+        for on_device in device:
+            for penalties in (False, True) if on_device else (False,):
+                for remap in (False, True):
+                    names = decode_keywords(
+                        facts,
+                        on_device=on_device,
+                        penalties=penalties,
+                        remap=remap,
+                        mrope=served.mrope,
+                    )
+                    add(_variant(device=on_device, penalties=penalties, remap=remap), (), names)
+    elif method == "read_decode_output":
+        add("async read-back", ("tt_out",), ("async_read",))
+    elif method == "process_decode_output_host":
+        add("read-back", ("tt_out",), ("is_tokens",))
+    elif method == "release_request":
+        add("release", ("slot",), ())
+    elif method == "release_persistent_capture":
+        add("release", (), ())
+    else:
+        raise KeyError(f"the plugin never calls {method!r}")
+    return list(calls.values())
+
+
+def pick(values: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The planned keywords with their values (a planned name without a value is a bug)."""
+    return {name: values[name] for name in names}
