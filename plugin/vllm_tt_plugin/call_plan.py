@@ -10,6 +10,7 @@ remap, mRoPE). Standard library only: the checker runs without torch or vLLM.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +28,73 @@ WARMUP_DECODE_KEYWORDS = (
     "num_blocks",
     "can_sample_on_device",
 )
+# Older tt-metal warm-ups name it (required in WarmupForwardMixin's decode warm-up and in the
+# Galaxy / Qwen3-VL prefill warm-ups of that time); sent only to a signature that names it.
+NON_GREEDY = "non_greedy_decoding_on_device"
+# A warm-up that cannot take these is not one the plugin can call (the rest are negotiated).
+_WARMUP_ESSENTIAL = {
+    "warmup_model_prefill": ("kv_cache", "enable_trace"),
+    "warmup_model_decode": ("kv_cache", "enable_trace", "max_batch_size", "num_blocks"),
+}
 DECODE_COMMANDS = (
     "reload_inputs",
     "reload_page_table",
     "reload_sampling_params",
     "reset_sampling_state",
 )
+
+
+@dataclass(frozen=True)
+class WarmupForm:
+    """How the plugin calls one warm-up method, negotiated from the signature it found
+    (``negotiate_warmup``): the keywords it sends, or why it cannot call it."""
+
+    method: str
+    signature: str  # as found, for messages
+    keywords: tuple[str, ...]
+    refusal: str | None = None  # set: the plugin cannot call this form
+
+    def error(self, owner: str) -> str:
+        return (
+            f"{owner}.{self.method}{self.signature} cannot be called as the TT model contract "
+            f"calls it: {self.refusal} (docs/TT_MODEL_CONTRACT.md, warm-up forms)"
+        )
+
+
+def negotiate_warmup(method: str, signature: inspect.Signature) -> WarmupForm:
+    """The keywords to send ``method`` (``warmup_model_prefill`` / ``warmup_model_decode``)
+    given its own signature (without ``self``). Today's keywords go to a signature that names
+    them or takes ``**kwargs``; ``can_sample_on_device`` is left out where the form has no
+    place for it (Qwen3-VL's prefill warm-up refuses it); ``non_greedy_decoding_on_device`` is
+    sent only where named (older forms require it; ``**kwargs`` forms may drop it as stale).
+    Anything else the form requires, or a missing essential keyword, is a refusal."""
+    base = WARMUP_PREFILL_KEYWORDS if method == "warmup_model_prefill" else WARMUP_DECODE_KEYWORDS
+    params = signature.parameters
+    by_keyword = {
+        name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    keywords = [k for k in base if k in by_keyword or var_kw]
+    if NON_GREEDY in by_keyword:
+        keywords.append(NON_GREEDY)
+    bare = [p.replace(annotation=p.empty) for p in params.values()]
+    text = str(signature.replace(parameters=bare, return_annotation=signature.empty))
+    reasons = []
+    lacking = [k for k in _WARMUP_ESSENTIAL[method] if k not in keywords]
+    if lacking:
+        reasons.append(f"takes no {', '.join(lacking)}")
+    unserved = [
+        name
+        for name, p in params.items()
+        if p.default is p.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and name not in keywords
+    ]
+    if unserved:
+        reasons.append(f"required but not passed: {', '.join(unserved)}")
+    if reasons:
+        return WarmupForm(method, text, (), "; ".join(reasons))
+    return WarmupForm(method, text, tuple(keywords))
 
 
 @dataclass(frozen=True)
@@ -46,6 +108,17 @@ class PlanFacts:
     init_takes_vllm_config: bool = False  # initialize_vllm_model names vllm_config
     per_layer_allocation: bool = False  # allocate_kv_cache_per_layer present
     block_output: bool = False  # model_capabilities["output_tokens_per_step"] > 1
+    # The warm-up forms found (None: the method is absent, or its signature was not read).
+    warmup_prefill: WarmupForm | None = None
+    warmup_decode: WarmupForm | None = None
+
+    def warmup_form(self, method: str) -> WarmupForm | None:
+        return self.warmup_prefill if method == "warmup_model_prefill" else self.warmup_decode
+
+    def warmup_refusal(self) -> WarmupForm | None:
+        """The first warm-up form the plugin cannot call, if any."""
+        forms = (self.warmup_prefill, self.warmup_decode)
+        return next((f for f in forms if f is not None and f.refusal is not None), None)
 
 
 def derive_facts(
@@ -55,10 +128,12 @@ def derive_facts(
     output_tokens_per_step: int,
     has_method: Callable[[str], bool],
     takes: Callable[[str, str], bool],
+    signature: Callable[[str], inspect.Signature | None] = lambda method: None,
 ) -> PlanFacts:
-    """``PlanFacts`` from what a class offers: ``has_method(name)`` and ``takes(method,
-    param)`` (the method's own signature names ``param``). The adapter passes a live class,
-    the checker a class read from source; the rules live here once."""
+    """``PlanFacts`` from what a class offers: ``has_method(name)``, ``takes(method,
+    param)`` (the method's own signature names ``param``) and ``signature(method)`` (its own
+    parameters without ``self``, None when absent or unreadable). The adapter passes a live
+    class, the checker a class read from source; the rules live here once."""
     hybrid = None
     if has_method("get_kv_cache_spec"):
         per_layer = takes("prefill_forward", PER_LAYER_TABLES)
@@ -70,7 +145,26 @@ def derive_facts(
         init_takes_vllm_config=takes("initialize_vllm_model", "vllm_config"),
         per_layer_allocation=has_method("allocate_kv_cache_per_layer"),
         block_output=output_tokens_per_step > 1,
+        **warmup_forms(lambda m: signature(m) if has_method(m) else None),
     )
+
+
+def warmup_forms(signature: Callable[[str], inspect.Signature | None]) -> dict[str, Any]:
+    """``PlanFacts``' warm-up fields from each warm-up method's own signature (None: absent)."""
+    forms: dict[str, WarmupForm | None] = {}
+    for method, field in (("warmup_model_prefill", "warmup_prefill"),
+                          ("warmup_model_decode", "warmup_decode")):  # fmt: skip
+        found = signature(method)
+        forms[field] = negotiate_warmup(method, found) if found is not None else None
+    return forms
+
+
+def warmup_keywords(facts: PlanFacts, method: str) -> tuple[str, ...]:
+    """The negotiated warm-up keywords; today's form where the signature was not read."""
+    form = facts.warmup_form(method)
+    if form is not None and form.refusal is None:
+        return form.keywords
+    return WARMUP_PREFILL_KEYWORDS if method == "warmup_model_prefill" else WARMUP_DECODE_KEYWORDS
 
 
 def load_keywords(facts: PlanFacts) -> tuple[str, ...]:
@@ -187,10 +281,8 @@ def plan_calls(method: str, facts: PlanFacts, served: ServedFacts) -> list[Plann
         add("allocate", ("per_layer_specs",), ())
     elif method == "allocate_kv_cache":
         add("allocate", ("kv_cache_shape", "dtype", "num_layers"), ())
-    elif method == "warmup_model_prefill":
-        add("warm-up", (), WARMUP_PREFILL_KEYWORDS)
-    elif method == "warmup_model_decode":
-        add("warm-up", (), WARMUP_DECODE_KEYWORDS)
+    elif method in ("warmup_model_prefill", "warmup_model_decode"):
+        add("warm-up", (), warmup_keywords(facts, method))
     elif method == "prefill_forward":
         for on_device in device:
             for mm in ((), served.multimodal_kwargs):

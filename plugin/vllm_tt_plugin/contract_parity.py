@@ -29,6 +29,7 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,10 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         found = method(name)
         return found is not None and param in found.signature.parameters
 
+    def signature(name: str) -> inspect.Signature | None:
+        found = method(name)
+        return found.signature if found is not None else None
+
     read = source.class_facts(target)
     if read is None:  # the fixture alone: its recorded facts stand for the class's
         return derive_facts(
@@ -118,6 +123,7 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
                 method(n) is not None or (n == "get_kv_cache_spec" and fixture.hybrid)
             ),
             takes=takes,
+            signature=signature,
         ), []
     facts = derive_facts(
         decode_contract=read.decode_contract,
@@ -125,6 +131,7 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         output_tokens_per_step=read.output_tokens_per_step,
         has_method=lambda n: method(n) is not None,
         takes=takes,
+        signature=signature,
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
     pairs: list[tuple[str, Any, Any]] = [

@@ -27,14 +27,14 @@ from vllm_tt_plugin.async_decode import wait_events
 from vllm_tt_plugin.call_plan import (
     LOAD_POSITIONAL,
     SIZING_KEYWORDS,
-    WARMUP_DECODE_KEYWORDS,
-    WARMUP_PREFILL_KEYWORDS,
     PlanFacts,
     decode_keywords,
     derive_facts,
     load_keywords,
     pick,
     prefill_keywords,
+    warmup_forms,
+    warmup_keywords,
 )
 from vllm_tt_plugin.call_types import (
     DecodeCall,
@@ -93,6 +93,27 @@ def _has_parameter(fn: Any, name: str) -> bool:
         return False
 
 
+def _own_signature(fn: Any) -> inspect.Signature | None:
+    """``fn``'s parameters as a caller passes them: a function read off the class loses its
+    ``self`` (a bound method's signature has none already). None when unreadable."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(signature.parameters.values())
+    if (
+        inspect.isfunction(fn)
+        and params
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    ):
+        signature = signature.replace(parameters=params[1:])
+    return signature
+
+
 def _bind(fn: Callable[..., Any], what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Fail before calling when ``fn``'s signature cannot take these arguments, naming the
     parameter (e.g. an older tt-metal's extra required warm-up argument)."""
@@ -143,6 +164,7 @@ class AdapterProfile:
             output_tokens_per_step=capabilities.output_tokens_per_step,
             has_method=lambda name: callable(getattr(model_cls, name, None)),
             takes=lambda method, param: _has_parameter(getattr(model_cls, method, None), param),
+            signature=lambda method: _own_signature(getattr(model_cls, method, None)),
         )
         tables = HybridTables(facts.hybrid_tables) if facts.hybrid_tables else None
         model_type = getattr(hf_config, "model_type", None)
@@ -274,7 +296,13 @@ class ModelAdapter:
                 )
         self._model = model
         self.contract_version = decode_contract_version(model)
-        self.facts = replace(self.profile.plan_facts, decode_contract=self.contract_version)
+        # The warm-up forms of the instance (what warm_up calls), negotiated as for the class.
+        forms = warmup_forms(
+            lambda m: _own_signature(fn) if callable(fn := getattr(model, m, None)) else None
+        )
+        self.facts = replace(
+            self.profile.plan_facts, decode_contract=self.contract_version, **forms
+        )
         self._decode_names.clear()
         # Without read_decode_output a model returns host tensors and both hooks are skipped.
         self._read_back = callable(getattr(model, "read_decode_output", None)) and callable(
@@ -329,8 +357,13 @@ class ModelAdapter:
 
     # --- warm-up -------------------------------------------------------------------------------
     def warm_up(self, plan: WarmupPlan) -> None:
-        """Compile with trace off, reset ``already_warmed_up_prefill``, then capture traces."""
+        """Compile with trace off, reset ``already_warmed_up_prefill``, then capture traces.
+        The keywords are the ones negotiated with each method's signature (``call_plan``); a
+        form the plugin cannot call is refused before any warm-up runs."""
         model = self.model
+        refused = self.facts.warmup_refusal()
+        if refused is not None:
+            raise ModelContractError(refused.error(self.profile.class_name))
         prefill = getattr(model, "warmup_model_prefill", None)
         decode = getattr(model, "warmup_model_decode", None)
         for enable_trace in (False, True):
@@ -343,8 +376,11 @@ class ModelAdapter:
                     "kv_cache": plan.kv_cache,
                     "enable_trace": enable_trace,
                     "can_sample_on_device": plan.prefill_on_device,
+                    # Non-greedy rows sample on the device whenever the step kind does
+                    # (sampling_route.decide_route has no greedy-only condition).
+                    "non_greedy_decoding_on_device": plan.prefill_on_device,
                 }
-                kwargs = pick(values, WARMUP_PREFILL_KEYWORDS)
+                kwargs = pick(values, warmup_keywords(self.facts, "warmup_model_prefill"))
                 _bind(prefill, f"{self.profile.class_name}.warmup_model_prefill", (), kwargs)
                 self._on_device(
                     "warm-up",
@@ -360,8 +396,9 @@ class ModelAdapter:
                     "max_batch_size": plan.max_batch_size,
                     "num_blocks": plan.num_blocks,
                     "can_sample_on_device": plan.decode_on_device,
+                    "non_greedy_decoding_on_device": plan.decode_on_device,
                 }
-                kwargs = pick(values, WARMUP_DECODE_KEYWORDS)
+                kwargs = pick(values, warmup_keywords(self.facts, "warmup_model_decode"))
                 _bind(decode, f"{self.profile.class_name}.warmup_model_decode", (), kwargs)
                 self._on_device(
                     "warm-up",

@@ -314,7 +314,15 @@ def _resolve_model(
             break
     if target is None:
         target = registry.resolve(hf_config.architectures[0])  # raises with the full message
-    return target, AdapterProfile.of(target.load_class(), hf_config)
+    profile = AdapterProfile.of(target.load_class(), hf_config)
+    # A warm-up form the plugin cannot call is refused here, before any device opens.
+    refused = profile.plan_facts.warmup_refusal()
+    if refused is not None and options.enable_model_warmup:
+        raise TTConfigurationError(
+            f"{refused.error(target.target)}; serving without warm-up "
+            '(additional_config {"tt": {"enable_model_warmup": false}}) never calls it.'
+        )
+    return target, profile
 
 
 def _configure_block_size(vllm_config: VllmConfig) -> None:

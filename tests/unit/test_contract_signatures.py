@@ -329,18 +329,19 @@ def test_reader_finds_signatures_and_follows_inheritance(
 def test_a_changed_signature_that_breaks_a_plugin_call_is_flagged(
     tmp_path: Path, profiles: dict[str, Any]
 ) -> None:
-    # The older tt-metal warm-up had a fourth required argument the plugin never passes.
+    # A required argument the plugin does not know (the older required
+    # non_greedy_decoding_on_device is negotiated now: tests/unit/test_warmup_forms.py).
     write_checkout(
         tmp_path,
         "from-import",
         (
             "can_sample_on_device, greedy_only=False)",
-            "can_sample_on_device, non_greedy_decoding_on_device)",
+            "can_sample_on_device, sampling_params_warmup)",
         ),
     )
     found = llama_findings(tmp_path, profiles)["warmup_model_prefill"]
     assert found.status == "broken"
-    assert "missing required argument 'non_greedy_decoding_on_device'" in found.detail
+    assert "missing required argument 'sampling_params_warmup'" in found.detail
     assert "models/common/warmup.py:" in found.detail  # where the changed def is
     assert "fixture (kv_cache, enable_trace, can_sample_on_device, greedy_only=)" in found.detail
 
