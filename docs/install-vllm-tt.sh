@@ -19,11 +19,27 @@
 #
 # torchvision: vLLM imports it from several model and processor modules, and the ttnn wheel does
 # not declare it. In a tt-metal environment (real ttnn importable) that lacks it, the script
-# installs the CPU build with --no-deps at the version that pairs with the env's torch, from the
-# PyTorch CPU index (TT_INSTALL_TORCHVISION=0 skips this). Environments built from tt-metal's
-# requirements-dev.txt already carry it. Elsewhere it is not installed: text-only models do not
-# need it, and PyPI's torchvision builds are CUDA-linked and break `import vllm.config` on a
-# CPU-only host.
+# installs it with --no-deps at the version that pairs with the env's torch
+# (TT_INSTALL_TORCHVISION=0 skips this). Environments built from tt-metal's requirements-dev.txt
+# already carry it. Where from:
+# - a CPU build of torch (`2.x+cpu`, what tt-metal installs): the paired CPU build from the
+#   PyTorch CPU index (TT_TORCHVISION_INDEX_URL, default https://download.pytorch.org/whl/cpu),
+#   after a 5 s probe. When that index is unreachable (many TT CI runners reach only the package
+#   index) the script says so in one line, names the variable to set, and goes on without
+#   torchvision: text-only models do not need it.
+# - PyPI's build of torch (no `+cpu`: `2.13.0+cu130`): its pair from the package index when the
+#   CPU index is unreachable.
+# Elsewhere it is not installed: text-only models do not need it, and PyPI's torchvision builds
+# are CUDA-linked and break `import vllm.config` next to a CPU build of torch.
+
+# True when URL answers within 5 s. An unreachable host may drop packets rather than refuse, and
+# pip would then retry for minutes; `timeout` also bounds a DNS lookup that hangs.
+_tt_reachable() {
+    local bound=""
+    if command -v timeout >/dev/null 2>&1; then bound="timeout 10"; fi
+    $bound "$1" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+        "$2" >/dev/null 2>&1
+}
 
 _tt_install() {
     local root
@@ -42,11 +58,20 @@ _tt_install() {
         && "$py" -c "import ttnn, sys; sys.exit(ttnn.__dict__.get('__version__', '').endswith('host.stub'))" >/dev/null 2>&1 \
         && ! "$py" -c "import torchvision" >/dev/null 2>&1; then
         # torch 2.x pairs with torchvision 0.(x+15): 2.8 -> 0.23, 2.13 -> 0.28.
-        local tv
-        tv="$("$py" -c "import torch; v = torch.__version__.split('+')[0].split('.'); print(f'0.{int(v[1]) + 15}.*')")" || return 1
-        echo "install-vllm-tt.sh: tt-metal env without torchvision; installing the CPU build $tv"
-        "$py" -m pip install --no-deps "torchvision==$tv" \
-            --index-url https://download.pytorch.org/whl/cpu || return 1
+        local tv torch_v index
+        torch_v="$("$py" -c "import torch; print(torch.__version__)")" || return 1
+        tv="$("$py" -c "v = '$torch_v'.split('+')[0].split('.'); print(f'0.{int(v[1]) + 15}.*')")" || return 1
+        index="${TT_TORCHVISION_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+        if _tt_reachable "$py" "$index/torchvision/"; then
+            echo "install-vllm-tt.sh: tt-metal env without torchvision; installing $tv from $index"
+            "$py" -m pip install --no-deps "torchvision==$tv" --index-url "$index" || return 1
+        elif [ "${torch_v%+cpu*}" = "$torch_v" ]; then
+            # Not a `+cpu` build: PyPI's torch (2.13.0+cu130), whose pair is on the package index.
+            echo "install-vllm-tt.sh: $index is unreachable; torch $torch_v is the package index's build, installing its pair torchvision $tv from there"
+            "$py" -m pip install --no-deps "torchvision==$tv" || return 1
+        else
+            echo "install-vllm-tt.sh: $index is unreachable and torch $torch_v pairs only with its torchvision there; continuing without torchvision (text-only models do not need it): set TT_TORCHVISION_INDEX_URL to a reachable mirror of it, or TT_INSTALL_TORCHVISION=0 to skip this step" >&2
+        fi
     fi
     "$py" -m pip install --no-deps -r "$root/requirements/vllm.txt" || return 1
     "$py" -m pip install -e "$root" || return 1

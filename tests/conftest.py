@@ -21,10 +21,12 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 # Test layers that `pytest tests/` leaves out unless asked for: by naming the layer's directory
 # (or a file in it) on the command line, as `tox -e engine` and `tox -e stub-parity` do, or by
 # setting the layer's variable to 1. They need what a unit run does not have: live vLLM servers
-# on the emulated mesh (minutes), or the real ttnn wheel.
+# on the emulated mesh (minutes), or the real ttnn wheel (tt_host: on Python 3.10, `tox -e
+# tt-host`).
 OPT_IN_LAYERS: dict[Path, str] = {
     REPO / "tests" / "engine": "TT_ENGINE_TESTS",
     REPO / "tests" / "stub_parity": "TT_STUB_PARITY_TESTS",
+    REPO / "tests" / "tt_host": "TT_HOST_TESTS",
 }
 
 

@@ -94,6 +94,22 @@ LOCKS: tuple[Lock, ...] = (
         python="3.12",
         universal=False,
     ),
+    # tox -e tt-host: Python 3.10 with the real ttnn, PyPI's torch (its requirements only) and
+    # what vLLM and the tests need; vLLM itself comes from the vllm lock (--no-deps).
+    Lock(
+        name="tt-host",
+        inputs=(
+            "requirements/tt-host.txt",
+            "requirements/vllm-0.26.0-cpu.txt",
+            "requirements/test.txt",
+            "requirements/build.txt",
+            PYPROJECT,
+        ),
+        python="3.10",
+        universal=False,
+        overrides=("requirements/tt-host-overrides.txt",),
+        no_emit=("torch",),
+    ),
     Lock(name="lock-tool", inputs=("requirements/lock-tool.txt",)),
     # tox itself, for the README's commands and .ci/run.
     Lock(name="tox", inputs=("requirements/tox.txt",)),

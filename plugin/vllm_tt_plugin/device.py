@@ -1,10 +1,11 @@
 """Opening and closing the mesh: a real TT mesh through ttnn, or the host-emulated one.
 
-The real path resolves the fabric configuration (hardware default -> model dictionary ->
-launch overrides), applies it with ``ttnn.set_fabric_config`` unless the mesh is a single
-device, builds the dispatch core config and opens the mesh with the TT memory options. The
-emulated path resolves the same fabric kwargs (so a bad option fails the same way) but never
-calls ttnn's device API.
+The real path asks ttnn for the cluster type and the chip count (a host without chips, or with
+fewer than the mesh needs, fails here with one line: mesh_open.py), resolves the fabric
+configuration (hardware default -> model dictionary -> launch overrides), applies it with
+``ttnn.set_fabric_config`` unless the mesh is a single device, builds the dispatch core config
+and opens the mesh with the TT memory options. The emulated path resolves the same fabric kwargs
+(so a bad option fails the same way) but never calls ttnn's device API.
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_tt_plugin import envs
+from vllm_tt_plugin import envs, startup_reason
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.fabric import describe_fabric_kwargs, resolve_fabric_kwargs
 from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.mesh_open import (
+    ClusterFinding,
+    MeshOpenError,
+    MeshRequest,
+    classify,
+    describe,
+    too_few_chips,
+)
 from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpec
 from vllm_tt_plugin.watchdog import DeviceTimeoutError, run_bounded
 
@@ -36,15 +45,32 @@ class OpenedMesh:
     fabric_applied: bool
 
 
-def _family_from_cluster(ttnn: Any, spec: MeshSpec) -> HardwareFamily:
-    """Ask the real cluster which Galaxy (if any) this is; MESH_DEVICE names are a fallback."""
+def _cluster_name(ttnn: Any) -> str:
     cluster_type = ttnn.cluster.get_cluster_type()
-    name = getattr(cluster_type, "name", str(cluster_type))
+    return str(getattr(cluster_type, "name", cluster_type))
+
+
+def _family_from_cluster(name: str, spec: MeshSpec) -> HardwareFamily:
+    """The real cluster says which Galaxy (if any) this is; MESH_DEVICE names are a fallback."""
     if name == "BLACKHOLE_GALAXY":
         return HardwareFamily.BLACKHOLE_GALAXY
     if name in ("GALAXY", "TG"):
         return HardwareFamily.WORMHOLE_GALAXY
     return spec.family
+
+
+def _refused(
+    request: MeshRequest, finding: ClusterFinding, exc: BaseException | None = None
+) -> MeshOpenError:
+    """The one-line error for a mesh ttnn would not open: logged before vLLM's generic start-up
+    failure and recorded for the API server's exit message (startup_reason); ttnn's own text
+    (a C++ backtrace) only at DEBUG."""
+    line = describe(request, finding)
+    if exc is not None:
+        logger.debug("TT: ttnn's error opening the mesh: %s", exc)
+    logger.error("%s", line)
+    startup_reason.record(line)
+    return MeshOpenError(line)
 
 
 def _dispatch_core_config(ttnn: Any, options: TTOptions) -> Any:
@@ -96,7 +122,16 @@ def open_mesh(
         emulated = EmulatedMeshDevice(spec, device_ids=physical_device_ids)
         return OpenedMesh(emulated, spec, True, kwargs, False)
 
-    family = _family_from_cluster(ttnn, spec)
+    request = MeshRequest.of(spec, physical_device_ids)
+    try:
+        cluster = _cluster_name(ttnn)
+        found = int(ttnn.GetNumAvailableDevices())
+    except RuntimeError as exc:
+        raise _refused(request, classify(exc), exc) from None
+    short = too_few_chips(request, found, cluster)
+    if short is not None:
+        raise _refused(request, short)
+    family = _family_from_cluster(cluster, spec)
     kwargs = resolve_fabric_kwargs(
         ttnn,
         family,
@@ -107,14 +142,14 @@ def open_mesh(
     )
     if kwargs is not None:
         ttnn.set_fabric_config(**kwargs)
-    open_kwargs: dict[str, Any] = {
-        "mesh_shape": ttnn.MeshShape(*spec.shape),
-        "dispatch_core_config": _dispatch_core_config(ttnn, options),
-        **_device_params(options),
-    }
-    if physical_device_ids is not None:
-        open_kwargs["physical_device_ids"] = physical_device_ids
     try:
+        open_kwargs: dict[str, Any] = {
+            "mesh_shape": ttnn.MeshShape(*spec.shape),
+            "dispatch_core_config": _dispatch_core_config(ttnn, options),
+            **_device_params(options),
+        }
+        if physical_device_ids is not None:
+            open_kwargs["physical_device_ids"] = physical_device_ids
         opened, device = run_bounded(
             lambda: ttnn.open_mesh_device(**open_kwargs), options.warmup_timeout_s, "tt-mesh-open"
         )
@@ -123,10 +158,14 @@ def open_mesh(
                 f"TT device timeout: opening mesh {spec.name} {spec.shape} did not return within "
                 f"the warmup_timeout_s bound of {options.warmup_timeout_s:g} s"
             )
-    except Exception:
+    except Exception as exc:
         if kwargs is not None:
             # Leave the process as it was: a later open (or another model) starts clean.
             ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+        if isinstance(exc, DeviceTimeoutError):
+            startup_reason.record(str(exc))
+        elif isinstance(exc, RuntimeError) and not isinstance(exc, MeshOpenError):
+            raise _refused(request, classify(exc), exc) from None
         raise
     logger.info(
         "TT: opened mesh %s %s; fabric: %s", spec.name, spec.shape, describe_fabric_kwargs(kwargs)

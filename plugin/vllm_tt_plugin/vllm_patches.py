@@ -5,6 +5,7 @@ Each patch is idempotent, applied only on the TT platform, and says how to drop 
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -186,6 +187,38 @@ def _bound_shutdown_drain() -> None:
     EngineCoreProc._handle_shutdown = _handle_shutdown
 
 
+def _carry_startup_failure_to_exit() -> None:
+    """P8: an engine core that fails to start (the mesh would not open) ends the API server with
+    the plugin's reason, not only vLLM's generic "Engine core initialization failed. See root
+    cause above.", which points into a log where ttnn and vLLM printed much else.
+
+    The core records its one-line reason (startup_reason.record, keyed by this process's pid);
+    when ``wait_for_engine_startup`` raises, the reasons of this process's children lead the
+    exception's message, so the server's last line names them. Drop when vLLM forwards an engine
+    core's start-up error to the process that launched it.
+    """
+    from vllm.v1.engine import utils
+
+    from vllm_tt_plugin import startup_reason
+
+    original = utils.wait_for_engine_startup
+    if getattr(original, "_tt_patched", False):
+        return
+
+    @functools.wraps(original)
+    def wait_for_engine_startup(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except RuntimeError as exc:
+            reasons = startup_reason.collect()
+            if reasons and exc.args:
+                exc.args = (f"{' / '.join(reasons)} {exc.args[0]}", *exc.args[1:])
+            raise
+
+    wait_for_engine_startup._tt_patched = True  # type: ignore[attr-defined]
+    utils.wait_for_engine_startup = wait_for_engine_startup
+
+
 def pin_v1_model_runner() -> None:
     """P3: the plugin implements the V1 model-runner contract only; V2 is refused.
 
@@ -207,4 +240,5 @@ def apply() -> None:
     _raise_unchunked_prefill_budget()
     _carry_device_failure_to_clients()
     _bound_shutdown_drain()
+    _carry_startup_failure_to_exit()
     _applied = True

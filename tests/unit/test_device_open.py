@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import inspect
+import subprocess
 import sys
 import types
 from collections.abc import Callable
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 import ttnn as stub_ttnn
 
+from vllm_tt_plugin import startup_reason
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions, parse_tt_options
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh
+from vllm_tt_plugin.mesh_open import MeshOpenError
 from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
 
 FabricConfig = stub_ttnn.FabricConfig
@@ -71,6 +74,9 @@ class FakeTTNN:
     """Recorder behind the fake module: the cluster it reports and every call made."""
 
     cluster_type: Any = ClusterType.N150
+    # The cluster description: how many chips ttnn counts, or the error it raises probing them.
+    chips: int = 32
+    probe_error: Exception | None = None
     calls: list[Call] = field(default_factory=list)
     fabric: Any = FabricConfig.DISABLED
 
@@ -85,7 +91,15 @@ class FakeTTNN:
     # --- the ttnn API device.py may call --------------------------------------------------
     def get_cluster_type(self) -> Any:
         self.calls.append(Call("cluster.get_cluster_type", {}))
+        if self.probe_error is not None:
+            raise self.probe_error
         return self.cluster_type
+
+    def get_num_available_devices(self) -> int:
+        self.calls.append(Call("GetNumAvailableDevices", {}))
+        if self.probe_error is not None:
+            raise self.probe_error
+        return self.chips
 
     def set_fabric_config(self, *args: Any, **kwargs: Any) -> None:
         bound = _bind(stub_ttnn.set_fabric_config, args, kwargs)
@@ -130,6 +144,7 @@ class FakeTTNN:
             "DispatchCoreType": stub_ttnn.DispatchCoreType,
             "MeshShape": stub_ttnn.MeshShape,
             "DispatchCoreConfig": self.dispatch_core_config,
+            "GetNumAvailableDevices": self.get_num_available_devices,
             "set_fabric_config": self.set_fabric_config,
             "open_mesh_device": self.open_mesh_device,
             "close_mesh_device": self.close_mesh_device,
@@ -462,6 +477,7 @@ def test_worker_opens_and_closes_the_mesh_from_launch_options(
     worker.init_device()
     assert fake_ttnn.names() == [
         "cluster.get_cluster_type",
+        "GetNumAvailableDevices",
         "set_fabric_config",
         "DispatchCoreConfig",
         "open_mesh_device",
@@ -487,3 +503,99 @@ def test_worker_opens_and_closes_the_mesh_from_launch_options(
     assert fake_ttnn.names()[-2:] == ["close_mesh_device", "set_fabric_config"]
     assert fake_ttnn.calls[-2].args["mesh_device"] is device
     assert fake_ttnn.calls[-1].args == {"config": FabricConfig.DISABLED}
+
+
+# --- a mesh that cannot open: one line naming the request, what ttnn found, the remedies ------
+
+# Real ttnn 0.81.1's text on a host with no chips (backtrace cut short).
+REAL_NO_CHIPS = (
+    "TT_FATAL @ /project/tt_metal/llrt/tt_cluster.cpp:129: num_chips > 0\ninfo:\n"
+    "No chips detected in the cluster\nbacktrace:\n --- tt::Cluster::generate_cluster_descriptor()"
+    "\n --- tt::tt_metal::GetClusterType()\n"
+)
+REMEDIES = ("TT driver is loaded", "`tt-smi`", '"emulated_mesh": true', "docs/EMULATED_MESH.md")
+
+
+def _refusal(monkeypatch: pytest.MonkeyPatch, mesh_device: str, **kwargs: Any) -> str:
+    with pytest.raises(MeshOpenError) as raised:
+        open_from_env(monkeypatch, mesh_device, **kwargs)
+    line = str(raised.value)
+    assert "\n" not in line and " --- " not in line, line
+    assert raised.value.__cause__ is None
+    return line
+
+
+def test_a_host_without_chips_gets_one_line(
+    fake_ttnn: FakeTTNN, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_ttnn.probe_error = RuntimeError(REAL_NO_CHIPS)
+    line = _refusal(monkeypatch, "T3K")
+    assert line.startswith(
+        "TT: cannot open the mesh: MESH_DEVICE=T3K asks for a 1x8 mesh (8 chips)"
+    )
+    assert "but ttnn found no chips (ttnn: No chips detected in the cluster)" in line
+    assert "if another process holds the device, stop it" in line
+    for remedy in REMEDIES:
+        assert remedy in line
+    assert fake_ttnn.names() == ["cluster.get_cluster_type"]
+
+
+def test_a_shape_larger_than_the_chips_found_gets_one_line(
+    fake_ttnn: FakeTTNN, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_ttnn.cluster_type, fake_ttnn.chips = ClusterType.N300, 2
+    line = _refusal(monkeypatch, "T3K")
+    assert line.startswith(
+        "TT: cannot open the mesh: MESH_DEVICE=T3K asks for a 1x8 mesh (8 chips)"
+    )
+    assert "but ttnn found 2 chips (N300)" in line
+    assert 'set MESH_DEVICE to a system or "(rows,cols)" shape of at most 2 chips' in line
+    for remedy in REMEDIES:
+        assert remedy in line
+    # Refused before fabric or the mesh is touched.
+    assert fake_ttnn.names() == ["cluster.get_cluster_type", "GetNumAvailableDevices"]
+
+
+def test_device_ids_beyond_the_chips_found_are_refused(
+    fake_ttnn: FakeTTNN, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_ttnn.cluster_type, fake_ttnn.chips = ClusterType.N300, 2
+    line = _refusal(monkeypatch, "(1,2)", device_ids=[2, 3])
+    assert "asks for a 1x2 mesh (2 chips) on devices [2, 3], but ttnn found 2 chips" in line
+    assert "open_mesh_device" not in fake_ttnn.names()
+
+
+def test_a_busy_device_gets_one_line_and_fabric_is_reset(
+    fake_ttnn: FakeTTNN, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_ttnn.cluster_type = ClusterType.N300
+
+    def busy(*args: Any, **kwargs: Any) -> FakeMeshDevice:
+        raise RuntimeError("TT_FATAL @ x.cpp:1: ok\ninfo:\nDevice 0 is in use by another process")
+
+    monkeypatch.setattr(sys.modules["ttnn"], "open_mesh_device", busy)
+    line = _refusal(monkeypatch, "N300")
+    assert "but the device is busy (ttnn: Device 0 is in use by another process)" in line
+    assert "another process holds the device: stop it" in line
+    assert fake_ttnn.fabric is FabricConfig.DISABLED
+
+
+def test_the_host_stub_gets_the_same_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No fake: the import-only stub raises as real ttnn does on a chipless host.
+    monkeypatch.setitem(sys.modules, "ttnn", stub_ttnn)
+    monkeypatch.delenv("TT_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("MESH_DEVICE", raising=False)
+    line = _refusal(monkeypatch, "N150")
+    assert "MESH_DEVICE=N150 asks for a 1x1 mesh (1 chip), but ttnn found no chips" in line
+    monkeypatch.delenv("MESH_DEVICE")
+    with pytest.raises(MeshOpenError, match=r"MESH_DEVICE=N150 \(default\) asks for a 1x1 mesh"):
+        open_mesh(mesh_spec_from_env(), parse_tt_options({}), ModelCapabilities())
+
+
+def test_the_reason_reaches_the_process_that_started_this_one() -> None:
+    # A child records its reason; this process (its parent, as the API server is the engine
+    # core's) collects it once, and the file is gone.
+    code = "from vllm_tt_plugin import startup_reason; startup_reason.record('TT: reason')"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert startup_reason.collect() == ["TT: reason"]
+    assert startup_reason.collect() == []

