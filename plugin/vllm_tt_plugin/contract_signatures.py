@@ -1,11 +1,12 @@
 """Real tt-metal adapter signatures as data, and binding the plugin's calls to them.
 
 ``fixtures/tt_metal/signatures.json`` holds, per class the built-in registry targets (and the
-base classes they inherit methods from), the real parameter lists curated from the project's
-spec data, each with its public source. This module turns them into typed profiles and binds
-calls to them with ``inspect.Signature.bind``, so a renamed, missing or unexpected argument is
-caught without tt-metal, a device or an import of the model. It imports only the standard
-library: ``tox -e contract-parity`` runs it without vLLM or torch.
+base classes they inherit methods from), the real parameter lists read from public
+tenstorrent/tt-metal files, each with its provenance (repo, path, commit, link; required).
+This module turns them into typed profiles and binds calls to them with
+``inspect.Signature.bind``, so a renamed, missing or unexpected argument is caught without
+tt-metal, a device or an import of the model. It imports only the standard library:
+``tox -e contract-parity`` runs it without vLLM or torch.
 
 API (see also docs/CONTRACT_PARITY.md)::
 
@@ -239,6 +240,54 @@ def bind_signature(
 
 # --- profiles ---------------------------------------------------------------------------------
 
+# The one repository a fixture fact may come from (issue #33: never a fork).
+UPSTREAM = "tenstorrent/tt-metal"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a method's signature was read: a file of tenstorrent/tt-metal at one commit."""
+
+    repo: str
+    path: str
+    commit: str
+    link: str
+
+
+def expected_link(path: str, commit: str) -> str:
+    return f"https://github.com/{UPSTREAM}/blob/{commit}/{path}"
+
+
+def _provenance(data: Any, where: str) -> Provenance:
+    """A method's ``provenance`` (required): repo tenstorrent/tt-metal, path, commit, link."""
+    if not isinstance(data, Mapping):
+        raise FixtureError(
+            f"{where}: needs a 'provenance' object (repo {UPSTREAM!r}, path, commit, link)"
+        )
+    values: dict[str, str] = {}
+    for key in ("repo", "path", "commit", "link"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value:
+            raise FixtureError(f"{where}.provenance: field {key!r} is required (a string)")
+        values[key] = value
+    if values["repo"] != UPSTREAM:
+        raise FixtureError(
+            f"{where}.provenance: repo {values['repo']!r} is not {UPSTREAM!r} "
+            "(facts come from the upstream repository, never a fork)"
+        )
+    if not _COMMIT.fullmatch(values["commit"]):
+        raise FixtureError(
+            f"{where}.provenance: commit {values['commit']!r} is not a full 40-hex commit"
+        )
+    path = values["path"]
+    if path.startswith("/") or ".." in path.split("/") or not path.endswith(".py"):
+        raise FixtureError(f"{where}.provenance: path {path!r} is not a .py file in the repo")
+    link = expected_link(path, values["commit"])
+    if values["link"] != link:
+        raise FixtureError(f"{where}.provenance: link {values['link']!r} is not {link!r}")
+    return Provenance(**values)
+
 
 @dataclass(frozen=True)
 class MethodProfile:
@@ -249,6 +298,7 @@ class MethodProfile:
     is_classmethod: bool = False
     delegates_to: str | None = None  # looked up from the owner's bases (a super() call)
     notes: str = ""
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -328,6 +378,7 @@ def _method(name: str, data: Any, where: str) -> MethodProfile:
         is_classmethod=_field(data, "classmethod", bool, where, False),
         delegates_to=delegates,
         notes=_field(data, "notes", str, where, ""),
+        provenance=_provenance(data.get("provenance"), where),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,86 @@ def mllama_prefill(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in call.items() if v != "drop"}
 
 
+PINNED = "0" * 40
+PROVENANCE = {
+    "repo": "tenstorrent/tt-metal",
+    "path": "models/m.py",
+    "commit": PINNED,
+    "link": f"https://github.com/tenstorrent/tt-metal/blob/{PINNED}/models/m.py",
+}
+
+
+def _doc(**profiles: Any) -> dict[str, Any]:
+    """A fixture document; methods without a ``provenance`` get a well-formed one."""
+    for entry in profiles.values():
+        for method in entry.get("methods", {}).values():
+            if isinstance(method, dict):
+                method.setdefault("provenance", dict(PROVENANCE))
+    return {"profiles": profiles}
+
+
+# The synthetic tree below mirrors this description of the tt_transformers Llama adapter and
+# its Generator (the checker compares what it reads with a profile; the real fixture's profiles
+# are pinned to the commits they cite, so these tests bring their own).
+SYNTHETIC = {
+    GENERATOR: {
+        "role": "base",
+        "facts": {"decode_contract": 1, "device_sampling": True},
+        "methods": {
+            "prefill_forward_text": {
+                "signature": "(tokens, page_table=, kv_cache=, prompt_lens=, empty_slots=, "
+                "enable_trace=, model_id_warmup=, sampling_params=, start_pos=, "
+                "return_hidden_states=, warmup_prefill=, **kwargs)"
+            },
+            "decode_forward": {
+                "signature": "(tokens, start_pos, page_table=, kv_cache=, enable_trace=, "
+                "read_from_device=, sampling_params=, prompt_tokens=, output_tokens=, "
+                "slot_remap=, defer_device_sampling=, *, reload_inputs=, reload_page_table=, "
+                "reload_sampling_params=, reset_sampling_state=, **kwargs)"
+            },
+            "read_decode_output": {"signature": "(tt_out, async_read=)"},
+            "process_decode_output_host": {"signature": "(tt_out, is_tokens=)"},
+            "warmup_model_prefill": {
+                "signature": "(kv_cache, enable_trace, can_sample_on_device, greedy_only=)"
+            },
+            "warmup_model_decode": {
+                "signature": "(kv_cache, enable_trace, max_batch_size, num_blocks, "
+                "can_sample_on_device, can_sample_device_grammar=, read_from_device=, "
+                "greedy_only=, skip_trace_precompile=, sampling_trace_variants_prepared=)"
+            },
+            "get_max_tokens_all_users": {"signature": "(**kwargs)", "classmethod": True},
+        },
+    },
+    LLAMA: {
+        "family": "tt_transformers LlamaForCausalLM",
+        "bases": [GENERATOR],
+        "facts": {"decode_contract": 1, "device_sampling": True},
+        "methods": {
+            "initialize_vllm_model": {
+                "signature": "(hf_config, mesh_device, max_batch_size, max_seq_len, n_layers=, "
+                "tt_data_parallel=, optimizations=)",
+                "classmethod": True,
+            },
+            "get_max_tokens_all_users": {
+                "signature": "(model_name=, num_devices=, tt_data_parallel=, **kwargs)",
+                "classmethod": True,
+            },
+            "prefill_forward": {
+                "signature": "(*args, **kwargs)",
+                "delegates_to": "prefill_forward_text",
+            },
+            "decode_forward": {"signature": "(*args, **kwargs)", "delegates_to": "decode_forward"},
+            "allocate_kv_cache": {"signature": "(*args, **kwargs)"},
+        },
+    },
+}
+
+
+@pytest.fixture
+def synthetic() -> dict[str, Any]:
+    return profiles_from_mapping(_doc(**json.loads(json.dumps(SYNTHETIC))))
+
+
 # --- binding --------------------------------------------------------------------------------------
 
 
@@ -72,24 +153,23 @@ def test_an_unexpected_argument_is_named(profiles: dict[str, Any]) -> None:
     assert [(p.kind, p.argument) for p in info.value.problems] == [("unexpected", "enable_trace")]
 
 
-def test_too_many_positionals_and_keyword_only_parameters(profiles: dict[str, Any]) -> None:
-    # The v1 reload commands are keyword-only in tt-metal's Generator.decode_forward.
-    generator = profiles[GENERATOR]
-    bind_call(generator, "decode_forward", ([0], [0]), {"reload_inputs": True})
+def test_too_many_positionals_and_keyword_only_parameters() -> None:
+    # The v1 reload commands are keyword-only in the decode forms that take them.
+    decode = "(tokens, start_pos, page_table=, *, reload_inputs=, **kwargs)"
+    generator = profiles_from_mapping(
+        _doc(**{"m:G": {"methods": {"decode": {"signature": decode}}}})
+    )
+    bind_call(generator["m:G"], "decode", ([0], [0]), {"reload_inputs": True})
     with pytest.raises(ContractMismatch) as info:
-        bind_call(generator, "decode_forward", (None,) * 12, {})
+        bind_call(generator["m:G"], "decode", (None,) * 12, {})
     assert info.value.problems[0].kind == "positional"
     with pytest.raises(ContractMismatch, match="given positionally and by name"):
-        bind_call(generator, "decode_forward", ([0], [0]), {"tokens": [0]})
+        bind_call(generator["m:G"], "decode", ([0], [0]), {"tokens": [0]})
 
 
 def test_a_method_the_fixture_does_not_list_is_an_error(profiles: dict[str, Any]) -> None:
     with pytest.raises(ContractMismatch, match="lists no 'prefill_forward_text'"):
         bind_call(profiles[MLLAMA], "prefill_forward_text")
-
-
-def _doc(**profiles: Any) -> dict[str, Any]:
-    return {"profiles": profiles}
 
 
 def test_pass_through_methods_bind_to_what_they_delegate_to() -> None:
@@ -135,10 +215,64 @@ def test_every_family_profile_in_the_fixture_parses(profiles: dict[str, Any]) ->
                 ",", ", "
             ), (profile.target, method.name)
             assert method.source, (profile.target, method.name)
+            # Every method cites a file of tenstorrent/tt-metal at a commit (issue #33).
+            prov = method.provenance
+            assert prov is not None and prov.repo == "tenstorrent/tt-metal"
+            assert (
+                prov.link
+                == f"https://github.com/tenstorrent/tt-metal/blob/{prov.commit}/{prov.path}"
+            )
     llama = profiles[LLAMA]
     assert [b.target for b in llama.bases] == [GENERATOR]
+    # The base Generator is not pinned at a commit in the fixture: the pass-through binds alone.
     chain = [(o.target, m.name) for o, m in llama.call_chain("prefill_forward")]
-    assert chain == [(LLAMA, "prefill_forward"), (GENERATOR, "prefill_forward_text")]
+    assert chain == [(LLAMA, "prefill_forward")]
+
+
+GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
+QWEN25_VL = "models.demos.qwen25_vl.tt.generator_vllm:Qwen2_5_VLForConditionalGeneration"
+
+
+def test_the_fixture_describes_the_registry_modules_at_their_cited_commits(
+    profiles: dict[str, Any],
+) -> None:
+    gemma4 = profiles[GEMMA4]
+    paths = {m.provenance.path for m in gemma4.methods.values() if m.provenance}
+    assert paths == {"models/demos/gemma4/tt/generator_vllm.py"}
+    assert [b.target for b in gemma4.bases] == [GENERATOR]
+    assert not gemma4.facts.hybrid and gemma4.facts.decode_contract == 0
+    # At the cited commit the Qwen2.5-VL adapter declares no decode_input_update_contract.
+    qwen = profiles[QWEN25_VL]
+    assert {m.provenance.commit for m in qwen.methods.values() if m.provenance} == {
+        "b589652d6297a1e614164a2927bfa5cbac5faba8"
+    }
+    assert qwen.facts.decode_contract == 0
+    assert "prefill_forward_text" not in profiles[GENERATOR].methods  # the fork's variant is gone
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (None, "needs a 'provenance' object"),
+        ({"commit": None}, "field 'commit' is required"),
+        ({"link": None}, "field 'link' is required"),
+        ({"repo": "someone/tt-metal"}, "is not 'tenstorrent/tt-metal'"),
+        ({"commit": "0015d62b"}, "not a full 40-hex commit"),
+        ({"link": "https://github.com/someone/tt-metal/blob/x/models/m.py"}, "link"),
+        ({"path": "../m.py"}, "is not a .py file"),
+    ],
+)
+def test_a_method_without_upstream_provenance_fails_validation(
+    change: dict[str, Any] | None, fragment: str
+) -> None:
+    method: dict[str, Any] = {"signature": "(a)"}
+    if change is not None:
+        provenance = {**PROVENANCE, **change}
+        method["provenance"] = {k: v for k, v in provenance.items() if v is not None}
+    doc = {"profiles": {"m:C": {"methods": {"f": method}}}}
+    with pytest.raises(FixtureError, match=r"'m:C'\.f") as info:
+        profiles_from_mapping(doc)
+    assert fragment in str(info.value)
 
 
 def test_the_plugin_calls_bind_to_every_profile_except_the_recorded_breaks(
@@ -302,7 +436,7 @@ def llama_findings(root: Path, profiles: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("style", sorted(IMPORT_STYLES))
 def test_reader_finds_signatures_and_follows_inheritance(
-    tmp_path: Path, style: str, profiles: dict[str, Any]
+    tmp_path: Path, style: str, synthetic: dict[str, Any]
 ) -> None:
     reader = CheckoutReader(write_checkout(tmp_path, style))
     own = reader.find_method(LLAMA, "initialize_vllm_model")
@@ -321,13 +455,13 @@ def test_reader_finds_signatures_and_follows_inheritance(
     assert budget is not None and budget.owner == LLAMA
     assert reader.bases(LLAMA) == [GENERATOR]
     # An unchanged checkout matches the fixture everywhere.
-    statuses = {m: f.status for m, f in llama_findings(tmp_path, profiles).items()}
+    statuses = {m: f.status for m, f in llama_findings(tmp_path, synthetic).items()}
     assert set(statuses.values()) == {"ok"}, statuses
     assert {"prefill_forward", "decode_forward", "warmup_model_decode"} <= set(statuses)
 
 
 def test_a_changed_signature_that_breaks_a_plugin_call_is_flagged(
-    tmp_path: Path, profiles: dict[str, Any]
+    tmp_path: Path, synthetic: dict[str, Any]
 ) -> None:
     # A required argument the plugin does not know (the older required
     # non_greedy_decoding_on_device is negotiated now: tests/unit/test_warmup_forms.py).
@@ -339,7 +473,7 @@ def test_a_changed_signature_that_breaks_a_plugin_call_is_flagged(
             "can_sample_on_device, sampling_params_warmup)",
         ),
     )
-    found = llama_findings(tmp_path, profiles)["warmup_model_prefill"]
+    found = llama_findings(tmp_path, synthetic)["warmup_model_prefill"]
     assert found.status == "broken"
     assert "missing required argument 'sampling_params_warmup'" in found.detail
     assert "models/common/warmup.py:" in found.detail  # where the changed def is
@@ -347,7 +481,7 @@ def test_a_changed_signature_that_breaks_a_plugin_call_is_flagged(
 
 
 def test_a_break_behind_a_pass_through_method_is_flagged(
-    tmp_path: Path, profiles: dict[str, Any]
+    tmp_path: Path, synthetic: dict[str, Any]
 ) -> None:
     # Llama's prefill_forward(*args, **kwargs) forwards to Generator.prefill_forward_text; a
     # rename there (without **kwargs to absorb it) breaks the plugin's call.
@@ -359,13 +493,13 @@ def test_a_break_behind_a_pass_through_method_is_flagged(
             "start_positions=None,",
         ),
     )
-    found = llama_findings(tmp_path, profiles)["prefill_forward"]
+    found = llama_findings(tmp_path, synthetic)["prefill_forward"]
     assert found.status == "broken"
     assert "'start_pos' is not accepted; the signature names 'start_positions'" in found.detail
     assert "unexpected argument 'empty_slots'" not in found.detail  # still accepted
 
 
-def test_delegation_is_read_from_the_checkout(tmp_path: Path, profiles: dict[str, Any]) -> None:
+def test_delegation_is_read_from_the_checkout(tmp_path: Path, synthetic: dict[str, Any]) -> None:
     # Older tt-metal: Llama's decode_forward forwards to a version-0 decode_forward_text without
     # **kwargs; the fixture says decode_forward. The checkout's super() call is what counts.
     legacy = (
@@ -382,7 +516,7 @@ def test_delegation_is_read_from_the_checkout(tmp_path: Path, profiles: dict[str
     reader = CheckoutReader(tmp_path)
     outer = reader.find_method(LLAMA, "decode_forward")
     assert outer is not None and outer.delegates_to == "decode_forward_text"
-    found = llama_findings(tmp_path, profiles)["decode_forward"]
+    found = llama_findings(tmp_path, synthetic)["decode_forward"]
     assert found.status == "broken"
     assert f"({GENERATOR}).decode_forward_text(tokens, start_pos, page_table=" in found.detail
     for command in ("reload_inputs", "reload_sampling_params", "reset_sampling_state"):
@@ -391,7 +525,7 @@ def test_delegation_is_read_from_the_checkout(tmp_path: Path, profiles: dict[str
 
 
 def test_a_compatible_change_is_drift_and_a_vanished_method_is_missing(
-    tmp_path: Path, profiles: dict[str, Any]
+    tmp_path: Path, synthetic: dict[str, Any]
 ) -> None:
     write_checkout(
         tmp_path,
@@ -401,13 +535,13 @@ def test_a_compatible_change_is_drift_and_a_vanished_method_is_missing(
             "def read_decode_output(self, tt_out, async_read=False, rows=None)",
         ),
     )
-    found = llama_findings(tmp_path, profiles)
+    found = llama_findings(tmp_path, synthetic)
     assert found["read_decode_output"].status == "drift"
     assert "checkout (tt_out, async_read=, rows=)" in found["read_decode_output"].detail
     assert failures(list(found.values())) == []
 
     write_checkout(tmp_path, "from-import", ("def decode_forward(", "def _decode_forward("))
-    found = llama_findings(tmp_path, profiles)
+    found = llama_findings(tmp_path, synthetic)
     assert found["decode_forward"].status == "missing"
     assert failures(list(found.values())) == [found["decode_forward"]]
 
