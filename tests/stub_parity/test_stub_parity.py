@@ -49,7 +49,8 @@ MODULE_IDS = ["ttnn", "ttnn.device", "ttnn.cluster"]
 
 
 def test_real_ttnn_is_the_wheel_and_imports_without_torch() -> None:
-    assert not hasattr(real, "__version__"), "imported a stub, not the real ttnn"
+    # The stub marks its version; whether a ttnn release sets __version__ is its own business.
+    assert not getattr(real, "__version__", "").endswith("+host.stub"), "imported the stub"
     assert hasattr(real, "_ttnn")
     assert Path(real.__file__).parent.parent.name == "site-packages"
     assert importlib.metadata.version("ttnn")

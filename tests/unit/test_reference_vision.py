@@ -1,15 +1,19 @@
 """The reference LLaVA model (no engine): its image features are transformers' LLaVA features,
-they land exactly on the placeholder embeddings a prefill chunk holds, and misuse is refused."""
+they land exactly on the placeholder embeddings a prefill chunk holds, and misuse is refused; the
+bundled checkpoint is what its tool makes."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from transformers import AutoConfig
 
+from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
@@ -41,6 +45,18 @@ def row(
     ids = torch.tensor(tokens, dtype=torch.int64)
     prefix = None if before is None else torch.tensor(before, dtype=torch.int64)
     return PrefillRow(index, 0, None, start, start + len(tokens), ids, (), prefix)
+
+
+def test_the_tool_rebuilds_the_bundled_checkpoint(tmp_path: Path) -> None:
+    """Fixed seed: the bundled checkpoint is exactly what tools/make_llava_checkpoint.py makes,
+    but for what transformers stamps in on its own (tests/checkpoint_files.py)."""
+    path = REPO / "tools" / "make_llava_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("make_llava_checkpoint", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.build(tool.DEFAULT_SRC, tmp_path / "out")
+    assert_same_checkpoint(tmp_path / "out", MODEL)
 
 
 def test_image_features_equal_transformers(llava: tuple[Any, Any]) -> None:

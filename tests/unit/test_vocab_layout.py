@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tests.checkpoint_files import tool_controlled
 from tests.conftest import BUNDLED_MODEL, REPO
 
 HYBRID = REPO / "fixtures" / "models" / "tt-reference-hybrid"
@@ -84,8 +83,10 @@ def test_permuting_the_vocabulary_keeps_the_text(tool: ModuleType, tmp_path: Pat
 
     assert tool.permute_checkpoint(first) is True
     assert tool.permute_checkpoint(first) is False  # idempotent
+    # Byte for byte: the tool writes these itself (no library serialiser, and the version stamp
+    # it carries over is the bundled file's).
     for name in ("tokenizer.json", "config.json", "generation_config.json"):
-        assert tool_controlled(first / name) == tool_controlled(BUNDLED_MODEL / name), name
+        assert (first / name).read_bytes() == (BUNDLED_MODEL / name).read_bytes(), name
     got, want = (
         load_file(str(first / "model.safetensors")),
         load_file(str(BUNDLED_MODEL / "model.safetensors")),
