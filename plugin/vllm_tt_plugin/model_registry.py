@@ -34,6 +34,7 @@ Source = Literal["override", "bundle", "builtin", "test"]
 _TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
 _LLAMA_GALAXY = "models.demos.llama3_70b_galaxy.tt.generator_vllm"
 _GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
+_LLAMA2_70B_T3000 = "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM"
 _DIFFUSION_GEMMA = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
@@ -43,10 +44,8 @@ _SELECTORS: dict[str, dict[str, dict[str, tuple[str, bool]]]] = {
         "tt_transformers": {"TTLlamaForCausalLM": (f"{_TT_TRANSFORMERS}:LlamaForCausalLM", False)},
         "llama3_70b_galaxy": {"TTLlamaForCausalLM": (f"{_LLAMA_GALAXY}:LlamaForCausalLM", True)},
         "llama2_70b": {
-            "TTLlamaForCausalLM": (
-                "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM",
-                False,
-            )
+            # Refused at launch (UNSERVABLE_TARGETS): its load and prefill forms do not fit.
+            "TTLlamaForCausalLM": (_LLAMA2_70B_T3000, False)
         },
     },
     "TT_QWEN3_TEXT_VER": {
@@ -102,6 +101,32 @@ _BUILTIN_FIXED: dict[str, tuple[str, bool]] = {
     ),
     "TTGptOssForCausalLM": (f"{_TT_TRANSFORMERS}:GptOssForCausalLM", True),
 }
+
+
+# Architectures no TT class can serve on this vLLM, whatever source registers them: arch -> why
+# (the evidence, with vLLM 0.26.0 file:line, is in docs/TT_MODEL_CONTRACT.md, "Refused at launch").
+UNSERVABLE_ARCHS: dict[str, str] = {
+    "TTMllamaForConditionalGeneration": (
+        "vLLM 0.26.0 dropped MllamaForConditionalGeneration after v0.10.2 with V0's "
+        "encoder-decoder path (vllm/model_executor/models/registry.py:737-740), and its V1 "
+        "engine has no Mllama processor and allocates no cross-attention KV cache for it (the "
+        "checkpoint falls to the Transformers backend, decoder self-attention only: "
+        "vllm/model_executor/models/transformers/base.py:536-543)"
+    ),
+}
+
+# Classes whose calls do not fit the TT model contract, from any source: target -> (the selector
+# that offers it built in, why).
+UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
+    _LLAMA2_70B_T3000: (
+        "TT_LLAMA_TEXT_VER=llama2_70b",
+        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size) takes none of "
+        "max_seq_len, tt_data_parallel, optimizations and its prefill_forward(self, tokens, "
+        "page_table, kv_cache, prompt_lens) none of enable_trace, start_pos, empty_slots, "
+        "which the plugin sends on every load and prefill",
+    ),
+}
+
 
 # Also registered with vLLM under the checkpoint's plain name: vLLM inspects the un-prefixed
 # architecture before the platform rewrites it, and for these it would otherwise find its own
@@ -199,6 +224,26 @@ class ModelTarget:
 def tt_arch(arch: str) -> str:
     """The TT-prefixed name of an architecture (idempotent)."""
     return arch if arch.startswith(TT_PREFIX) else f"{TT_PREFIX}{arch}"
+
+
+def launch_refusal(target: ModelTarget) -> str | None:
+    """Why ``target`` cannot be served on this vLLM, in one sentence (None: it may be)."""
+    why = UNSERVABLE_ARCHS.get(target.arch)
+    if why is not None:
+        return (
+            f"{target.arch} cannot be served on TT: {why} "
+            '(docs/TT_MODEL_CONTRACT.md, "Refused at launch").'
+        )
+    refused = UNSERVABLE_TARGETS.get(target.target)
+    if refused is not None:
+        selector, why = refused
+        builtin = target.source == "builtin"
+        hint = f"; choose another {selector.partition('=')[0]} value" if builtin else ""
+        return (
+            f"{target.arch} from {selector if builtin else target.source} ({target.target}) "
+            f'cannot be served on TT: {why} (docs/TT_MODEL_CONTRACT.md, "Refused at launch"){hint}.'
+        )
+    return None
 
 
 def _check_target(target: str, where: str) -> str:

@@ -294,7 +294,12 @@ def _resolve_model(
 ) -> tuple[ModelTarget, AdapterProfile]:
     """The one place a checkpoint's serving class is chosen (the plan carries it on)."""
     from vllm_tt_plugin.model_adapter import AdapterProfile
-    from vllm_tt_plugin.model_registry import get_registry, register_with_vllm, tt_arch
+    from vllm_tt_plugin.model_registry import (
+        get_registry,
+        launch_refusal,
+        register_with_vllm,
+        tt_arch,
+    )
 
     registry = get_registry(include_test_models=options.register_test_models)
     register_with_vllm(registry)
@@ -314,6 +319,10 @@ def _resolve_model(
             break
     if target is None:
         target = registry.resolve(hf_config.architectures[0])  # raises with the full message
+    # An architecture or class this vLLM cannot serve is refused before its class is imported.
+    unservable = launch_refusal(target)
+    if unservable is not None:
+        raise TTConfigurationError(unservable)
     profile = AdapterProfile.of(target.load_class(), hf_config)
     # A warm-up form the plugin cannot call is refused here, before any device opens.
     refused = profile.plan_facts.warmup_refusal()

@@ -13,9 +13,11 @@ import pytest
 
 from vllm_tt_plugin import entrypoints, model_registry
 from vllm_tt_plugin.model_registry import (
+    ModelTarget,
     RegistryError,
     TTModelRegistry,
     get_registry,
+    launch_refusal,
     parse_overrides,
     tt_arch,
 )
@@ -344,3 +346,18 @@ def test_register_with_vllm_makes_archs_known(clean_registry: None) -> None:
     archs = ModelRegistry.get_supported_archs()
     assert "TTLlamaForCausalLM" in archs
     assert "ReferenceLlamaForCausalLM" in archs
+
+
+def test_launch_refusal_names_the_selector_only_for_the_builtin_choice() -> None:
+    t3000 = "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM"
+    builtin = TTModelRegistry.from_env({"TT_LLAMA_TEXT_VER": "llama2_70b"})
+    served = builtin.resolve("LlamaForCausalLM")
+    assert served.target == t3000
+    assert "from TT_LLAMA_TEXT_VER=llama2_70b" in (launch_refusal(served) or "")
+    # Named by an operator: the class is still refused, with its source, and no selector hint.
+    message = launch_refusal(ModelTarget("TTLlamaForCausalLM", t3000, "override")) or ""
+    assert "from override" in message and "TT_LLAMA_TEXT_VER" not in message
+    # Mllama is refused by architecture, whichever class serves it; every other default serves.
+    assert launch_refusal(ModelTarget("TTMllamaForConditionalGeneration", LLAMA_TT, "bundle"))
+    defaults = TTModelRegistry.from_env({}).architectures().values()
+    assert [t.arch for t in defaults if launch_refusal(t)] == ["TTMllamaForConditionalGeneration"]

@@ -5,6 +5,7 @@ Every config here is a real VllmConfig from vLLM's EngineArgs (the path `vllm se
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -237,3 +238,82 @@ def test_block_output_model_with_vllm_defaults_is_refused_naming_the_option(
     # vLLM's defaults (many sequences, async scheduling) do not serve a block model.
     with pytest.raises(Exception, match="--max-num-seqs .* block-output model"):
         make_config(model_class=f"{FAKES}:BlockOutputModel")
+
+
+def _mllama_checkpoint(path: Path) -> Path:
+    """A config-only Llama 3.2 Vision checkpoint (MllamaConfig, tiny sizes)."""
+    path.mkdir(parents=True, exist_ok=True)
+    config = {
+        "architectures": ["MllamaForConditionalGeneration"],
+        "model_type": "mllama",
+        "text_config": {
+            "model_type": "mllama_text_model",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 256,
+            "cross_attention_layers": [1],
+            "max_position_embeddings": 1024,
+        },
+        "vision_config": {
+            "model_type": "mllama_vision_model",
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_global_layers": 1,
+            "attention_heads": 2,
+            "intermediate_size": 64,
+            "image_size": 56,
+            "patch_size": 14,
+            "vision_output_dim": 64,
+            "intermediate_layers_indices": [0],
+        },
+        "torch_dtype": "float32",
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("model_class", [None, f"{FAKES}:CapableModel"])
+def test_llama32_vision_is_refused_at_launch_with_the_evidence(
+    make_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_class: str | None
+) -> None:
+    # The built-in tt_transformers class and an operator's own (importable) class alike: vLLM
+    # 0.26.0 cannot process or schedule Mllama, so the launch stops at config time, before the
+    # class is imported and long before a worker could open a device.
+    if model_class is not None:
+        monkeypatch.setenv(
+            "TT_MODEL_CLASS_OVERRIDES", f"TTMllamaForConditionalGeneration={model_class}"
+        )
+    with pytest.raises(Exception) as info:
+        make_config(model=_mllama_checkpoint(tmp_path / "mllama"), model_class=None)
+    message = str(info.value)
+    for fragment in (
+        "TTMllamaForConditionalGeneration cannot be served on TT",
+        "after v0.10.2 with V0's encoder-decoder path",
+        "vllm/model_executor/models/registry.py:737-740",
+        "no Mllama processor and allocates no cross-attention KV cache",
+        "Refused at launch",
+    ):
+        assert fragment in message
+    assert "Cannot import" not in message
+
+
+def test_t3000_llama2_70b_selector_is_refused_at_launch_naming_it(
+    make_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TT_LLAMA_TEXT_VER", "llama2_70b")
+    model = write_checkpoint_config(tmp_path / "llama", architectures=["LlamaForCausalLM"])
+    with pytest.raises(Exception) as info:
+        make_config(model=model, model_class=None)
+    message = str(info.value)
+    for fragment in (
+        "TTLlamaForCausalLM from TT_LLAMA_TEXT_VER=llama2_70b "
+        "(models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM) cannot be served",
+        "initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size)",
+        "prefill_forward(self, tokens, page_table, kv_cache, prompt_lens)",
+        "choose another TT_LLAMA_TEXT_VER value",
+    ):
+        assert fragment in message
+    assert "Cannot import" not in message  # refused before the class is imported
