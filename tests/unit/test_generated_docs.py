@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.tool_modules import load_tool
 from tt_conformance import envs as harness_envs
 from vllm_tt_plugin import config, envs
 
@@ -15,11 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _gen_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "tools" / "gen_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("gen_docs")
 
 
 def test_readme_tables_match_the_code() -> None:

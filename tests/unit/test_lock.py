@@ -8,28 +8,16 @@ with an input changed.
 from __future__ import annotations
 
 import configparser
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.conftest import REPO
+from tests.tool_modules import load_tool
 
-
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tt_tools_{name}", REPO / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-lock = _tool("lock")
-shared_env = _tool("shared_env")
+lock = load_tool("lock")
+shared_env = load_tool("shared_env")
 
 
 @pytest.fixture

@@ -12,14 +12,12 @@ per-request KV footprint come from vLLM's own API.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,6 +28,7 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
 from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
+from tests.tool_modules import load_tool
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.kv_cache import compute_block_budget, layer_name, sliding_windows
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
@@ -63,16 +62,7 @@ UNSUPPORTED_LAYER_TYPES = (
 )
 
 
-def load_tool() -> ModuleType:
-    path = REPO / "tools" / "make_hybrid_checkpoint.py"
-    spec = importlib.util.spec_from_file_location("make_hybrid_checkpoint", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = load_tool()
+TOOL = load_tool("make_hybrid_checkpoint")
 
 
 # --- fixtures ----------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ are sent), greedy tokens equal transformers' ``generate``, and misuse is refused
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import itertools
 import random
@@ -20,6 +19,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
 from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
+from tests.tool_modules import load_tool
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
@@ -148,11 +148,7 @@ def test_capabilities_and_prefill_signature_are_tt_metal_qwen25_vl_ones() -> Non
 def test_the_tool_rebuilds_the_bundled_checkpoint(tmp_path: Path) -> None:
     """Fixed seed: the bundled checkpoint is exactly what tools/make_qwen2vl_checkpoint.py
     makes."""
-    path = REPO / "tools" / "make_qwen2vl_checkpoint.py"
-    spec = importlib.util.spec_from_file_location("make_qwen2vl_checkpoint", path)
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("make_qwen2vl_checkpoint")
     tool.build(tool.DEFAULT_SRC, tmp_path / "out")
     # Every file and weight exactly, not what transformers stamps in on its own (its release, how
     # the tokenizer's source was found): tests/checkpoint_files.py.

@@ -4,7 +4,6 @@ bundled checkpoint is what its tool makes."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from transformers import AutoConfig
 
 from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
+from tests.tool_modules import load_tool
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.test_models.core import ReferenceModelError
@@ -50,11 +50,7 @@ def row(
 def test_the_tool_rebuilds_the_bundled_checkpoint(tmp_path: Path) -> None:
     """Fixed seed: the bundled checkpoint is exactly what tools/make_llava_checkpoint.py makes,
     but for what transformers stamps in on its own (tests/checkpoint_files.py)."""
-    path = REPO / "tools" / "make_llava_checkpoint.py"
-    spec = importlib.util.spec_from_file_location("make_llava_checkpoint", path)
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("make_llava_checkpoint")
     tool.build(tool.DEFAULT_SRC, tmp_path / "out")
     assert_same_checkpoint(tmp_path / "out", MODEL)
 

@@ -3,7 +3,6 @@ the step that put them there (tools/permute_vocab.py) changes ids, not text."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +14,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.conftest import BUNDLED_MODEL, REPO
+from tests.tool_modules import load_tool
 
 HYBRID = REPO / "fixtures" / "models" / "tt-reference-hybrid"
 LLAVA = REPO / "fixtures" / "models" / "tt-reference-llava"
@@ -22,12 +22,7 @@ LLAVA = REPO / "fixtures" / "models" / "tt-reference-llava"
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    path = REPO / "tools" / "permute_vocab.py"
-    spec = importlib.util.spec_from_file_location("permute_vocab", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("permute_vocab")
 
 
 def _special_ids(ckpt: Path) -> list[int]:
