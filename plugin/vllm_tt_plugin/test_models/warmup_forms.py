@@ -40,6 +40,16 @@ class OlderWarmupForm(ReferenceLlamaForCausalLM):
         super().__init__(*args, **kwargs)
         self.warmup_received: list[tuple[str, dict[str, Any]]] = []
 
+    def _record(self, what: str, can_sample_on_device: bool, non_greedy: bool) -> None:
+        """Both flags must be bools, as the real form's type hints require."""
+        received = {
+            "can_sample_on_device": _flag(what, "can_sample_on_device", can_sample_on_device),
+            "non_greedy_decoding_on_device": _flag(
+                what, "non_greedy_decoding_on_device", non_greedy
+            ),
+        }
+        self.warmup_received.append((what, received))
+
     def warmup_model_prefill(  # type: ignore[override]
         self,
         kv_cache: Any,
@@ -47,14 +57,7 @@ class OlderWarmupForm(ReferenceLlamaForCausalLM):
         can_sample_on_device: bool,
         non_greedy_decoding_on_device: bool,
     ) -> None:
-        what = "warmup_model_prefill"
-        received = {
-            "can_sample_on_device": _flag(what, "can_sample_on_device", can_sample_on_device),
-            "non_greedy_decoding_on_device": _flag(
-                what, "non_greedy_decoding_on_device", non_greedy_decoding_on_device
-            ),
-        }
-        self.warmup_received.append((what, received))
+        self._record("warmup_model_prefill", can_sample_on_device, non_greedy_decoding_on_device)
         super().warmup_model_prefill(
             kv_cache, enable_trace, can_sample_on_device,
             greedy_only=not non_greedy_decoding_on_device,
@@ -69,14 +72,7 @@ class OlderWarmupForm(ReferenceLlamaForCausalLM):
         can_sample_on_device: bool,
         non_greedy_decoding_on_device: bool,
     ) -> None:
-        what = "warmup_model_decode"
-        received = {
-            "can_sample_on_device": _flag(what, "can_sample_on_device", can_sample_on_device),
-            "non_greedy_decoding_on_device": _flag(
-                what, "non_greedy_decoding_on_device", non_greedy_decoding_on_device
-            ),
-        }
-        self.warmup_received.append((what, received))
+        self._record("warmup_model_decode", can_sample_on_device, non_greedy_decoding_on_device)
         super().warmup_model_decode(
             kv_cache, enable_trace, max_batch_size, num_blocks, can_sample_on_device,
             greedy_only=not non_greedy_decoding_on_device,
