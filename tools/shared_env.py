@@ -56,11 +56,6 @@ def _run(cmd: Sequence[str | os.PathLike[str]]) -> None:
     subprocess.run([str(part) for part in cmd], check=True, cwd=REPO)
 
 
-def _base_python() -> str:
-    """The interpreter the environment's venv is made from (tox's own env is itself a venv)."""
-    return getattr(sys, "_base_executable", sys.executable)
-
-
 def ensure(env_dir: Path, recreate: bool = False) -> bool:
     """Build or update the environment; True if anything was installed."""
     stamp_file = env_dir / STAMP
