@@ -65,8 +65,9 @@ def negotiate_warmup(method: str, signature: inspect.Signature) -> WarmupForm:
     """The keywords to send ``method`` (``warmup_model_prefill`` / ``warmup_model_decode``)
     given its own signature (without ``self``). Today's keywords go to a signature that names
     them or takes ``**kwargs``; ``can_sample_on_device`` is left out where the form has no
-    place for it (Qwen3-VL's prefill warm-up refuses it); ``non_greedy_decoding_on_device`` is
-    sent only where named (older forms require it; ``**kwargs`` forms may drop it as stale).
+    place for it (a Qwen3-VL prefill warm-up form issue #33 reports);
+    ``non_greedy_decoding_on_device`` is sent only where named (older forms require it;
+    ``**kwargs`` forms may drop it as stale).
     Anything else the form requires, or a missing essential keyword, is a refusal."""
     base = WARMUP_PREFILL_KEYWORDS if method == "warmup_model_prefill" else WARMUP_DECODE_KEYWORDS
     params = signature.parameters
@@ -108,6 +109,9 @@ class PlanFacts:
     init_takes_vllm_config: bool = False  # initialize_vllm_model names vllm_config
     per_layer_allocation: bool = False  # allocate_kv_cache_per_layer present
     block_output: bool = False  # model_capabilities["output_tokens_per_step"] > 1
+    # read_decode_output and process_decode_output_host both present: the adapter reads decode
+    # output back through them; with either missing it calls neither (host tensors expected).
+    read_back: bool = False
     # The warm-up forms found (None: the method is absent, or its signature was not read).
     warmup_prefill: WarmupForm | None = None
     warmup_decode: WarmupForm | None = None
@@ -145,6 +149,7 @@ def derive_facts(
         init_takes_vllm_config=takes("initialize_vllm_model", "vllm_config"),
         per_layer_allocation=has_method("allocate_kv_cache_per_layer"),
         block_output=output_tokens_per_step > 1,
+        read_back=has_method("read_decode_output") and has_method("process_decode_output_host"),
         **warmup_forms(lambda m: signature(m) if has_method(m) else None),
     )
 
@@ -252,8 +257,8 @@ METHODS: tuple[MethodPlan, ...] = (
     MethodPlan("warmup_model_decode", optional=True),
     MethodPlan("prefill_forward"),
     MethodPlan("decode_forward"),
-    MethodPlan("read_decode_output", optional=True),
-    MethodPlan("process_decode_output_host", optional=True),
+    MethodPlan("read_decode_output", optional=True, applies=lambda f: f.read_back),
+    MethodPlan("process_decode_output_host", optional=True, applies=lambda f: f.read_back),
     MethodPlan("release_request", optional=True, applies=lambda f: f.block_output),
     MethodPlan("release_persistent_capture", optional=True, applies=lambda f: f.block_output),
 )

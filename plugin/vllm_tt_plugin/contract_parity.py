@@ -18,6 +18,9 @@ reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatur
 - ``known``: a call the fixture already records as not binding, signature unchanged;
 - ``drift``: the signatures differ from the fixture but every call binds (re-curate);
 - ``absent``: an optional method is not defined (the plugin falls back or skips the step);
+- ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
+  of the target is not in the checkout, so it may be defined there -- fails (the adapter module
+  would not import from this checkout either);
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
@@ -75,6 +78,7 @@ Status = Literal[
     "known",
     "broken",
     "missing",
+    "unresolved",
     "abstract",
     "absent",
     "facts",
@@ -82,7 +86,7 @@ Status = Literal[
     "no_class",
     "unprofiled",
 ]
-FAILING: frozenset[str] = frozenset({"broken", "missing", "abstract", "unprofiled"})
+FAILING: frozenset[str] = frozenset({"broken", "missing", "unresolved", "abstract", "unprofiled"})
 FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
 
@@ -250,12 +254,19 @@ def check_target(
                 status, detail = "missing", f"not defined in the class or its bases{listed}"
             findings.append(Finding(target, archs, method, status, detail))
             continue
+        form = facts.warmup_form(method) if method.startswith("warmup_") else None
+        if form is not None and form.refusal is not None:
+            # The plugin refuses this form at launch (platform), before any device opens.
+            detail = f"{form.error(target)} [{found.where}]"
+            findings.append(Finding(target, archs, method, "broken", detail))
+            continue
         walk = _Walk(structure=_first_path(source, target, found))
         for call in plan_calls(method, facts, served):
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
         findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
-    return findings
+    unresolved = source.unresolved_bases(target)
+    return [_unresolved(f, unresolved) for f in findings]
 
 
 def _verdict(
@@ -303,6 +314,15 @@ def check(
             continue
         findings.extend(check_target(source, profile, archs))
     return findings
+
+
+def _unresolved(finding: Finding, bases: Sequence[str]) -> Finding:
+    """A "not found" verdict where part of the MRO is not in the source cannot say "missing"."""
+    if not bases or finding.status not in ("missing", "absent"):
+        return finding
+    names = ", ".join(class_label(b) + f" ({b.partition(':')[0]})" for b in bases)
+    detail = f"{finding.detail}; but the base {names} is not in this checkout, so it may define it"
+    return Finding(finding.target, finding.archs, finding.method, "unresolved", detail)
 
 
 def failures(findings: Sequence[Finding], require_all: bool = False) -> list[Finding]:

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from vllm_tt_plugin.contract_signatures import FamilyProfile, signature_from_ast
 
 _MAX_DEPTH = 20
+TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,11 @@ class SignatureSource(Protocol):
 
     def class_facts(self, target: str) -> ClassFacts | None:
         """None when the source cannot tell (the fixture: its facts are used)."""
+        ...
+
+    def unresolved_bases(self, target: str) -> list[str]:
+        """tt-metal base classes (``models.*``) along the MRO that the source does not hold:
+        where one is missing, a method not found may still be defined there."""
         ...
 
 
@@ -369,6 +375,19 @@ class CheckoutReader:
         refs = (self._class_ref(module, expr) for expr in node.bases)
         return [c for c in (self.canonical(r) for r in refs if r) if c is not None]
 
+    def unresolved_bases(self, target: str) -> list[str]:
+        unresolved: list[str] = []
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            for expr in node.bases:
+                ref = self._class_ref(module, expr)
+                if ref and ref.startswith(TT_METAL_PACKAGE) and self.canonical(ref) is None:
+                    unresolved.append(ref)
+        return list(dict.fromkeys(unresolved))
+
     def _class_ref(self, module: _Module, expr: ast.expr) -> str | None:
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
             expr = expr.value
@@ -538,6 +557,9 @@ class FixtureSource:
 
     def class_facts(self, target: str) -> ClassFacts | None:
         return None
+
+    def unresolved_bases(self, target: str) -> list[str]:
+        return []  # the fixture's bases are profiles (a unit test keeps them present)
 
 
 def _delegation(sig: inspect.Signature, method: str) -> Forward:

@@ -304,10 +304,8 @@ class ModelAdapter:
             self.profile.plan_facts, decode_contract=self.contract_version, **forms
         )
         self._decode_names.clear()
-        # Without read_decode_output a model returns host tensors and both hooks are skipped.
-        self._read_back = callable(getattr(model, "read_decode_output", None)) and callable(
-            getattr(model, "process_decode_output_host", None)
-        )
+        # Without both read-back hooks a model returns host tensors and both are skipped.
+        self._read_back = self.facts.read_back
         if self.contract_version == 0:
             logger.warning(
                 "%s predates the decode reload contract (no decode_input_update_contract): it "

@@ -346,3 +346,24 @@ def test_warmups_are_optional_in_the_checker_and_the_adapter(tmp_path: Path) -> 
     adapter = ModelAdapter(NoWarmup)
     adapter.load(LoadCall("hf", "mesh", 4, 64, 1, None))
     adapter.warm_up(WarmupPlan("kv", 4, 4, False, False, True, True))
+
+
+def test_a_base_outside_the_checkout_is_unresolved_not_missing(tmp_path: Path) -> None:
+    # The adapter's Generator comes from a module the checkout does not hold: the checker
+    # cannot tell whether it defines the forwarded-to methods, and says which base is absent.
+    adapter = edit(ADAPTER, ("from models.demo.tt.generator import", "from models.gone.tt import"))
+    found = run(tree(tmp_path, adapter=adapter))
+    decode = found["decode_forward"]
+    assert decode.status == "unresolved", decode
+    assert "Generator (models.gone.tt)" in decode.detail
+    assert found["warmup_model_prefill"].status == "unresolved"  # not "absent"
+    assert decode in failures([decode])
+    # A base from outside tt-metal (vLLM's interfaces) is not tt-metal's to hold.
+    vllm_base = edit(
+        ADAPTER,
+        ("class DemoForCausalLM(Generator):", "class DemoForCausalLM(Generator, SupportsMM):"),
+        ("from models.demo.tt.generator import Generator",
+         "from models.demo.tt.generator import Generator\n"
+         "from vllm.model_executor.models.interfaces import SupportsMM"),
+    )  # fmt: skip
+    assert failures(list(run(tree(tmp_path / "b", adapter=vllm_base)).values())) == []
