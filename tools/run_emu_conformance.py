@@ -152,6 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="store the new report as the baseline instead of gating against it",
     )
+    parser.add_argument(
+        "--baselines",
+        type=Path,
+        default=None,
+        help="baselines root (default REPORTS/baselines; the mutation suite writes its reports "
+        "elsewhere and gates against the committed baselines)",
+    )
     parser.add_argument("--server-log", type=Path, default=None, help="keep the server log here")
     parser.add_argument(
         "--timeout",
@@ -174,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = args.model.name
     options = ServerOptions(kv_tokens_per_lane=KV_TOKENS_PER_LANE.get(name, 2048))
     report_dir = args.reports / name / DEVICE
-    baseline_dir = args.reports / "baselines" / name / DEVICE
+    baseline_dir = (args.baselines or args.reports / "baselines") / name / DEVICE
     baseline, expectations = baseline_dir / "baseline.json", baseline_dir / "expectations.json"
     server = EmulatedServer(
         model=args.model,

@@ -99,6 +99,7 @@ from vllm_tt_plugin.test_models.resident import DecodeInputs, DecodeUpdate, Resi
 from vllm_tt_plugin.test_models.sampling import (
     PenaltyHistory,
     SamplerLimits,
+    SamplingTensors,
     device_sample,
     flat_logprobs,
     placeholder_logprobs,
@@ -468,7 +469,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
             return logits[:, None, :]  # [B, 1, V], input-row order
         history = self._prefill_history(kv, batch) if params.any_penalties else None
         positions = torch.tensor([row.end - 1 for row in batch.rows], dtype=torch.int64)
-        tokens = device_sample(logits, params, history, positions)
+        tokens = self.sample_tokens(logits, params, history, positions)
         result: Any = tokens[:, None]
         if params.max_num_logprobs >= 0:
             result = (result, self.device_logprobs(logits, tokens))
@@ -536,6 +537,16 @@ class ReferenceLlamaCore(ReferenceWarmup):
     def _prefill_embeds(self, row: PrefillRow) -> torch.Tensor | None:
         """Input embeddings replacing the row's token embeddings (vision models); None = tokens."""
         return None
+
+    def sample_tokens(
+        self,
+        logits: torch.Tensor,
+        params: SamplingTensors,
+        history: PenaltyHistory | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The device sampler of prefill and decode (one seam, so a class can replace it)."""
+        return device_sample(logits, params, history, positions)
 
     def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any:
         """tt-metal's default device logprobs: the sampled token's, flat [B], computed only on
@@ -710,7 +721,7 @@ class ReferenceLlamaCore(ReferenceWarmup):
             if state.params is None:
                 raise ReferenceModelError("decode_forward: no resident sampling parameters")
             history = state.history if state.params.any_penalties else None
-            sampled = device_sample(logits, state.params, history, state.positions)
+            sampled = self.sample_tokens(logits, state.params, history, state.positions)
             logprobs = None
             if state.params.max_num_logprobs >= 0:
                 logprobs = self.device_logprobs(logits, sampled)

@@ -1,0 +1,65 @@
+"""The mutation suite's catalog: each mutant, the concern it attacks, and whether CI runs it.
+
+``tools/run_mutants.py`` serves each mutant with ``TT_MODEL_CLASS_OVERRIDES`` (the bundled
+model's architecture -> the mutant class), runs ``tox -e emu``'s driver and gate against it, and
+counts the mutant killed when the run fails against the committed baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODULE = "tests.mutants.device_faults"
+# The bundled checkpoint's architecture, as the registry keys it.
+ARCH = "TTReferenceLlamaForCausalLM"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str  # the class in device_faults.py
+    concern: str  # the conformance concern it attacks (a marker of tt_conformance.checks)
+    ci: bool = False  # part of the subset .ci/run serves
+
+    @property
+    def target(self) -> str:
+        return f"{MODULE}:{self.name}"
+
+    @property
+    def override(self) -> str:
+        return f"{ARCH}={self.target}"
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("TopPIgnored", "sampling"),
+    Mutant("TopPComplement", "sampling"),
+    Mutant("TopKOffByOne", "sampling", ci=True),
+    Mutant("TopKIgnored", "sampling"),
+    Mutant("TemperatureIgnored", "sampling"),
+    Mutant("TemperatureInverted", "sampling"),
+    Mutant("FirstRowParams", "isolation"),
+    Mutant("RepetitionPromptIgnored", "penalties"),
+    Mutant("FrequencyAsPresence", "penalties"),
+    Mutant("PresenceIgnored", "penalties"),
+    Mutant("RepetitionInverted", "penalties"),
+    Mutant("PenaltyOnGreedyRows", "penalties"),
+    Mutant("PenaltiesFromPromptOnly", "penalties"),
+    Mutant("SeedIgnored", "seeding"),
+    Mutant("SeedPositionShifted", "seeding"),
+    Mutant("LogprobsScaled", "logprobs", ci=True),
+    Mutant("LogprobsOfArgmax", "logprobs"),
+    Mutant("RopeWrapsAt384", "long_context"),
+    Mutant("DecodeRopeFrozen", "long_context"),
+    Mutant("PrefillRowsShareFirstParams", "batched_prefill"),
+    Mutant("PrefillLastRowOffByOne", "batched_prefill"),
+    Mutant("GreedyRunnerUp", "accuracy"),
+)
+
+
+def by_name(names: list[str]) -> tuple[Mutant, ...]:
+    known = {m.name: m for m in MUTANTS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return tuple(known[n] for n in names)

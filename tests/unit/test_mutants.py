@@ -1,0 +1,208 @@
+"""The mutation suite's own checks: every mutant is a real, deterministic device-side fault, and
+the driver classifies runs as killed, survived or invalid from what the run left behind.
+
+Whether the conformance suite kills each mutant is what ``tox -e mutants`` measures (a live
+server per mutant); here each fault is shown to change the device's output on inputs built for
+it, against the shipped reference sampler, so that a surviving mutant means a blind check and
+not a no-op mutant.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.mutants import device_faults
+from tests.mutants.catalog import MUTANTS, by_name
+from tests.tool_modules import load_tool
+from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
+from vllm_tt_plugin.test_models.sampling import (
+    PenaltyHistory,
+    SamplingTensors,
+    device_sample,
+    flat_logprobs,
+)
+
+VOCAB = 64
+ROWS = 4
+
+
+def params(**overrides: Any) -> SamplingTensors:
+    base: dict[str, Any] = {
+        "temperature": torch.full((ROWS,), 1.0),
+        "top_k": torch.zeros(ROWS, dtype=torch.int32),
+        "top_p": torch.ones(ROWS),
+        "presence_penalty": torch.zeros(ROWS),
+        "frequency_penalty": torch.zeros(ROWS),
+        "repetition_penalty": torch.ones(ROWS),
+        "seed": torch.arange(ROWS, dtype=torch.int64) + 11,
+        "num_logprobs": torch.zeros(ROWS, dtype=torch.int32),
+    }
+    base.update(overrides)
+    return SamplingTensors(**base)
+
+
+def logits(seed: int = 0) -> torch.Tensor:
+    return torch.randn((ROWS, VOCAB), generator=torch.Generator().manual_seed(seed)) * 3
+
+
+def history(prompt: list[int], outputs: list[int]) -> PenaltyHistory:
+    h = PenaltyHistory.empty(ROWS, VOCAB)
+    h.prompt_mask[:, prompt] = True
+    for t in outputs:
+        h.counts[:, t] += 1
+    return h
+
+
+def mutant(name: str) -> Any:
+    cls = getattr(device_faults, name)
+    model = object.__new__(cls)  # the sampler seam needs no loaded weights
+    model.devices_per_lane = 8
+    return model
+
+
+def draws(name: str, p: SamplingTensors, h: PenaltyHistory | None = None, n: int = 40) -> bool:
+    """Whether the mutant's tokens differ from the reference's on some of ``n`` positions."""
+    model = mutant(name)
+    for step in range(n):
+        x = logits(step)
+        pos = torch.full((ROWS,), 100 + step, dtype=torch.int64)
+        if not torch.equal(model.sample_tokens(x, p, h, pos), device_sample(x, p, h, pos)):
+            return True
+    return False
+
+
+def test_the_catalog_names_twenty_or_more_distinct_mutant_classes() -> None:
+    names = [m.name for m in MUTANTS]
+    assert len(names) >= 20 and len(set(names)) == len(names)
+    for m in MUTANTS:
+        cls = getattr(device_faults, m.name)
+        assert issubclass(cls, ReferenceLlamaForCausalLM) and cls.__doc__, m.name
+        assert m.override == f"TTReferenceLlamaForCausalLM=tests.mutants.device_faults:{m.name}"
+    concerns = {m.concern for m in MUTANTS}
+    assert {"sampling", "penalties", "seeding", "logprobs", "long_context"} <= concerns
+    assert {"batched_prefill", "isolation", "accuracy"} <= concerns
+    assert [m.name for m in MUTANTS if m.ci], "CI serves a subset"
+    with pytest.raises(ValueError, match="unknown mutant"):
+        by_name(["NoSuchMutant"])
+
+
+PENALTY_HISTORY = history(prompt=list(range(16)), outputs=list(range(16, 48)) * 3)
+SAMPLING_CASES = {
+    "TopPIgnored": params(top_p=torch.full((ROWS,), 0.3)),
+    "TopPComplement": params(top_p=torch.full((ROWS,), 0.3)),
+    "TopKOffByOne": params(top_k=torch.full((ROWS,), 2, dtype=torch.int32)),
+    "TopKIgnored": params(top_k=torch.full((ROWS,), 2, dtype=torch.int32)),
+    "TemperatureIgnored": params(temperature=torch.full((ROWS,), 0.3)),
+    "TemperatureInverted": params(temperature=torch.full((ROWS,), 0.3)),
+    "FirstRowParams": params(temperature=torch.tensor([0.0, 1.5, 1.5, 1.5])),
+    "SeedIgnored": params(),
+    "SeedPositionShifted": params(),
+}
+PENALTY_CASES = {
+    "RepetitionPromptIgnored": params(repetition_penalty=torch.full((ROWS,), 2.0)),
+    "FrequencyAsPresence": params(frequency_penalty=torch.full((ROWS,), 1.5)),
+    "PresenceIgnored": params(presence_penalty=torch.full((ROWS,), 2.0)),
+    "RepetitionInverted": params(repetition_penalty=torch.full((ROWS,), 2.0)),
+    "PenaltiesFromPromptOnly": params(frequency_penalty=torch.full((ROWS,), 1.5)),
+    "PenaltyOnGreedyRows": params(
+        temperature=torch.tensor([0.0, 1.0, 1.0, 1.0]),
+        repetition_penalty=torch.tensor([1.0, 2.0, 2.0, 2.0]),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLING_CASES))
+def test_each_sampling_mutant_changes_the_device_draws(name: str) -> None:
+    assert draws(name, SAMPLING_CASES[name])
+    # ... and only where its parameter is in use: a greedy batch is untouched.
+    if name not in ("FirstRowParams", "SeedIgnored", "SeedPositionShifted"):
+        assert not draws(name, params(temperature=torch.zeros(ROWS)))
+
+
+@pytest.mark.parametrize("name", sorted(PENALTY_CASES))
+def test_each_penalty_mutant_changes_the_device_draws(name: str) -> None:
+    # Greedy rows make the penalty's effect visible without noise.
+    p = PENALTY_CASES[name]
+    if name != "PenaltyOnGreedyRows":
+        p = SamplingTensors(**{**p.__dict__, "temperature": torch.zeros(ROWS)})
+    assert draws(name, p, PENALTY_HISTORY)
+
+
+def test_the_logprob_mutants_report_other_values_for_the_same_tokens() -> None:
+    x = logits(3)
+    tokens = torch.tensor([5, 6, 7, 8])
+    right = flat_logprobs(x, tokens)
+    for name in ("LogprobsScaled", "LogprobsOfArgmax"):
+        wrong = mutant(name).device_logprobs(x, tokens)
+        assert wrong.shape == right.shape and not torch.allclose(wrong, right), name
+
+
+def test_the_prefill_mutants_touch_only_multi_row_prefills() -> None:
+    p = params(
+        temperature=torch.tensor([0.0, 1.0, 1.0, 1.0]),
+        top_k=torch.tensor([0, 2, 0, 0], dtype=torch.int32),
+    )
+    for name in ("PrefillRowsShareFirstParams", "PrefillLastRowOffByOne"):
+        assert not draws(name, p)  # decode: untouched
+        model = mutant(name)
+        model._in_prefill = True  # what _prefill_step sets around the sampler
+        pos = torch.full((ROWS,), 50, dtype=torch.int64)
+        changed = [
+            not torch.equal(model.sample_tokens(x, p, None, pos), device_sample(x, p, None, pos))
+            for x in map(logits, range(20))
+        ]
+        assert any(changed), name
+
+
+def test_the_rope_mutants_rewrite_positions_only_past_their_bound() -> None:
+    class Recorder:
+        def hidden_states(
+            self, tokens: Any, positions: Any, attend: Any, embeds: Any = None
+        ) -> Any:
+            return positions
+
+    positions = torch.tensor([0, 255, 256, 383, 384, 900])
+    got = {}
+    for cls in (device_faults.RopeWrapsAt384, device_faults.DecodeRopeFrozen):
+        decoder = device_faults._DecoderWith(Recorder(), cls.rope_positions)
+        got[cls.__name__] = decoder.hidden_states(None, positions, None).tolist()
+    assert got["RopeWrapsAt384"] == [0, 255, 256, 383, 0, 132]
+    assert got["DecodeRopeFrozen"] == [0, 255, 256, 256, 256, 256]
+
+
+def test_greedy_runner_up_swaps_only_close_greedy_rows() -> None:
+    x = torch.zeros((ROWS, VOCAB))
+    x[:, 3], x[:, 4] = 5.0, 4.8  # close: swapped on greedy rows
+    x[1, 4] = 1.0  # far: kept
+    p = params(temperature=torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    got = mutant("GreedyRunnerUp").sample_tokens(x, p, None, torch.zeros(ROWS, dtype=torch.int64))
+    assert got[0] == 4 and got[1] == 3 and got[3] == 4
+
+
+# --- the driver's verdicts ----------------------------------------------------------------------
+def report(path: Path, outcomes: dict[str, str]) -> Path:
+    checks = [{"id": c, "outcome": o} for c, o in outcomes.items()]
+    path.write_text(json.dumps({"checks": checks}))
+    return path
+
+
+def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
+    tool = load_tool("run_mutants")
+    m = MUTANTS[0]
+    applied = f"Applied TT_MODEL_CLASS_OVERRIDES: TTReferenceLlamaForCausalLM -> {m.target}"
+    baseline = report(tmp_path / "base.json", {"a": "pass", "b": "pass", "c": "fail"})
+    run = report(tmp_path / "run.json", {"a": "pass", "b": "fail", "c": "fail"})
+    killed = tool.judge(m, 1, run, baseline, applied, 12.0)
+    assert killed.status == "killed" and killed.killed_by == ("b",)  # c failed before too
+    clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"})
+    assert tool.judge(m, 0, clean, baseline, applied, 1.0).status == "survived"
+    gate_only = tool.judge(m, 1, clean, baseline, applied, 1.0)
+    assert gate_only.status == "killed" and "gate failed" in gate_only.note
+    # Not served (the override was not applied, or no report): proves nothing either way.
+    assert tool.judge(m, 1, run, baseline, "no override line", 1.0).status == "invalid"
+    assert tool.judge(m, 2, None, baseline, applied, 1.0).status == "invalid"

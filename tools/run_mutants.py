@@ -1,0 +1,170 @@
+"""The mutation suite: serve each model-side mutant and check that the conformance suite and its
+gate kill it (`tox -e mutants`).
+
+    python tools/run_mutants.py [--mutant NAME ...] [--ci] [--out DIR] [--workers 2]
+                                [--timeout S] [--list] [-- EXTRA PYTEST ARGS]
+
+For each mutant of ``tests/mutants/catalog.py`` (all by default; ``--ci`` the subset ``.ci/run``
+serves; ``--mutant`` names some) it runs ``tools/run_emu_conformance.py`` (the driver of
+``tox -e emu``: the same server options, suite and gate) with
+``TT_MODEL_CLASS_OVERRIDES=<bundled arch>=<mutant class>``, writing the reports under
+``--out/<mutant>/`` and gating them against the committed baselines. The plugin is unchanged.
+Extra pytest arguments (after ``--``) narrow the suite for a quick look (``-- -k logprobs``);
+the kill rate of record is the full suite's.
+
+A mutant is
+- ``killed`` when the run fails: the checks that fail here and pass in the baseline are named;
+- ``survived`` when the suite and the gate pass: a fault no check sees;
+- ``invalid`` when the mutant did not serve (the server log does not show the override applied,
+  or no report was written): a broken mutant proves nothing either way.
+Prints one line per mutant and the kill rate, writes ``--out/summary.json``; exits 1 unless every
+mutant was killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.mutants.catalog import MUTANTS, Mutant, by_name  # noqa: E402
+
+MODEL = "tt-reference-llama"
+DEVICE = "emulated"
+FAILED = ("fail", "error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    mutant: str
+    concern: str
+    status: str  # killed | survived | invalid
+    killed_by: tuple[str, ...]  # checks failing here that pass in the baseline
+    exit_status: int
+    seconds: float
+    note: str = ""
+
+
+def check_outcomes(report: Path) -> dict[str, str]:
+    data = json.loads(report.read_text())
+    return {c["id"]: c["outcome"] for c in data.get("checks", [])}
+
+
+def newest_report(directory: Path) -> Path | None:
+    runs = sorted(
+        p for p in directory.glob("*.json") if p.name not in ("latest.json", "index.json")
+    )
+    return runs[-1] if runs else None
+
+
+def judge(
+    mutant: Mutant, rc: int, report: Path | None, baseline: Path, log: str, seconds: float
+) -> Verdict:
+    """Classify one run from its exit status, report and server log."""
+
+    def verdict(status: str, killed_by: Sequence[str] = (), note: str = "") -> Verdict:
+        return Verdict(
+            mutant.name, mutant.concern, status, tuple(killed_by), rc, round(seconds, 1), note
+        )
+
+    if f"-> {mutant.target}" not in log:
+        return verdict("invalid", note="the server log does not show the override applied")
+    if report is None:
+        return verdict("invalid", note=f"no report written (exit {rc})")
+    got = check_outcomes(report)
+    before = check_outcomes(baseline) if baseline.is_file() else {}
+    failing = sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
+    if rc == 0:
+        return verdict("survived", note="suite and gate passed")
+    if failing:
+        return verdict("killed", failing)
+    return verdict("killed", note=f"the gate failed (exit {rc}) with no new failing check")
+
+
+def run_one(
+    mutant: Mutant, out: Path, workers: int, timeout: float, extra: Sequence[str] = ()
+) -> Verdict:
+    where = out / mutant.name
+    where.mkdir(parents=True, exist_ok=True)
+    log_path = where / "server.log"
+    env = dict(os.environ)
+    env["TT_MODEL_CLASS_OVERRIDES"] = mutant.override
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    cmd = [
+        sys.executable, str(REPO / "tools" / "run_emu_conformance.py"),
+        "--reports", str(where / "reports"),
+        "--baselines", str(REPO / "reports" / "baselines"),
+        "--server-log", str(log_path),
+        "--workers", str(workers),
+        "--timeout", str(timeout),
+    ]  # fmt: skip
+    if extra:
+        cmd += ["--", *extra]
+    started = time.monotonic()
+    with (where / "driver.log").open("w") as driver_log:
+        rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=driver_log, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - started
+    report = newest_report(where / "reports" / MODEL / DEVICE)
+    baseline = REPO / "reports" / "baselines" / MODEL / DEVICE / "baseline.json"
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    return judge(mutant, rc, report, baseline, log, seconds)
+
+
+def line(v: Verdict) -> str:
+    what = ", ".join(c.split("::", 1)[-1] for c in v.killed_by[:3])
+    if len(v.killed_by) > 3:
+        what += f" (+{len(v.killed_by) - 3} more)"
+    return f"{v.status:8} {v.mutant:28} {v.concern:16} {v.seconds:6.0f} s  {what or v.note}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mutant", action="append", default=[], help="only this mutant")
+    parser.add_argument("--ci", action="store_true", help="only the subset .ci/run serves")
+    parser.add_argument("--out", type=Path, default=REPO / ".mutants", help="output directory")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="per-mutant suite timeout")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- extra pytest arguments")
+    args = parser.parse_args(argv)
+    extra = list(args.pytest_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    try:
+        chosen = by_name(args.mutant) if args.mutant else MUTANTS
+    except ValueError as exc:
+        parser.error(f"--mutant: {exc}")
+    if args.ci:
+        chosen = tuple(m for m in chosen if m.ci)
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:28} {m.concern:16} {'ci' if m.ci else ''}")
+        return 0
+    verdicts: list[Verdict] = []
+    for m in chosen:
+        print(f"[mutants] serving {m.name} ({m.concern})", flush=True)
+        verdicts.append(run_one(m, args.out, args.workers, args.timeout, extra))
+        print(line(verdicts[-1]), flush=True)
+    killed = sum(v.status == "killed" for v in verdicts)
+    print(f"[mutants] kill rate {killed}/{len(verdicts)}")
+    for v in verdicts:
+        print(line(v))
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {"killed": killed, "total": len(verdicts), "mutants": [asdict(v) for v in verdicts]}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if killed == len(verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
