@@ -450,7 +450,9 @@ class TTModelRunner:
         self.planner.commit_prefill()
         self.stats.prefill_steps += 1
         self.stats.prefill_chunks += completing.count(False)
-        tt_metrics.observe_prefill(decision if sampling_states else None)  # metrics hook
+        tt_metrics.observe_prefill(  # metrics hook
+            decision if sampling_states else None, len(sampling_states)
+        )
         if sampling_states:
             self.last_route[StepKind.PREFILL] = decision
             self._count_route(on_device)

@@ -270,6 +270,11 @@ ASYNC_OVERLAPS = Counter(
     "tt_async_overlapped_decodes",
     "Decode steps submitted with read_from_device=False (read back while the next is scheduled)",
 )
+MULTI_ROW_PREFILLS = Counter(
+    "tt_multi_row_prefills",
+    "Prefill calls that sampled more than one row in one device call, by sampling route",
+    ("route",),
+)
 LANE_STEPS = Counter("tt_lane_steps", "Steps in which the lane carried at least one row", ("lane",))
 MULTI_LANE_STEPS = Counter("tt_multi_lane_steps", "Steps whose rows came from more than one lane")
 PREEMPTED = Counter("tt_preempted_requests", "Requests preempted (their slot released)")
@@ -301,12 +306,15 @@ def _lane_series(lanes: Collection[int]) -> list[str]:
     return keys
 
 
-def observe_prefill(decision: RouteDecision | None) -> None:
-    """Runner, after an accepted prefill; ``decision`` is None when no row sampled."""
+def observe_prefill(decision: RouteDecision | None, sampled_rows: int = 1) -> None:
+    """Runner, after an accepted prefill; ``decision`` is None when no row sampled.
+    ``sampled_rows``: the rows of the call that sampled a first token."""
     if decision is None:
         STEPS.inc("prefill", "none")
         return
     STEPS.inc("prefill", decision.route.value)
+    if sampled_rows > 1:
+        MULTI_ROW_PREFILLS.inc(decision.route.value)
     if not decision.on_device:
         HOST_FALLBACK.inc("prefill", decision.reason)
 
@@ -477,6 +485,8 @@ def publish_info(info: PluginInfo) -> None:
             STEPS.touch(kind, route)
     for command in ("full_reload", "page_table_only", "resident"):
         DECODE_COMMANDS.touch(command)
+    for route in ("device", "host"):
+        MULTI_ROW_PREFILLS.touch(route)
     for counter in (SAMPLING_RESETS, SLOT_REMAPS, ASYNC_OVERLAPS, MULTI_LANE_STEPS, PREEMPTED,
                     RESUMED):  # fmt: skip
         counter.touch()

@@ -24,6 +24,8 @@ HOST = RouteDecision(Route.HOST, "min_p")
 def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Path) -> None:
     tt_metrics.observe_prefill(DEVICE)
     tt_metrics.observe_prefill(None)
+    tt_metrics.observe_prefill(DEVICE, sampled_rows=3)  # one call, three first tokens
+    tt_metrics.observe_prefill(HOST, sampled_rows=2)
     tt_metrics.observe_decode(FULL_RELOAD, DEVICE, overlapped=False)
     tt_metrics.observe_decode(STEADY, DEVICE, overlapped=True)
     tt_metrics.observe_decode(STEADY, DEVICE, overlapped=True)
@@ -34,7 +36,10 @@ def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Pat
     tt_metrics.observe_lanes({1})
     tt_metrics.observe_decode(STEADY, DEVICE, overlapped=False, lanes={0, 2})  # a decode's
     samples = scrape(metrics_dir)
-    assert value(samples, "tt_steps_total", kind="prefill", route="device") == 1
+    assert value(samples, "tt_steps_total", kind="prefill", route="device") == 2
+    assert value(samples, "tt_steps_total", kind="prefill", route="host") == 1
+    assert value(samples, "tt_multi_row_prefills_total", route="device") == 1
+    assert value(samples, "tt_multi_row_prefills_total", route="host") == 1
     assert value(samples, "tt_steps_total", kind="prefill", route="none") == 1
     assert value(samples, "tt_steps_total", kind="decode", route="device") == 5
     assert value(samples, "tt_steps_total", kind="decode", route="host") == 1
