@@ -33,6 +33,8 @@ CONCERN_MARKERS: dict[str, str] = {
     "sampling_fallback": "host-sampling fallback checks",
     "penalties": "penalty checks",
     "logprobs": "logprob checks",
+    "device_sampling": "device-sampled tokens and logprobs against the host path's logprobs",
+    "long_context": "device decode deep in the context against the host path",
     "structured_output": "structured output checks",
     "kv_capacity": "KV capacity checks",
     "lanes": "lane data-parallel checks",

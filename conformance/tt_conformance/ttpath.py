@@ -51,6 +51,7 @@ __all__ = [
     "device_disagreement",
     "host_fallback",
     "lanes_carry_rows",
+    "multi_row_prefill",
     "parse_metrics",
     "preemptions_resumed",
     "resident_decode",
@@ -74,6 +75,7 @@ DECODE_COMMANDS = "tt_decode_commands_total"
 OVERLAPS = "tt_async_overlapped_decodes_total"
 LANE_STEPS = "tt_lane_steps_total"
 RESUMED = "tt_preemptions_resumed_total"
+MULTI_ROW_PREFILLS = "tt_multi_row_prefills_total"
 
 
 @dataclass(frozen=True)
@@ -327,6 +329,19 @@ def host_fallback(reasons: Iterable[str]) -> Claim:
         )
 
     return Claim(f"host fallback for {'/'.join(wanted)}", check)
+
+
+def multi_row_prefill() -> Claim:
+    """At least one prefill call sampled several rows' first tokens on the device at once."""
+
+    def check(delta: TTCounters, totals: TTCounters, info: TTPluginInfo) -> None:
+        _needs_device_sampling(info)
+        assert delta.value(MULTI_ROW_PREFILLS, route="device") > 0, (
+            "no prefill call carried more than one device-sampled row (the requests were "
+            "prefilled one by one, or on the host)"
+        )
+
+    return Claim("device-sampled multi-row prefill calls", check)
 
 
 def resident_decode() -> Claim:

@@ -11,6 +11,9 @@ Every request of the mixed batch is eligible for device sampling (logprobs <= 5,
 so the batch stays on the device path (on a TT server the plugin's counters must show it did);
 host fallback is covered by test_sampling_fallback.
 Requests end at different lengths, so the batch layout changes while the compared ones decode.
+The batch arrives at once, so prefill calls carry several rows, each with its own sampling
+parameters: the counters must show a device-sampled multi-row prefill, and every compared row's
+first token (sampled by that call) must be its solo first token.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
-from tt_conformance.ttpath import stays_on_device
+from tt_conformance.ttpath import multi_row_prefill, stays_on_device
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -107,7 +110,9 @@ def test_mixed_batch_matches_solo(
         assert out.finish_reason == "length" and len(out.token_ids) == req["max_tokens"], (
             f"request {describe_body(req)} ended early: {out.describe()}"
         )
-    tt_path.conclude(stays_on_device())
+    # Simultaneous arrivals: at least one prefill call carried several rows with their own
+    # sampling parameters, each compared above with the request served alone.
+    tt_path.conclude(stays_on_device(), multi_row_prefill())
 
 
 def test_same_prompt_in_every_slot(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
