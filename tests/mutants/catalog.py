@@ -44,7 +44,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("PenaltyOnGreedyRows", "penalties"),
     Mutant("PenaltiesFromPromptOnly", "penalties"),
     Mutant("SeedIgnored", "seeding"),
-    Mutant("SeedPositionShifted", "seeding"),
+    Mutant("SeedFromSlot", "seeding"),
     Mutant("LogprobsScaled", "logprobs", ci=True),
     Mutant("LogprobsOfArgmax", "logprobs"),
     Mutant("RopeWrapsAt384", "long_context"),

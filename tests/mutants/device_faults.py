@@ -187,11 +187,13 @@ class SeedIgnored(_Mutant):
         return _with(params, seed=torch.zeros_like(params.seed)), history, positions
 
 
-class SeedPositionShifted(_Mutant):
-    """The seeded draw uses the next position's noise (host and device seeds disagree)."""
+class SeedFromSlot(_Mutant):
+    """The draw is seeded by the row (slot) it runs in, not by the request's seed: a seeded
+    request gives other tokens in another slot."""
 
     def mutate(self, logits, params, history, positions):  # type: ignore[no-untyped-def]
-        return params, history, positions + 1
+        slots = torch.arange(params.batch_size, dtype=params.seed.dtype) + 1
+        return _with(params, seed=slots), history, positions
 
 
 # --- device logprobs --------------------------------------------------------------------------
@@ -231,9 +233,23 @@ class _DecoderWith:
 
 
 class _RopeFault(_Mutant):
+    decode_only = False  # True: only decode steps see the rewritten positions
+
     def attach_checkpoint(self, hf_config: Any, raw: dict[str, torch.Tensor]) -> None:
         super().attach_checkpoint(hf_config, raw)
-        self.decoder = _DecoderWith(self.decoder, self.rope_positions)  # type: ignore[assignment]
+        self.decoder = _DecoderWith(self.decoder, self._positions)  # type: ignore[assignment]
+
+    def _decode_logits(self, kv, state, allow_null):  # type: ignore[no-untyped-def]
+        self._in_decode = True
+        try:
+            return super()._decode_logits(kv, state, allow_null)
+        finally:
+            self._in_decode = False
+
+    def _positions(self, positions: torch.Tensor) -> torch.Tensor:
+        if self.decode_only and not getattr(self, "_in_decode", False):
+            return positions
+        return self.rope_positions(positions)
 
     @staticmethod
     def rope_positions(positions: torch.Tensor) -> torch.Tensor:
@@ -249,7 +265,10 @@ class RopeWrapsAt384(_RopeFault):
 
 
 class DecodeRopeFrozen(_RopeFault):
-    """Every token past position 256 is rotated as if it were at 256 (a position clamp)."""
+    """Decode rotates every token past position 256 as if it were at 256 (a position clamp in
+    the decode program only; prefill is right)."""
+
+    decode_only = True
 
     @staticmethod
     def rope_positions(positions: torch.Tensor) -> torch.Tensor:

@@ -101,7 +101,7 @@ SAMPLING_CASES = {
     "TemperatureInverted": params(temperature=torch.full((ROWS,), 0.3)),
     "FirstRowParams": params(temperature=torch.tensor([0.0, 1.5, 1.5, 1.5])),
     "SeedIgnored": params(),
-    "SeedPositionShifted": params(),
+    "SeedFromSlot": params(),
 }
 PENALTY_CASES = {
     "RepetitionPromptIgnored": params(repetition_penalty=torch.full((ROWS,), 2.0)),
@@ -120,7 +120,7 @@ PENALTY_CASES = {
 def test_each_sampling_mutant_changes_the_device_draws(name: str) -> None:
     assert draws(name, SAMPLING_CASES[name])
     # ... and only where its parameter is in use: a greedy batch is untouched.
-    if name not in ("FirstRowParams", "SeedIgnored", "SeedPositionShifted"):
+    if name not in ("FirstRowParams", "SeedIgnored", "SeedFromSlot"):
         assert not draws(name, params(temperature=torch.zeros(ROWS)))
 
 
@@ -169,10 +169,15 @@ def test_the_rope_mutants_rewrite_positions_only_past_their_bound() -> None:
     positions = torch.tensor([0, 255, 256, 383, 384, 900])
     got = {}
     for cls in (device_faults.RopeWrapsAt384, device_faults.DecodeRopeFrozen):
-        decoder = device_faults._DecoderWith(Recorder(), cls.rope_positions)
-        got[cls.__name__] = decoder.hidden_states(None, positions, None).tolist()
-    assert got["RopeWrapsAt384"] == [0, 255, 256, 383, 0, 132]
-    assert got["DecodeRopeFrozen"] == [0, 255, 256, 256, 256, 256]
+        model = object.__new__(cls)
+        decoder = device_faults._DecoderWith(Recorder(), model._positions)
+        got[cls.__name__, "prefill"] = decoder.hidden_states(None, positions, None).tolist()
+        model._in_decode = True  # what _decode_logits sets around the decoder
+        got[cls.__name__, "decode"] = decoder.hidden_states(None, positions, None).tolist()
+    wrapped = [0, 255, 256, 383, 0, 132]
+    assert got["RopeWrapsAt384", "prefill"] == got["RopeWrapsAt384", "decode"] == wrapped
+    assert got["DecodeRopeFrozen", "prefill"] == positions.tolist()  # prefill is right
+    assert got["DecodeRopeFrozen", "decode"] == [0, 255, 256, 256, 256, 256]
 
 
 def test_greedy_runner_up_swaps_only_close_greedy_rows() -> None:
