@@ -32,7 +32,7 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("TopPIgnored", "sampling"),
     Mutant("TopPComplement", "sampling"),
-    Mutant("TopKOffByOne", "sampling", ci=True),
+    Mutant("TopKOffByOne", "sampling"),
     Mutant("TopKIgnored", "sampling"),
     Mutant("TemperatureIgnored", "sampling"),
     Mutant("TemperatureInverted", "sampling"),
@@ -48,8 +48,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("LogprobsScaled", "logprobs", ci=True),
     Mutant("LogprobsOfArgmax", "logprobs"),
     Mutant("RopeWrapsAt384", "long_context"),
-    Mutant("DecodeRopeFrozen", "long_context"),
-    Mutant("PrefillRowsShareFirstParams", "batched_prefill"),
+    Mutant("DecodeRopeFrozen", "long_context", ci=True),
+    Mutant("PrefillRowsShareFirstParams", "batched_prefill", ci=True),
     Mutant("PrefillLastRowOffByOne", "batched_prefill"),
     Mutant("GreedyRunnerUp", "accuracy"),
 )

@@ -24,6 +24,7 @@ import pytest
 
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
+    VARIED_PROMPT,
     Body,
     capacity,
     complete_all,
@@ -146,3 +147,33 @@ def test_distinct_greedy_prompts_batched(
     labels = [f"#{i} prompt {r['prompt']!r}" for i, r in enumerate(requests)]
     problems = mismatches(labels, [solo[r["prompt"]] for r in requests], batched)
     assert not problems, "greedy outputs changed when batched:\n" + "\n".join(problems)
+
+
+# Every row sampled with a seed and parameters of its own, on prompts with many continuations and
+# at temperatures that keep the first token uncertain, so whichever row a prefill call puts first
+# or last, its first token (drawn by that call) is compared and depends on the row's own draw.
+PREFILL_ROWS: tuple[Body, ...] = (
+    {"prompt": VARIED_PROMPT, "temperature": 1.5, "seed": 21},
+    {"prompt": "Once upon a time there was a", "temperature": 1.3, "top_k": 8, "seed": 22},
+    {"prompt": "The cat sat on the", "temperature": 1.6, "top_p": 0.95, "seed": 23},
+    {"prompt": VARIED_PROMPT, "temperature": 1.4, "top_k": 20, "top_p": 0.9, "seed": 24},
+)
+
+
+@pytest.mark.xdist_group("exclusive")
+def test_batched_prefill_rows_match_solo(
+    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+) -> None:
+    """Requests arriving at once are prefilled several to a device call, each row with its own
+    sampling parameters; each row gives the tokens its request gives alone."""
+    requests = [
+        {**PREFILL_ROWS[i % len(PREFILL_ROWS)], "seed": 21 + i, "max_tokens": 4, "ignore_eos": True}
+        for i in range(capacity(server))
+    ]
+    solo = complete_each(async_openai_client, server.model, requests)
+    tt_path.start(required=False)
+    batched = complete_all(async_openai_client, server.model, requests)
+    labels = [f"#{i} ({describe_body(r)})" for i, r in enumerate(requests)]
+    problems = mismatches(labels, solo, batched)
+    assert not problems, "rows of a batched prefill changed output:\n" + "\n".join(problems)
+    tt_path.conclude(stays_on_device(), multi_row_prefill())
