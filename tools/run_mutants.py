@@ -15,8 +15,9 @@ the kill rate of record is the full suite's.
 A mutant is
 - ``killed`` when the run fails: the checks that fail here and pass in the baseline are named;
 - ``survived`` when the suite and the gate pass: a fault no check sees;
-- ``invalid`` when the mutant did not serve (the server log does not show the override applied,
-  or no report was written): a broken mutant proves nothing either way.
+- ``invalid`` when the mutant did not serve: no report was written, or the report's server
+  provenance (``model_class``, read from the server's ``tt_plugin_info``) names another class. A
+  broken mutant proves nothing either way.
 Prints one line per mutant and the kill rate, writes ``--out/summary.json``; exits 1 unless every
 mutant was killed.
 """
@@ -59,6 +60,13 @@ def check_outcomes(report: Path) -> dict[str, str]:
     return {c["id"]: c["outcome"] for c in data.get("checks", [])}
 
 
+def served_class(report: Path) -> str | None:
+    """The model class the server said it serves (the report's server provenance)."""
+    server = json.loads(report.read_text()).get("server") or {}
+    value = server.get("model_class")
+    return value if isinstance(value, str) else None
+
+
 def newest_report(directory: Path) -> Path | None:
     runs = sorted(
         p for p in directory.glob("*.json") if p.name not in ("latest.json", "index.json")
@@ -66,20 +74,19 @@ def newest_report(directory: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def judge(
-    mutant: Mutant, rc: int, report: Path | None, baseline: Path, log: str, seconds: float
-) -> Verdict:
-    """Classify one run from its exit status, report and server log."""
+def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds: float) -> Verdict:
+    """Classify one run from its exit status and report."""
 
     def verdict(status: str, killed_by: Sequence[str] = (), note: str = "") -> Verdict:
         return Verdict(
             mutant.name, mutant.concern, status, tuple(killed_by), rc, round(seconds, 1), note
         )
 
-    if f"-> {mutant.target}" not in log:
-        return verdict("invalid", note="the server log does not show the override applied")
     if report is None:
         return verdict("invalid", note=f"no report written (exit {rc})")
+    served = served_class(report)
+    if served != mutant.dotted:
+        return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
     got = check_outcomes(report)
     before = check_outcomes(baseline) if baseline.is_file() else {}
     failing = sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
@@ -115,8 +122,7 @@ def run_one(
     seconds = time.monotonic() - started
     report = newest_report(where / "reports" / MODEL / DEVICE)
     baseline = REPO / "reports" / "baselines" / MODEL / DEVICE / "baseline.json"
-    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    return judge(mutant, rc, report, baseline, log, seconds)
+    return judge(mutant, rc, report, baseline, seconds)
 
 
 def line(v: Verdict) -> str:

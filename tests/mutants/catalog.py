@@ -25,6 +25,11 @@ class Mutant:
         return f"{MODULE}:{self.name}"
 
     @property
+    def dotted(self) -> str:
+        """How the plugin names the served class (``tt_plugin_info``'s ``model_class``)."""
+        return f"{MODULE}.{self.name}"
+
+    @property
     def override(self) -> str:
         return f"{ARCH}={self.target}"
 

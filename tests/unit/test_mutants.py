@@ -190,24 +190,28 @@ def test_greedy_runner_up_swaps_only_close_greedy_rows() -> None:
 
 
 # --- the driver's verdicts ----------------------------------------------------------------------
-def report(path: Path, outcomes: dict[str, str]) -> Path:
+def report(path: Path, outcomes: dict[str, str], model_class: str | None = None) -> Path:
     checks = [{"id": c, "outcome": o} for c, o in outcomes.items()]
-    path.write_text(json.dumps({"checks": checks}))
+    path.write_text(json.dumps({"checks": checks, "server": {"model_class": model_class}}))
     return path
 
 
 def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     tool = load_tool("run_mutants")
     m = MUTANTS[0]
-    applied = f"Applied TT_MODEL_CLASS_OVERRIDES: TTReferenceLlamaForCausalLM -> {m.target}"
+    served = f"tests.mutants.device_faults.{m.name}"
+    assert m.dotted == served
     baseline = report(tmp_path / "base.json", {"a": "pass", "b": "pass", "c": "fail"})
-    run = report(tmp_path / "run.json", {"a": "pass", "b": "fail", "c": "fail"})
-    killed = tool.judge(m, 1, run, baseline, applied, 12.0)
+    run = report(tmp_path / "run.json", {"a": "pass", "b": "fail", "c": "fail"}, served)
+    killed = tool.judge(m, 1, run, baseline, 12.0)
     assert killed.status == "killed" and killed.killed_by == ("b",)  # c failed before too
-    clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"})
-    assert tool.judge(m, 0, clean, baseline, applied, 1.0).status == "survived"
-    gate_only = tool.judge(m, 1, clean, baseline, applied, 1.0)
+    clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"}, served)
+    assert tool.judge(m, 0, clean, baseline, 1.0).status == "survived"
+    gate_only = tool.judge(m, 1, clean, baseline, 1.0)
     assert gate_only.status == "killed" and "gate failed" in gate_only.note
-    # Not served (the override was not applied, or no report): proves nothing either way.
-    assert tool.judge(m, 1, run, baseline, "no override line", 1.0).status == "invalid"
-    assert tool.judge(m, 2, None, baseline, applied, 1.0).status == "invalid"
+    # Not served (the report names the shipped class, or there is no report): proves nothing.
+    shipped = "vllm_tt_plugin.test_models.reference_llama.ReferenceLlamaForCausalLM"
+    other = report(tmp_path / "other.json", {"a": "pass", "b": "fail"}, shipped)
+    invalid = tool.judge(m, 1, other, baseline, 1.0)
+    assert invalid.status == "invalid" and shipped in invalid.note
+    assert tool.judge(m, 2, None, baseline, 1.0).status == "invalid"
