@@ -227,16 +227,16 @@ class _SamplerCalls:
     """Counts the device sampler's calls (the full path) on the decode path."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from vllm_tt_plugin.test_models import core
+        from vllm_tt_plugin.test_models.sampling import DeviceSampler
 
         self.calls = 0
-        real = core.device_sample
+        real = DeviceSampler.sample_tokens
 
-        def counted(*args: Any, **kwargs: Any) -> Any:
+        def counted(model: Any, *args: Any, **kwargs: Any) -> Any:
             self.calls += 1
-            return real(*args, **kwargs)
+            return real(model, *args, **kwargs)
 
-        monkeypatch.setattr(core, "device_sample", counted)
+        monkeypatch.setattr(DeviceSampler, "sample_tokens", counted)
 
 
 def _snapshot(model: Any) -> tuple[torch.Tensor, ...]:

@@ -62,7 +62,6 @@ from vllm_tt_plugin import envs
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.contract import decode_contract_version
 from vllm_tt_plugin.kv_cache import kv_tp_width
-from vllm_tt_plugin.model_adapter import FLAT_LOGPROB_DEVICES
 from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.test_models import timing_only
 from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle
@@ -97,11 +96,9 @@ from vllm_tt_plugin.test_models.paged_kv import (
 )
 from vllm_tt_plugin.test_models.resident import DecodeInputs, DecodeUpdate, ResidentDecodeState
 from vllm_tt_plugin.test_models.sampling import (
+    DeviceSampler,
     PenaltyHistory,
     SamplerLimits,
-    SamplingTensors,
-    device_sample,
-    flat_logprobs,
     placeholder_logprobs,
 )
 from vllm_tt_plugin.test_models.warmup import ReferenceWarmup
@@ -130,7 +127,7 @@ class DeviceQueue(Protocol):
     ) -> Any: ...
 
 
-class ReferenceLlamaCore(ReferenceWarmup):
+class ReferenceLlamaCore(ReferenceWarmup, DeviceSampler):
     """A tt-metal-style model class in torch; see the module docstring for its contract reading."""
 
     model_capabilities: ClassVar[dict[str, Any]] = {
@@ -537,23 +534,6 @@ class ReferenceLlamaCore(ReferenceWarmup):
     def _prefill_embeds(self, row: PrefillRow) -> torch.Tensor | None:
         """Input embeddings replacing the row's token embeddings (vision models); None = tokens."""
         return None
-
-    def sample_tokens(
-        self,
-        logits: torch.Tensor,
-        params: SamplingTensors,
-        history: PenaltyHistory | None,
-        positions: torch.Tensor,
-    ) -> torch.Tensor:
-        """The device sampler of prefill and decode (one seam, so a class can replace it)."""
-        return device_sample(logits, params, history, positions)
-
-    def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any:
-        """tt-metal's default device logprobs: the sampled token's, flat [B], computed only on
-        meshes with 8 or 32 devices per lane; elsewhere a placeholder (GPT-OSS overrides)."""
-        if self.devices_per_lane in FLAT_LOGPROB_DEVICES:
-            return flat_logprobs(logits, tokens)
-        return placeholder_logprobs(int(tokens.shape[0]))
 
     def _prefill_history(self, kv: ReferenceKVCache, batch: PrefillBatch) -> PenaltyHistory:
         """Prefill penalties count the row's whole sequence [0, prompt_lens) as prompt tokens

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from vllm_tt_plugin.model_adapter import FLAT_LOGPROB_DEVICES
 from vllm_tt_plugin.sampling_params import TTSamplingParams, seeded_draw_seed
 
 SAMPLING_EPS = 1e-5  # vLLM's threshold below which a temperature means greedy
@@ -339,3 +340,27 @@ def device_sample(
 ) -> torch.Tensor:
     """Tokens int64 [B] of one device sampling step."""
     return sample(raw_logits, params, history, positions)
+
+
+class DeviceSampler:
+    """The reference models' device sampling step: the sampler and the logprobs it returns (one
+    seam each, so a class can replace them). ``devices_per_lane`` is the model's."""
+
+    devices_per_lane: int
+
+    def sample_tokens(
+        self,
+        logits: torch.Tensor,
+        params: SamplingTensors,
+        history: PenaltyHistory | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The device sampler of prefill and decode."""
+        return device_sample(logits, params, history, positions)
+
+    def device_logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> Any:
+        """tt-metal's default device logprobs: the sampled token's, flat [B], computed only on
+        meshes with 8 or 32 devices per lane; elsewhere a placeholder (GPT-OSS overrides)."""
+        if self.devices_per_lane in FLAT_LOGPROB_DEVICES:
+            return flat_logprobs(logits, tokens)
+        return placeholder_logprobs(int(tokens.shape[0]))
