@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.mutants.catalog import MUTANTS, Mutant, by_name  # noqa: E402
+from tt_conformance.history import run_files  # noqa: E402
 
 MODEL = "tt-reference-llama"
 DEVICE = "emulated"
@@ -55,23 +56,13 @@ class Verdict:
     note: str = ""
 
 
-def check_outcomes(report: Path) -> dict[str, str]:
+def read_run(report: Path) -> tuple[dict[str, str], str | None]:
+    """A report's check outcomes by id, and the model class its server said it serves (the
+    report's server provenance, from ``tt_plugin_info``)."""
     data = json.loads(report.read_text())
-    return {c["id"]: c["outcome"] for c in data.get("checks", [])}
-
-
-def served_class(report: Path) -> str | None:
-    """The model class the server said it serves (the report's server provenance)."""
-    server = json.loads(report.read_text()).get("server") or {}
-    value = server.get("model_class")
-    return value if isinstance(value, str) else None
-
-
-def newest_report(directory: Path) -> Path | None:
-    runs = sorted(
-        p for p in directory.glob("*.json") if p.name not in ("latest.json", "index.json")
-    )
-    return runs[-1] if runs else None
+    served = (data.get("server") or {}).get("model_class")
+    outcomes = {c["id"]: c["outcome"] for c in data.get("checks", [])}
+    return outcomes, served if isinstance(served, str) else None
 
 
 def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds: float) -> Verdict:
@@ -84,11 +75,10 @@ def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds:
 
     if report is None:
         return verdict("invalid", note=f"no report written (exit {rc})")
-    served = served_class(report)
+    got, served = read_run(report)
     if served != mutant.dotted:
         return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
-    got = check_outcomes(report)
-    before = check_outcomes(baseline) if baseline.is_file() else {}
+    before = read_run(baseline)[0] if baseline.is_file() else {}
     failing = sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
     if rc == 0:
         return verdict("survived", note="suite and gate passed")
@@ -120,7 +110,8 @@ def run_one(
     with (where / "driver.log").open("w") as driver_log:
         rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=driver_log, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - started
-    report = newest_report(where / "reports" / MODEL / DEVICE)
+    runs = run_files(where / "reports" / MODEL / DEVICE)
+    report = runs[-1] if runs else None
     baseline = REPO / "reports" / "baselines" / MODEL / DEVICE / "baseline.json"
     return judge(mutant, rc, report, baseline, seconds)
 
