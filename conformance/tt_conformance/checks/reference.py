@@ -67,17 +67,20 @@ def prompt_ids(raw_http: RawHttp, prompt: str) -> list[int]:
 
 
 def teacher_forced(
-    client: AsyncOpenAI, model: str, prompt_ids: Sequence[int], tokens: Sequence[int]
-) -> list[Step]:
-    """The host path's next-token logprobs at every generated position of ``tokens``."""
+    client: AsyncOpenAI, model: str, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]
+) -> list[list[Step]]:
+    """For each ``(prompt_ids, tokens)``, the host path's next-token logprobs at every generated
+    position of ``tokens``. All positions of all sequences go out at once (one concurrent batch:
+    the server batches the prefills)."""
     requests = [
         body(
-            list(prompt_ids) + list(tokens[:j]),
+            list(prompt) + list(tokens[:j]),
             1,
             **HOST_ONLY,
             logprobs=TOP,
             return_tokens_as_token_ids=True,
         )
+        for prompt, tokens in sequences
         for j in range(len(tokens))
     ]
     steps = []
@@ -85,7 +88,11 @@ def teacher_forced(
         assert out.logprobs is not None and out.logprobs.top_logprobs, "no host logprobs"
         first = out.logprobs.top_logprobs[0]
         steps.append(Step({int(k.split(":", 1)[1]): float(v) for k, v in first.items()}))
-    return steps
+    per_sequence, at = [], 0
+    for _, tokens in sequences:
+        per_sequence.append(steps[at : at + len(tokens)])
+        at += len(tokens)
+    return per_sequence
 
 
 def penalised(params: Body) -> bool:

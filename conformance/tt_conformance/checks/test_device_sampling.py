@@ -32,6 +32,7 @@ a correct device as long as its logits agree with the host path's to within them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -40,6 +41,7 @@ from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
     VARIED_PROMPT,
     Body,
+    Output,
     body,
     complete_all,
     describe_body,
@@ -48,6 +50,7 @@ from tt_conformance.checks.reference import (
     HOST_REASONS,
     LOGPROB_TOLERANCE,
     TOP,
+    Step,
     check_tokens,
     device_outputs,
     prompt_ids,
@@ -113,6 +116,21 @@ def sequences() -> list[tuple[str, str, Body]]:
     return out
 
 
+def host_steps(
+    client: AsyncOpenAI,
+    model: str,
+    raw_http: RawHttp,
+    cases: Sequence[tuple[str, str, Body]],
+    outputs: Sequence[Output],
+) -> list[list[Step]]:
+    """The host path's view of every position the device generated, all in one batch."""
+    sequences = [
+        (prompt_ids(raw_http, prompt), out.token_ids)
+        for (_, prompt, _), out in zip(cases, outputs, strict=True)
+    ]
+    return teacher_forced(client, model, sequences)
+
+
 def test_device_tokens_lie_in_the_allowed_set(
     server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
 ) -> None:
@@ -121,9 +139,8 @@ def test_device_tokens_lie_in_the_allowed_set(
     outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
     tt_path.start()
     problems: list[str] = []
-    for (label, prompt, params), out in zip(cases, outputs, strict=True):
-        ids = prompt_ids(raw_http, prompt)
-        steps = teacher_forced(async_openai_client, server.model, ids, out.token_ids)
+    forced = host_steps(async_openai_client, server.model, raw_http, cases, outputs)
+    for (label, _, params), out, steps in zip(cases, outputs, forced, strict=True):
         problems += check_tokens(f"{label} ({describe_body(params)})", params, out.token_ids, steps)
     tt_path.conclude(host_fallback(HOST_REASONS))
     assert not problems, "device tokens vLLM's sampling would not draw:\n  " + "\n  ".join(problems)
@@ -141,10 +158,8 @@ def test_device_logprobs_match_the_host_path(
     ]
     outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
     problems: list[str] = []
-    for (label, prompt, _), out in zip(cases, outputs, strict=True):
-        steps = teacher_forced(
-            async_openai_client, server.model, prompt_ids(raw_http, prompt), out.token_ids
-        )
+    forced = host_steps(async_openai_client, server.model, raw_http, cases, outputs)
+    for (label, _, _), out, steps in zip(cases, outputs, forced, strict=True):
         reported = out.logprobs.token_logprobs if out.logprobs is not None else None
         assert reported is not None, f"{label}: no logprobs in the device response"
         for pos, (token, value, step) in enumerate(

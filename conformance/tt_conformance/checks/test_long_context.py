@@ -79,8 +79,12 @@ def test_decode_deep_in_the_context_agrees_with_the_host_path(
         )
     tt_path.start()
     problems: list[str] = []
-    for (n, params), out in zip(cases, outputs, strict=True):
-        steps = teacher_forced(async_openai_client, server.model, prompts[n], out.token_ids)
+    forced = teacher_forced(
+        async_openai_client,
+        server.model,
+        [(prompts[n], out.token_ids) for (n, _), out in zip(cases, outputs, strict=True)],
+    )
+    for (n, params), out, steps in zip(cases, outputs, forced, strict=True):
         label = f"prompt of {n} tokens, {params}, positions {n}..{n + MAX_TOKENS - 1}"
         problems += check_tokens(label, params, out.token_ids, steps)
     tt_path.conclude(host_fallback(HOST_REASONS))
