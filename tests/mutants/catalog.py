@@ -41,6 +41,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("TopKIgnored", "sampling"),
     Mutant("TemperatureIgnored", "sampling"),
     Mutant("TemperatureInverted", "sampling"),
+    Mutant("TemperatureSquared", "device_sampling"),
     Mutant("FirstRowParams", "isolation"),
     Mutant("RepetitionPromptIgnored", "penalties"),
     Mutant("FrequencyAsPresence", "penalties"),

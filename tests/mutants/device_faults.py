@@ -106,6 +106,15 @@ class TemperatureInverted(_Mutant):
         return _with(params, temperature=torch.where(t > 0, 1.0 / t, t)), history, positions
 
 
+class TemperatureSquared(_Mutant):
+    """The temperature is applied twice (logits / t / t): below 1 the draws are too sharp, with
+    the same support (only the draw frequencies show it)."""
+
+    def mutate(self, logits, params, history, positions):  # type: ignore[no-untyped-def]
+        t = params.temperature
+        return _with(params, temperature=t * t), history, positions
+
+
 def _first_row(params: SamplingTensors, fields: tuple[str, ...], first: int) -> SamplingTensors:
     rows = params.batch_size
     return _with(params, **{f: getattr(params, f)[first].expand(rows).clone() for f in fields})

@@ -99,6 +99,7 @@ SAMPLING_CASES = {
     "TopKIgnored": params(top_k=torch.full((ROWS,), 2, dtype=torch.int32)),
     "TemperatureIgnored": params(temperature=torch.full((ROWS,), 0.3)),
     "TemperatureInverted": params(temperature=torch.full((ROWS,), 0.3)),
+    "TemperatureSquared": params(temperature=torch.full((ROWS,), 0.5)),
     "FirstRowParams": params(temperature=torch.tensor([0.0, 1.5, 1.5, 1.5])),
     "SeedIgnored": params(),
     "SeedFromSlot": params(),

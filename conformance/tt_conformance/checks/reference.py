@@ -25,10 +25,12 @@ __all__ = [
     "HOST_REASONS",
     "LOGPROB_TOLERANCE",
     "RANK_TOLERANCE",
+    "REST",
     "TOP",
     "Step",
     "check_tokens",
     "device_outputs",
+    "draw_distribution",
     "prompt_ids",
     "teacher_forced",
     "violation",
@@ -138,6 +140,46 @@ def violation(step: Step, params: Body, counts: Counter[int], token: int) -> str
         if mass >= top_p:
             return f"top_p={top_p}, but the tokens certainly above it hold {mass:.3f}"
     return None
+
+
+TAIL_TOLERANCE = 1e-4  # the most probability the unlisted tokens may hold for an exact answer
+REST = -1  # stands for every token outside the host's top 20 in a draw distribution
+
+
+def draw_distribution(step: Step, params: Body, counts: Counter[int]) -> dict[int, float] | None:
+    """The probabilities vLLM's sampler draws this step's token with under ``params`` (after
+    penalties, temperature, then top-k), ``REST`` standing for the unlisted tokens; or None when
+    the 20 known logprobs do not determine them: greedy, top-p, a top-k boundary within
+    ``RANK_TOLERANCE``, or (without a top-k below 20) a temperature of 1 or more, or unlisted
+    tokens that may hold more than ``TAIL_TOLERANCE``."""
+    temperature = float(params.get("temperature", 1.0))
+    top_k = int(params.get("top_k", 0) or 0)
+    if temperature == 0.0 or float(params.get("top_p", 1.0)) < 1.0:
+        return None
+    ranked = sorted(adjusted(step, params, counts).items(), key=lambda kv: -kv[1])
+    best = ranked[0][1]
+    tail = 0.0
+    if 0 < top_k < len(ranked):
+        kth, runner_up = ranked[top_k - 1][1], ranked[top_k][1]
+        # Unlisted tokens score at most the floor: the k kept must clear it and the runner-up.
+        if kth - max(runner_up, step.floor) < RANK_TOLERANCE:
+            return None
+        ranked = ranked[:top_k]
+    elif temperature < 1.0:
+        # The unlisted tokens' weight: sum of p^(1/t) over them <= their mass x floor^(1/t - 1)
+        # (penalties only lower it, top-k only removes some).
+        unlisted = max(0.0, 1.0 - sum(math.exp(lp) for lp in step.top.values()))
+        tail = unlisted * math.exp(step.floor * (1.0 / temperature - 1.0) - best / temperature)
+    else:
+        return None
+    weights = {t: math.exp((s - best) / temperature) for t, s in ranked}
+    norm = sum(weights.values()) + tail
+    if tail / norm > TAIL_TOLERANCE:
+        return None
+    probs = {t: w / norm for t, w in weights.items()}
+    if tail:
+        probs[REST] = tail / norm
+    return probs
 
 
 def check_tokens(
