@@ -2,10 +2,15 @@
 a run is gated against, gate a run against it (``--tt-gate``, ``tt-conformance summary --gate``).
 
 ``promote`` copies a report to ``<baselines>/<model>/<device>/baseline.json`` and writes (or
-extends) ``expectations.json`` next to it with one entry per failing or flaky check of the run.
-Their reasons are placeholders (``TODO: ...``); the gate refuses the file, naming the entries,
-until a person has written why each check fails on that model and device (Mesa's deqp-runner
-model: the failures file is checked in as the next baseline, reviewed).
+extends) ``expectations.json`` next to it. A baseline decides what later gates accept (a check
+failing in it is "still failing" later, never a regression), so it refuses: an aborted run, a run
+that did not complete (pytest exit status other than 0 or 1, no check run), a run with failing,
+expected-failing or flaky checks the expectations do not cover, and a run that started before
+the baseline it would replace (``allow_older`` overrides). With ``write_todo_entries`` the
+uncovered checks get entries whose reasons are placeholders (``TODO: ...``); the gate refuses the
+file, naming the entries, until a person has written why each check fails on that model and
+device (Mesa's deqp-runner model: the failures file is checked in as the next baseline,
+reviewed).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tt_conformance.expectations import (
@@ -32,7 +38,13 @@ from tt_conformance.gate import (
     compare,
 )
 from tt_conformance.names import path_component
-from tt_conformance.report import FAILING, Report, ReportError, load_report
+from tt_conformance.report import (
+    FAILING,
+    CheckResult,
+    Report,
+    ReportError,
+    load_report,
+)
 from tt_conformance.writers import atomic_write_text
 
 __all__ = [
@@ -86,34 +98,136 @@ def placeholder_reason(outcome: str, device: str) -> str:
     return f"{PLACEHOLDER_PREFIX}: why is this check {outcome} on {device}? (write it, then gate)"
 
 
-def promote(report_path: Path, baselines_dir: Path) -> Promoted:
+def promote(
+    report_path: Path,
+    baselines_dir: Path,
+    *,
+    write_todo_entries: bool = False,
+    allow_older: bool = False,
+) -> Promoted:
+    """Make the run the baseline of its model/device; PromoteError says why it cannot be."""
     report = load_report(report_path)
-    if not report.checks:
-        raise PromoteError(f"{report_path}: the run has no checks; it cannot be a baseline")
-    if report.collection_errors:
-        first = report.collection_errors[0].nodeid
-        raise PromoteError(
-            f"{report_path}: the run has {len(report.collection_errors)} collection error(s) "
-            f"(first: {first}); fix them before promoting"
-        )
+    _refuse_incomplete(report, report_path)
     target = baseline_dir_of(baselines_dir, report)
-    target.mkdir(parents=True, exist_ok=True)
     baseline = target / BASELINE_NAME
-    replaced = load_report(baseline).run_id if baseline.is_file() else None
+    replaced_report = load_report(baseline) if baseline.is_file() else None
+    if replaced_report is not None and not allow_older:
+        _refuse_older(report, report_path, replaced_report, baseline)
     exp_path = target / EXPECTATIONS_NAME
     existing = load_expectations(exp_path) if exp_path.is_file() else None
-    data, added = _skeleton(report, existing, exp_path)
+    uncovered = _uncovered(report, existing or Expectations())
+    if uncovered and not write_todo_entries:
+        listed = ", ".join(f"{c.id} ({c.outcome})" for _, c in uncovered)
+        raise PromoteError(
+            f"{report_path}: {len(uncovered)} failing, expected-failing or flaky check(s) not "
+            f"covered by the "
+            f"expectations {exp_path}: {listed}; a baseline failing them lets every later run "
+            "fail them too. Write their entries with the reason, or pass --write-todo-entries "
+            "for TODO placeholders (the gate refuses them until each reason is written)"
+        )
+    data, added = _skeleton(report, existing, exp_path, uncovered)
+    target.mkdir(parents=True, exist_ok=True)
     # The report first: a crash before the expectations leaves a baseline the gate can still
     # read with the old expectations (or none).
     tmp = baseline.with_suffix(".json.tmp")
     shutil.copyfile(report_path, tmp)
     tmp.replace(baseline)
     atomic_write_text(exp_path, json.dumps(data, indent=2) + "\n")
+    replaced = replaced_report.run_id if replaced_report is not None else None
     return Promoted(baseline, exp_path, tuple(added), replaced)
 
 
+# pytest's exit codes (pytest.ExitCode) other than OK and TESTS_FAILED: the run did not finish.
+_UNFINISHED_EXIT = {
+    2: "interrupted",
+    3: "internal error",
+    4: "usage error",
+    5: "no tests collected",
+}
+
+
+def _refuse_incomplete(report: Report, path: Path) -> None:
+    """A baseline stands for the whole suite: a run that stopped early would let every check it
+    never ran (or never passed) through every later gate."""
+    if report.aborted is not None:
+        gone = report.aborted
+        during = f" during {gone.during}" if gone.during else ""
+        missed = "" if gone.not_run is None else f"; {gone.not_run} selected check(s) never ran"
+        raise PromoteError(
+            f"{path}: field 'aborted': the run was aborted{during} ({gone.reason}){missed}; an "
+            "aborted run cannot be a baseline"
+        )
+    if not report.checks:
+        raise PromoteError(f"{path}: the run has no checks; it cannot be a baseline")
+    if report.collection_errors:
+        first = report.collection_errors[0].nodeid
+        raise PromoteError(
+            f"{path}: the run has {len(report.collection_errors)} collection error(s) "
+            f"(first: {first}); fix them before promoting"
+        )
+    if report.exit_status not in (0, 1):
+        what = _UNFINISHED_EXIT.get(report.exit_status, "not a finished run")
+        raise PromoteError(
+            f"{path}: field 'exit_status': pytest exited {report.exit_status} ({what}): the run "
+            "did not complete; it cannot be a baseline"
+        )
+    counts = report.counts
+    if counts["total"] == counts["skip"]:
+        raise PromoteError(
+            f"{path}: field 'totals': all {counts['total']} checks were skipped, none ran; it "
+            "cannot be a baseline"
+        )
+    # TODO(issue 32): a partial run (a -k / -m / path selection, --maxfail) exits 0 or 1 with
+    # totals that look complete: the report does not record which checks were selected out of
+    # the suite (coverage), so it cannot be refused here until it does.
+
+
+def _refuse_older(report: Report, path: Path, current: Report, current_path: Path) -> None:
+    """Replacing a baseline with an older run would gate new runs against old behaviour."""
+    ours, theirs = _started(report, path), _started(current, current_path)
+    if ours < theirs:
+        raise PromoteError(
+            f"{path}: field 'started_at': the run started {report.started_at} ({report.run_id}), "
+            f"before the baseline it would replace, {current.started_at} ({current.run_id} in "
+            f"{current_path}); pass --allow-older to replace it anyway"
+        )
+
+
+def _started(report: Report, path: Path) -> datetime:
+    try:
+        # fromisoformat reads a trailing "Z" only from Python 3.11.
+        moment = datetime.fromisoformat(report.started_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise PromoteError(
+            f"{path}: field 'started_at': {report.started_at!r} is not an ISO 8601 time; "
+            "pass --allow-older to skip the age check"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _uncovered(report: Report, covered: Expectations) -> list[tuple[str, CheckResult]]:
+    """(expectations key, check) of each failing, expected-failing or flaky check no entry
+    covers: in a baseline a failure is never a regression later, so each needs its reason."""
+    out: list[tuple[str, CheckResult]] = []
+    for check in sorted(report.checks, key=lambda c: c.id):
+        if check.outcome in FAILING or check.outcome == "xfail":
+            key = "expected_failures"
+            known = covered.expected_failure(check.id) or covered.skip_entry(check.id)
+        elif check.outcome == "flaky":
+            key = "flaky"
+            known = covered.flaky_entry(check.id)
+        else:
+            continue
+        if known is None:
+            out.append((key, check))
+    return out
+
+
 def _skeleton(
-    report: Report, existing: Expectations | None, exp_path: Path
+    report: Report,
+    existing: Expectations | None,
+    exp_path: Path,
+    uncovered: list[tuple[str, CheckResult]],
 ) -> tuple[dict[str, object], list[str]]:
     if existing is not None:
         data = json.loads(exp_path.read_text(encoding="utf-8"))
@@ -126,19 +240,8 @@ def _skeleton(
             "expected_failures": [],
             "flaky": [],
         }
-    covered = existing or Expectations()
     added: list[str] = []
-    for check in sorted(report.checks, key=lambda c: c.id):
-        if check.outcome in FAILING or check.outcome == "xfail":
-            key = "expected_failures"
-            known = covered.expected_failure(check.id) or covered.skip_entry(check.id)
-        elif check.outcome == "flaky":
-            key = "flaky"
-            known = covered.flaky_entry(check.id)
-        else:
-            continue
-        if known is not None:
-            continue
+    for key, check in uncovered:
         entry: dict[str, str] = {
             "check": check.id,
             "reason": placeholder_reason(check.outcome, report.device),

@@ -8,6 +8,13 @@ itl,e2el}_ms`` (the percentiles asked for with --metric-percentiles), ``output_t
 (``ttft_mean@i128o128c32``) with source "vllm-bench"; input/output lengths are the per-request
 means unless given, concurrency is ``max_concurrency`` unless given. With detailed results the
 inter-token gaps are checked for burst delivery like the harness's own streams.
+
+Before anything is folded in, ``result_mismatches`` checks the result measured the report's
+server: ``model_id`` (the ``--model`` given to the benchmark, or the server's first model) must
+be the report's model, the concurrency must fit the server's capacity the report recorded
+(``server.max_num_seqs`` x ``server.lanes``), and a ``device`` / ``mesh_device`` key (vLLM
+writes none; ``--metadata device=N300`` adds one) must agree with the report.
+``own_figures_replaced`` names the harness's own figures an import would overwrite.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tt_conformance.names import normalize_device
 from tt_conformance.perfshapes import figure_key
 from tt_conformance.perfstats import StreamTiming, delivery_problems
-from tt_conformance.report import Better, PerfFigure
+from tt_conformance.report import Better, PerfFigure, Report
 
 __all__ = [
     "BENCH_CHECK",
@@ -29,6 +37,8 @@ __all__ = [
     "bench_delivery_problems",
     "bench_figures",
     "bench_shape",
+    "own_figures_replaced",
+    "result_mismatches",
 ]
 
 BENCH_CHECK = "vllm bench serve"
@@ -124,3 +134,68 @@ def bench_figures(
             "no TTFT/TPOT figures in the file: is it a `vllm bench serve --save-result` JSON?"
         )
     return out
+
+
+def result_mismatches(
+    data: dict[str, Any], report: Report, shape: BenchShape, concurrency_given: int | None = None
+) -> list[str]:
+    """Why the result cannot be figures of the report's run (empty: it can); each problem names
+    the field and both values. ``concurrency_given`` is --concurrency, when passed."""
+    problems: list[str] = []
+    model = data.get("model_id")
+    if not isinstance(model, str) or not model:
+        problems.append(
+            f"field 'model_id': missing, so the result cannot be checked against the report's "
+            f"model {report.model!r}"
+        )
+    elif model != report.model:
+        problems.append(
+            f"field 'model_id': the result measured {model!r}, the report is for {report.model!r}"
+        )
+    measured = data.get("max_concurrency")
+    if (
+        concurrency_given is not None
+        and isinstance(measured, int)
+        and not isinstance(measured, bool)
+        and measured != concurrency_given
+    ):
+        # Relabelling would file the figures under a shape that was not measured.
+        problems.append(
+            f"--concurrency {concurrency_given} contradicts the result's field "
+            f"'max_concurrency': {measured}"
+        )
+    server = report.server
+    capacity = server.max_num_seqs * server.lanes
+    if shape.concurrency > capacity:
+        # More concurrent requests than the server runs at once: queueing, not its serving.
+        where = "--concurrency" if concurrency_given is not None else "field 'max_concurrency'"
+        problems.append(
+            f"{where}: {shape.concurrency} exceeds the server's capacity in the report, "
+            f"{capacity} (server.max_num_seqs {server.max_num_seqs} x server.lanes "
+            f"{server.lanes})"
+        )
+    # An emulated report's server names the mesh it emulates (mesh_device) while its device is
+    # "emulated": each key is compared with its own counterpart.
+    for key, ours in (("device", report.device), ("mesh_device", server.mesh_device)):
+        theirs = data.get(key)
+        if theirs is None or theirs == "":
+            continue
+        ours = ours if ours is not None else report.device
+        if _device(str(theirs)) != _device(ours):
+            problems.append(f"field '{key}': the result ran on {theirs!r}, the report on {ours!r}")
+    return problems
+
+
+def _device(name: str) -> str:
+    try:
+        return normalize_device(name)
+    except ValueError:
+        return name.strip().lower()  # not a known name: compared as written
+
+
+def own_figures_replaced(report: Report, figures: dict[str, PerfFigure]) -> list[str]:
+    """Keys of the harness's own figures (source "harness") that ``figures`` would overwrite; an
+    earlier import's figures may be replaced by a new import."""
+    return sorted(
+        name for name in figures if name in report.perf and report.perf[name].source == "harness"
+    )

@@ -14,7 +14,7 @@ from tt_conformance.writers import write_report
 
 # The keys vLLM 0.26.0's bench serve saves (vllm/benchmarks/serve.py), trimmed to what matters.
 BENCH = {
-    "date": "20260101-000000", "backend": "openai", "model_id": "m", "num_prompts": 64,
+    "date": "20260101-000000", "backend": "openai", "model_id": "org/model-a", "num_prompts": 64,
     "max_concurrency": 32, "duration": 10.0, "completed": 64, "failed": 0,
     "total_input_tokens": 64 * 100, "total_output_tokens": 64 * 100,
     "request_throughput": 6.4, "output_throughput": 640.0, "total_token_throughput": 1280.0,

@@ -78,7 +78,7 @@ def test_promote_an_emulated_run_and_gate_against_it(
     assert "skipped by expectations: hangs the model" in skipped.reason
 
     assert cli.main(["baseline", "promote", str(run_dir / "latest.json"),
-                     "--baselines-dir", str(baselines)]) == 0  # fmt: skip
+                     "--baselines-dir", str(baselines), "--write-todo-entries"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "1 placeholder entries" in out and "TODO test_pub::test_broken" in out
     promoted = load_report(exp_dir / "baseline.json")

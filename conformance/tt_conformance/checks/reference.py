@@ -26,6 +26,7 @@ __all__ = [
     "LOGPROB_TOLERANCE",
     "RANK_TOLERANCE",
     "REST",
+    "TAIL_TOLERANCE",
     "TOP",
     "Step",
     "check_tokens",

@@ -61,8 +61,9 @@ DRAWS = 240  # per case; sent at once, so the server batches them
 MIN_DRAWS = 40  # a context drawn fewer times is not tested (too few for the approximation)
 SEED0 = 7000
 # Well below temperature 1 a sampler that ignores or squares the temperature changes the shape of
-# the distribution (its support stays: the allowed-set check cannot see it). No top-p: a nucleus boundary falls among small tokens, where the device's and the host's
-# numerics may fairly disagree about it (the allowed-set check covers top-p exactly).
+# the distribution (its support stays: the allowed-set check cannot see it). No top-p: a nucleus
+# boundary falls among small tokens, where the device's and the host's numerics may fairly
+# disagree about it (the allowed-set check covers top-p exactly).
 CASES: tuple[tuple[str, str, Body], ...] = (
     ("t0.5", VARIED_PROMPT, {"temperature": 0.5}),
     ("top_k4_t0.5", PLAIN_PROMPTS[7], {"temperature": 0.5, "top_k": 4}),

@@ -1,10 +1,13 @@
 """``tt-conformance``: report tools.
 
     tt-conformance baseline promote REPORT.json [--baselines-dir reports/baselines]
+                                    [--write-todo-entries] [--allow-older]
 
 copies the run to <baselines>/<model>/<device>/baseline.json and writes (or extends)
-expectations.json there with one entry per failing or flaky check, its reason a ``TODO``
-placeholder: the gate refuses the file, naming those entries, until each reason is written.
+expectations.json there. It refuses an aborted or incomplete run, a run older than the baseline
+it would replace (unless --allow-older) and a run with failing, expected-failing or flaky checks
+the expectations do not cover, unless --write-todo-entries: then each gets an entry whose reason
+is a ``TODO`` placeholder, and the gate refuses the file, naming them, until each is written.
 
     tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
                            [--out FILE]
@@ -14,13 +17,16 @@ the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate
 
     tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
                                 [--expectations E] [--input-len N] [--output-len N]
-                                [--concurrency N]
+                                [--concurrency N] [--replace-own]
 
 folds a ``vllm bench serve --save-result`` JSON into the report's perf section (figures named
 like the harness's own, source "vllm-bench"), re-evaluates the perf targets and the tier, and
 rewrites the run's .json/.md/.xml (latest.* too when it is the latest run). Without --report the
 report is reports/<model_id of the result>/<device>/latest.json, the device from --device or
-$MESH_DEVICE. Exit 0 done, 2 bad input (the message names the file and the problem).
+$MESH_DEVICE. It refuses a result for another model, a concurrency above the server's capacity
+in the report, a device the report contradicts, and (unless --replace-own) one that would
+overwrite the harness's own figures. Exit 0 done, 2 bad input (the message names the file and
+the problem).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from tt_conformance.benchimport import (
     bench_delivery_problems,
     bench_figures,
     bench_shape,
+    own_figures_replaced,
+    result_mismatches,
 )
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.formats.markdown import render_step_summary
@@ -75,15 +83,32 @@ def import_bench(args: argparse.Namespace) -> int:
             raise BenchImportError(f"no report at {report_path}: pass --report REPORT.json")
     report = load_report(report_path)
     shape = bench_shape(data, args.input_len, args.output_len, args.concurrency)
+    mismatches = result_mismatches(data, report, shape, args.concurrency)
+    if mismatches:
+        raise BenchImportError(
+            f"{args.result} does not describe the run of {report_path}: " + "; ".join(mismatches)
+        )
     problems = bench_delivery_problems(data)
     figures = bench_figures(data, shape, "; ".join(problems) or None)
+    replaced = own_figures_replaced(report, figures)
+    if replaced and not args.replace_own:
+        raise BenchImportError(
+            f"{args.result} would overwrite {len(replaced)} of the harness's own figures in "
+            f"{report_path}: {', '.join(replaced)}; pass --replace-own to replace them"
+        )
     exp_path = args.expectations or report.expectations_file
     expectations = load_expectations(exp_path) if exp_path else Expectations()
     perf = {**report.perf, **figures}
+    name = Path(args.result).name
     warnings = list(report.warnings) + [
-        f"perf figures from {Path(args.result).name} (vllm bench serve): {problem}"
-        for problem in problems
+        f"perf figures from {name} (vllm bench serve): {problem}" for problem in problems
     ]
+    if replaced:
+        # The harness's measurement is gone from the report: say so where a reader looks.
+        warnings.append(
+            f"{len(replaced)} harness perf figures replaced by vllm bench serve figures from "
+            f"{name} (--replace-own): {', '.join(replaced)}"
+        )
     updated = report.replace(perf=perf, warnings=tuple(warnings))
     updated = updated.replace(perf_targets=evaluate_targets(updated, expectations))
     updated = updated.replace(tier=derive_tier(updated))
@@ -104,7 +129,12 @@ def import_bench(args: argparse.Namespace) -> int:
 
 
 def promote_baseline(args: argparse.Namespace) -> int:
-    done = promote(Path(args.report), Path(args.baselines_dir))
+    done = promote(
+        Path(args.report),
+        Path(args.baselines_dir),
+        write_todo_entries=args.write_todo_entries,
+        allow_older=args.allow_older,
+    )
     was = f" (replacing run {done.replaced_run})" if done.replaced_run else ""
     print(f"baseline: {done.baseline}{was}")
     print(f"expectations: {done.expectations}")
@@ -150,12 +180,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--input-len", type=int, default=None)
     bench.add_argument("--output-len", type=int, default=None)
     bench.add_argument("--concurrency", type=int, default=None)
+    bench.add_argument(
+        "--replace-own",
+        action="store_true",
+        help="let the result's figures replace the harness's own figures of the same name",
+    )
     bench.set_defaults(run=import_bench)
     base = sub.add_parser("baseline", help="hardware baselines")
     base_sub = base.add_subparsers(dest="baseline_command", required=True)
     prom = base_sub.add_parser("promote", help="make a run the baseline of its model/device")
     prom.add_argument("report", help="report JSON of the run")
     prom.add_argument("--baselines-dir", default="reports/baselines")
+    prom.add_argument(
+        "--write-todo-entries",
+        action="store_true",
+        help="write a TODO expectations entry for each failing or flaky check not covered",
+    )
+    prom.add_argument(
+        "--allow-older",
+        action="store_true",
+        help="promote a run that started before the baseline it replaces",
+    )
     prom.set_defaults(run=promote_baseline)
     summ = sub.add_parser("summary", help="Markdown for $GITHUB_STEP_SUMMARY")
     summ.add_argument("report", help="report JSON of the run")
