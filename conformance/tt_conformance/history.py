@@ -1,41 +1,58 @@
 """Run history per model and device: the index of every kept run, grouping by tt-metal commit,
-perf trends and the run pairs the site compares.
+perf trends and the run pairs the site compares; and the published history store.
 
-Data only: the pages are rendered by formats/ and written by writers.py. The index
-(``index.json`` per model/device directory, kind ``tt-conformance-run-index``, formats/json.py)
-is rewritten by ``writers.write_report`` after each run and by the site build from whatever
-report files it finds (runs, latest, baselines, reports/history).
+The pages are rendered by formats/ and written by writers.py. The index (``index.json`` per
+model/device directory, kind ``tt-conformance-run-index``, formats/json.py) is rewritten by
+``writers.write_report`` after each run and by the site build from whatever report files it finds
+(runs, latest, baselines, reports/history).
+
+The store (``reports/history/``, committed) keeps finished runs so the published history grows
+beyond the newest run: ``<store>/<model>/<device>/<run_id>.json``, a lane-DP run under
+``<device>-lanes<N>`` like its baseline. Its directories are only a filing order: a series is
+keyed by the report's own model and matrix column (`Run.key`). `add_run` files a run
+(``tt-conformance history add``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tt_conformance.matrix import column_of
-from tt_conformance.report import Report
+from tt_conformance.datafile import DataFileError, read_json_file
+from tt_conformance.matrix import MatrixError, column_of, find_reports
+from tt_conformance.names import path_component
+from tt_conformance.report import REPORT_KIND, Report, ReportError, report_from_dict
 
 __all__ = [
+    "HISTORY_STORE",
     "INDEX_KIND",
     "INDEX_NAME",
     "TREND_FIGURES",
     "UNKNOWN",
     "CommitGroup",
+    "HistoryError",
     "Run",
+    "Stored",
     "Trend",
     "TrendPoint",
+    "add_run",
     "by_model_device",
     "compare_pairs",
     "distinct_runs",
     "group_by_commit",
     "run_files",
+    "store_dir",
     "trends",
 ]
 
 INDEX_KIND = "tt-conformance-run-index"
 INDEX_NAME = "index.json"
 UNKNOWN = "unknown"
+HISTORY_STORE = Path("reports") / "history"
 # The figures whose trend the history page plots: (label, figure name prefix).
 TREND_FIGURES: tuple[tuple[str, str], ...] = (
     ("TTFT mean", "ttft_mean@"),
@@ -154,3 +171,88 @@ def trends(runs: Sequence[Run]) -> list[Trend]:
 def compare_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
     """Each run against the one before it (same model and device, time order)."""
     return [(runs[i - 1], runs[i]) for i in range(1, len(runs))]
+
+
+class HistoryError(Exception):
+    """The run cannot go into the history store: the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    path: Path  # the run's file in the store
+    added: bool  # False: the same run was already there, nothing written
+    replaced: bool = False  # an earlier copy of the run (same run_id) was overwritten
+
+
+def store_dir(store: Path, report: Report) -> Path:
+    """<store>/<model>/<device>; a lane-DP run under <device>-lanes<N>, as its baseline
+    (baseline.baseline_dir, not importable here: baseline sits above this layer)."""
+    lanes = report.server.lanes
+    where = report.device if lanes <= 1 else f"{report.device}-lanes{lanes}"
+    return store / path_component(report.model) / path_component(where)
+
+
+def add_run(report_path: Path, store: Path, *, replace: bool = False) -> Stored:
+    """File a finished run in the store. The same run again is a no-op (CI may retry a step);
+    the same run_id with other content (amended by import-bench since) needs ``replace``."""
+    report = _finished_run(report_path)
+    existing = _stored(store, report.run_id)
+    target = store_dir(store, report) / f"{report.run_id}.json"
+    if existing is not None:
+        target, stored = existing
+        if stored == report:
+            return Stored(target, added=False)
+        if not replace:
+            raise HistoryError(
+                f"{report_path}: field 'run_id': run {report.run_id} is already in the history "
+                f"store as {target} with other content (amended since?); pass --replace to "
+                "overwrite it"
+            )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # The file as written (not re-serialised): the store keeps what the run wrote.
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(report_path, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Stored(target, added=True, replaced=existing is not None)
+
+
+def _finished_run(path: Path) -> Report:
+    try:
+        data = read_json_file(path, "report")
+    except DataFileError as exc:
+        raise HistoryError(str(exc)) from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind != REPORT_KIND:
+        # Checked before the schema: "not a report" says more than its first missing field.
+        raise HistoryError(
+            f"{path}: field 'kind': {kind!r}, not a conformance report ({REPORT_KIND!r}); only "
+            "a run's report JSON goes into the history"
+        )
+    try:
+        report = report_from_dict(data, str(path))
+    except ReportError as exc:
+        raise HistoryError(str(exc)) from None
+    if report.aborted is not None:
+        gone = report.aborted
+        during = f" during {gone.during}" if gone.during else ""
+        raise HistoryError(
+            f"{path}: field 'aborted': the run was aborted{during} ({gone.reason}); the history "
+            "keeps finished runs only"
+        )
+    return report
+
+
+def _stored(store: Path, run_id: str) -> tuple[Path, Report] | None:
+    """The store's copy of a run, by run_id (whatever its file is called)."""
+    if not store.is_dir():
+        return None
+    try:
+        found = find_reports(store)
+    except MatrixError as exc:
+        raise HistoryError(f"history store {store}: {exc}") from None
+    return next(((p, r) for p, r in found if r.run_id == run_id), None)

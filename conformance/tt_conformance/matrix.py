@@ -4,12 +4,15 @@
 expectations, is ignored; so is the ``baselines/`` subtree unless asked for). `fold` keeps the
 newest report per model x device (a lane-DP server, lanes > 1, is its own column). The matrix
 is rendered by formats/markdown.py and formats/html.py; the command is `cli.matrix`.
+`dropped_rows` reads a published MATRIX.md back, so the command never silently publishes a
+matrix with fewer rows than the one it replaces.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +45,11 @@ __all__ = [
     "column_of",
     "concern_not_run",
     "concern_status",
+    "dropped_rows",
     "find_reports",
     "fold",
     "not_run_concerns",
+    "published_rows",
     "short_check",
     "status_of",
     "tier_of",
@@ -222,3 +227,58 @@ def _cell(path: Path, report: Report) -> MatrixCell:
 
 def short_check(check_id: str) -> str:
     return check_id.removeprefix("tt_conformance.checks.")
+
+
+# The first table of a MATRIX.md (formats/templates/matrix.md.jinja): "| model | device | tier |".
+_MATRIX_TITLE = "# Model support matrix"
+_ROWS_HEADER = "| model | device | tier |"
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+# The site's MATRIX.md links each model to its history page.
+_LINKED = re.compile(r"^\[(?P<model>.*)\]\(history/[^()]*\.md\)$")
+
+
+def _unescape(cell: str) -> str:
+    return cell.strip().replace("\\|", "|")  # the template's `md` filter escapes pipes
+
+
+def published_rows(path: Path) -> list[tuple[str, str]]:
+    """The (model, device column) rows of a MATRIX.md this command wrote (none if absent).
+    MatrixError for a file that is not one: overwriting it is the caller's decision."""
+    if not path.is_file():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(f"{path}: cannot read the published matrix: {exc}") from None
+    if not lines or lines[0].strip() != _MATRIX_TITLE:
+        raise MatrixError(f"{path}: not a support matrix (no {_MATRIX_TITLE!r} title)")
+    rows: list[tuple[str, str]] = []
+    start = next((i for i, line in enumerate(lines) if line.startswith(_ROWS_HEADER)), None)
+    if start is None:
+        return rows  # "No reports found."
+    for line in lines[start + 2 :]:  # past the header and its |---| rule
+        if not line.startswith("|"):
+            break
+        cells = _CELL_SPLIT.split(line)
+        if len(cells) < 4:
+            raise MatrixError(f"{path}: malformed matrix row: {line!r}")
+        model, device = _unescape(cells[1]), _unescape(cells[2])
+        linked = _LINKED.match(model)
+        rows.append((linked.group("model") if linked else model, device))
+    return rows
+
+
+def _row_key(model: str, device: str) -> tuple[str, str]:
+    # As rendered: the `md` filter turns newlines into spaces, and cells are stripped on reading.
+    return (model.replace("\n", " ").strip(), device.replace("\n", " ").strip())
+
+
+def dropped_rows(cells: Sequence[MatrixCell], published: Iterable[Path]) -> dict[Path, list[str]]:
+    """Per published MATRIX.md, its rows ("model / device") the new cells would drop."""
+    kept = {_row_key(c.model, c.device) for c in cells}
+    out: dict[Path, list[str]] = {}
+    for path in published:
+        lost = sorted({_row_key(*row) for row in published_rows(path)} - kept)
+        if lost:
+            out[path] = [f"{model} / {device}" for model, device in lost]
+    return out

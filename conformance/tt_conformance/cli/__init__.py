@@ -1,6 +1,7 @@
 """The harness's commands, each a thin argparse layer over the data model, formats and writers:
 
-    conformance  ``tt-conformance`` (baseline promote, summary, import-bench)
+    conformance  ``tt-conformance`` (baseline promote, summary, import-bench, history add,
+                 report-dir)
     matrix       ``tt-conformance-matrix`` (the support matrix and the site)
     gate         ``tt-conformance-gate`` (a candidate report against a baseline)
 

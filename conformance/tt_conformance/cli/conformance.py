@@ -27,6 +27,19 @@ $MESH_DEVICE. It refuses a result for another model, a concurrency above the ser
 in the report, a device the report contradicts, and (unless --replace-own) one that would
 overwrite the harness's own figures. Exit 0 done, 2 bad input (the message names the file and
 the problem).
+
+    tt-conformance history add REPORT.json [--history reports/history] [--replace]
+
+files a finished run in the published history store (<history>/<model>/<device>/<run_id>.json,
+history.py). It refuses (exit 2, naming the field) a file that is not a report and an aborted
+run; a run already in the store is a no-op (exit 0, said so), unless the stored copy differs:
+then --replace overwrites it.
+
+    tt-conformance report-dir --model MODEL [--device D]
+
+prints the directory the harness writes that model's runs to, reports/<model>/<device>, the
+device in the harness's canonical spelling (TG -> GALAXY; default $MESH_DEVICE): what CI's later
+steps read. A server without the TT plugin writes under not-tt instead.
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from tt_conformance.benchimport import (
 )
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.formats.markdown import render_step_summary
+from tt_conformance.history import HISTORY_STORE, HistoryError, add_run
 from tt_conformance.names import default_report_dir, normalize_device
 from tt_conformance.report import ReportError, load_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
@@ -165,6 +179,27 @@ def step_summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def history_add(args: argparse.Namespace) -> int:
+    done = add_run(Path(args.report), Path(args.history), replace=args.replace)
+    if not done.added:
+        print(f"history: run already in the store as {done.path}; nothing added")
+    else:
+        print(f"history: {'replaced' if done.replaced else 'added'} {done.path}")
+    return EXIT_OK
+
+
+def report_dir(args: argparse.Namespace) -> int:
+    # The harness's own rule (state.py): normalize_device, then default_report_dir.
+    raw = args.device or envs.MESH_DEVICE.get() or "unknown"
+    try:
+        device = normalize_device(raw)
+    except ValueError as exc:
+        print(f"tt-conformance: error: --device / MESH_DEVICE: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(default_report_dir(Path("."), args.model, device))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tt-conformance",
@@ -211,10 +246,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     summ.add_argument("--baselines-dir", default="reports/baselines", help="for --gate")
     summ.set_defaults(run=step_summary)
+    hist = sub.add_parser("history", help="the published run history (reports/history)")
+    hist_sub = hist.add_subparsers(dest="history_command", required=True)
+    hadd = hist_sub.add_parser("add", help="file a finished run in the history store")
+    hadd.add_argument("report", help="report JSON of the run")
+    hadd.add_argument("--history", default=str(HISTORY_STORE), help="the store directory")
+    hadd.add_argument(
+        "--replace", action="store_true", help="overwrite a stored copy of the run that differs"
+    )
+    hadd.set_defaults(run=history_add)
+    where = sub.add_parser("report-dir", help="where the harness writes a model's runs")
+    where.add_argument("--model", required=True, help="the served model id")
+    where.add_argument("--device", default=None, help="default $MESH_DEVICE")
+    where.set_defaults(run=report_dir)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except (BenchImportError, ReportError, ExpectationsError, PromoteError) as exc:
+    except (BenchImportError, ReportError, ExpectationsError, PromoteError, HistoryError) as exc:
         print(f"tt-conformance: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

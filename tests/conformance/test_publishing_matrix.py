@@ -1,0 +1,113 @@
+"""Publishing from CI (issue 32, item 7): `tt-conformance-matrix` never replaces the published
+matrix with a subset. Rows (model, device) the existing MATRIX.md (or the site's) has and the new
+inputs lack are named and nothing is written, unless --replace; run bare over the committed
+reports (baselines left out) it refuses, and tox -e matrix's own arguments keep working."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tt_conformance import matrix
+from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.writers import write_report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tox_matrix_args() -> list[str]:
+    """What `tox -e matrix` (no arguments) passes: tox.ini's [testenv:matrix] posargs default."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(REPO / "tox.ini")
+    command = ini["testenv:matrix"]["commands"].strip()
+    match = re.fullmatch(r"tt-conformance-matrix \{posargs:(.*)\}", command)
+    assert match, command
+    return shlex.split(match.group(1))
+
+
+def _tree(root: Path, make_report: Any, *cells: tuple[str, str, int]) -> Path:
+    for model, device, lanes in cells:
+        report = make_report({"m::a": "pass"}, model=model, device=device)
+        report = report.replace(server=report.server.model_copy(update={"lanes": lanes}))
+        write_report(report, root / model.replace("/", "--") / f"{device}-{lanes}")
+    return root
+
+
+def test_a_subset_does_not_replace_the_published_matrix(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = _tree(tmp_path / "full", make_report, ("org/a", "N150", 1), ("org/a|x", "T3K", 1),
+                 ("org/b", "emulated", 4))  # fmt: skip
+    out = tmp_path / "pub"
+    args = ["--out-md", str(out / "MATRIX.md"), "--out-html", str(out / "matrix.html"),
+            "--site", str(out / "site")]  # fmt: skip
+    assert matrix_cli.main([str(full), *args]) == matrix_cli.EXIT_OK
+    published = {p: p.read_bytes() for p in (out / "MATRIX.md", out / "matrix.html",
+                                             out / "site" / "MATRIX.md")}  # fmt: skip
+    assert matrix.published_rows(out / "MATRIX.md") == [
+        ("org/a", "N150"), ("org/a|x", "T3K"), ("org/b", "emulated (4 lanes)")
+    ]  # fmt: skip
+    assert matrix.published_rows(out / "site" / "MATRIX.md") == matrix.published_rows(
+        out / "MATRIX.md"
+    )  # the site's links to the history pages read back as the same rows
+    capsys.readouterr()
+
+    subset = _tree(tmp_path / "subset", make_report, ("org/a", "N150", 1))
+    assert matrix_cli.main([str(subset), *args]) == matrix_cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    for path in (out / "MATRIX.md", out / "site" / "MATRIX.md"):
+        assert f"{path} has 2 row(s) that no input report" in err
+    assert "org/a|x / T3K; org/b / emulated (4 lanes)" in err and "--replace" in err
+    assert {p: p.read_bytes() for p in published} == published  # nothing written
+
+    # More rows, or the same ones, are fine; --replace drops rows on purpose.
+    assert matrix_cli.main([str(full), *args]) == matrix_cli.EXIT_OK
+    assert matrix_cli.main([str(subset), *args, "--replace"]) == matrix_cli.EXIT_OK
+    assert matrix.published_rows(out / "MATRIX.md") == [("org/a", "N150")]
+
+
+def test_a_file_that_is_not_a_matrix_is_not_overwritten(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reports = _tree(tmp_path / "reports", make_report, ("org/a", "N150", 1))
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("# Release notes\n")
+    args = [str(reports), "--out-md", str(notes), "--out-html", str(tmp_path / "m.html")]
+    assert matrix_cli.main(args) == matrix_cli.EXIT_BAD_INPUT
+    assert f"{notes}: not a support matrix" in capsys.readouterr().err
+    assert notes.read_text() == "# Release notes\n"
+    assert matrix_cli.main([*args, "--replace"]) == matrix_cli.EXIT_OK
+
+
+def test_bare_over_the_committed_reports_keeps_the_published_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A copy of what a fresh clone has: the published matrix, the baselines, the history store.
+    work = tmp_path / "clone"
+    for part in ("MATRIX.md", "matrix.html", "baselines", "history"):
+        src = REPO / "reports" / part
+        dst = work / "reports" / part
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    monkeypatch.chdir(work)
+    published = Path("reports/MATRIX.md").read_bytes()
+    rows = matrix.published_rows(Path("reports/MATRIX.md"))
+    assert len(rows) > 1  # the committed matrix: rows from the baselines
+
+    assert matrix_cli.main([]) == matrix_cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "reports/MATRIX.md has" in err and "--include-baselines" in err
+    assert Path("reports/MATRIX.md").read_bytes() == published
+
+    assert matrix_cli.main(_tox_matrix_args()) == matrix_cli.EXIT_OK
+    assert matrix.published_rows(Path("reports/MATRIX.md")) == rows
+    assert matrix.published_rows(Path("reports/site/MATRIX.md")) == rows
