@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# The repository's fixture (the module lives in plugin/vllm_tt_plugin/).
-DEFAULT_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tt_metal" / "signatures.json"
+from vllm_tt_plugin.utils.checkout import CheckoutFileError, checkout_path
+
+# A repository fixture (evidence with provenance, read by the tests and `tox -e contract-parity`
+# from a checkout), not shipped in the wheel: elsewhere the caller passes the file.
+DEFAULT_FIXTURE = "fixtures/tt_metal/signatures.json"
 
 
 class _HasDefault:
@@ -460,7 +463,15 @@ def profiles_from_mapping(
 
 def load_profiles(path: Path | None = None) -> dict[str, FamilyProfile]:
     """The fixture's profiles (default: ``fixtures/tt_metal/signatures.json`` of this checkout)."""
-    path = path or DEFAULT_FIXTURE
+    if path is None:
+        try:
+            path = checkout_path(
+                DEFAULT_FIXTURE,
+                what="the tt-metal signature fixture",
+                instead="pass --fixture PATH",
+            )
+        except CheckoutFileError as exc:
+            raise FixtureError(str(exc)) from exc
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError as exc:

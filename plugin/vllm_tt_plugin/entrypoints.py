@@ -35,18 +35,16 @@ def register() -> None:
     """``vllm.general_plugins: tt_model_registry`` -- runs in every vLLM process.
 
     Registers the TT architectures (overrides, EXTRA_MODELS_DIR bundles, built-in map) with
-    vLLM's model registry, registers the plugin's chat parsers (``gemma4``) lazily, applies the
-    process-level vLLM workarounds the TT platform needs and installs the collector that brings
-    the engine processes' TT metrics to ``/metrics``.
+    vLLM's model registry, applies the process-level vLLM patches the TT platform needs
+    (``vllm_patches``, which also registers the plugin's chat parsers) and installs the
+    collector that brings the engine processes' TT metrics to ``/metrics``.
     Idempotent: vLLM may load general plugins more than once per process.
     """
     from vllm_tt_plugin import tt_metrics, vllm_patches
     from vllm_tt_plugin.model_registry import get_registry, register_with_vllm
-    from vllm_tt_plugin.parsers import register_parsers
 
     if not ttnn_importable():
         return
     vllm_patches.apply()
     tt_metrics.install_collector()
     register_with_vllm(get_registry())
-    register_parsers()

@@ -219,6 +219,33 @@ def _carry_startup_failure_to_exit() -> None:
     utils.wait_for_engine_startup = wait_for_engine_startup
 
 
+def replace_builtin_parsers() -> None:
+    """P5: the plugin's chat parsers (``vllm_tt_plugin.parsers``) replace vLLM's built-ins of the
+    same name (``gemma4``): each is registered lazily, and a vLLM class of that name already
+    loaded into the manager's eager cache, which it consults first, is dropped.
+
+    Importing the managers first also keeps vLLM's own lazy registration (run when
+    ``vllm.reasoning`` / ``vllm.tool_parsers`` is first imported) from overwriting ours. Checked
+    on every call, not once: a built-in may be loaded between two plugin loads. Drop when the
+    plugin's parsers are registered under their own names only.
+    """
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    from vllm_tt_plugin.parsers import REASONING_PARSERS, TOOL_PARSERS
+
+    for entry in REASONING_PARSERS:
+        loaded = ReasoningParserManager.reasoning_parsers.get(entry.name)
+        if loaded is not None and loaded.__module__ != entry.module:
+            del ReasoningParserManager.reasoning_parsers[entry.name]
+        ReasoningParserManager.register_lazy_module(entry.name, entry.module, entry.class_name)
+    for entry in TOOL_PARSERS:
+        loaded_tool = ToolParserManager.tool_parsers.get(entry.name)
+        if loaded_tool is not None and loaded_tool.__module__ != entry.module:
+            del ToolParserManager.tool_parsers[entry.name]
+        ToolParserManager.register_lazy_module(entry.name, entry.module, entry.class_name)
+
+
 def pin_v1_model_runner() -> None:
     """P3: the plugin implements the V1 model-runner contract only; V2 is refused.
 
@@ -234,6 +261,7 @@ def pin_v1_model_runner() -> None:
 
 def apply() -> None:
     global _applied
+    replace_builtin_parsers()  # re-checked every call (see P5)
     if _applied:
         return
     _guard_accelerator_empty_cache()

@@ -281,3 +281,117 @@ def test_the_code_scan_finds_the_known_private_names() -> None:
         "vllm.platforms.interface:Platform._enum",
     ):
         assert name in found
+
+
+# --- every patch lives in vllm_patches.py -----------------------------------------------------
+# A patch: code that assigns to, deletes from or mutates an object reached from an imported vLLM
+# (or torch / transformers) name, directly or through a local alias, or that registers a chat
+# parser (the plugin's parsers take vLLM's own names). Config objects a hook receives as a
+# parameter are not reached from an import, so the platform's config edits are not patches.
+PATCH_MODULE = Path(vllm_tt_plugin.__file__).parent / "vllm_patches.py"
+PATCHED_PACKAGES = ("vllm", "torch", "transformers")
+MUTATING_METHODS = {"append", "clear", "extend", "insert", "pop", "popitem", "remove"}
+MUTATING_METHODS |= {"setdefault", "update", "__setitem__", "__delitem__"}
+REPLACING_REGISTRATIONS = {"register_lazy_module", "register_module"}
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def patches_in(source: str) -> list[str]:
+    """``line: target`` of each patch of a vLLM object in ``source``."""
+    tree = ast.parse(source)
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            PATCHED_PACKAGES
+        ):
+            bound |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            bound |= {
+                (a.asname or a.name).split(".")[0]
+                for a in node.names
+                if a.name.split(".")[0] in PATCHED_PACKAGES
+            }
+    # Aliases (``proc = core.EngineCoreProc``), to a fixed point; scopes are not told apart.
+    while True:
+        aliases = {
+            t.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute))
+            if _root(node.value) in bound
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        if aliases <= bound:
+            break
+        bound |= aliases
+    found: list[str] = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args:
+                targets = [node.args[0]]
+            elif isinstance(func, ast.Attribute) and func.attr in (
+                MUTATING_METHODS | REPLACING_REGISTRATIONS
+            ):
+                targets = [func]
+        for target in targets:
+            # Rebinding a bare name is not a patch; setattr(vllm_obj, ...) is.
+            if isinstance(target, ast.Name) and not isinstance(node, ast.Call):
+                continue
+            if _root(target) in bound:
+                found.append(f"{node.lineno}: {ast.unparse(target)}")
+    return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def test_every_vllm_patch_lives_in_vllm_patches() -> None:
+    outside = {
+        str(path.relative_to(PATCH_MODULE.parent)): found
+        for path in sorted(PATCH_MODULE.parent.rglob("*.py"))
+        if path != PATCH_MODULE and (found := patches_in(path.read_text()))
+    }
+    assert not outside, (
+        f"move these into vllm_patches.py with a ledger entry ({LEDGER.name}): {outside}"
+    )
+
+
+def test_the_patch_scan_finds_the_known_patches() -> None:
+    # The scan works: direct, aliased and registration patches in the module, and a patch
+    # written anywhere else.
+    found = "\n".join(patches_in(PATCH_MODULE.read_text()))
+    for target in (
+        "torch.accelerator.empty_cache",
+        "EngineArgs._set_default_max_num_seqs_and_batched_tokens_args",
+        "proc._send_engine_dead",  # proc = core.EngineCoreProc
+        "ReasoningParserManager.reasoning_parsers[entry.name]",
+        "ToolParserManager.register_lazy_module",
+        "utils.wait_for_engine_startup",
+    ):
+        assert target in found, target
+    elsewhere = textwrap.dedent(
+        """
+        import vllm.envs as vllm_envs
+        from vllm.v1.engine import core
+
+        def hook(vllm_config):
+            vllm_config.scheduler_config.max_num_seqs = 4  # a hook's parameter: not a patch
+            engine = core.EngineCoreProc
+            setattr(engine, "step", None)
+            vllm_envs.environment_variables.pop("X")
+        """
+    )
+    assert patches_in(elsewhere) == ["8: engine", "9: vllm_envs.environment_variables.pop"]
+
+
+def test_each_live_ledger_patch_is_in_vllm_patches_and_back() -> None:
+    named = set(re.findall(r"\bP\d+\b", PATCH_MODULE.read_text()))
+    assert named == {i for i in ledger_ids() if i.startswith("P")}

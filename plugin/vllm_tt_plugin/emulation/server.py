@@ -30,10 +30,10 @@ from typing import Any
 import requests
 
 from vllm_tt_plugin import envs
+from vllm_tt_plugin.utils.checkout import CheckoutFileError, checkout_path
+from vllm_tt_plugin.utils.hostless import NO_TTNN_REMEDY
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-HOST_STUBS = REPO_ROOT / "host_stubs"
-BUNDLED_MODEL = REPO_ROOT / "fixtures" / "models" / "tt-reference-llama"
+BUNDLED_MODEL_PATH = "fixtures/models/tt-reference-llama"
 DEFAULT_TT_OPTIONS: dict[str, Any] = {"emulated_mesh": True, "register_test_models": True}
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
 # How long stop() waits for an orderly exit (the platform's teardown reserve, vllm_patches P7,
@@ -47,6 +47,30 @@ VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"
 
 class ServerStartError(RuntimeError):
     """The server exited or never became healthy; the message carries its log tail."""
+
+
+def bundled_model() -> Path:
+    """The reference checkpoint the emulated server serves by default (a checkout's file)."""
+    return checkout_path(
+        BUNDLED_MODEL_PATH,
+        what="the bundled reference checkpoint",
+        instead="pass a checkpoint directory (--model DIR, or EmulatedServer(model=DIR))",
+    )
+
+
+def host_stubs() -> Path:
+    """The checkout's import-only ttnn stub, for a server started where no ttnn is installed."""
+    return checkout_path("host_stubs", what="the host ttnn stub", instead=NO_TTNN_REMEDY)
+
+
+def __getattr__(name: str) -> Path:
+    # BUNDLED_MODEL / HOST_STUBS, as the engine tests and benchmarks import them: resolved on
+    # access, so importing this module never needs a checkout (PEP 562).
+    if name == "BUNDLED_MODEL":
+        return bundled_model()
+    if name == "HOST_STUBS":
+        return host_stubs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def free_port() -> int:
@@ -66,7 +90,7 @@ def _ttnn_importable_here() -> bool:
 
 @dataclass
 class EmulatedServer:
-    model: Path = BUNDLED_MODEL
+    model: Path = field(default_factory=bundled_model)
     mesh_device: str = "N300"
     tt_options: dict[str, Any] = field(default_factory=dict)
     vllm_args: Sequence[str] = ()
@@ -118,9 +142,10 @@ class EmulatedServer:
                 "DO_NOT_TRACK": "1",
             }
         )
-        if not _ttnn_importable_here() and HOST_STUBS.is_dir():
-            # No tt-metal here: the import-only stub makes the TT platform selectable.
-            parts = [str(HOST_STUBS), env.get("PYTHONPATH", "")]
+        if not _ttnn_importable_here():
+            # No tt-metal here: the import-only stub makes the TT platform selectable (without
+            # it vLLM would pick another platform). Outside a checkout this names the remedy.
+            parts = [str(host_stubs()), env.get("PYTHONPATH", "")]
             env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
         env.update(self.env)
         return env
@@ -220,7 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--model", type=Path, default=BUNDLED_MODEL)
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help=f"checkpoint directory (default: a checkout's {BUNDLED_MODEL_PATH})",
+    )
     # The emulated server's own default (two devices), not the plugin's N150.
     parser.add_argument("--mesh", default=envs.MESH_DEVICE.raw() or "N300")
     parser.add_argument("--tt", default="{}", help="extra TT options as a JSON object")
@@ -237,8 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     tt_options = json.loads(args.tt)
     if not isinstance(tt_options, dict):
         parser.error("--tt must be a JSON object")
+    try:
+        model = args.model or bundled_model()
+    except CheckoutFileError as exc:
+        parser.error(str(exc))
     server = EmulatedServer(
-        model=args.model,
+        model=model,
         mesh_device=args.mesh,
         tt_options=tt_options,
         vllm_args=args.vllm_arg,

@@ -5,10 +5,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-HOST_STUBS = REPO_ROOT / "host_stubs"
+from vllm_tt_plugin.utils.checkout import CheckoutFileError, checkout_path
+
+# What to do instead, for a CheckoutFileError naming host_stubs/ (the wheel does not ship it).
+NO_TTNN_REMEDY = (
+    "no ttnn is importable here; install tt-metal's ttnn, or put a checkout's host_stubs/ on "
+    "PYTHONPATH for the host-emulated mesh"
+)
 
 
 def ensure_ttnn_importable() -> bool:
@@ -16,13 +20,15 @@ def ensure_ttnn_importable() -> bool:
 
     Returns True when the stub is in use. The stub is import-only, so this is only useful with
     the host-emulated mesh; it also exports PYTHONPATH so vLLM's engine processes see it.
+    Without ttnn, outside a checkout (or with its host_stubs/ gone) it raises CheckoutFileError.
     """
     if importlib.util.find_spec("ttnn") is not None:
         return _is_stub()
-    if not HOST_STUBS.is_dir():
-        return False
-    sys.path.insert(0, str(HOST_STUBS))
-    parts = [str(HOST_STUBS), os.environ.get("PYTHONPATH", "")]
+    stubs = checkout_path("host_stubs", what="the host ttnn stub", instead=NO_TTNN_REMEDY)
+    if not stubs.is_dir():
+        raise CheckoutFileError(f"{stubs} is missing: {NO_TTNN_REMEDY}")
+    sys.path.insert(0, str(stubs))
+    parts = [str(stubs), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
     return True
 
