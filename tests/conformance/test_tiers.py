@@ -90,3 +90,38 @@ def test_unreliable_figures_do_not_meet_targets(make_report, passing_accuracy) -
     )
     assert {t.met for t in report.perf_targets} == {"unreliable"}
     assert derive_tier(report).tier == "experimental"
+
+
+def test_the_passkey_score_alone_is_not_the_accuracy_verdict(make_report, passing_accuracy):
+    """The long-context check records its passkey score as accuracy; without the expectations'
+    task the tier stays experimental, and a failing passkey score fails the run."""
+    from tt_conformance.longtasks import PASSKEY_TASK
+
+    passkey = passing_accuracy.model_copy(update={"task": PASSKEY_TASK, "check": "m::passkey"})
+    alone = derive_tier(make_report({"m::a": "pass"}, accuracy=(passkey,)))
+    assert alone.tier == "experimental" and "accuracy not measured" in alone.reason
+    both = derive_tier(make_report({"m::a": "pass"}, accuracy=(passing_accuracy, passkey)))
+    assert both.tier == "functional"
+    missed = passkey.model_copy(update={"verdict": "fail", "score": 0.5})
+    assert derive_tier(make_report({"m::a": "pass"}, accuracy=(passing_accuracy, missed))).tier == (
+        "fail"
+    )
+
+
+def test_a_score_recorded_by_an_expected_failure_does_not_fail_the_tier(
+    make_report, passing_accuracy
+):
+    from tt_conformance.longtasks import PASSKEY_TASK
+
+    missed = passing_accuracy.model_copy(
+        update={"task": PASSKEY_TASK, "check": "m::passkey", "verdict": "fail", "score": 0.1}
+    )
+    expected = make_report(
+        {"m::a": "pass", "m::passkey": "xfail"}, accuracy=(passing_accuracy, missed)
+    )
+    got = derive_tier(expected)
+    assert got.tier == "functional" and "passkey" not in got.reason  # not "accuracy passes"
+    unexpected = make_report(
+        {"m::a": "pass", "m::passkey": "pass"}, accuracy=(passing_accuracy, missed)
+    )
+    assert derive_tier(unexpected).tier == "fail"
