@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -336,3 +337,22 @@ def passing_accuracy() -> Any:
         task="tt-patterns", check="m::acc", score=0.9, ci_low=0.83, ci_high=0.94,
         num_samples=107, correct=96, reference=0.9, tolerance=0.02, verdict="pass",
     )  # fmt: skip
+
+
+# What a fresh clone's reports/ holds; local runs (reports/<model>/, gitignored) are left out so
+# that tests "over the committed reports" see the same data everywhere.
+PUBLISHED = ("MATRIX.md", "matrix.html", "baselines", "history")
+
+
+def published_reports(dest: Path) -> Path:
+    """A copy of the committed reports tree under ``dest``; returns its reports/ folder."""
+    source = Path(__file__).resolve().parents[2] / "reports"
+    out = dest / "reports"
+    for part in PUBLISHED:
+        src, dst = source / part, out / part
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        elif src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.conftest import tt_info_text
+from tests.conformance.conftest import published_reports, tt_info_text
 from tt_conformance import history, writers
 from tt_conformance.cli import conformance as cli
 from tt_conformance.gate import compare
@@ -171,9 +171,10 @@ def test_history_groups_by_commit_and_keeps_time_order(make_report) -> None:
 
 
 def test_site_from_the_committed_reports(tmp_path: Path) -> None:
-    found = find_reports(REPO / "reports", include_baselines=True)
-    pages = writers.build_site(found, tmp_path, "2026-01-01T00:00:00Z")
-    index = (tmp_path / "index.html").read_text()
+    found = find_reports(published_reports(tmp_path / "clone"), include_baselines=True)
+    site = tmp_path / "site"
+    pages = writers.build_site(found, site, "2026-01-01T00:00:00Z")
+    index = (site / "index.html").read_text()
     reports = [r for _, r in found]
     for report in reports:
         assert f'data-model="{report.model}" data-device="{report.device}"' in index
@@ -182,7 +183,7 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     for state in ("pass", "pass with expected failures", "fail", "not run"):
         assert f">{state}</span>" in index  # the legend
     assert 'class="unknown"' in index  # tt-metal is unknown in the emulated runs: flagged
-    assert "**unknown**" in (tmp_path / "MATRIX.md").read_text()
+    assert "**unknown**" in (site / "MATRIX.md").read_text()
     # The committed llama history has two runs: one comparison, built on the gate's compare.
     compare_pages = [p for p in pages["compare"] if p.suffix == ".html" and p.stem != "index"]
     assert len(compare_pages) == 1
@@ -195,9 +196,9 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     for p in result.perf:
         assert f"<td>{p.name}</td>" in html
     assert older.report.run_id in html and newer.report.run_id in html
-    hist = (tmp_path / "history" / "tt-reference-llama--emulated.html").read_text()
+    hist = (site / "history" / "tt-reference-llama--emulated.html").read_text()
     assert "<polyline points=" in hist and compare_pages[0].name in hist
-    idx = json.loads((tmp_path / "history" / "tt-reference-llama--emulated.json").read_text())
+    idx = json.loads((site / "history" / "tt-reference-llama--emulated.json").read_text())
     assert [e["run_id"] for e in idx["runs"]] == [older.report.run_id, newer.report.run_id]
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import configparser
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conformance.conftest import published_reports
 from tt_conformance import matrix
 from tt_conformance.cli import matrix as matrix_cli
 from tt_conformance.writers import write_report
@@ -90,14 +90,7 @@ def test_bare_over_the_committed_reports_keeps_the_published_matrix(
 ) -> None:
     # A copy of what a fresh clone has: the published matrix, the baselines, the history store.
     work = tmp_path / "clone"
-    for part in ("MATRIX.md", "matrix.html", "baselines", "history"):
-        src = REPO / "reports" / part
-        dst = work / "reports" / part
-        if src.is_dir():
-            shutil.copytree(src, dst)
-        else:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
+    published_reports(work)
     monkeypatch.chdir(work)
     published = Path("reports/MATRIX.md").read_bytes()
     rows = matrix.published_rows(Path("reports/MATRIX.md"))

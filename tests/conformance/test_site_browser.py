@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 websocket = pytest.importorskip("websocket", reason="websocket-client not installed")
 
 from tests.conformance.cdp import Browser, Page, find_chromium  # noqa: E402
+from tests.conformance.conftest import published_reports  # noqa: E402
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -36,7 +37,8 @@ class _Quiet(SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     out = tmp_path_factory.mktemp("site")
-    found = find_reports(REPO / "reports", include_baselines=True)
+    clone = published_reports(tmp_path_factory.mktemp("clone"))
+    found = find_reports(clone, include_baselines=True)
     writers.build_site(found, out, "2026-01-01T00:00:00Z")
     return out, found
 
