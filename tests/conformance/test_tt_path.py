@@ -18,6 +18,7 @@ from tt_conformance.ttpath import (
     NotExercised,
     host_fallback,
     lanes_carry_rows,
+    multi_row_prefill,
     parse_metrics,
     resident_decode,
     stays_on_device,
@@ -213,3 +214,21 @@ def test_fallback_and_resident_claims_are_not_exercised_when_a_model_limit_route
             claim.check(after(0, "logit_bias"), after(0, "logit_bias"), info)
     with pytest.raises(AssertionError, match="resident step"):  # decoded on the device: broken
         resident_decode().check(after(4, "top_k"), after(4, "top_k"), info)
+
+
+def test_multi_row_prefill_claim_tells_host_sampled_batches_from_unbatched_prefills() -> None:
+    """A model whose prefill returns logits (Qwen2-VL's adapter) batches rows but samples them
+    on the host: not exercised. Rows prefilled one per call fail the claim."""
+    info, _ = parse_metrics(tt_info_text("N150", "1x1", sample_on_device_mode="all"))
+    assert info is not None
+    claim = multi_row_prefill()
+
+    def with_calls(route: str, calls: int) -> object:
+        text = f'tt_multi_row_prefills_total{{route="{route}"}} {calls}\n'
+        return parse_metrics(text)[1]
+
+    claim.check(with_calls("device", 1), with_calls("device", 1), info)
+    with pytest.raises(NotExercised, match="all sampled on the host"):
+        claim.check(with_calls("host", 2), with_calls("host", 2), info)
+    with pytest.raises(AssertionError, match="prefilled one by one"):
+        claim.check(with_calls("device", 0), with_calls("device", 0), info)
