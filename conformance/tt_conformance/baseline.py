@@ -37,7 +37,7 @@ from tt_conformance.gate import (
     GateInputError,
     compare,
 )
-from tt_conformance.names import path_component
+from tt_conformance.matrix import column_dir
 from tt_conformance.report import (
     FAILING,
     CheckResult,
@@ -81,8 +81,7 @@ def baseline_dir(baselines_dir: Path, model: str, device: str, lanes: int = 1) -
     """<baselines>/<model>/<device>; a lane-DP run (lanes > 1) has its own baseline,
     <device>-lanes<N> (as reports/baselines/<model>/emulated-lanes4), like its own matrix
     column."""
-    where = device if lanes <= 1 else f"{device}-lanes{lanes}"
-    return baselines_dir / path_component(model) / path_component(where)
+    return column_dir(baselines_dir, model, device, lanes)
 
 
 def baseline_dir_of(baselines_dir: Path, report: Report) -> Path:

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tt_conformance.datafile import DataFileError, read_json_file
-from tt_conformance.matrix import MatrixError, column_of, find_reports
-from tt_conformance.names import path_component
+from tt_conformance.matrix import MatrixError, column_dir, column_of, find_reports
 from tt_conformance.report import REPORT_KIND, Report, ReportError, report_from_dict
 
 __all__ = [
@@ -185,11 +184,8 @@ class Stored:
 
 
 def store_dir(store: Path, report: Report) -> Path:
-    """<store>/<model>/<device>; a lane-DP run under <device>-lanes<N>, as its baseline
-    (baseline.baseline_dir, not importable here: baseline sits above this layer)."""
-    lanes = report.server.lanes
-    where = report.device if lanes <= 1 else f"{report.device}-lanes{lanes}"
-    return store / path_component(report.model) / path_component(where)
+    """<store>/<model>/<device>; a lane-DP run under <device>-lanes<N>, as its baseline."""
+    return column_dir(store, report.model, report.device, report.server.lanes)
 
 
 def add_run(report_path: Path, store: Path, *, replace: bool = False) -> Stored:

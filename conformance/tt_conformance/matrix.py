@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tt_conformance.names import path_component
 from tt_conformance.report import (
     FAILING,
     REPORT_KIND,
@@ -42,6 +43,7 @@ __all__ = [
     "MatrixCell",
     "MatrixError",
     "all_concerns",
+    "column_dir",
     "column_of",
     "concern_not_run",
     "concern_status",
@@ -104,6 +106,13 @@ def column_of(report: Report) -> str:
     """The matrix column: the device, split by lanes (a lane-DP server is its own column)."""
     lanes = report.server.lanes
     return report.device if lanes <= 1 else f"{report.device} ({lanes} lanes)"
+
+
+def column_dir(root: Path, model: str, device: str, lanes: int = 1) -> Path:
+    """Where a model x column's files live under ``root`` (baselines, the history store):
+    <root>/<model>/<device>, a lane-DP column under <device>-lanes<N>."""
+    where = device if lanes <= 1 else f"{device}-lanes{lanes}"
+    return root / path_component(model) / path_component(where)
 
 
 def tier_of(report: Report) -> Tier:

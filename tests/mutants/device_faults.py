@@ -47,8 +47,8 @@ class _Mutant(ReferenceLlamaForCausalLM):
         history: PenaltyHistory | None,
         positions: torch.Tensor,
     ) -> torch.Tensor:
-        params, history, positions = self.mutate(logits, params, history, positions)
-        return device_sample(logits, params, history, positions)
+        # The shipped sampler seam, on what the fault made of its inputs.
+        return super().sample_tokens(logits, *self.mutate(logits, params, history, positions))
 
 
 # --- sampling parameters on the device --------------------------------------------------------
