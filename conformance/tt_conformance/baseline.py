@@ -176,9 +176,9 @@ def _refuse_incomplete(report: Report, path: Path) -> None:
             f"{path}: field 'totals': all {counts['total']} checks were skipped, none ran; it "
             "cannot be a baseline"
         )
-    # TODO(issue 32): a partial run (a -k / -m / path selection, --maxfail) exits 0 or 1 with
+    # Not refused: a partial run (a -k / -m / path selection, --maxfail) exits 0 or 1 with
     # totals that look complete: the report does not record which checks were selected out of
-    # the suite (coverage), so it cannot be refused here until it does.
+    # the suite (coverage), so it cannot be told apart here (coverage is issue 32, item 2).
 
 
 def _refuse_older(report: Report, path: Path, current: Report, current_path: Path) -> None:
