@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[emu-lanes] baseline updated: {baseline} <- {report}")
         return pytest_rc
     gate = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
-    gate += ["--candidate", str(report)]
+    gate += ["--candidate", str(report), "--axis", "plugin"]  # as the main run's gate
     if expectations.is_file():
         gate += ["--expectations", str(expectations)]
     return subprocess.call(gate, cwd=REPO) or pytest_rc

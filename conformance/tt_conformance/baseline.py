@@ -37,6 +37,7 @@ from tt_conformance.gate import (
     GateInputError,
     compare,
 )
+from tt_conformance.identity import DEFAULT_AXES
 from tt_conformance.matrix import column_dir
 from tt_conformance.report import (
     FAILING,
@@ -158,6 +159,12 @@ def _refuse_incomplete(report: Report, path: Path) -> None:
         )
     if not report.checks:
         raise PromoteError(f"{path}: the run has no checks; it cannot be a baseline")
+    if report.coverage is not None and not report.coverage.full:
+        why = "; ".join(report.coverage.partial_because)
+        raise PromoteError(
+            f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
+            "it did not select would pass every later gate"
+        )
     if report.collection_errors:
         first = report.collection_errors[0].nodeid
         raise PromoteError(
@@ -261,7 +268,9 @@ class RunGate:
     baseline: Path | None
 
 
-def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
+def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = frozenset()) -> RunGate:
+    """Gate a finished run against its stored baseline; ``axes`` are identity axes under test
+    besides the default ones (tt-metal, ttnn)."""
     path = find_baseline(baselines_dir, candidate)
     if path is None and candidate.aborted is not None:
         return RunGate(
@@ -281,7 +290,7 @@ def gate_run(candidate: Report, baselines_dir: Path) -> RunGate:
     try:
         baseline = load_report(path)
         expectations = load_expectations(exp_path) if exp_path.is_file() else None
-        result = compare(baseline, candidate, expectations)
+        result = compare(baseline, candidate, expectations, axes=DEFAULT_AXES | axes)
     except (ReportError, ExpectationsError, GateInputError) as exc:
         return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
     return RunGate(

@@ -11,7 +11,9 @@ Exit codes
        gated perf figure is worse than its tolerance (or missing); or the candidate run was
        aborted (the server under test died or turned unhealthy mid-run)
     2  bad input: a report or the expectations file is missing or malformed, the baseline has
-       no checks, the reports are for different models/devices (unless --allow-mismatch), or a
+       no checks, the two runs' identities differ outside the axes under test (identity.py:
+       tt-metal and ttnn by default; model, weights, device, mesh, configuration profile, TT
+       options and the other versions must match unless named by --allow-difference), or a
        perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
        it could not compare.
 
@@ -36,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 
 from tt_conformance.expectations import Expectations
+from tt_conformance.identity import DEFAULT_AXES, differences
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import FAILING, PASSING, TIERS, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
@@ -85,6 +88,8 @@ class GateResult:
     flaky: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     perf: list[PerfComparison] = field(default_factory=list)
+    # How the two runs' identities differ: on an axis under test, or allowed by name.
+    identity: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -96,6 +101,8 @@ def compare(
     candidate: Report,
     expectations: Expectations | None = None,
     default_tolerance: float | None = DEFAULT_PERF_TOLERANCE,
+    axes: frozenset[str] = DEFAULT_AXES,
+    allowed: frozenset[str] = frozenset(),
 ) -> GateResult:
     if not baseline.checks:
         # Nothing to compare against would let any candidate through: fail closed instead.
@@ -112,6 +119,7 @@ def compare(
             f"gate): {names}"
         )
     result = GateResult()
+    result.identity = _compare_identity(baseline, candidate, axes, allowed)
     if candidate.aborted is not None:
         # An aborted run proves nothing about the checks it never ran: always a failure.
         missed = candidate.aborted.not_run
@@ -135,6 +143,25 @@ def compare(
         result.notes.append(f"new perf figure {name} = {format_number(fig.value)} {fig.unit}")
     _compare_tier(baseline, candidate, result)
     return result
+
+
+def _compare_identity(
+    baseline: Report, candidate: Report, axes: frozenset[str], allowed: frozenset[str]
+) -> list[str]:
+    """The identity lines of the verdict; GateInputError naming every difference the caller
+    neither tests nor allows (a bump is judged with everything else held equal)."""
+    found = differences(baseline, candidate)
+    blocking = [d for d in found if not d.matches(axes | allowed)]
+    if blocking:
+        raise GateInputError(
+            f"the runs differ outside the axes under test ({', '.join(sorted(axes))}): "
+            + "; ".join(str(d) for d in blocking)
+            + ". Gate like with like, name the axis under test with --axis, or accept a "
+            "difference with --allow-difference NAME (the verdict records it)"
+        )
+    lines = [f"under test: {d}" for d in found if d.matches(axes)]
+    lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
+    return lines
 
 
 def _compare_tier(baseline: Report, candidate: Report, out: GateResult) -> None:

@@ -81,6 +81,11 @@ class Run:
     def tt_metal(self) -> str:
         return self.report.versions.tt_metal
 
+    @property
+    def stack(self) -> tuple[str, str]:
+        """What a tt-metal bump changes: the tt-metal commit and the ttnn version."""
+        return (self.report.versions.tt_metal, self.report.versions.ttnn)
+
 
 def distinct_runs(found: Iterable[tuple[Path, Report]]) -> list[Run]:
     """One Run per run id (latest.json, the run file and a baseline copy are the same run);
@@ -104,6 +109,7 @@ def by_model_device(runs: Iterable[Run]) -> dict[tuple[str, str], list[Run]]:
 class CommitGroup:
     tt_metal: str
     runs: tuple[Run, ...]
+    ttnn: str = UNKNOWN  # a ttnn wheel bump under an unknown tt-metal commit is its own group
 
     @property
     def unknown(self) -> bool:
@@ -111,15 +117,16 @@ class CommitGroup:
 
 
 def group_by_commit(runs: Sequence[Run]) -> list[CommitGroup]:
-    """Consecutive runs on the same tt-metal commit form one group, oldest first; a commit that
-    comes back after another one starts a new group (the history stays in time order)."""
+    """Consecutive runs on the same tt-metal commit and ttnn version form one group, oldest
+    first (installed ttnn wheels often report no tt-metal commit: their version tells the
+    bumps apart); a stack that comes back after another one starts a new group."""
     groups: list[list[Run]] = []
     for run in runs:
-        if groups and groups[-1][0].tt_metal == run.tt_metal:
+        if groups and groups[-1][0].stack == run.stack:
             groups[-1].append(run)
         else:
             groups.append([run])
-    return [CommitGroup(g[0].tt_metal, tuple(g)) for g in groups]
+    return [CommitGroup(g[0].tt_metal, tuple(g), g[0].report.versions.ttnn) for g in groups]
 
 
 @dataclass(frozen=True)

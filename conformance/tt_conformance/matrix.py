@@ -37,9 +37,11 @@ __all__ = [
     "CONCERN_STATES",
     "KEY_PERF",
     "STATUS_COMPLETE",
+    "STATUS_EMULATED",
     "STATUS_EXPERIMENTAL",
     "STATUS_FAIL",
     "STATUS_FUNCTIONAL",
+    "STATUS_PARTIAL",
     "MatrixCell",
     "MatrixError",
     "all_concerns",
@@ -47,6 +49,7 @@ __all__ = [
     "column_of",
     "concern_not_run",
     "concern_status",
+    "coverage_rank",
     "dropped_rows",
     "find_reports",
     "fold",
@@ -62,6 +65,8 @@ STATUS_COMPLETE = "complete"
 STATUS_FUNCTIONAL = "functional"
 STATUS_EXPERIMENTAL = "experimental"
 STATUS_FAIL = "fail"
+STATUS_PARTIAL = "partial"  # not a tier: the run did not cover the suite (selection.py)
+STATUS_EMULATED = "emulated"  # not a TT tier: no TT hardware (tiers.py)
 # A run stopped because the server under test went away (abort.py): shown as such, whatever its
 # tier (which is "fail"); it counts as failing.
 STATUS_ABORTED = "aborted"
@@ -191,18 +196,31 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
     return found
 
 
+def coverage_rank(report: Report) -> int:
+    """2 for a full run, 1 when coverage was not recorded (reports before version 4), 0 for a
+    partial run (selection.py): a partial run never displaces a fuller one."""
+    if report.coverage is None:
+        return 1
+    return 2 if report.coverage.full else 0
+
+
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
-    """Newest report per (model, device column); latest.json and its run file count once."""
+    """Per (model, device column): the newest of the fullest runs (a partial run shows only
+    where no full run exists, labelled partial); latest.json and its run file count once."""
     newest: dict[tuple[str, str], tuple[Path, Report]] = {}
+
+    def rank(path: Path, report: Report) -> tuple[int, str, str, bool]:
+        return (
+            coverage_rank(report),
+            report.finished_at,
+            report.run_id,
+            path.name != "latest.json",
+        )
+
     for path, report in reports:
         key = (report.model, column_of(report))
         current = newest.get(key)
-        rank = (report.finished_at, report.run_id, path.name != "latest.json")
-        if current is None or rank > (
-            current[1].finished_at,
-            current[1].run_id,
-            current[0].name != "latest.json",
-        ):
+        if current is None or rank(path, report) > rank(*current):
             newest[key] = (path, report)
     return [_cell(path, report) for _, (path, report) in sorted(newest.items())]
 

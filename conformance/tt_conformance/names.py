@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -10,12 +12,14 @@ __all__ = [
     "CONCERN_MARKERS",
     "DEVICE_ALIASES",
     "DISTRIBUTION",
+    "EMULATED_DEVICE",
     "KNOWN_MESH_SHAPES",
     "NOT_TT_DEVICE",
     "OTHER_DEVICES",
     "OTHER_MARKERS",
     "default_expectations_path",
     "default_report_dir",
+    "harness_commit",
     "installed_version",
     "mesh_shape_for",
     "normalize_device",
@@ -79,7 +83,8 @@ DEVICE_ALIASES: dict[str, str] = {
     "BHGLX": "BLACKHOLE_GALAXY",
 }
 # Not TT systems, kept lower-case as before: the host-emulated mesh and "not said".
-OTHER_DEVICES: tuple[str, ...] = ("emulated", "cpu", "gpu", "unknown")
+EMULATED_DEVICE = "emulated"
+OTHER_DEVICES: tuple[str, ...] = (EMULATED_DEVICE, "cpu", "gpu", "unknown")
 # The report's device for a server that shows no TT plugin (no tt_plugin_info on /metrics),
 # whatever --tt-device said: such a report is never labelled as TT hardware (provenance.py).
 NOT_TT_DEVICE = "not-tt"
@@ -128,6 +133,34 @@ def installed_version(distribution: str = DISTRIBUTION) -> str:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def harness_commit(distribution: str = DISTRIBUTION) -> str:
+    """The commit this harness runs from, for the report's versions: HEAD of its checkout
+    (``+dirty`` when tracked files changed), else the VCS commit pip recorded when it was
+    installed from git (PEP 610), else ``unknown``. The version number alone names hundreds of
+    commits."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / ".git").exists() and (checkout / "conformance").is_dir():
+        git = ["git", "-C", str(checkout)]
+        try:
+            head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+            changed = subprocess.run(
+                [*git, "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+            )
+        except OSError:
+            return "unknown"
+        if head.returncode == 0:
+            return head.stdout.strip() + ("+dirty" if changed.stdout.strip() else "")
+    try:
+        recorded = json.loads(
+            metadata.distribution(distribution).read_text("direct_url.json") or "{}"
+        )
+    except (metadata.PackageNotFoundError, ValueError):
+        return "unknown"
+    return str(recorded.get("vcs_info", {}).get("commit_id") or "unknown")
 
 
 def mesh_shape_for(device: str) -> str | None:

@@ -24,6 +24,7 @@ from tt_conformance.ttpath import TTProbe, device_disagreement, server_device
 __all__ = [
     "DEFAULT_LANES",
     "DEFAULT_MAX_NUM_SEQS",
+    "PROFILE_SWITCHES",
     "SECRET_OPTIONS",
     "Discovered",
     "Flags",
@@ -35,6 +36,8 @@ __all__ = [
 
 DEFAULT_MAX_NUM_SEQS = 32  # only when neither the server nor a flag says (vLLM's own default)
 DEFAULT_LANES = 1
+# vLLM switches in tt_plugin_info that are part of a run's configuration profile (identity.py).
+PROFILE_SWITCHES = ("async_scheduling", "chunked_prefill", "prefix_caching")
 
 
 class ProvenanceError(ValueError):
@@ -67,6 +70,12 @@ class Discovered:
     ttnn_version: str
     tt_metal_version: str
     discovered: tuple[str, ...]
+    # Identity besides the versions above (tt_plugin_info; None when the server does not say).
+    plugin_commit: str = "unknown"
+    weights: str | None = None
+    async_scheduling: bool | None = None
+    chunked_prefill: bool | None = None
+    prefix_caching: bool | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -138,9 +147,11 @@ def discover(
     ttnn = info.info("ttnn_version")
     if ttnn is not None:
         found.append("ttnn_version")
-    for key in ("mesh_device", "model_class", "tt_options"):
+    for key in ("mesh_device", "model_class", "tt_options", "plugin_commit", "weights"):
         if info.info(key) is not None:
             found.append(key)
+    profile = {k: info.info_bool(k) for k in PROFILE_SWITCHES}
+    found += [k for k, v in profile.items() if v is not None]
     options_text = info.info("tt_options")
     try:
         tt_options = json.loads(options_text) if options_text else None
@@ -168,6 +179,9 @@ def discover(
         tt_metal_version=versions["tt_metal_version"],
         discovered=tuple(found),
         warnings=tuple(warnings),
+        plugin_commit=info.info("plugin_commit") or "unknown",
+        weights=info.info("weights"),
+        **profile,
     )
 
 

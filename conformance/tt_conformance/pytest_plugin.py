@@ -36,6 +36,8 @@ Options
                              flaky (default 2)
     --tt-gate                gate the run against <baselines>/<model>/<device>/baseline.json
                              when it exists (tox -e hw uses it)
+    --tt-gate-axis NAME      an identity axis under test besides tt_metal and ttnn (repeat;
+                             identity.py): any other difference from the baseline fails closed
     --timeout S              pytest-timeout's per-check limit (default here: 900 s per check)
     --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
@@ -111,6 +113,7 @@ from tt_conformance.fixtures import (
 )
 from tt_conformance.names import CONCERN_MARKERS, OTHER_MARKERS
 from tt_conformance.reporting import SessionReporter
+from tt_conformance.selection import DESELECTED_KEY, NEEDS_LANES
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
 from tt_conformance.ttpath import NOT_APPLICABLE
@@ -255,6 +258,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gate the run against <baselines>/<model>/<device>/baseline.json when it exists "
         "(exit 1 on regression, 2 when the expectations still hold placeholders)",
     )
+    group.addoption(
+        "--tt-gate-axis",
+        dest="tt_gate_axis",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --tt-gate: an identity axis under test besides tt_metal and ttnn (repeat)",
+    )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip
 
@@ -391,6 +402,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     lanes = harness_state(item.config).facts.lanes
     if lanes < needed:
         pytest.skip(
-            f"needs a server serving >= {needed} lane-DP lanes (this server: {lanes}; "
+            f"{NEEDS_LANES} >= {needed} lane-DP lanes (this server: {lanes}; "
             "read from tt_plugin_info, else --tt-lanes)"
         )
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Count what -k, -m and --deselect dropped: the report's coverage says so (selection.py)."""
+    if items:
+        state = harness_state(items[0].config)
+        state.deselected += len(items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # An xdist worker collected and deselected; the controller reads this when it goes down.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[DESELECTED_KEY] = harness_state(session.config).deselected

@@ -4,9 +4,10 @@ The result data model: it knows no output format (formats/ renders it, writers.p
 
 The models below ARE the format: `report.schema.json` (shipped in this package under
 ``schemas/`` and in ``docs/``) is generated from them by ``python -m tt_conformance.schema``.
-Schema version 3. Older reports are migrated on reading (`migrate_report`): version 1 (before
-accuracy, tiers, provenance and parametrised perf) and version 2 (before the top-level
-``aborted`` status of a run stopped because the server under test died or turned unhealthy).
+Schema version 4. Older reports are migrated on reading (`migrate_report`): version 1 (before
+accuracy, tiers, provenance and parametrised perf), version 2 (before the top-level ``aborted``
+status of a run stopped because the server under test died or turned unhealthy) and version 3
+(before run identity and coverage: its coverage reads as not recorded).
 
 Outcomes: pass, fail, error (setup/teardown failed), skip, xfail (expected failure), xpass (an
 expected failure that passed: an improvement), flaky (failed, then passed on a retry).
@@ -39,6 +40,7 @@ __all__ = [
     "Better",
     "CheckResult",
     "CollectionError",
+    "Coverage",
     "ExpectedBy",
     "Outcome",
     "PerfFigure",
@@ -60,21 +62,23 @@ __all__ = [
     "utc_now_iso",
 ]
 
-SCHEMA_VERSION: Final = 3
-READABLE_VERSIONS: Final[tuple[int, ...]] = (1, 2, SCHEMA_VERSION)
+SCHEMA_VERSION: Final = 4
+READABLE_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, SCHEMA_VERSION)
 REPORT_KIND: Final = "tt-conformance-report"
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "error", "skip", "xfail", "xpass", "flaky")
 PASSING: frozenset[str] = frozenset({"pass", "xpass", "flaky"})
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 BETTER: tuple[str, ...] = ("lower", "higher")
 EXPECTED_BY: tuple[str, ...] = ("expectations", "marker")
-TIERS: tuple[str, ...] = ("fail", "experimental", "functional", "complete")
+# Lowest first (the gate compares ranks). "partial" and "emulated" are not TT's tiers: a run
+# that did not cover the suite, or that ran on no TT hardware, is labelled so instead (tiers.py).
+TIERS: tuple[str, ...] = ("fail", "partial", "emulated", "experimental", "functional", "complete")
 
 Outcome = Literal["pass", "fail", "error", "skip", "xfail", "xpass", "flaky"]
 Better = Literal["lower", "higher"]
 ExpectedBy = Literal["expectations", "marker"]
 PerfMet = Literal["target", "complete", "functional", "below", "missing", "unreliable"]
-TierName = Literal["fail", "experimental", "functional", "complete"]
+TierName = Literal["fail", "partial", "emulated", "experimental", "functional", "complete"]
 
 
 class ReportError(DataFileError):
@@ -123,9 +127,11 @@ class CollectionError(Strict):
 class Versions(Strict):
     vllm: str = "unknown"
     plugin: str = "unknown"
+    plugin_commit: str = Field(default="unknown", description="the plugin's git commit")
     ttnn: str = "unknown"
-    tt_metal: str = "unknown"
+    tt_metal: str = Field(default="unknown", description="tt-metal commit or release tag")
     harness: str = "unknown"
+    harness_commit: str = Field(default="unknown", description="the harness's git commit")
 
 
 class ServerSnapshot(Strict):
@@ -136,6 +142,13 @@ class ServerSnapshot(Strict):
     model_class: str | None = None
     mesh_device: str | None = None
     tt_options: Any = None
+    weights: str | None = Field(
+        default=None,
+        description='the served weights: "<repository>@<revision>" or "sha256:<digest>"',
+    )
+    async_scheduling: bool | None = None
+    chunked_prefill: bool | None = None
+    prefix_caching: bool | None = None
     discovered: tuple[str, ...] = Field(
         default=(), description="fields read from the server (tt_plugin_info, /v1/models)"
     )
@@ -179,6 +192,23 @@ class Tier(Strict):
     next_blocker: str | None = Field(description="what keeps the run from the next tier")
 
 
+class Coverage(Strict):
+    """What the run selected of the harness's suite, and how (selection.py decides ``full``)."""
+
+    full: bool = Field(description="every check module ran, nothing deselected or picked out")
+    selected: int = Field(ge=0, description="checks that ran")
+    deselected: int = Field(ge=0, description="checks deselected by -k, -m or --deselect")
+    keyword: str | None = Field(default=None, description="the -k expression")
+    markers: str | None = Field(default=None, description="the -m expression")
+    args: tuple[str, ...] = Field(default=(), description="the paths or modules given to pytest")
+    missing_modules: tuple[str, ...] = Field(
+        default=(), description="check modules of the suite with no check in the run"
+    )
+    not_applicable: int = Field(ge=0, description="checks skipped: not applicable here")
+    skipped_other: int = Field(ge=0, description="checks skipped for another reason")
+    partial_because: tuple[str, ...] = Field(default=(), description="why the run is partial")
+
+
 class Aborted(Strict):
     """The run stopped early: the server under test died or turned unhealthy (abort.py)."""
 
@@ -193,7 +223,7 @@ class Aborted(Strict):
 
 
 class Report(Strict):
-    schema_version: Literal[3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     kind: Literal["tt-conformance-report"] = REPORT_KIND
     run_id: str = Field(min_length=1, description='"<UTC yyyymmddTHHMMSSZ>-<8 hex>"')
     started_at: str
@@ -217,6 +247,9 @@ class Report(Strict):
     warnings: tuple[str, ...] = ()
     aborted: Aborted | None = Field(
         default=None, description="set when the run stopped early because the server went away"
+    )
+    coverage: Coverage | None = Field(
+        default=None, description="what was selected; null in reports older than version 4"
     )
 
     @model_validator(mode="after")
@@ -297,8 +330,9 @@ def iso_utc(moment: datetime | float) -> str:
 def migrate_report(data: Any) -> Any:
     """Bring an older report to the current schema; unknown versions are left for validation
     to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier;
-    version 2 had no aborted status (a version 2 run was never aborted)."""
-    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
+    version 2 had no aborted status (a version 2 run was never aborted); version 3 had no
+    coverage, commits or configuration profile (they read as not recorded)."""
+    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2, 3):
         return data
     out = {**data, "schema_version": SCHEMA_VERSION}
     if data["schema_version"] == 1 and isinstance(out.get("versions"), dict):

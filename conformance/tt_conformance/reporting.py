@@ -8,9 +8,10 @@ import pytest
 
 from tt_conformance.abort import WORKEROUTPUT_KEY, AbortInfo
 from tt_conformance.baseline import gate_run
-from tt_conformance.names import installed_version
+from tt_conformance.names import harness_commit, installed_version
 from tt_conformance.provenance import run_info
 from tt_conformance.report import Aborted, Report, ServerSnapshot, Versions, utc_now_iso
+from tt_conformance.selection import DESELECTED_KEY, coverage_of
 from tt_conformance.state import HarnessState
 from tt_conformance.tiers import derive_tier, evaluate_targets
 from tt_conformance.writers import write_report
@@ -36,7 +37,10 @@ class SessionReporter:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """xdist controller: a worker that stopped because the server went away says why."""
-        data = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        output = getattr(node, "workeroutput", {})
+        # Every worker collects the whole selection and deselects the same checks.
+        self.state.deselected = max(self.state.deselected, int(output.get(DESELECTED_KEY, 0)))
+        data = output.get(WORKEROUTPUT_KEY)
         if data is None:
             return
         info = AbortInfo.from_json(data)
@@ -47,15 +51,24 @@ class SessionReporter:
         if not self.collector.executed and not self.collector.collection_errors:
             # --collect-only, or a selection that ran nothing: no report, latest.* untouched.
             return
-        report = self.build_report(int(exitstatus), int(session.testscollected))
+        report = self.build_report(
+            int(exitstatus), int(session.testscollected), _selection(session.config)
+        )
         assert self.state.report_dir is not None
         self.state.written = write_report(report, self.state.report_dir)
         if self.state.options.gate:
-            self.gate = gate_run(report, self.state.options.baselines_dir)
+            self.gate = gate_run(
+                report, self.state.options.baselines_dir, frozenset(self.state.options.gate_axes)
+            )
             if self.gate.exit_code and int(session.exitstatus) in (0, 1):
                 session.exitstatus = self.gate.exit_code
 
-    def build_report(self, exit_status: int, collected: int | None = None) -> Report:
+    def build_report(
+        self,
+        exit_status: int,
+        collected: int | None = None,
+        selection: tuple[str | None, str | None, tuple[str, ...]] = (None, None, ()),
+    ) -> Report:
         state = self.state
         checks, perf, warnings = self.collector.build()
         abort = state.abort
@@ -96,9 +109,11 @@ class SessionReporter:
             versions=Versions(
                 vllm=(state.probe.vllm_version if state.probe else None) or "unknown",
                 plugin=facts.plugin_version,
+                plugin_commit=facts.plugin_commit,
                 ttnn=facts.ttnn_version,
                 tt_metal=facts.tt_metal_version,
                 harness=installed_version(),
+                harness_commit=harness_commit(),
             ),
             server=ServerSnapshot(
                 url=state.options.server_url or "",
@@ -108,6 +123,10 @@ class SessionReporter:
                 model_class=facts.model_class,
                 mesh_device=facts.mesh_device,
                 tt_options=facts.tt_options,
+                weights=facts.weights,
+                async_scheduling=facts.async_scheduling,
+                chunked_prefill=facts.chunked_prefill,
+                prefix_caching=facts.prefix_caching,
                 discovered=facts.discovered,
             ),
             run=run_info(state.options.args, state.options.cwd),
@@ -120,6 +139,13 @@ class SessionReporter:
             collection_errors=tuple(self.collector.collection_errors),
             warnings=tuple(warnings),
             aborted=aborted,
+            coverage=coverage_of(
+                checks,
+                deselected=state.deselected,
+                keyword=selection[0],
+                markers=selection[1],
+                args=selection[2],
+            ),
         )
         report = report.replace(perf_targets=evaluate_targets(report, state.expectations))
         return report.replace(tier=derive_tier(report))
@@ -153,3 +179,10 @@ class SessionReporter:
                 "hardware.",
                 red=True,
             )
+
+
+def _selection(config: pytest.Config) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """-k, -m and the positional arguments pytest was given (the report's coverage)."""
+    keyword = config.getoption("keyword", None) or None
+    markers = config.getoption("markexpr", None) or None
+    return keyword, markers, tuple(str(a) for a in config.args)

@@ -101,6 +101,10 @@ class ServerProbe:
         value = self.plugin_info.get(key)
         return None if value in (None, "", "unknown") else value
 
+    def info_bool(self, key: str) -> bool | None:
+        value = self.info(key)
+        return {"true": True, "false": False}.get(value.lower()) if value is not None else None
+
     def info_int(self, key: str) -> int | None:
         value = self.info(key)
         try:

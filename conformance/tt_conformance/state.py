@@ -16,6 +16,7 @@ from tt_conformance import envs
 from tt_conformance.abort import AbortInfo, HealthWatch
 from tt_conformance.collector import ResultCollector
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.identity import AXES, unknown_axes
 from tt_conformance.names import (
     NOT_TT_DEVICE,
     default_expectations_path,
@@ -68,6 +69,7 @@ class HarnessOptions:
     require_server: bool
     wait_for_server_s: float
     gate: bool
+    gate_axes: tuple[str, ...]
     flags: Flags
     api_key: str | None
     perf_shapes: tuple[PerfShape, ...]
@@ -103,6 +105,12 @@ class HarnessOptions:
         wait_s = float(config.getoption("tt_wait_for_server") or 0.0)
         if wait_s < 0:
             raise pytest.UsageError(f"--tt-wait-for-server must be >= 0 seconds, got {wait_s:g}")
+        bad_axes = unknown_axes(config.getoption("tt_gate_axis") or ())
+        if bad_axes:
+            raise pytest.UsageError(
+                f"--tt-gate-axis: unknown identity axis {', '.join(map(repr, bad_axes))}; "
+                f"known: {', '.join(AXES)}"
+            )
         raw_device = config.getoption("tt_device") or envs.MESH_DEVICE.get(env) or "unknown"
         try:
             device = normalize_device(str(raw_device))
@@ -129,6 +137,7 @@ class HarnessOptions:
             require_server=bool(config.getoption("tt_require_server")),
             wait_for_server_s=wait_s,
             gate=bool(config.getoption("tt_gate")),
+            gate_axes=tuple(config.getoption("tt_gate_axis") or ()),
             # The server under test may run any plugin build (or none): what it publishes in
             # tt_plugin_info wins; the flags fill in for servers without it.
             flags=Flags(
@@ -178,6 +187,7 @@ class HarnessState:
     discovered: Discovered | None = None
     watch: HealthWatch | None = None  # abort.py, in processes that run checks
     worker_abort: AbortInfo | None = None  # xdist controller: the first worker's abort
+    deselected: int = 0  # checks pytest deselected (-k, -m, --deselect); a worker's, under xdist
 
     @property
     def facts(self) -> Discovered:

@@ -1,17 +1,26 @@
 """Status tiers in Tenstorrent's vocabulary, derived from a report alone.
 
-    fail          a check failed or errored, a check module did not collect, or the accuracy
-                  verdict is fail
-    experimental  the checks pass, but accuracy has no passing verdict (no entry in the
-                  expectations, or the accuracy check did not run), or a perf target says
-                  the run is below its functional fraction, or the server is not a TT server
-                  (device ``not-tt``: no tt_plugin_info, so its TT-path checks were not
-                  applicable and nothing TT was certified; never above experimental)
+TT's own definitions (tt-inference-server's README, "Tenstorrent E2E Inference Model Statuses"):
+Complete: passing accuracy evals, performance optimised on TT hardware; Functional: passing
+accuracy evals, performance order-of-magnitude ok on TT hardware; Experimental: work in
+progress. Here, "performance ok" is the expectations' perf targets (fractions of a published or
+theoretical figure) met on hardware, so no run gets a hardware tier without hardware
+performance evidence.
+
+    fail          a check failed or errored, a check module did not collect, the accuracy
+                  verdict is fail, or the run was aborted
+    partial       nothing failed, but the run did not cover the suite (selection.py: -k, -m,
+                  a node id, a missing check module): not a tier, and never certified
+    emulated      nothing failed on a host-emulated mesh: no TT hardware, so no TT tier; the
+                  reason says whether accuracy passed
+    experimental  the checks pass, but accuracy has no passing verdict, or there is no
+                  hardware performance evidence (no perf targets, or one below its functional
+                  fraction), or the server is not a TT server (device ``not-tt``), or the device
+                  is not a TT system (cpu, gpu, unknown)
     functional    checks pass (expected failures allowed), accuracy passes, and every perf
-                  target reaches its functional fraction
+                  target reaches its functional fraction on TT hardware
     complete      functional, with no expected failures and every perf target at its complete
-                  fraction. Perf targets only apply to hardware runs: emulated perf is
-                  informational, so an emulated run stops at functional.
+                  fraction
 
 Every tier comes with the reason and what blocks the next tier, for the report and the matrix.
 Perf targets are evaluated against the expectations once, when a report is written
@@ -22,7 +31,7 @@ from __future__ import annotations
 
 from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
-from tt_conformance.names import NOT_TT_DEVICE
+from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE
 from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
 
 __all__ = [
@@ -32,7 +41,7 @@ __all__ = [
     "perf_is_informational",
 ]
 
-INFORMATIONAL_DEVICES = frozenset({"emulated", "cpu", "gpu", "unknown", NOT_TT_DEVICE})
+INFORMATIONAL_DEVICES = frozenset({EMULATED_DEVICE, "cpu", "gpu", "unknown", NOT_TT_DEVICE})
 _RANK = {"functional": 1, "complete": 2, "target": 3}
 
 
@@ -117,6 +126,12 @@ def derive_tier(report: Report) -> Tier:
         )
     if not report.checks:
         return Tier(tier="fail", reason="no checks ran", next_blocker="run the suite")
+    if report.coverage is not None and not report.coverage.full:
+        return Tier(
+            tier="partial",
+            reason="partial run, not certified: " + "; ".join(report.coverage.partial_because),
+            next_blocker="a tier needs the whole suite: run it without -k, -m or node ids",
+        )
     if report.device == NOT_TT_DEVICE:
         return Tier(
             tier="experimental",
@@ -126,7 +141,20 @@ def derive_tier(report: Report) -> Tier:
             "(TT_VLLM_METRICS not 0)",
         )
     # The long-context check's passkey score is accuracy too, but not on the expectations' task.
-    if not [a for a in report.accuracy if a.task != PASSKEY_TASK]:
+    measured = [a for a in report.accuracy if a.task != PASSKEY_TASK]
+    if report.device == EMULATED_DEVICE:
+        accuracy_text = (
+            "accuracy passes (" + ", ".join(f"{a.task} {a.score:.3f}" for a in measured) + ")"
+            if measured
+            else "accuracy not measured"
+        )
+        return Tier(
+            tier="emulated",
+            reason=f"checks pass, {accuracy_text}, on a host-emulated mesh: no TT hardware tier",
+            next_blocker="a TT hardware run: functional needs accuracy and perf targets met on "
+            "TT hardware",
+        )
+    if not measured:
         return Tier(
             tier="experimental",
             reason="checks pass; accuracy not measured",
@@ -139,17 +167,18 @@ def derive_tier(report: Report) -> Tier:
     reason = f"checks pass, accuracy passes ({accuracy})"
     if perf_is_informational(report.device):
         return Tier(
-            tier="functional",
-            reason=f"{reason}; perf targets not applied ({report.device} perf is informational)",
-            next_blocker="complete needs a hardware run meeting the perf targets' complete "
-            "fraction",
+            tier="experimental",
+            reason=f"{reason}; device {report.device} is not TT hardware: no performance evidence",
+            next_blocker="functional needs a TT hardware run meeting the perf targets' "
+            "functional fraction",
         )
     if not report.perf_targets:
         return Tier(
-            tier="functional",
-            reason=f"{reason}; no perf targets in the expectations",
-            next_blocker="complete needs perf targets (fractions of a theoretical or published "
-            "figure) in the expectations, met at their complete fraction",
+            tier="experimental",
+            reason=f"{reason}; no hardware performance evidence (no perf targets in the "
+            "expectations)",
+            next_blocker="functional needs perf targets (fractions of a theoretical or "
+            "published figure) in the expectations, met at their functional fraction",
         )
     low = [t for t in report.perf_targets if _RANK.get(t.met, 0) < _RANK["functional"]]
     if low:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tt_conformance.names import mesh_shape_for, normalize_device
+from tt_conformance.names import EMULATED_DEVICE, mesh_shape_for, normalize_device
 
 if TYPE_CHECKING:
     from tt_conformance.rawhttp import RawHttp
@@ -199,7 +199,7 @@ def device_disagreement(device: str, info: TTPluginInfo) -> str | None:
     if device == "unknown":
         return None
     served = f"MESH_DEVICE={info.mesh_device}, mesh {info.mesh_shape}"
-    if device == "emulated":
+    if device == EMULATED_DEVICE:
         if not info.emulated:
             return f"--tt-device emulated, but the server runs a hardware mesh ({served})"
         return None
@@ -220,7 +220,7 @@ def device_disagreement(device: str, info: TTPluginInfo) -> str | None:
 def server_device(info: TTPluginInfo) -> str | None:
     """The canonical device name the server's mesh stands for (None when it does not say)."""
     if info.emulated:
-        return "emulated"
+        return EMULATED_DEVICE
     try:
         name = normalize_device(info.mesh_device)
     except ValueError:

@@ -58,6 +58,8 @@ INFO_NAME = "tt_plugin_info"
 INFO_HELP = "vllm-tt-plugin build and launch (docs/METRICS.md)"
 INFO_LABELS = (
     "plugin_version",
+    "plugin_commit",
+    "vllm_version",
     "ttnn_version",
     "tt_metal_commit",
     "mesh_device",
@@ -67,6 +69,10 @@ INFO_LABELS = (
     "max_num_seqs",
     "max_model_len",
     "tt_options",
+    "weights",
+    "async_scheduling",
+    "chunked_prefill",
+    "prefix_caching",
 )
 
 
@@ -381,6 +387,8 @@ class PluginInfo:
     """``tt_plugin_info``: what serves this server, computed once at start-up."""
 
     plugin_version: str
+    plugin_commit: str
+    vllm_version: str
     ttnn_version: str
     tt_metal_commit: str
     mesh_device: str
@@ -390,6 +398,10 @@ class PluginInfo:
     max_num_seqs: str  # per lane
     max_model_len: str
     tt_options: str  # compact JSON
+    weights: str  # utils/weights_identity.py
+    async_scheduling: str  # "true" / "false": the configuration profile a report is keyed by
+    chunked_prefill: str
+    prefix_caching: str
 
     def labels(self) -> dict[str, str]:
         return {k: (v or UNKNOWN) for k, v in asdict(self).items()}
@@ -448,6 +460,21 @@ def plugin_version() -> str:
     return _distribution_version("vllm-tt-plugin") or __version__
 
 
+@dataclass(frozen=True)
+class ServingProfile:
+    """The vLLM settings besides the TT options that change what a conformance run measures."""
+
+    model: str
+    revision: str | None
+    async_scheduling: bool
+    chunked_prefill: bool
+    prefix_caching: bool
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def collect_info(
     options: TTOptions,
     mesh: MeshSpec,
@@ -455,9 +482,17 @@ def collect_info(
     lanes: int,
     seqs_per_lane: int,
     max_model_len: int,
+    serving: ServingProfile,
 ) -> PluginInfo:
+    from vllm import __version__ as vllm_version
+
+    from vllm_tt_plugin.utils.checkout import source_commit
+    from vllm_tt_plugin.utils.weights_identity import weights_identity
+
     return PluginInfo(
         plugin_version=plugin_version(),
+        plugin_commit=source_commit(),
+        vllm_version=vllm_version,
         ttnn_version=ttnn_version(),
         tt_metal_commit=tt_metal_commit(),
         mesh_device=mesh.name,
@@ -467,6 +502,10 @@ def collect_info(
         max_num_seqs=str(seqs_per_lane),
         max_model_len=str(max_model_len),
         tt_options=json.dumps(options.as_dict(), sort_keys=True, separators=(",", ":")),
+        weights=weights_identity(serving.model, serving.revision),
+        async_scheduling=_flag(serving.async_scheduling),
+        chunked_prefill=_flag(serving.chunked_prefill),
+        prefix_caching=_flag(serving.prefix_caching),
     )
 
 

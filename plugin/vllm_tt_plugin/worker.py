@@ -258,6 +258,13 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
                 self.layout.lanes,
                 self.layout.seqs_per_lane,
                 self.model_config.max_model_len,
+                tt_metrics.ServingProfile(
+                    model=self.model_config.model,
+                    revision=self.model_config.revision,
+                    async_scheduling=bool(self.scheduler_config.async_scheduling),
+                    chunked_prefill=bool(self.scheduler_config.enable_chunked_prefill),
+                    prefix_caching=bool(self.cache_config.enable_prefix_caching),
+                ),
             )
         )
 

@@ -23,6 +23,7 @@ from tt_conformance.expectations import (
     ExpectationsError,
     expectations_from_dict,
 )
+from tt_conformance.tiers import derive_tier
 
 
 @pytest.mark.parametrize(
@@ -188,7 +189,15 @@ def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harne
         "task.jsonl", 1.0, 5, 5, "pass",
     )  # fmt: skip
     assert acc.check == "tt_conformance.checks.test_accuracy::test_accuracy[task.jsonl]"
-    assert report.tier is not None and report.tier.tier == "functional"
+    # One check module of the suite ran: the run is partial, whatever its checks say.
+    assert report.coverage is not None and not report.coverage.full
+    assert "tt_conformance.checks.test_accuracy" not in report.coverage.missing_modules
+    assert report.tier is not None and report.tier.tier == "partial"
+    whole = report.replace(
+        coverage=report.coverage.model_copy(update={"full": True, "partial_because": ()})
+    )
+    tier = derive_tier(whole)  # the same results from a full run: emulated, accuracy passes
+    assert tier.tier == "emulated" and "accuracy passes (task.jsonl 1.000)" in tier.reason
     completions = [p for m, p in fake_server.state.requests if p == "/v1/completions"]
     assert len(completions) == 5  # num_samples, not the whole file
 
@@ -213,7 +222,12 @@ def test_without_an_accuracy_entry_the_check_skips(
     from tt_conformance.report import load_report
 
     report = load_report(pytester.path / "out" / "latest.json")
-    assert report.accuracy == () and report.tier.tier == "experimental"
+    assert report.accuracy == () and report.tier.tier == "partial"
+    assert report.coverage is not None and report.coverage.skipped_other == 1
+    whole = report.replace(
+        coverage=report.coverage.model_copy(update={"full": True, "partial_because": ()})
+    )
+    assert derive_tier(whole).tier == "experimental"  # no TT plugin on the fake server
 
 
 REPO = Path(__file__).resolve().parents[2]

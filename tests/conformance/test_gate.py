@@ -300,9 +300,15 @@ def test_cli_bad_expectations_and_mismatch(tmp_path: Path, make_report, capsys) 
     b = _write(tmp_path, "base", make_report(BASE))
     c = _write(tmp_path, "cand", make_report(BASE, device="T3K"))
     assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
-    assert "use --allow-mismatch" in capsys.readouterr().err
-    args = ["--baseline", str(b), "--candidate", str(c), "--allow-mismatch"]
+    err = capsys.readouterr().err
+    assert "device: 'N150' -> 'T3K'" in err and "--allow-difference" in err
+    args = ["--baseline", str(b), "--candidate", str(c), "--allow-difference", "device"]
     assert gate_cli.main(args) == gate.EXIT_OK
+    assert "allowed difference: device: 'N150' -> 'T3K'" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage:  # not an axis name: argparse's usage error
+        gate_cli.main([*args, "--axis", "tt-metal"])
+    assert usage.value.code == gate.EXIT_BAD_INPUT
+    assert "unknown identity axis 'tt-metal'" in capsys.readouterr().err
     bad = tmp_path / "e.json"
     bad.write_text("{not json")
     code = gate_cli.main(["--baseline", str(b), "--candidate", str(b), "--expectations", str(bad)])

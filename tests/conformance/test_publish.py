@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from markupsafe import escape as html_escape
 
 from tests.conformance.conftest import published_reports, tt_info_text
-from tt_conformance import history, writers
+from tt_conformance import history, selection, writers
 from tt_conformance.cli import conformance as cli
 from tt_conformance.gate import compare
+from tt_conformance.identity import AXES, differences, unlike
 from tt_conformance.matrix import (
     CONCERN_EXPECTED,
     CONCERN_FAIL,
@@ -52,11 +54,14 @@ def _run(pytester: pytest.Pytester, harness_args: list[str], url: str) -> pytest
 
 
 def test_promote_an_emulated_run_and_gate_against_it(
-    pytester: pytest.Pytester, fake_server, harness_args, capsys
+    pytester: pytest.Pytester, fake_server, harness_args, capsys, monkeypatch
 ) -> None:
     # A TT server (it publishes tt_plugin_info) on the emulated mesh: a non-TT one is "not-tt".
     fake_server.state.tt_metrics = [tt_info_text("N300", "1x2", emulated_mesh=True)]
     pytester.makepyfile(test_pub=CHECKS)
+    # The suite here is this one file (pytester runs in this process): its runs are full, so
+    # they can be promoted (a partial run cannot: test_identity_and_coverage.py).
+    monkeypatch.setattr(selection, "suite_modules", lambda: ("test_pub",))
     baselines = pytester.path / "reports" / "baselines"
     exp_dir = baselines / "fake--tiny-model" / "emulated"
     exp_dir.mkdir(parents=True)
@@ -192,9 +197,13 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
         key=lambda r: r.report.finished_at,
     )
     html = compare_pages[0].read_text()
-    result = compare(older.report, newer.report)
+    result = compare(older.report, newer.report, axes=frozenset(AXES))
     for p in result.perf:
         assert f"<td>{p.name}</td>" in html
+    for line in result.identity:  # every identity difference is on the page
+        assert html_escape(line) in html
+    if unlike(differences(older.report, newer.report)):  # no percentage between unlike runs
+        assert "% worse" not in html and "% better" not in html and "unlike runs" in html
     assert older.report.run_id in html and newer.report.run_id in html
     hist = (site / "history" / "tt-reference-llama--emulated.html").read_text()
     assert "<polyline points=" in hist and compare_pages[0].name in hist

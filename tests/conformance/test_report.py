@@ -29,7 +29,7 @@ def test_round_trip_preserves_every_field(tmp_path: Path, make_report) -> None:
     assert loaded == original
     assert load_report(written.latest_json) == original
     data = json.loads(written.json.read_text())
-    assert data["schema_version"] == 3 and data["kind"] == "tt-conformance-report"
+    assert data["schema_version"] == 4 and data["kind"] == "tt-conformance-report"
     assert data["totals"]["total"] == 5 and data["totals"]["flaky"] == 1
 
 
@@ -86,7 +86,7 @@ def _valid_dict(make_report) -> dict:
     ("mutate", "message"),
     [
         (lambda d: d.pop("model"), "field 'model': missing required field"),
-        (lambda d: d.update(schema_version=4), "field 'schema_version': unsupported version 4"),
+        (lambda d: d.update(schema_version=5), "field 'schema_version': unsupported version 5"),
         (lambda d: d.update(kind="other"), "field 'kind': Input should be 'tt-conformance-report'"),
         (lambda d: d.update(extra=1), "field 'extra': unknown field"),
         (

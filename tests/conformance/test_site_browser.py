@@ -19,6 +19,7 @@ import pytest
 
 from tt_conformance import history, writers
 from tt_conformance.gate import compare
+from tt_conformance.identity import AXES, differences, unlike
 from tt_conformance.matrix import CONCERN_STATES, all_concerns, column_of, find_reports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,7 +124,8 @@ def test_compare_page_shows_the_differences_of_two_committed_runs(
     runs = [r for r in history.distinct_runs(found) if r.key == ("tt-reference-llama", "emulated")]
     assert len(runs) >= 2, "the committed history of tt-reference-llama/emulated has two runs"
     older, newer = runs[-2], runs[-1]
-    expected = compare(older.report, newer.report)
+    expected = compare(older.report, newer.report, axes=frozenset(AXES))
+    alike = not unlike(differences(older.report, newer.report))
     page.errors.clear()
     # Reached the way a reader would: matrix -> history -> "vs previous".
     page.goto(f"{base_url}/history/tt-reference-llama--emulated.html")
@@ -137,12 +139,19 @@ def test_compare_page_shows_the_differences_of_two_committed_runs(
         " [...r.children].map(td => td.textContent.trim()))"
     )
     assert [row[0] for row in perf] == [p.name for p in expected.perf]
-    changed = [p for p in expected.perf if p.worse_by]
-    assert changed, "the two committed runs differ in perf"
+    identity = page.evaluate("[...document.querySelectorAll('#identity li')].map(li =>"
+                             " li.textContent)")  # fmt: skip
+    assert identity == expected.identity  # every way the two runs differ, named
     by_name = {row[0]: row[3] for row in perf}
-    for p in changed:
-        word = "worse" if p.worse_by > 0 else "better"
-        assert by_name[p.name] == f"{abs(p.worse_by) * 100:.1f}% {word}"
+    if alike:
+        changed = [p for p in expected.perf if p.worse_by]
+        assert changed, "the two committed runs differ in perf"
+        for p in changed:
+            word = "worse" if p.worse_by > 0 else "better"
+            assert by_name[p.name] == f"{abs(p.worse_by) * 100:.1f}% {word}"
+    else:  # unlike runs (another mesh, profile, weights): no percentage between them
+        assert set(by_name.values()) <= {"unlike runs", "missing", "not gated"}
+        assert "unlike runs" in by_name.values()
     title = page.evaluate("document.querySelector('h1').textContent")
     assert older.report.run_id in title and newer.report.run_id in title
     page.screenshot(_artifacts() / "site-compare.png")

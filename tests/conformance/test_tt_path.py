@@ -142,7 +142,7 @@ def test_a_server_without_the_plugin_stays_experimental(make_report, passing_acc
 
     emulated = make_report({"m::a": "pass"}, device="emulated", accuracy=(passing_accuracy,))
     not_tt = make_report({"m::a": "pass"}, device="not-tt", accuracy=(passing_accuracy,))
-    assert derive_tier(emulated).tier == "functional"
+    assert derive_tier(emulated).tier == "emulated"
     got = derive_tier(not_tt)
     assert got.tier == "experimental" and "no TT plugin" in got.reason
     assert got.next_blocker is not None and "vllm-tt-plugin server" in got.next_blocker

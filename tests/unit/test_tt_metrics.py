@@ -89,8 +89,7 @@ def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:
         "from vllm_tt_plugin import tt_metrics as m\n"
         "from vllm_tt_plugin.sampling_route import Route, RouteDecision\n"
         "m.observe_prefill(RouteDecision(Route.DEVICE, 'device sampling'))\n"
-        "m.publish_info(m.PluginInfo('1', '2', '3', 'N300', '1x2', 'pkg.Cls', '1', '4', '64',"
-        " '{}'))\n"
+        "m.publish_info(m.PluginInfo(*'1 c 0.26 2 3 N300 1x2 pkg.Cls 1 4 64 {} w t t f'.split()))\n"
     )
     for _ in range(2):
         subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
@@ -105,7 +104,26 @@ def test_switch_off_writes_nothing(metrics_dir: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv(tt_metrics.ENV_METRICS, "0")
     tt_metrics.observe_prefill(DEVICE)
     tt_metrics.publish_info(
-        tt_metrics.PluginInfo("1", "2", "3", "N150", "1x1", "m.C", "1", "1", "1", "{}")
+        tt_metrics.PluginInfo(
+            *[
+                "1",
+                "c",
+                "0.26",
+                "2",
+                "3",
+                "N150",
+                "1x1",
+                "m.C",
+                "1",
+                "1",
+                "1",
+                "{}",
+                "w",
+                "t",
+                "t",
+                "f",
+            ]
+        )
     )
     assert list(metrics_dir.iterdir()) == []
     assert scrape(metrics_dir) == {}
@@ -132,7 +150,13 @@ def test_info_labels_describe_the_launch(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("TT_METAL_HOME", str(tmp_path))
     (tmp_path / "VERSION").write_text("v0.99.0\n")
     options = TTOptions(sample_on_device_mode="all", emulated_mesh=True)
-    info = tt_metrics.collect_info(options, parse_mesh_device("T3K"), TTOptions, 2, 16, 4096)
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    serving = tt_metrics.ServingProfile(str(weights), None, True, False, True)
+    info = tt_metrics.collect_info(
+        options, parse_mesh_device("T3K"), TTOptions, 2, 16, 4096, serving
+    )
     labels = info.labels()
     assert tuple(labels) == tt_metrics.INFO_LABELS
     assert labels["mesh_device"] == "T3K" and labels["mesh_shape"] == "1x8"
@@ -141,6 +165,16 @@ def test_info_labels_describe_the_launch(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert labels["tt_metal_commit"] == "v0.99.0"
     assert '"sample_on_device_mode":"all"' in labels["tt_options"]
     assert labels["ttnn_version"] != ""
+    # The configuration profile and the weights a report is keyed by come from vLLM's config.
+    assert (labels["async_scheduling"], labels["chunked_prefill"], labels["prefix_caching"]) == (
+        "true",
+        "false",
+        "true",
+    )
+    assert labels["weights"].startswith("sha256:")
+    from vllm import __version__ as vllm_version
+
+    assert labels["vllm_version"] == vllm_version
 
 
 def test_tt_metal_commit_reads_the_git_revision(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """``tt-conformance-gate``: gate a candidate report against a baseline.
 
 Usage: tt-conformance-gate --baseline B --candidate C [--expectations E]
-                           [--default-perf-tolerance T] [--allow-mismatch]
+                           [--default-perf-tolerance T] [--axis NAME ...]
+                           [--allow-difference NAME ...]
 
 Exit 0 no regression, 1 regression, 2 bad input (the rules: `tt_conformance.gate`).
 Expectations default to ``expectations.json`` next to the baseline when that file exists.
@@ -18,6 +19,7 @@ from pathlib import Path
 from tt_conformance.expectations import ExpectationsError, load_expectations
 from tt_conformance.formats.text import render_gate
 from tt_conformance.gate import DEFAULT_PERF_TOLERANCE, EXIT_BAD_INPUT, GateInputError, compare
+from tt_conformance.identity import AXES, DEFAULT_AXES, unknown_axes
 from tt_conformance.report import ReportError, load_report
 
 __all__ = ["main"]
@@ -45,11 +47,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: none, such figures are informational)",
     )
     parser.add_argument(
-        "--allow-mismatch",
-        action="store_true",
-        help="compare reports even if their model or device differ",
+        "--axis",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an identity axis under test besides tt_metal and ttnn (e.g. plugin, vllm, "
+        f"tt_options.trace_mode); one of: {', '.join(AXES)}",
+    )
+    parser.add_argument(
+        "--allow-difference",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept a difference on this identity axis (the verdict lists it)",
     )
     args = parser.parse_args(argv)
+    bad = unknown_axes([*args.axis, *args.allow_difference])
+    if bad:
+        parser.error(f"unknown identity axis {', '.join(map(repr, bad))}; known: {', '.join(AXES)}")
     try:
         tol = args.default_perf_tolerance
         if tol is not None and (not math.isfinite(tol) or tol < 0):
@@ -63,15 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exp_path is None and (args.baseline.parent / "expectations.json").is_file():
             exp_path = args.baseline.parent / "expectations.json"
         expectations = load_expectations(exp_path) if exp_path is not None else None
-        if not args.allow_mismatch and (baseline.model, baseline.device) != (
-            candidate.model,
-            candidate.device,
-        ):
-            raise GateInputError(
-                f"baseline is for {baseline.model} on {baseline.device}, candidate for "
-                f"{candidate.model} on {candidate.device} (use --allow-mismatch to compare anyway)"
-            )
-        result = compare(baseline, candidate, expectations, args.default_perf_tolerance)
+        result = compare(
+            baseline,
+            candidate,
+            expectations,
+            args.default_perf_tolerance,
+            axes=DEFAULT_AXES | frozenset(args.axis),
+            allowed=frozenset(args.allow_difference),
+        )
     except (ReportError, ExpectationsError, GateInputError) as exc:
         print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

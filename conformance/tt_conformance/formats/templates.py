@@ -24,6 +24,8 @@ TIER_CLASS = {
     "complete": "s-complete",
     "functional": "s-functional",
     "experimental": "s-experimental",
+    "emulated": "s-emulated",
+    "partial": "s-partial",
     "fail": "s-fail",
     "aborted": "s-fail",
 }

@@ -36,6 +36,12 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
         f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",
         "",
     ]
+    if result.identity:
+        lines.append("Identity (everything else is equal):")
+        lines += [f"  * {item}" for item in result.identity]
+        lines.append("")
+    else:
+        lines += ["Identity: the two runs are alike on every axis", ""]
     for title, marker, items in (
         ("Regressions", "-", result.regressions),
         ("Improvements", "+", result.improvements),

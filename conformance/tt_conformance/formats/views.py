@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tt_conformance.gate import GateResult, compare
@@ -20,6 +20,7 @@ from tt_conformance.history import (
     group_by_commit,
     trends,
 )
+from tt_conformance.identity import AXES, differences, unlike
 from tt_conformance.matrix import (
     MatrixCell,
     concern_not_run,
@@ -133,9 +134,23 @@ class Comparison:
 
 
 def comparisons(runs: Sequence[Run]) -> list[Comparison]:
-    # The site shows differences, not a verdict: no expectations, no tolerance.
-    return [Comparison(compare_slug(a, b), a, b, compare(a.report, b.report)) for a, b in
-            compare_pairs(runs) if a.report.checks]  # fmt: skip
+    """Consecutive runs side by side. The site shows differences, not a verdict: no
+    expectations, no tolerance, every identity axis allowed and listed. Between unlike runs
+    (another profile, mesh, weights: identity.unlike) no figure gets a percentage change."""
+    out = []
+    for a, b in compare_pairs(runs):
+        if not a.report.checks:
+            continue
+        result = compare(a.report, b.report, axes=frozenset(AXES))
+        if unlike(differences(a.report, b.report)):
+            result.perf = [
+                replace(p, worse_by=None, verdict="unlike runs") if p.candidate is not None else p
+                for p in result.perf
+            ]
+            result.improvements = [i for i in result.improvements if not i.startswith("perf ")]
+            result.regressions = [i for i in result.regressions if not i.startswith("perf ")]
+        out.append(Comparison(compare_slug(a, b), a, b, result))
+    return out
 
 
 def history_context(

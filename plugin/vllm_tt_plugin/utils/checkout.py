@@ -5,11 +5,15 @@ ttnn stub (``host_stubs/``), the bundled reference checkpoints (``fixtures/model
 test fixtures (``fixtures/tt_metal/``) are repository files: code that defaults to one asks
 here, and outside a checkout gets a ``CheckoutFileError`` naming the file and the setting that
 replaces it, not a path computed from ``__file__`` that points into site-packages.
+It also says which commit the plugin was built from (`source_commit`), for ``tt_plugin_info``.
 Standard library only (``tox -e contract-parity`` imports ``contract_signatures`` without vLLM).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+from importlib import metadata
 from pathlib import Path
 
 # This package's directory: <checkout>/plugin/vllm_tt_plugin, or site-packages/vllm_tt_plugin.
@@ -39,3 +43,36 @@ def checkout_path(relative: str, *, what: str, instead: str) -> Path:
             f"vllm_tt_plugin is installed at {PACKAGE_DIR}: {instead}"
         )
     return root / relative
+
+
+def source_commit() -> str:
+    """The commit this plugin was built from: ``git rev-parse HEAD`` of the checkout (with
+    ``+dirty`` when tracked files changed), else the VCS commit pip recorded for a wheel
+    installed from git (PEP 610 ``direct_url.json``), else ``unknown``. Reports need it: the
+    version number stays the same across hundreds of commits."""
+    root = checkout_root()
+    if root is not None and (root / ".git").exists():
+        head = _git(root, "rev-parse", "HEAD")
+        if head:
+            dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+            return head + ("+dirty" if dirty else "")
+    return _recorded_vcs_commit() or "unknown"
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _recorded_vcs_commit() -> str | None:
+    try:
+        text = metadata.distribution("vllm-tt-plugin").read_text("direct_url.json")
+        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
+    except (metadata.PackageNotFoundError, ValueError, AttributeError):
+        return None
+    return str(commit) if commit else None

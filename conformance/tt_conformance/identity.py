@@ -1,0 +1,158 @@
+"""A run's identity: which model, device, configuration and versions a report describes.
+
+Two reports are comparable on one *axis* only when every other axis is equal. The gate
+(gate.py) compares identities before any check: a difference outside the axes under test
+(tt-metal and ttnn by default, the point of a tt-metal bump) is bad input naming every
+difference, unless the caller allows it by name, and the gate's output says what was allowed.
+
+Axes (the report fields behind them):
+    model, weights                       what is served (server.weights: repository@revision or
+                                         a digest, utils/weights_identity.py in the plugin)
+    device, mesh_shape                   where
+    max_num_seqs, max_model_len, lanes,  the configuration profile: vLLM's switches the plugin
+    async_scheduling, chunked_prefill,   publishes in tt_plugin_info, and every TT option
+    prefix_caching, tt_options.<name>    (``tt_options`` names them all)
+    vllm, plugin, ttnn, tt_metal         versions (plugin: version and git commit)
+
+The harness's own version is recorded but is not an axis: it is the instrument, and what it
+changes shows up check by check (a new check is a note, a missing one a regression).
+
+The configuration profile also keys the matrix and the history (`profile_key`): runs of one
+model on one device with another max_num_seqs are different rows, never one series.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tt_conformance.report import Report
+
+__all__ = [
+    "AXES",
+    "DEFAULT_AXES",
+    "Difference",
+    "differences",
+    "profile_key",
+    "profile_label",
+    "unknown_axes",
+    "unlike",
+]
+
+VERSION_AXES = ("vllm", "plugin", "ttnn", "tt_metal")
+PROFILE_AXES = (
+    "max_num_seqs",
+    "max_model_len",
+    "lanes",
+    "async_scheduling",
+    "chunked_prefill",
+    "prefix_caching",
+)
+AXES: tuple[str, ...] = (
+    "model",
+    "weights",
+    "device",
+    "mesh_shape",
+    *PROFILE_AXES,
+    "tt_options",
+    *VERSION_AXES,
+)
+# What a tt-metal bump changes: the gate's default axes under test.
+DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
+_NOT_RECORDED = (None, "unknown", "")
+
+
+@dataclass(frozen=True)
+class Difference:
+    axis: str  # an AXES name, or "tt_options.<option>"
+    baseline: Any
+    candidate: Any
+
+    def matches(self, names: Iterable[str]) -> bool:
+        """Named by one of ``names``: exactly, or by its group (``tt_options``)."""
+        return any(self.axis == n or self.axis.startswith(f"{n}.") for n in names)
+
+    def __str__(self) -> str:
+        def shown(value: Any) -> str:
+            return "not recorded" if value in _NOT_RECORDED else repr(value)
+
+        return f"{self.axis}: {shown(self.baseline)} -> {shown(self.candidate)}"
+
+
+def _fields(report: Report) -> dict[str, Any]:
+    server = report.server
+    plugin = report.versions.plugin
+    if report.versions.plugin_commit not in _NOT_RECORDED:
+        plugin = f"{plugin} ({report.versions.plugin_commit})"
+    return {
+        "model": report.model,
+        "weights": server.weights,
+        "device": report.device,
+        "mesh_shape": report.mesh_shape,
+        "max_num_seqs": server.max_num_seqs,
+        "max_model_len": server.max_model_len,
+        "lanes": server.lanes,
+        "async_scheduling": server.async_scheduling,
+        "chunked_prefill": server.chunked_prefill,
+        "prefix_caching": server.prefix_caching,
+        "vllm": report.versions.vllm,
+        "plugin": plugin,
+        "ttnn": report.versions.ttnn,
+        "tt_metal": report.versions.tt_metal,
+    }
+
+
+def _options(report: Report) -> dict[str, Any]:
+    options = report.server.tt_options
+    return dict(options) if isinstance(options, dict) else {"": options}
+
+
+def differences(baseline: Report, candidate: Report) -> list[Difference]:
+    """Every axis on which the two reports differ (a value one side did not record differs)."""
+    a, b = _fields(baseline), _fields(candidate)
+    out = [Difference(axis, a[axis], b[axis]) for axis in AXES if axis in a and a[axis] != b[axis]]
+    before, after = _options(baseline), _options(candidate)
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            axis = f"tt_options.{name}" if name else "tt_options"
+            out.append(Difference(axis, before.get(name), after.get(name)))
+    order = {axis: i for i, axis in enumerate(AXES)}
+    return sorted(out, key=lambda d: order[d.axis.partition(".")[0]])
+
+
+def unlike(found: Iterable[Difference]) -> list[Difference]:
+    """The differences that make two runs measure different things (anything but versions):
+    their figures are not set side by side as a percentage change (the site's compare pages)."""
+    return [d for d in found if not d.matches(VERSION_AXES)]
+
+
+def unknown_axes(names: Iterable[str]) -> list[str]:
+    """Names given for --axis / --allow-difference that are no axis."""
+    return [n for n in names if n.partition(".")[0] not in AXES or n == "tt_options."]
+
+
+def _profile(report: Report) -> dict[str, Any]:
+    fields = _fields(report)
+    return {**{k: fields[k] for k in PROFILE_AXES}, "tt_options": report.server.tt_options}
+
+
+def profile_key(report: Report) -> str:
+    """A short stable key of the configuration profile (matrix rows, history series)."""
+    text = json.dumps(_profile(report), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def profile_label(report: Report) -> str:
+    """The profile as a reader wants it in a matrix row: the serving shape, then the key."""
+    s = report.server
+    parts = [f"{s.max_num_seqs} seqs" + (f" x {s.lanes} lanes" if s.lanes > 1 else "")]
+    if s.max_model_len is not None:
+        parts.append(f"len {s.max_model_len}")
+    for name in ("async_scheduling", "chunked_prefill", "prefix_caching"):
+        value = getattr(s, name)
+        if value is not None:
+            parts.append(name.replace("_", " ") + (" on" if value else " off"))
+    return ", ".join(parts) + f" [{profile_key(report)}]"

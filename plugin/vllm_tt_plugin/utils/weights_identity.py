@@ -1,0 +1,51 @@
+"""Which weights a server serves, as one string a report can key on (``tt_plugin_info``).
+
+- ``<repository>@<revision>`` when vLLM was given ``--revision``, or when the model path is a
+  Hugging Face cache snapshot (``.../models--<org>--<name>/snapshots/<commit>``);
+- ``sha256:<hex>`` of every file of a local model folder up to ``FULL_DIGEST_BYTES`` in total
+  (the bundled checkpoints, small models);
+- ``files-sha256:<hex>`` for a larger local folder: its config and index files' bytes plus the
+  name and size of every weight file (reading 140 GB at start-up is not an option; a changed
+  shard keeps its size only by coincidence, and the config and index usually change too);
+- ``<repository>@unresolved`` for a hub id with no revision (the hub's head at load time).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+__all__ = ["FULL_DIGEST_BYTES", "weights_identity"]
+
+FULL_DIGEST_BYTES = 256 * 1024 * 1024
+_SNAPSHOT = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<rev>[0-9a-f]{7,})")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+_DIGEST_HEX = 16
+
+
+def weights_identity(model: str, revision: str | None = None) -> str:
+    if revision:
+        return f"{model}@{revision}"
+    snapshot = _SNAPSHOT.search(Path(model).as_posix())
+    if snapshot is not None:
+        return f"{snapshot['org']}/{snapshot['name']}@{snapshot['rev']}"
+    folder = Path(model)
+    if not folder.is_dir():
+        return f"{model}@unresolved"
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    total = sum(p.stat().st_size for p in files)
+    digest = hashlib.sha256()
+    if total <= FULL_DIGEST_BYTES:
+        for path in files:
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+        return f"sha256:{digest.hexdigest()[:_DIGEST_HEX]}"
+    for path in files:
+        name = path.relative_to(folder).as_posix()
+        if path.suffix in _WEIGHT_SUFFIXES:
+            digest.update(f"{name}\0{path.stat().st_size}\0".encode())
+        elif path.suffix == ".json":
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    return f"files-sha256:{digest.hexdigest()[:_DIGEST_HEX]}"

@@ -1,0 +1,80 @@
+"""The weights and commit a server reports (tt_plugin_info): reports are keyed by them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vllm_tt_plugin.utils import checkout
+from vllm_tt_plugin.utils.weights_identity import weights_identity
+
+
+def _folder(root: Path, **files: bytes) -> Path:
+    root.mkdir(parents=True)
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_a_revision_or_a_hub_snapshot_names_repository_and_commit(tmp_path: Path) -> None:
+    assert weights_identity("meta-llama/Llama-3.1-8B", "abc123") == "meta-llama/Llama-3.1-8B@abc123"
+    snap = tmp_path / "hub" / "models--meta-llama--Llama-3.1-8B" / "snapshots" / "0e9e39f249a1"
+    snap.mkdir(parents=True)
+    assert weights_identity(str(snap)) == "meta-llama/Llama-3.1-8B@0e9e39f249a1"
+    assert weights_identity("org/not-downloaded") == "org/not-downloaded@unresolved"
+
+
+def test_a_small_folder_is_digested_whole_and_any_byte_changes_it(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", **{"config.json": b"{}", "model.safetensors": b"\x00" * 64})
+    b = _folder(tmp_path / "b", **{"config.json": b"{}", "model.safetensors": b"\x00" * 64})
+    c = _folder(tmp_path / "c", **{"config.json": b"{}", "model.safetensors": b"\x00" * 63 + b"1"})
+    assert weights_identity(str(a)).startswith("sha256:")
+    assert weights_identity(str(a)) == weights_identity(str(b))  # where it lives does not count
+    assert weights_identity(str(a)) != weights_identity(str(c))
+
+
+def test_a_large_folder_is_fingerprinted_by_config_and_shard_sizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm_tt_plugin.utils import weights_identity as module
+
+    monkeypatch.setattr(module, "FULL_DIGEST_BYTES", 10)
+    a = _folder(tmp_path / "a", **{"config.json": b"{}", "m.safetensors": b"\x00" * 64})
+    same_size = _folder(tmp_path / "b", **{"config.json": b"{}", "m.safetensors": b"\x01" * 64})
+    other_config = _folder(tmp_path / "c", **{"config.json": b"{ }", "m.safetensors": b"\x00" * 64})
+    assert weights_identity(str(a)).startswith("files-sha256:")
+    assert weights_identity(str(a)) == weights_identity(str(same_size))  # documented limit
+    assert weights_identity(str(a)) != weights_identity(str(other_config))
+
+
+def test_the_source_commit_is_the_checkout_head() -> None:
+    root = checkout.checkout_root()
+    assert root is not None
+    head = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert checkout.source_commit().removesuffix("+dirty") == head
+
+
+def test_outside_a_checkout_the_commit_pip_recorded_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Dist:
+        def read_text(self, name: str) -> str:
+            assert name == "direct_url.json"
+            return json.dumps(
+                {"url": "git+https://x", "vcs_info": {"vcs": "git", "commit_id": "f00"}}
+            )
+
+    monkeypatch.setattr(checkout, "checkout_root", lambda: None)
+    monkeypatch.setattr(checkout.metadata, "distribution", lambda name: Dist())
+    assert checkout.source_commit() == "f00"
+    monkeypatch.setattr(
+        checkout.metadata,
+        "distribution",
+        lambda name: type("D", (), {"read_text": lambda self, n: None})(),
+    )
+    assert checkout.source_commit() == "unknown"
