@@ -109,6 +109,9 @@ def bench_figures(
     key = figure_key(shape.input_len, shape.output_len, shape.concurrency)
     out: dict[str, PerfFigure] = {}
 
+    completed = data.get("completed")
+    requests = completed if isinstance(completed, int) and not isinstance(completed, bool) else None
+
     def add(metric: str, stat: str, value: Any, unit: str, better: Better) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return
@@ -119,6 +122,7 @@ def bench_figures(
             name=name, value=float(value), unit=unit, better=better, metric=metric, stat=stat,
             input_len=shape.input_len, output_len=shape.output_len,
             concurrency=shape.concurrency, source="vllm-bench", check=BENCH_CHECK, flag=flag,
+            samples=None if metric == "itl" else requests,  # the file does not count ITL gaps
         )  # fmt: skip
 
     for metric in METRICS:

@@ -62,6 +62,7 @@ class PerfIdentity(TypedDict, total=False):
     input_len: int
     output_len: int
     concurrency: int
+    samples: int
     flag: str | None
 
 
@@ -129,7 +130,8 @@ def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
 
     Names follow ``<metric>_<stat>@i<in>o<out>c<concurrency>`` (e.g. ``ttft_mean@i128o128c1``
     in ms, ``tps@i128o128c32`` in tok/s); keyword identity keys (metric, stat, input_len,
-    output_len, concurrency, flag) say what was measured. A name may be recorded once per run.
+    output_len, concurrency, samples, flag) say what was measured. A name may be recorded once
+    per run.
     """
     item = request.node
 

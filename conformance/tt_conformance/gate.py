@@ -7,9 +7,10 @@ Exit codes
     0  no regression (improvements, expected failures and flaky passes may be listed)
     1  regression: a check that passed in the baseline fails, errors or is skipped now; a
        baseline check is missing from the candidate; it is an expected failure (xfail) now
-       although the expectations do not list it; the candidate has collection errors; or a
-       gated perf figure is worse than its tolerance (or missing); or the candidate run was
-       aborted (the server under test died or turned unhealthy mid-run)
+       although the expectations do not list it; the candidate has collection errors; a gated
+       perf figure is worse than its tolerance (or missing); an accuracy score is lower than
+       chance explains (Fisher's exact test on both runs' counts, p < ACCURACY_ALPHA); or the
+       candidate run was aborted (the server under test died or turned unhealthy mid-run)
     2  bad input: a report or the expectations file is missing or malformed, the baseline has
        no checks, the two runs' identities differ outside the axes under test (identity.py:
        tt-metal and ttnn by default; model, weights, device, mesh, configuration profile, TT
@@ -26,8 +27,11 @@ baseline: an ``xfail`` the run got from elsewhere (a marker, other expectations)
 Serving figures of emulated (and other non-TT) runs are informational unless the gate sets a
 tolerance; hardware runs are gated at HARDWARE_PERF_TOLERANCE (10 %) by default. Tolerance per
 figure comes from the expectations (null = informational), else their default_perf_tolerance,
-else --default-perf-tolerance, else the hardware default. A figure flagged unreliable (burst
-delivery, a starved client) on either side is never gated, only noted. Tolerances are
+else --default-perf-tolerance, else the hardware default. A default tolerance (anything but an
+entry for the figure itself) gates only robust statistics (`default_gating`: medians and
+whole-wave throughput on >= GATED_MIN_SAMPLES values, a p99 on >= P99_MIN_SAMPLES); the others
+are shown as informational. A figure flagged unreliable (burst delivery, a starved client) on
+either side is never gated, only noted. Tolerances are
 relative and direction-aware: for a "lower is better" figure, candidate > baseline *
 (1 + tolerance) regresses; for "higher is better", candidate < baseline * (1 - tolerance) does.
 """
@@ -38,21 +42,27 @@ import math
 from dataclasses import dataclass, field
 
 from tt_conformance.expectations import Expectations
+from tt_conformance.fisher import fisher_lower
 from tt_conformance.identity import DEFAULT_AXES, differences
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import FAILING, PASSING, TIERS, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
+    "ACCURACY_ALPHA",
     "DEFAULT_PERF_TOLERANCE",
     "EXIT_BAD_INPUT",
     "EXIT_OK",
     "EXIT_REGRESSION",
+    "GATED_MIN_SAMPLES",
+    "GATED_STATS",
     "HARDWARE_PERF_TOLERANCE",
+    "P99_MIN_SAMPLES",
     "GateInputError",
     "GateResult",
     "PerfComparison",
     "compare",
+    "default_gating",
 ]
 
 EXIT_OK = 0
@@ -62,6 +72,17 @@ EXIT_BAD_INPUT = 2
 # run is on TT hardware: there a figure 10 % worse than the baseline is a regression.
 DEFAULT_PERF_TOLERANCE: float | None = None
 HARDWARE_PERF_TOLERANCE = 0.10
+# A default tolerance gates only statistics that hold between two runs of the same server:
+# medians and whole-wave throughput, on at least GATED_MIN_SAMPLES values; a p99 only from
+# P99_MIN_SAMPLES values up (below, it is the slowest request or an interpolation next to it,
+# and moves 12-15 % between identical runs); means follow their outliers. The rest is shown,
+# not gated, unless the expectations name a tolerance for the figure itself.
+GATED_STATS = frozenset({"median", "value"})
+GATED_MIN_SAMPLES = 8
+P99_MIN_SAMPLES = 100
+# Accuracy: a lower score is a regression when Fisher's exact test says chance explains it
+# less than once in a hundred runs (fisher.py).
+ACCURACY_ALPHA = 0.01
 
 
 class GateInputError(Exception):
@@ -141,6 +162,7 @@ def compare(
     for name in sorted(set(candidate.perf) - set(baseline.perf)):
         fig = candidate.perf[name]
         result.notes.append(f"new perf figure {name} = {format_number(fig.value)} {fig.unit}")
+    _compare_accuracy(baseline, candidate, result)
     _compare_tier(baseline, candidate, result)
     return result
 
@@ -244,6 +266,11 @@ def _compare_perf(
 ) -> PerfComparison:
     tolerance = exp.tolerance(name, default_tolerance)
     cand = candidate.perf.get(name)
+    if tolerance is not None and name not in exp.perf_tolerances:
+        why = default_gating(base) or (default_gating(cand) if cand is not None else None)
+        if why is not None:
+            out.notes.append(f"perf {name}: informational, not gated by default ({why})")
+            tolerance = None
     if cand is None:
         verdict = "missing" if tolerance is not None else "not gated"
         if tolerance is not None:
@@ -278,6 +305,42 @@ def _compare_perf(
     return PerfComparison(
         name, base.unit, base.better, base.value, cand.value, tolerance, worse_by, verdict
     )
+
+
+def default_gating(fig: PerfFigure) -> str | None:
+    """Why a default tolerance does not gate this figure (None: it does)."""
+    stat, n = fig.stat, fig.samples
+    if stat == "p99":
+        if n is None or n < P99_MIN_SAMPLES:
+            got = "an unknown number of" if n is None else str(n)
+            return f"p99 of {got} samples; gated from {P99_MIN_SAMPLES}"
+        return None
+    if stat is not None and stat not in GATED_STATS:
+        return f"a {stat} follows its outliers; medians are gated"
+    if n is not None and n < GATED_MIN_SAMPLES:
+        return f"{n} samples; gated from {GATED_MIN_SAMPLES}"
+    return None
+
+
+def _compare_accuracy(baseline: Report, candidate: Report, out: GateResult) -> None:
+    """Each task both runs scored, by counts: lower with p < ACCURACY_ALPHA regresses."""
+    before = {a.task: a for a in baseline.accuracy}
+    for after in candidate.accuracy:
+        base = before.get(after.task)
+        if base is None or base.correct is None or after.correct is None:
+            continue
+        change = (
+            f"accuracy on {after.task}: {base.score:.3f} ({base.correct}/{base.num_samples}) "
+            f"-> {after.score:.3f} ({after.correct}/{after.num_samples})"
+        )
+        lower = fisher_lower(base.correct, base.num_samples, after.correct, after.num_samples)
+        higher = fisher_lower(after.correct, after.num_samples, base.correct, base.num_samples)
+        if lower < ACCURACY_ALPHA:
+            out.regressions.append(f"{change}: lower, p = {lower:.2g} (Fisher's exact test)")
+        elif higher < ACCURACY_ALPHA:
+            out.improvements.append(f"{change}: higher, p = {higher:.2g}")
+        elif after.score != base.score:
+            out.notes.append(f"{change}: within chance (p = {min(lower, higher):.2g})")
 
 
 def _worse_by(baseline: float, candidate: float, better: str) -> float:

@@ -108,6 +108,7 @@ class Figure:
     value: float
     unit: str
     better: Literal["lower", "higher"]
+    samples: int  # the finite values behind the statistic (requests; gaps for ITL)
 
 
 def wave_figures(streams: Sequence[StreamTiming], wall_s: float) -> list[Figure]:
@@ -119,17 +120,23 @@ def wave_figures(streams: Sequence[StreamTiming], wall_s: float) -> list[Figure]
         "itl": [gap * 1000 for s in streams for gap in s.itls],
         "e2el": [s.e2el * 1000 for s in streams],
     }
+
+    def count(values: Sequence[float]) -> int:
+        return sum(1 for v in values if math.isfinite(v))
+
     for metric, values in per_metric.items():
         for stat, value in summary(values).items():
-            out.append(Figure(metric, stat, value, "ms", "lower"))
+            out.append(Figure(metric, stat, value, "ms", "lower", count(values)))
     # tokens/s/user is 1000 / TPOT of the same statistic (TT's definition; p99 is then the
     # rate of the slowest 1 %), so an imported bench result, which has TPOT only, lines up.
     for stat, tpot_ms in summary(per_metric["tpot"]).items():
         rate = 1000.0 / tpot_ms if math.isfinite(tpot_ms) and tpot_ms > 0 else math.nan
-        out.append(Figure("tps_user", stat, rate, "tok/s/user", "higher"))
+        out.append(
+            Figure("tps_user", stat, rate, "tok/s/user", "higher", count(per_metric["tpot"]))
+        )
     total = sum(s.tokens for s in streams)
     tps = total / wall_s if wall_s > 0 else math.nan
-    out.append(Figure("tps", "value", tps, "tok/s", "higher"))
+    out.append(Figure("tps", "value", tps, "tok/s", "higher", len(streams)))
     return out
 
 

@@ -113,6 +113,9 @@ class PerfFigure(Strict):
     input_len: int | None = Field(default=None, ge=0)
     output_len: int | None = Field(default=None, ge=0)
     concurrency: int | None = Field(default=None, ge=1)
+    samples: int | None = Field(
+        default=None, ge=0, description="values behind the statistic (requests, or gaps for ITL)"
+    )
     source: Literal["harness", "vllm-bench"] = "harness"
     flag: str | None = Field(
         default=None, description="why the figure is unreliable (burst delivery, starved client)"

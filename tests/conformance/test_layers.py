@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
         (
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
             "accuracy", "provenance", "ttpath", "server", "rawhttp", "history", "matrix", "gate",
-            "longtasks", "chisquare", "identity", "selection",
+            "longtasks", "chisquare", "identity", "selection", "fisher",
         ),
         MODEL,
     ),
