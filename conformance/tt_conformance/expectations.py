@@ -13,14 +13,14 @@ generated from them).
       ],
       "flaky": [{"check": "tt_conformance.checks.test_kv_capacity::*", "reason": "..."}],
       "skips": [{"check": "tt_conformance.checks.test_lanes::*", "reason": "must not run: ..."}],
-      "perf_tolerances": {"ttft_mean@i128o128c1": 0.15, "tps@i128o128c32": null},
+      "perf_tolerances": {"ttft_median@i128o128c1": 0.15, "tt_tps@i128o128c32": null},
       "default_perf_tolerance": 0.2,                   (optional)
       "accuracy": [
         {"task": "tt-patterns", "reference": 0.9, "tolerance": 0.05, "num_samples": 120,
          "reference_source": "transformers on the same checkpoint (accuracy_reference.json)"}
       ],
       "perf_targets": {
-        "tps_user_mean@i128o128c1": {"reference": 25.0, "source": "published: tt-metal table",
+        "tps_user_median@i128o128c32": {"reference": 25.0, "source": "published: tt-metal table",
                                      "functional": 0.1, "complete": 0.5, "target": 0.8}
       }
     }

@@ -129,7 +129,7 @@ def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
     """record_perf(name, value, unit, better) adds a figure to the report's perf section.
 
     Names follow ``<metric>_<stat>@i<in>o<out>c<concurrency>`` (e.g. ``ttft_mean@i128o128c1``
-    in ms, ``tps@i128o128c32`` in tok/s); keyword identity keys (metric, stat, input_len,
+    in ms, ``tt_tps@i128o128c32`` in tok/s); keyword identity keys (metric, stat, input_len,
     output_len, concurrency, samples, flag) say what was measured. A name may be recorded once
     per run.
     """

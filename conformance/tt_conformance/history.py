@@ -54,9 +54,9 @@ UNKNOWN = "unknown"
 HISTORY_STORE = Path("reports") / "history"
 # The figures whose trend the history page plots: (label, figure name prefix).
 TREND_FIGURES: tuple[tuple[str, str], ...] = (
-    ("TTFT mean", "ttft_mean@"),
-    ("tok/s/user mean", "tps_user_mean@"),
-    ("tok/s", "tps@"),
+    ("TTFT median", "ttft_median@"),
+    ("T/S/U", "tps_user_median@"),
+    ("T/S", "tt_tps@"),
 )
 
 

@@ -21,6 +21,7 @@ from tt_conformance.report import (
     FAILING,
     REPORT_KIND,
     PerfFigure,
+    PerfTargetResult,
     Report,
     ReportError,
     Tier,
@@ -42,6 +43,7 @@ __all__ = [
     "STATUS_FAIL",
     "STATUS_FUNCTIONAL",
     "STATUS_PARTIAL",
+    "TARGET_PERF",
     "MatrixCell",
     "MatrixError",
     "all_concerns",
@@ -72,13 +74,17 @@ STATUS_EMULATED = "emulated"  # not a TT tier: no TT hardware (tiers.py)
 STATUS_ABORTED = "aborted"
 # A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
 # lanes) never counts as passed: the counts say "not run" and the notes give each reason.
-# Key perf figures are picked by name prefix (see record_perf's naming convention): the means,
-# as TT's tables quote them.
+# Key perf figures are picked by name prefix (see record_perf's naming convention): TT's three,
+# as tt-metal's LLM table defines them (TTFT; T/S/U = 1 / inter-token latency; T/S = T/S/U x
+# batch), measured through the vLLM server at each shape (iINoOUTcBATCH); medians, which the gate
+# can hold (gate.default_gating).
 KEY_PERF: tuple[tuple[str, str], ...] = (
-    ("TTFT (ms)", "ttft_mean@"),
-    ("tok/s/user", "tps_user_mean@"),
-    ("tok/s", "tps@"),
+    ("TTFT (ms)", "ttft_median@"),
+    ("T/S/U", "tps_user_median@"),
+    ("T/S", "tt_tps@"),
 )
+# The figure a perf target for TT's table is set on (the matrix's target and fraction columns).
+TARGET_PERF = "tps_user_median@"
 
 
 class MatrixError(Exception):
@@ -97,6 +103,21 @@ class MatrixCell:
     improvements: tuple[str, ...]
     key_perf: dict[str, tuple[PerfFigure, ...]]
     not_run: tuple[str, ...] = ()  # "<check>: <reason>"
+    targets: tuple[PerfTargetResult, ...] = ()  # the perf targets on TT's T/S/U (TARGET_PERF)
+
+    @property
+    def target_text(self) -> str:
+        """ "<shape>: <target T/S/U>" per target on TT's T/S/U ("" when none is set)."""
+        return "; ".join(f"{t.figure.partition('@')[2]}: {t.reference:g}" for t in self.targets)
+
+    @property
+    def fraction_text(self) -> str:
+        """The achieved fraction of each target ("" when none is set)."""
+        return "; ".join(
+            f"{t.figure.partition('@')[2]}: "
+            + ("n/a" if t.fraction is None else f"{t.fraction:.0%}")
+            for t in self.targets
+        )
 
     @property
     def model(self) -> str:
@@ -249,6 +270,7 @@ def _cell(path: Path, report: Report) -> MatrixCell:
             f"{short_check(c.id)}: {c.reason}"
             for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
         ),
+        targets=tuple(t for t in report.perf_targets if t.figure.startswith(TARGET_PERF)),
     )
 
 

@@ -111,8 +111,15 @@ class Figure:
     samples: int  # the finite values behind the statistic (requests; gaps for ITL)
 
 
-def wave_figures(streams: Sequence[StreamTiming], wall_s: float) -> list[Figure]:
-    """TTFT/TPOT/ITL/E2EL (mean, median, p99, ms), tokens/s/user (same stats), tokens/s."""
+def wave_figures(
+    streams: Sequence[StreamTiming],
+    wall_s: float,
+    concurrency: int | None = None,
+    input_len: int | None = None,
+) -> list[Figure]:
+    """TTFT/TPOT/ITL/E2EL (mean, median, p99, ms), tokens/s/user (same stats); TT's t/s at the
+    wave's concurrency; vLLM bench's output and request throughput over the wave's wall time;
+    prefill tokens/s per request (``input_len`` / TTFT, same stats)."""
     out: list[Figure] = []
     per_metric = {
         "ttft": [s.ttft * 1000 for s in streams],
@@ -134,9 +141,23 @@ def wave_figures(streams: Sequence[StreamTiming], wall_s: float) -> list[Figure]
         out.append(
             Figure("tps_user", stat, rate, "tok/s/user", "higher", count(per_metric["tpot"]))
         )
+    # TT's t/s (tt-metal's LLM table): t/s/u x batch, the decode rate of a full batch. The batch
+    # is the wave's concurrency; t/s/u is 1000 / the median TPOT (TT: 1 / inter-token latency).
+    tpot_median = summary(per_metric["tpot"])["median"]
+    if concurrency is not None and math.isfinite(tpot_median) and tpot_median > 0:
+        rate = 1000.0 / tpot_median * concurrency
+        out.append(Figure("tt_tps", "value", rate, "tok/s", "higher", count(per_metric["tpot"])))
+    if input_len is not None:
+        prefill = [input_len / s.ttft for s in streams if math.isfinite(s.ttft) and s.ttft > 0]
+        for stat, value in summary(prefill).items():
+            out.append(Figure("prefill_tps", stat, value, "tok/s", "higher", len(prefill)))
+    # vllm bench serve's names: output tokens, and requests, over the wave's wall time (TTFT
+    # included, so below TT's t/s); kept under their own names.
     total = sum(s.tokens for s in streams)
-    tps = total / wall_s if wall_s > 0 else math.nan
-    out.append(Figure("tps", "value", tps, "tok/s", "higher", len(streams)))
+    throughput = total / wall_s if wall_s > 0 else math.nan
+    out.append(Figure("output_throughput", "value", throughput, "tok/s", "higher", len(streams)))
+    requests = len(streams) / wall_s if wall_s > 0 else math.nan
+    out.append(Figure("request_throughput", "value", requests, "req/s", "higher", len(streams)))
     return out
 
 

@@ -108,7 +108,11 @@ class PerfFigure(Strict):
     unit: str
     better: Better
     check: str
-    metric: str | None = Field(default=None, description="ttft, tpot, itl, e2el, tps_user, tps")
+    metric: str | None = Field(
+        default=None,
+        description="ttft, tpot, itl, e2el, tps_user, tt_tps, prefill_tps, output_throughput, "
+        "request_throughput",
+    )
     stat: str | None = Field(default=None, description="mean, median, p99 or value")
     input_len: int | None = Field(default=None, ge=0)
     output_len: int | None = Field(default=None, ge=0)

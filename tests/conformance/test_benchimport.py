@@ -31,11 +31,16 @@ def test_figures_carry_names_and_identity_keys_like_the_harness() -> None:
     figs = bench_figures(BENCH, shape)
     assert figs["ttft_p99@i100o100c32"].value == 200.0
     assert figs["tps_user_mean@i100o100c32"].value == pytest.approx(25.0)  # 1000 / 40 ms
-    tps = figs["tps@i100o100c32"]
+    tps = figs["output_throughput@i100o100c32"]
     assert (tps.value, tps.unit, tps.better, tps.source) == (640.0, "tok/s", "higher", "vllm-bench")
-    assert (tps.metric, tps.stat, tps.concurrency) == ("tps", "value", 32)
+    assert (tps.metric, tps.stat, tps.concurrency) == ("output_throughput", "value", 32)
     assert figs["tps_user_p99@i100o100c32"].value == pytest.approx(1000 / 45)
-    assert len(figs) == 4 * 3 + 3 + 1
+    # TT's t/s: t/s/u (1000 / median TPOT) x batch, as the harness computes it.
+    assert figs["tt_tps@i100o100c32"].value == pytest.approx(1000 / 39 * 32)
+    assert figs["request_throughput@i100o100c32"].value == 6.4
+    assert figs["ttft_mean@i100o100c32"].samples == 64  # the completed requests
+    assert figs["itl_mean@i100o100c32"].samples is None  # the file does not count the gaps
+    assert len(figs) == 4 * 3 + 3 + 3
 
 
 def test_bad_bench_files_are_refused() -> None:

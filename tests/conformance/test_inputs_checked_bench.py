@@ -18,7 +18,7 @@ from tt_conformance.writers import write_report
 
 MODEL = "tt-reference-llama"
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
-OWN = ("ttft_mean@i128o128c8", "tps@i128o128c8")
+OWN = ("ttft_mean@i128o128c8", "output_throughput@i128o128c8")
 
 
 def _run(make_report: Any, tmp_path: Path, lanes: int = 1) -> Path:

@@ -18,9 +18,9 @@ from tt_conformance.writers import write_report
 def _tree(tmp_path: Path, make_report, accuracy=()) -> Path:
     root = tmp_path / "reports"
     perf = {
-        "ttft_mean@i128o128c1": (40.0, "ms", "lower"),
+        "ttft_median@i128o128c1": (40.0, "ms", "lower"),
         "tpot_mean@i128o128c1": (12.0, "ms", "lower"),
-        "tps@i128o128c32": (900.0, "tok/s", "higher"),
+        "tt_tps@i128o128c32": (900.0, "tok/s", "higher"),
         "other_figure": (1.0, "", "higher"),
     }
     # model a on N150: an old failing run, then a newer clean one (the newer wins)
@@ -76,8 +76,8 @@ def test_fold_picks_newest_per_cell_and_sets_status(
     )  # fmt: skip
     assert b.flaky == ("m::f",)
     key = cells[("org/a", "N150")].key_perf
-    assert [f.name for f in key["TTFT (ms)"]] == ["ttft_mean@i128o128c1"]
-    assert [f.name for f in key["tok/s"]] == ["tps@i128o128c32"]
+    assert [f.name for f in key["TTFT (ms)"]] == ["ttft_median@i128o128c1"]
+    assert [f.name for f in key["T/S"]] == ["tt_tps@i128o128c32"]
 
 
 def test_baselines_can_be_included(tmp_path: Path, make_report) -> None:
@@ -163,3 +163,30 @@ def test_a_lane_server_is_its_own_column(make_report) -> None:
     cells = matrix.fold([(Path("a.json"), one), (Path("b.json"), lanes)])
     assert [c.device for c in cells] == ["emulated", "emulated (4 lanes)"]
     assert "| emulated   | emulated (4 lanes)   |" in render_matrix_markdown(cells, "now")
+
+
+def test_tt_figures_show_with_batch_target_and_fraction(make_report, passing_accuracy) -> None:
+    from tt_conformance.expectations import Expectations, PerfTarget
+    from tt_conformance.tiers import evaluate_targets
+
+    report = make_report(
+        {"m::a": "pass"},
+        accuracy=(passing_accuracy,),
+        perf={
+            "ttft_median@i128o128c1": (55.0, "ms", "lower"),
+            "tps_user_median@i128o128c32": (20.0, "tok/s/user", "higher"),
+            "tt_tps@i128o128c32": (640.0, "tok/s", "higher"),
+        },
+    )
+    targets = Expectations(
+        perf_targets={"tps_user_median@i128o128c32": PerfTarget(reference=25.0, source="t")}
+    )
+    report = report.replace(perf_targets=evaluate_targets(report, targets))
+    (cell,) = matrix.fold([(Path("r.json"), report)])
+    assert (cell.target_text, cell.fraction_text) == ("i128o128c32: 25", "i128o128c32: 80%")
+    md = render_matrix_markdown([cell], "now")
+    assert "target T/S/U" in md and "fraction of target" in md
+    assert "i128o128c32: 640" in md and "i128o128c32: 80%" in md
+    assert "T/S = T/S/U x batch" in md  # the definitions, said once in the legend
+    page = render_matrix_html([cell], "now")
+    assert "<td>i128o128c32: 25</td><td>i128o128c32: 80%</td>" in page

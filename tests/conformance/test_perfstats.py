@@ -21,15 +21,25 @@ def test_quantile_matches_numpy_linear_percentile(q: float) -> None:
 
 def test_wave_figures_follow_the_published_definitions() -> None:
     streams = [steady(0.0, 0.050, 0.010, 11), steady(0.0, 0.070, 0.020, 11)]
-    figs = {(f.metric, f.stat): f for f in wave_figures(streams, wall_s=0.27)}
+    figs = {
+        (f.metric, f.stat): f for f in wave_figures(streams, 0.27, concurrency=2, input_len=128)
+    }
     assert figs[("ttft", "mean")].value == pytest.approx(60.0)
     assert figs[("tpot", "median")].value == pytest.approx(15.0)
     assert figs[("e2el", "mean")].value == pytest.approx((150 + 270) / 2)
     assert figs[("itl", "mean")].value == pytest.approx(15.0)
     assert figs[("tps_user", "mean")].value == pytest.approx(1000 / 15)  # 1000 / mean TPOT
     assert figs[("tps_user", "p99")].value == pytest.approx(1000 / np.percentile([10, 20], 99))
-    assert figs[("tps", "value")].value == pytest.approx(22 / 0.27)
-    assert figs[("ttft", "p99")].better == "lower" and figs[("tps", "value")].better == "higher"
+    # vllm bench serve's output throughput: every token over the wave's wall time.
+    assert figs[("output_throughput", "value")].value == pytest.approx(22 / 0.27)
+    assert figs[("request_throughput", "value")].value == pytest.approx(2 / 0.27)
+    # TT's t/s (tt-metal's LLM table): t/s/u x batch, t/s/u = 1000 / median TPOT (15 ms).
+    assert figs[("tt_tps", "value")].value == pytest.approx(1000 / 15 * 2)
+    assert figs[("tt_tps", "value")].value > figs[("output_throughput", "value")].value
+    # Prefill: the prompt's tokens over each request's TTFT (128 / 50 ms and 128 / 70 ms).
+    assert figs[("prefill_tps", "mean")].value == pytest.approx((128 / 0.05 + 128 / 0.07) / 2)
+    assert figs[("ttft", "p99")].better == "lower" and figs[("tt_tps", "value")].better == "higher"
+    assert figs[("itl", "mean")].samples == 20 and figs[("ttft", "mean")].samples == 2
 
 
 def test_clean_streams_have_no_problems() -> None:

@@ -152,7 +152,7 @@ def test_history_groups_by_commit_and_keeps_time_order(make_report) -> None:
             Path(f"{i}.json"),
             make_report(
                 {"m::t": "pass"},
-                perf={"tps@i128o128c1": (v, "tok/s", "higher")},
+                perf={"tt_tps@i128o128c1": (v, "tok/s", "higher")},
                 finished_at=f"2025-01-0{i}T00:00:00Z",
                 tt_metal=commit,
             ),

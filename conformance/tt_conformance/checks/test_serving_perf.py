@@ -1,9 +1,11 @@
 """Serving performance at TT's shapes: (input length, output length, concurrency), by default
 128/128 at concurrency 1 and at the server's capacity (max_num_seqs x lanes); other shapes with
-``--tt-perf-shapes``. Figures are comparable with TT's tables and ``vllm bench serve``
-(tt_conformance.perfstats): TTFT, TPOT, ITL and E2EL (mean, median, p99, ms), tokens/s/user
-(1000 / TPOT, same stats) and tokens/s, each with its identity keys (metric, stat, input and
-output length, concurrency), named ``<metric>_<stat>@i<in>o<out>c<conc>``.
+``--tt-perf-shapes``. Figures follow ``vllm bench serve``'s definitions (tt_conformance.perfstats):
+TTFT, TPOT, ITL and E2EL (mean, median, p99, ms), tokens/s/user (1000 / TPOT, same stats),
+prefill tokens/s, output and request throughput over the wave; plus TT's T/S (``tt_tps``:
+T/S/U x batch, tt-metal's LLM table definition, measured through the server). Each carries its
+identity keys (metric, stat, input and output length, concurrency, samples), named
+``<metric>_<stat>@i<in>o<out>c<conc>``.
 
 At least MIN_REQUESTS requests run per shape, in waves of the concurrency (as vllm bench serve
 runs num_prompts at max_concurrency). What is asserted is correctness, never speed: every stream
@@ -150,7 +152,7 @@ def test_serving_perf(
             pytrace=False,
         )
     key = figure_key(shape.input_len, shape.output_len, concurrency)
-    for fig in wave_figures(streams, wall):
+    for fig in wave_figures(streams, wall, concurrency, shape.input_len):
         record_perf(
             f"{fig.metric}_{fig.stat}@{key}" if fig.stat != "value" else f"{fig.metric}@{key}",
             fig.value,

@@ -286,6 +286,8 @@ def render_matrix_markdown(
                     md_cell("; ".join(_perf_text(c.key_perf[label])) or "—")
                     for label, _ in KEY_PERF
                 ],
+                md_cell(c.target_text or "—"),
+                md_cell(c.fraction_text or "—"),
                 md_cell(v.vllm),
                 md_cell(v.plugin),
                 md_cell(v.ttnn),
@@ -307,6 +309,8 @@ def render_matrix_markdown(
                 "failing checks",
                 "expected failures",
                 *[label for label, _ in KEY_PERF],
+                "target T/S/U",
+                "fraction of target",
                 "vLLM",
                 "plugin",
                 "ttnn",
