@@ -23,8 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tt_conformance.datafile import DataFileError, read_json_file
-from tt_conformance.matrix import MatrixError, column_dir, column_of, find_reports
-from tt_conformance.report import REPORT_KIND, Report, ReportError, report_from_dict
+from tt_conformance.identity import differences, unlike
+from tt_conformance.matrix import (
+    STATUS_ABORTED,
+    MatrixError,
+    column_dir,
+    column_of,
+    coverage_rank,
+    find_reports,
+    status_of,
+)
+from tt_conformance.report import REPORT_KIND, TIERS, Report, ReportError, report_from_dict
 
 __all__ = [
     "HISTORY_STORE",
@@ -32,6 +41,7 @@ __all__ = [
     "INDEX_NAME",
     "TREND_FIGURES",
     "UNKNOWN",
+    "CellStory",
     "CommitGroup",
     "HistoryError",
     "Run",
@@ -40,6 +50,7 @@ __all__ = [
     "TrendPoint",
     "add_run",
     "by_model_device",
+    "cell_story",
     "compare_pairs",
     "distinct_runs",
     "group_by_commit",
@@ -172,6 +183,50 @@ def trends(runs: Sequence[Run]) -> list[Trend]:
             shape = name.partition("@")[2]
             out.append(Trend(name, f"{label} @{shape}", sample.unit, sample.better, tuple(points)))
     return out
+
+
+_NOT_GOOD = frozenset({"fail", STATUS_ABORTED})
+
+
+def _rank(status: str) -> int:
+    return TIERS.index("fail" if status == STATUS_ABORTED else status)
+
+
+@dataclass(frozen=True)
+class CellStory:
+    """A model x device column's status over its history: what the site's pivot cell says
+    besides the status itself. Partial runs are left out: they certify nothing."""
+
+    status: str
+    since: Run  # the first run of the newest unbroken streak at this status
+    last_good: Run | None  # the newest run that neither failed nor was aborted
+    previous: str | None  # the status of the run before the newest
+
+    @property
+    def regressed(self) -> bool:
+        return self.previous is not None and _rank(self.status) < _rank(self.previous)
+
+
+def cell_story(runs: Sequence[Run]) -> CellStory | None:
+    """The story of one column's runs (time order) in the newest run's configuration (runs on
+    another mesh, profile or weights measure something else: identity.unlike); None when no
+    run covered the suite."""
+    covered = [r for r in runs if coverage_rank(r.report) > 0]
+    if not covered:
+        return None
+    newest = covered[-1].report
+    certified = [r for r in covered if not unlike(differences(r.report, newest))]
+    statuses = [status_of(r.report) for r in certified]
+    first = len(certified) - 1
+    while first > 0 and statuses[first - 1] == statuses[-1]:
+        first -= 1
+    good = [r for r, s in zip(certified, statuses, strict=True) if s not in _NOT_GOOD]
+    return CellStory(
+        status=statuses[-1],
+        since=certified[first],
+        last_good=good[-1] if good else None,
+        previous=statuses[-2] if len(statuses) > 1 else None,
+    )
 
 
 def compare_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_AXES",
     "Difference",
     "differences",
+    "identity_rows",
     "profile_key",
     "profile_label",
     "unknown_axes",
@@ -103,6 +104,23 @@ def _fields(report: Report) -> dict[str, Any]:
         "ttnn": report.versions.ttnn,
         "tt_metal": report.versions.tt_metal,
     }
+
+
+def identity_rows(report: Report) -> list[tuple[str, Any]]:
+    """Every axis with its value, then what is recorded but not compared (a run's page)."""
+    fields = _fields(report)
+    rows: list[tuple[str, Any]] = [(axis, fields[axis]) for axis in AXES if axis in fields]
+    rows.insert(
+        rows.index(("vllm", fields["vllm"])),
+        ("tt_options", json.dumps(report.server.tt_options, sort_keys=True, default=str)),
+    )
+    v = report.versions
+    return [
+        *rows,
+        ("configuration profile", profile_label(report)),
+        ("model class", report.server.model_class),
+        ("harness", f"{v.harness} ({v.harness_commit})"),
+    ]
 
 
 def _options(report: Report) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from tt_conformance.formats.html import (
     render_compare_index_html,
     render_history_html,
     render_matrix_html,
+    render_run_html,
 )
 from tt_conformance.formats.json import index_entry, index_json, report_json
 from tt_conformance.formats.junit import render_junit
@@ -32,8 +33,14 @@ from tt_conformance.formats.markdown import (
     render_matrix_markdown,
     render_report_markdown,
 )
-from tt_conformance.formats.views import Comparison, comparisons, history_context, history_slug
-from tt_conformance.history import INDEX_NAME, by_model_device, distinct_runs
+from tt_conformance.formats.views import (
+    Comparison,
+    comparisons,
+    history_context,
+    history_slug,
+    run_href,
+)
+from tt_conformance.history import INDEX_NAME, by_model_device, cell_story, distinct_runs
 from tt_conformance.matrix import MatrixCell, fold
 from tt_conformance.report import Report
 
@@ -152,17 +159,26 @@ def build_site(
     out/history/<model>--<device>.json     the run index of that model and device
     out/compare/<model>--<device>--<a>--<b>.html|md   two runs through the gate's comparison
     out/compare/index.html                 every comparison
+    out/runs/<run_id>.html                 a page per run: verdict, identity, coverage, figures
     """
     runs = distinct_runs(found)
     cells = fold([(r.path, r.report) for r in runs])
-    written: dict[str, list[Path]] = {"matrix": [], "history": [], "compare": []}
+    written: dict[str, list[Path]] = {"matrix": [], "history": [], "compare": [], "runs": []}
+    by_column = by_model_device(runs)
+    stories = {key: cell_story(column) for key, column in by_column.items()}
     matrix_html = out / "index.html"
-    atomic_write_text(matrix_html, render_matrix_html(cells, generated_at, links=True))
+    atomic_write_text(
+        matrix_html, render_matrix_html(cells, generated_at, links=True, stories=stories)
+    )
     matrix_md = out / "MATRIX.md"
     atomic_write_text(matrix_md, render_matrix_markdown(cells, generated_at, links=True))
     written["matrix"] += [matrix_html, matrix_md]
     all_comparisons: list[Comparison] = []
-    for (model, device), history in by_model_device(runs).items():
+    for run in runs:
+        page = out / run_href(run.report)
+        atomic_write_text(page, render_run_html(run, generated_at))
+        written["runs"].append(page)
+    for (model, device), history in by_column.items():
         slug = history_slug(model, device)
         pairs = comparisons(history)
         all_comparisons += pairs

@@ -20,7 +20,7 @@ import pytest
 from tt_conformance import history, writers
 from tt_conformance.gate import compare
 from tt_conformance.identity import AXES, differences, unlike
-from tt_conformance.matrix import CONCERN_STATES, all_concerns, column_of, find_reports
+from tt_conformance.matrix import CONCERN_STATES, all_concerns, column_of, find_reports, fold
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,6 +33,9 @@ from tests.conformance.conftest import published_reports  # noqa: E402
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         return
+
+
+WIDTH = 1400
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,9 @@ def page() -> Iterator[Page]:
         pytest.skip(message)
     browser = Browser(exe)
     tab = browser.new_page()
+    # The width a TT engineer's laptop shows the site at (issue 32: the grid was cut there).
+    tab.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=1000,
+             deviceScaleFactor=1, mobile=False)  # fmt: skip
     try:
         yield tab
     finally:
@@ -166,3 +172,45 @@ def test_every_page_loads_without_console_errors(page: Page, base_url: str, buil
         page.goto(f"{base_url}/{rel}")
         assert page.errors == [], rel
         assert page.evaluate("document.querySelectorAll('nav a').length") == 2, rel
+
+
+def test_at_1400_px_the_pivot_and_grid_fit_and_each_cell_leads_to_its_run(
+    page: Page, base_url: str, built_site
+) -> None:
+    _, found = built_site
+    page.errors.clear()
+    page.goto(f"{base_url}/index.html")
+    assert page.errors == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    for table in ("#pivot", "#matrix"):
+        right = page.evaluate(f"document.querySelector('{table}').getBoundingClientRect().right")
+        assert right <= WIDTH, f"{table} is cut at {WIDTH} px (right edge {right:.0f})"
+    cells = page.evaluate(
+        "[...document.querySelectorAll('#pivot td.pivot-cell:not(.empty)')].map(td =>"
+        " [td.closest('tr').dataset.model, td.dataset.device, td.dataset.status,"
+        " td.classList.contains('apart'), td.querySelector('a') && td.querySelector('a').href,"
+        " td.textContent])"
+    )
+    cells_by_key = {(m, d): (s, apart, href, text) for m, d, s, apart, href, text in cells}
+    folded = {(c.model, c.device): c for c in fold(found)}
+    assert set(cells_by_key) == set(folded)
+    for key, (status, apart, href, text) in cells_by_key.items():
+        cell = folded[key]
+        assert status == cell.status
+        assert apart == (cell.report.device == "emulated")  # emulated columns stand apart
+        if cell.report.coverage is not None and cell.report.coverage.full:
+            assert "since tt-metal" in text and "last good" in text
+        page.goto(href)  # the cell's run page
+        assert page.errors == []
+        shown = page.evaluate(
+            "[...document.querySelectorAll('#identity-table tr')].map(tr =>"
+            " tr.querySelector('th').textContent)"
+        )
+        assert {"model", "weights", "device", "mesh_shape", "max_num_seqs", "plugin"} <= set(shown)
+        assert cell.report.run_id in page.evaluate("document.body.textContent")
+        assert page.evaluate("document.querySelectorAll('#checks tr.check-row').length") == len(
+            cell.report.checks
+        )
+        assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+        page.goto(f"{base_url}/index.html")
+    page.screenshot(_artifacts() / "site-matrix-1400.png")

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tt_conformance.formats.templates import render_template
-from tt_conformance.formats.views import Comparison, matrix_rows
+from tt_conformance.formats.views import Comparison, matrix_rows, pivot, run_context
+from tt_conformance.history import CellStory, Run
 from tt_conformance.matrix import KEY_PERF, MatrixCell, all_concerns
 
 __all__ = [
@@ -14,20 +15,33 @@ __all__ = [
     "render_compare_index_html",
     "render_history_html",
     "render_matrix_html",
+    "render_run_html",
 ]
 
 
-def render_matrix_html(cells: Sequence[MatrixCell], generated_at: str, links: bool = False) -> str:
-    """The matrix page: standalone (matrix.html) or the site's index with links."""
+def render_matrix_html(
+    cells: Sequence[MatrixCell],
+    generated_at: str,
+    links: bool = False,
+    stories: dict[tuple[str, str], CellStory | None] | None = None,
+) -> str:
+    """The matrix page: standalone (matrix.html) or the site's index with links; ``stories``
+    (the site's, from every kept run) add "since" and "last good" to the pivot."""
     concerns = all_concerns([c.report for c in cells])
     return render_template(
         "matrix.html.jinja",
         rows=matrix_rows(cells, concerns),
+        pivot=pivot(cells, stories, links),
         concerns=concerns,
         generated_at=generated_at,
         key_perf=[label for label, _ in KEY_PERF],
         links=links,
     )
+
+
+def render_run_html(run: Run, generated_at: str) -> str:
+    """One run's page on the site."""
+    return render_template("run.html.jinja", **run_context(run, generated_at))
 
 
 def render_history_html(context: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from tt_conformance.matrix import CONCERN_STATES, short_check
 from tt_conformance.names import path_component
 from tt_conformance.numfmt import format_number
 
-__all__ = ["CONCERN_CLASS", "TIER_CLASS", "environment", "render_template"]
+__all__ = ["CONCERN_CLASS", "OUTCOME_CLASS", "TIER_CLASS", "environment", "render_template"]
 
 CONCERN_CLASS = {
     "pass": "c-pass",
@@ -19,6 +19,16 @@ CONCERN_CLASS = {
     "pass, some not run": "c-partial",
     "fail": "c-fail",
     "not run": "c-notrun",
+}
+# A check's outcome on a run's page, in the concern states' colours.
+OUTCOME_CLASS = {
+    "pass": "c-pass",
+    "xpass": "c-pass",
+    "flaky": "c-partial",
+    "xfail": "c-expected",
+    "skip": "c-notrun",
+    "fail": "c-fail",
+    "error": "c-fail",
 }
 TIER_CLASS = {
     "complete": "s-complete",
@@ -47,6 +57,7 @@ def _environment() -> Environment:
     env.globals["UNKNOWN"] = UNKNOWN
     env.globals["CONCERN_CLASS"] = CONCERN_CLASS
     env.globals["TIER_CLASS"] = TIER_CLASS
+    env.globals["OUTCOME_CLASS"] = OUTCOME_CLASS
     env.globals["CONCERN_STATES"] = CONCERN_STATES
     return env
 

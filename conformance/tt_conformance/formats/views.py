@@ -14,31 +14,40 @@ from typing import Any
 from tt_conformance.gate import GateResult, compare
 from tt_conformance.history import (
     UNKNOWN,
+    CellStory,
     Run,
     Trend,
     compare_pairs,
     group_by_commit,
     trends,
 )
-from tt_conformance.identity import AXES, differences, unlike
+from tt_conformance.identity import AXES, differences, identity_rows, unlike
 from tt_conformance.matrix import (
+    KEY_PERF,
     MatrixCell,
     concern_not_run,
     concern_status,
     not_run_concerns,
+    tier_of,
 )
 from tt_conformance.names import path_component
 from tt_conformance.report import Report
+from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
     "Comparison",
     "MatrixRow",
+    "Pivot",
+    "PivotCell",
     "check_counts",
     "compare_slug",
     "comparisons",
     "history_context",
     "history_slug",
     "matrix_rows",
+    "pivot",
+    "run_context",
+    "run_href",
     "sparkline",
     "trend_change",
     "unknown_versions",
@@ -99,6 +108,71 @@ def matrix_rows(cells: Sequence[MatrixCell], concerns: Sequence[str]) -> list[Ma
         )
         for cell in cells
     ]
+
+
+def run_href(report: Report) -> str:
+    """A run's page, relative to the site's root."""
+    return f"runs/{path_component(report.run_id)}.html"
+
+
+@dataclass(frozen=True)
+class PivotCell:
+    cell: MatrixCell
+    story: CellStory | None  # None: no history at hand (the standalone matrix), or no full run
+    href: str | None  # the run's page on the site
+
+
+@dataclass(frozen=True)
+class Pivot:
+    """Model x device column, TT hardware first; emulated and other non-TT columns apart."""
+
+    models: tuple[str, ...]
+    hardware: tuple[str, ...]
+    apart: tuple[str, ...]
+    cells: dict[tuple[str, str], PivotCell]
+
+
+def pivot(
+    cells: Sequence[MatrixCell],
+    stories: dict[tuple[str, str], CellStory | None] | None = None,
+    links: bool = False,
+) -> Pivot:
+    hardware: set[str] = set()
+    apart: set[str] = set()
+    for c in cells:
+        (apart if perf_is_informational(c.report.device) else hardware).add(c.device)
+    return Pivot(
+        models=tuple(sorted({c.model for c in cells})),
+        hardware=tuple(sorted(hardware)),
+        apart=tuple(sorted(apart)),
+        cells={
+            (c.model, c.device): PivotCell(
+                c,
+                (stories or {}).get((c.model, c.device)),
+                run_href(c.report) if links else None,
+            )
+            for c in cells
+        },
+    )
+
+
+def run_context(run: Run, generated_at: str) -> dict[str, Any]:
+    """A run's page: its verdict, identity, coverage, TT's figures, accuracy and checks."""
+    report = run.report
+    tt_figures = [
+        (label, fig)
+        for label, prefix in KEY_PERF
+        for name, fig in sorted(report.perf.items())
+        if name.startswith(prefix)
+    ]
+    return {
+        "r": report,
+        "tier": tier_of(report),
+        "identity": identity_rows(report),
+        "tt_figures": tt_figures,
+        "history": f"history/{history_slug(*run.key)}.html",
+        "generated_at": generated_at,
+    }
 
 
 def sparkline(trend: Trend, width: int = 160, height: int = 36) -> str:
