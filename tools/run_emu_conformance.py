@@ -6,10 +6,10 @@ gate the report against the committed baseline (`tox -e emu`).
 
 1. starts `vllm serve` on 127.0.0.1 (free port) with the default server options below;
 2. runs `pytest --pyargs tt_conformance.checks -n WORKERS --dist loadgroup` against it, writing
-   the report (JSON + Markdown + JUnit) to reports/<model>/emulated/ and applying the committed
-   expectations reports/baselines/<model>/emulated/expectations.json;
+   the report (JSON + Markdown + JUnit) to reports/<model>/emulated-T3K/ and applying the
+   committed expectations reports/baselines/<model>/emulated-T3K/expectations.json;
 3. stops the server (always, also when pytest or the start fails);
-4. gates the new report against reports/baselines/<model>/emulated/baseline.json with
+4. gates the new report against reports/baselines/<model>/emulated-T3K/baseline.json with
    tt-conformance-gate.
 
 Exit status: pytest's usage/internal errors (>= 2) as they are (3 also when the suite exceeds
@@ -35,11 +35,10 @@ from importlib import metadata
 from pathlib import Path
 
 from tt_conformance.history import run_files
-from tt_conformance.names import mesh_shape_for
+from tt_conformance.names import emulated_device, mesh_shape_for
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
-DEVICE = "emulated"
 DEFAULT_SUITE_TIMEOUT_S = 2400.0  # far above the few minutes the suite takes; CI has 90 minutes
 EXIT_TIMEOUT = 3
 
@@ -93,6 +92,10 @@ def report_files(directory: Path) -> set[Path]:
     return set(run_files(directory))
 
 
+# The report's device: one name per emulated mesh (names.emulated_device), emulated-T3K.
+DEVICE = emulated_device(ServerOptions().mesh)
+
+
 def pytest_command(
     server: EmulatedServer,
     options: ServerOptions,
@@ -106,7 +109,7 @@ def pytest_command(
         sys.executable, "-m", "pytest", "--pyargs", "tt_conformance.checks",
         "--tt-server-url", server.url,
         "--tt-model-name", server.model_name,
-        "--tt-device", DEVICE,
+        "--tt-device", emulated_device(options.mesh),
         "--tt-max-num-seqs", str(options.max_num_seqs),
         "--tt-server-options", options.record(model),
         "--tt-report-dir", str(report_dir),

@@ -1,7 +1,8 @@
 """The lanes concern at the server (`tox -e emu`, second run): the bundled reference model served
 as a lane-DP model (4 in-process lanes of 8 sequences, one engine, one emulated TG mesh), the
 `lanes` checks run against it (`--tt-lanes 4`), the report written to
-reports/<model>/emulated-lanes4/ and gated against reports/baselines/<model>/emulated-lanes4/.
+reports/<model>/emulated-GALAXY-lanes4/ and gated against
+reports/baselines/<model>/emulated-GALAXY-lanes4/.
 
     python tools/run_emu_lanes_conformance.py [--model DIR] [--update-baseline] [-- PYTEST ARGS]
 
@@ -32,13 +33,13 @@ from run_emu_conformance import (
     run_suite,
 )
 
+from tt_conformance.matrix import column_dir
+from tt_conformance.names import emulated_device
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
 
 LANES = 4
-# The report tree's directory for this run. The report's device stays "emulated" (the server's
-# mesh is emulated; --tt-device must agree with it); the matrix tells the two runs apart by the
-# server's lanes (matrix.column_of).
-DEVICE = f"emulated-lanes{LANES}"
+# The report's device is the emulated TG mesh's (emulated-GALAXY); the directory adds the lanes,
+# as the matrix's column does (matrix.column_dir): emulated-GALAXY-lanes4.
 LANES_VARIANT = (
     "TTReferenceLlamaForCausalLM="
     "vllm_tt_plugin.test_models.reference_llama:ReferenceLlamaLanesForCausalLM"
@@ -78,8 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     name = args.model.name
     options = LaneServerOptions()
-    report_dir = args.reports / name / DEVICE
-    baseline_dir = args.reports / "baselines" / name / DEVICE
+    device = emulated_device(options.mesh)
+    report_dir = column_dir(args.reports, name, device, LANES)
+    baseline_dir = column_dir(args.reports / "baselines", name, device, LANES)
     baseline, expectations = baseline_dir / "baseline.json", baseline_dir / "expectations.json"
     server = EmulatedServer(
         model=args.model,

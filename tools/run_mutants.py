@@ -40,8 +40,10 @@ sys.path.insert(0, str(REPO))
 from tests.mutants.catalog import MUTANTS, Mutant, by_name  # noqa: E402
 from tt_conformance.history import run_files  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tools"))
+from run_emu_conformance import DEVICE  # noqa: E402  (where the driver files the run)
+
 MODEL = "tt-reference-llama"
-DEVICE = "emulated"
 FAILED = ("fail", "error")
 
 

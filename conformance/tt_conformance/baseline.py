@@ -80,7 +80,7 @@ class Promoted:
 
 def baseline_dir(baselines_dir: Path, model: str, device: str, lanes: int = 1) -> Path:
     """<baselines>/<model>/<device>; a lane-DP run (lanes > 1) has its own baseline,
-    <device>-lanes<N> (as reports/baselines/<model>/emulated-lanes4), like its own matrix
+    <device>-lanes<N> (as reports/baselines/<model>/emulated-GALAXY-lanes4), like its own matrix
     column."""
     return column_dir(baselines_dir, model, device, lanes)
 

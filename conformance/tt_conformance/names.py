@@ -19,8 +19,10 @@ __all__ = [
     "OTHER_MARKERS",
     "default_expectations_path",
     "default_report_dir",
+    "emulated_device",
     "harness_commit",
     "installed_version",
+    "is_emulated",
     "mesh_shape_for",
     "normalize_device",
     "path_component",
@@ -82,7 +84,10 @@ DEVICE_ALIASES: dict[str, str] = {
     "BH-GALAXY": "BLACKHOLE_GALAXY",
     "BHGLX": "BLACKHOLE_GALAXY",
 }
-# Not TT systems, kept lower-case as before: the host-emulated mesh and "not said".
+# Not TT systems, kept lower-case as before: the host-emulated mesh and "not said". A server on
+# an emulated mesh is filed as "emulated-<its mesh device>" (emulated-T3K, emulated-GALAXY): one
+# name per emulated mesh; bare "emulated" is what a caller may type (--tt-device emulated) and
+# what reports before that rule carry.
 EMULATED_DEVICE = "emulated"
 OTHER_DEVICES: tuple[str, ...] = (EMULATED_DEVICE, "cpu", "gpu", "unknown")
 # The report's device for a server that shows no TT plugin (no tt_plugin_info on /metrics),
@@ -90,9 +95,25 @@ OTHER_DEVICES: tuple[str, ...] = (EMULATED_DEVICE, "cpu", "gpu", "unknown")
 NOT_TT_DEVICE = "not-tt"
 
 
+def emulated_device(mesh_device: str) -> str:
+    """The device name of a host-emulated ``mesh_device`` mesh: ``emulated-T3K``."""
+    return f"{EMULATED_DEVICE}-{normalize_device(mesh_device)}"
+
+
+def is_emulated(device: str) -> bool:
+    """A host-emulated mesh: ``emulated`` or ``emulated-<mesh device>``."""
+    return device == EMULATED_DEVICE or device.startswith(f"{EMULATED_DEVICE}-")
+
+
 def normalize_device(name: str) -> str:
     """Canonical device name; ValueError naming the value and the accepted names otherwise."""
     text = name.strip()
+    prefix = f"{EMULATED_DEVICE}-"
+    if text.lower().startswith(prefix):
+        mesh = normalize_device(text[len(prefix) :])
+        if mesh not in KNOWN_MESH_SHAPES:
+            raise ValueError(f"unknown device {name!r}: emulated-<a TT mesh device> expected")
+        return prefix + mesh
     upper = text.upper().replace(" ", "")
     if upper in KNOWN_MESH_SHAPES:
         return upper
@@ -165,6 +186,6 @@ def harness_commit(distribution: str = DISTRIBUTION) -> str:
 
 def mesh_shape_for(device: str) -> str | None:
     try:
-        return KNOWN_MESH_SHAPES.get(normalize_device(device))
+        return KNOWN_MESH_SHAPES.get(normalize_device(device).removeprefix(f"{EMULATED_DEVICE}-"))
     except ValueError:
         return None

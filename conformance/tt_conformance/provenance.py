@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tt_conformance.names import NOT_TT_DEVICE, mesh_shape_for
+from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, mesh_shape_for
 from tt_conformance.report import RunInfo
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.ttpath import TTProbe, device_disagreement, server_device
@@ -101,7 +101,8 @@ def discover(
         problem = device_disagreement(device, tt.info)
         if problem:
             raise ProvenanceError(problem)
-        if device == "unknown":
+        if device in ("unknown", EMULATED_DEVICE):
+            # "emulated" names no mesh: the report carries the one the server emulates.
             device = server_device(tt.info) or device
 
     def pick(name: str, server: Any, flag: Any, default: Any, flag_name: str) -> Any:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
-from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE
+from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, is_emulated
 from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
 
 __all__ = [
@@ -50,7 +50,7 @@ _MET_LEVELS: tuple[PerfMet, ...] = ("target", "complete", "functional")
 
 
 def perf_is_informational(device: str) -> bool:
-    return device in INFORMATIONAL_DEVICES
+    return device in INFORMATIONAL_DEVICES or is_emulated(device)
 
 
 def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTargetResult, ...]:
@@ -142,7 +142,7 @@ def derive_tier(report: Report) -> Tier:
         )
     # The long-context check's passkey score is accuracy too, but not on the expectations' task.
     measured = [a for a in report.accuracy if a.task != PASSKEY_TASK]
-    if report.device == EMULATED_DEVICE:
+    if is_emulated(report.device):
         accuracy_text = (
             "accuracy passes (" + ", ".join(f"{a.task} {a.score:.3f}" for a in measured) + ")"
             if measured

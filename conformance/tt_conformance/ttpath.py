@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tt_conformance.names import EMULATED_DEVICE, mesh_shape_for, normalize_device
+from tt_conformance.names import (
+    EMULATED_DEVICE,
+    KNOWN_MESH_SHAPES,
+    emulated_device,
+    is_emulated,
+    mesh_shape_for,
+    normalize_device,
+)
 
 if TYPE_CHECKING:
     from tt_conformance.rawhttp import RawHttp
@@ -199,9 +206,12 @@ def device_disagreement(device: str, info: TTPluginInfo) -> str | None:
     if device == "unknown":
         return None
     served = f"MESH_DEVICE={info.mesh_device}, mesh {info.mesh_shape}"
-    if device == EMULATED_DEVICE:
+    if is_emulated(device):
         if not info.emulated:
-            return f"--tt-device emulated, but the server runs a hardware mesh ({served})"
+            return f"--tt-device {device}, but the server runs a hardware mesh ({served})"
+        served_device = server_device(info)
+        if device != EMULATED_DEVICE and served_device not in (None, device):
+            return f"--tt-device {device}, but the server emulates {served} ({served_device})"
         return None
     if info.emulated:
         return (
@@ -219,12 +229,13 @@ def device_disagreement(device: str, info: TTPluginInfo) -> str | None:
 
 def server_device(info: TTPluginInfo) -> str | None:
     """The canonical device name the server's mesh stands for (None when it does not say)."""
-    if info.emulated:
-        return EMULATED_DEVICE
     try:
         name = normalize_device(info.mesh_device)
     except ValueError:
-        return None
+        name = "unknown"
+    if info.emulated:
+        # One name per emulated mesh; a mesh the harness does not know stays plain "emulated".
+        return emulated_device(name) if name in KNOWN_MESH_SHAPES else EMULATED_DEVICE
     return None if name == "unknown" else name
 
 

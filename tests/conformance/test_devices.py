@@ -32,3 +32,14 @@ def test_harness_aliases_the_plugin_accepts_mean_the_same_mesh() -> None:
         shared.append(alias)
         assert mesh_shape_for(alias) == f"{spec.rows}x{spec.cols}", alias
     assert shared, "no alias is shared with the plugin: the check above checked nothing"
+
+
+def test_one_device_name_per_emulated_mesh() -> None:
+    from tt_conformance.names import emulated_device, is_emulated, mesh_shape_for, normalize_device
+
+    assert emulated_device("T3K") == "emulated-T3K" and emulated_device("tg") == "emulated-GALAXY"
+    assert normalize_device("Emulated-t3k") == "emulated-T3K"
+    assert mesh_shape_for("emulated-T3K") == "1x8" and mesh_shape_for("emulated-GALAXY") == "8x4"
+    assert is_emulated("emulated") and is_emulated("emulated-N300") and not is_emulated("N300")
+    with pytest.raises(ValueError, match="emulated-<a TT mesh device>"):
+        normalize_device("emulated-cpu")

@@ -410,7 +410,7 @@ import pytest
 
 def test_server_fields(server):
     assert server.api_base == server.base_url + "/v1"
-    assert (server.max_num_seqs, server.lanes, server.device) == (8, 2, "emulated")
+    assert (server.max_num_seqs, server.lanes, server.device) == (8, 2, "emulated-N300")
     assert server.vllm_version == "0.26.0"
 
 def test_raw_http(raw_http):

@@ -242,7 +242,13 @@ def test_one_probe_decides_the_reports_device_and_feeds_tt_detection() -> None:
     assert (found.device, found.mesh_shape, found.tt.is_tt) == ("T3K", "1x8", True)
     emulated = {**INFO, "tt_options": '{"emulated_mesh":true}'}
     found = discover(ServerProbe(models=(model,), plugin_info=emulated), model, Flags(), "unknown")
-    assert found.device == "emulated"
+    assert found.device == "emulated-T3K"  # one name per emulated mesh
+    # The bare "emulated" a caller types becomes the mesh the server emulates; another
+    # emulated mesh is a contradiction.
+    emulated_probe = ServerProbe(models=(model,), plugin_info=emulated)
+    assert discover(emulated_probe, model, Flags(), "emulated").device == "emulated-T3K"
+    with pytest.raises(ProvenanceError, match="emulated-N300, but the server emulates"):
+        discover(emulated_probe, model, Flags(), "emulated-N300")
     with pytest.raises(ProvenanceError, match="--tt-device N300 means mesh 1x2"):
         discover(probe, model, Flags(), "N300")
     # /metrics unreadable: not TT, and the reason says why.

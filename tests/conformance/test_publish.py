@@ -63,7 +63,7 @@ def test_promote_an_emulated_run_and_gate_against_it(
     # they can be promoted (a partial run cannot: test_identity_and_coverage.py).
     monkeypatch.setattr(selection, "suite_modules", lambda: ("test_pub",))
     baselines = pytester.path / "reports" / "baselines"
-    exp_dir = baselines / "fake--tiny-model" / "emulated"
+    exp_dir = baselines / "fake--tiny-model" / "emulated-N300"  # the emulated mesh's name
     exp_dir.mkdir(parents=True)
     # A check that must not run on this model, with its reason: the suite skips it.
     (exp_dir / "expectations.json").write_text(
@@ -76,8 +76,8 @@ def test_promote_an_emulated_run_and_gate_against_it(
     )
     first = _run(pytester, harness_args, fake_server.url)
     first.assert_outcomes(passed=1, failed=1, skipped=1)
-    first.stdout.fnmatch_lines(["*no baseline for fake/tiny-model on emulated*not gated*"])
-    run_dir = pytester.path / "reports" / "fake--tiny-model" / "emulated"
+    first.stdout.fnmatch_lines(["*no baseline for fake/tiny-model on emulated-N300*not gated*"])
+    run_dir = pytester.path / "reports" / "fake--tiny-model" / "emulated-N300"
     skipped = load_report(run_dir / "latest.json").check("test_pub::test_must_not_run")
     assert skipped is not None and skipped.outcome == "skip"
     assert "skipped by expectations: hangs the model" in skipped.reason
@@ -193,7 +193,11 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     compare_pages = [p for p in pages["compare"] if p.suffix == ".html" and p.stem != "index"]
     assert len(compare_pages) == 1
     older, newer = sorted(
-        (r for r in history.distinct_runs(found) if r.key == ("tt-reference-llama", "emulated")),
+        (
+            r
+            for r in history.distinct_runs(found)
+            if r.key == ("tt-reference-llama", "emulated-T3K")
+        ),
         key=lambda r: r.report.finished_at,
     )
     html = compare_pages[0].read_text()
@@ -205,9 +209,9 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     if unlike(differences(older.report, newer.report)):  # no percentage between unlike runs
         assert "% worse" not in html and "% better" not in html and "unlike runs" in html
     assert older.report.run_id in html and newer.report.run_id in html
-    hist = (site / "history" / "tt-reference-llama--emulated.html").read_text()
+    hist = (site / "history" / "tt-reference-llama--emulated-T3K.html").read_text()
     assert "<polyline points=" in hist and compare_pages[0].name in hist
-    idx = json.loads((site / "history" / "tt-reference-llama--emulated.json").read_text())
+    idx = json.loads((site / "history" / "tt-reference-llama--emulated-T3K.json").read_text())
     assert [e["run_id"] for e in idx["runs"]] == [older.report.run_id, newer.report.run_id]
 
 

@@ -127,14 +127,16 @@ def test_compare_page_shows_the_differences_of_two_committed_runs(
     page: Page, base_url: str, built_site
 ) -> None:
     _, found = built_site
-    runs = [r for r in history.distinct_runs(found) if r.key == ("tt-reference-llama", "emulated")]
+    runs = [
+        r for r in history.distinct_runs(found) if r.key == ("tt-reference-llama", "emulated-T3K")
+    ]
     assert len(runs) >= 2, "the committed history of tt-reference-llama/emulated has two runs"
     older, newer = runs[-2], runs[-1]
     expected = compare(older.report, newer.report, axes=frozenset(AXES))
     alike = not unlike(differences(older.report, newer.report))
     page.errors.clear()
     # Reached the way a reader would: matrix -> history -> "vs previous".
-    page.goto(f"{base_url}/history/tt-reference-llama--emulated.html")
+    page.goto(f"{base_url}/history/tt-reference-llama--emulated-T3K.html")
     assert page.errors == []
     href = page.evaluate("[...document.querySelectorAll('a')].find(a => a.textContent === "
                          "'vs previous').href")  # fmt: skip

@@ -30,7 +30,7 @@ SELECTION = (
     "tt_conformance.checks.test_accuracy",
     "tt_conformance.checks.test_serving_perf",
 )
-EXPECTATIONS = REPO / "reports/baselines/tt-reference-llama/emulated/expectations.json"
+EXPECTATIONS = REPO / "reports/baselines/tt-reference-llama/emulated-T3K/expectations.json"
 
 
 def run_suite(url: str, report_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
