@@ -21,6 +21,7 @@ from tt_conformance.matrix import (
     CONCERN_PARTIAL,
     CONCERN_PASS,
     all_concerns,
+    column_of,
     concern_not_run,
     concern_status,
     find_reports,
@@ -182,7 +183,7 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
     index = (site / "index.html").read_text()
     reports = [r for _, r in found]
     for report in reports:
-        assert f'data-model="{report.model}" data-device="{report.device}"' in index
+        assert f'data-model="{report.model}" data-device="{column_of(report)}"' in index
     for concern in all_concerns(reports):
         assert f'<th class="concern">{concern}</th>' in index
     for state in ("pass", "pass with expected failures", "fail", "not run"):
