@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tt_conformance.datafile import DataFileError, read_json_file
-from tt_conformance.identity import differences, unlike
+from tt_conformance.identity import differences, profile_key, profile_label, unlike
 from tt_conformance.matrix import (
     STATUS_ABORTED,
     MatrixError,
@@ -50,6 +50,7 @@ __all__ = [
     "TrendPoint",
     "add_run",
     "by_model_device",
+    "by_series",
     "cell_story",
     "compare_pairs",
     "distinct_runs",
@@ -89,6 +90,12 @@ class Run:
         return (self.report.model, column_of(self.report))
 
     @property
+    def series(self) -> tuple[str, str, str]:
+        """A history series: the column and the configuration profile (identity.profile_key);
+        trends, comparisons and a matrix cell's story stay within one."""
+        return (*self.key, profile_key(self.report))
+
+    @property
     def tt_metal(self) -> str:
         return self.report.versions.tt_metal
 
@@ -107,6 +114,13 @@ def distinct_runs(found: Iterable[tuple[Path, Report]]) -> list[Run]:
         if current is None or (current.path.name == "latest.json" and path.name != "latest.json"):
             best[report.run_id] = Run(path, report)
     return sorted(best.values(), key=lambda r: (r.report.finished_at, r.report.run_id))
+
+
+def by_series(runs: Iterable[Run]) -> dict[tuple[str, str, str], list[Run]]:
+    out: dict[tuple[str, str, str], list[Run]] = {}
+    for run in runs:
+        out.setdefault(run.series, []).append(run)
+    return dict(sorted(out.items()))
 
 
 def by_model_device(runs: Iterable[Run]) -> dict[tuple[str, str], list[Run]]:
@@ -161,7 +175,17 @@ class Trend:
 
 
 def trends(runs: Sequence[Run]) -> list[Trend]:
-    """One trend per key figure any run recorded, a point per run (None where it is missing)."""
+    """One trend per key figure and history series (configuration profile), a point per run of
+    the series (None where it is missing): a figure of another max_num_seqs or context is
+    another line, never a step in this one."""
+    series = by_series(runs)
+    out: list[Trend] = []
+    for runs_of in series.values():
+        out += _series_trends(runs_of, profile_label(runs_of[0].report) if len(series) > 1 else "")
+    return out
+
+
+def _series_trends(runs: Sequence[Run], profile: str) -> list[Trend]:
     names = sorted({name for run in runs for name in run.report.perf})
     out: list[Trend] = []
     for label, prefix in TREND_FIGURES:
@@ -181,7 +205,8 @@ def trends(runs: Sequence[Run]) -> list[Trend]:
                     )
                 )
             shape = name.partition("@")[2]
-            out.append(Trend(name, f"{label} @{shape}", sample.unit, sample.better, tuple(points)))
+            title = f"{label} @{shape}" + (f" ({profile})" if profile else "")
+            out.append(Trend(name, title, sample.unit, sample.better, tuple(points)))
     return out
 
 
@@ -230,8 +255,12 @@ def cell_story(runs: Sequence[Run]) -> CellStory | None:
 
 
 def compare_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    """Each run against the one before it (same model and device, time order)."""
-    return [(runs[i - 1], runs[i]) for i in range(1, len(runs))]
+    """Each run against the one before it in its series (same model, device column and
+    configuration profile; time order)."""
+    pairs = []
+    for runs_of in by_series(runs).values():
+        pairs += [(runs_of[i - 1], runs_of[i]) for i in range(1, len(runs_of))]
+    return sorted(pairs, key=lambda pair: (pair[1].report.finished_at, pair[1].report.run_id))
 
 
 class HistoryError(Exception):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tt_conformance.identity import profile_key, profile_label
 from tt_conformance.names import path_component
 from tt_conformance.report import (
     FAILING,
@@ -105,6 +106,7 @@ class MatrixCell:
     key_perf: dict[str, tuple[PerfFigure, ...]]
     not_run: tuple[str, ...] = ()  # "<check>: <reason>"
     targets: tuple[PerfTargetResult, ...] = ()  # the perf targets on TT's T/S/U (TARGET_PERF)
+    profile: str = ""  # the configuration profile (identity.profile_label): part of the row
 
     @property
     def target_text(self) -> str:
@@ -227,9 +229,11 @@ def coverage_rank(report: Report) -> int:
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
-    """Per (model, device column): the newest of the fullest runs (a partial run shows only
-    where no full run exists, labelled partial); latest.json and its run file count once."""
-    newest: dict[tuple[str, str], tuple[Path, Report]] = {}
+    """Per (model, device column, configuration profile): the newest of the fullest runs (a
+    partial run shows only where no full run exists, labelled partial); latest.json and its run
+    file count once. Runs with another max_num_seqs, context, scheduler switches or TT options
+    measure something else: their own row, never one cell."""
+    newest: dict[tuple[str, str, str], tuple[Path, Report]] = {}
 
     def rank(path: Path, report: Report) -> tuple[int, str, str, bool]:
         return (
@@ -240,7 +244,7 @@ def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
         )
 
     for path, report in reports:
-        key = (report.model, column_of(report))
+        key = (report.model, column_of(report), profile_key(report))
         current = newest.get(key)
         if current is None or rank(path, report) > rank(*current):
             newest[key] = (path, report)
@@ -272,6 +276,7 @@ def _cell(path: Path, report: Report) -> MatrixCell:
             for c in sorted(report.checks_with("skip"), key=lambda c: c.id)
         ),
         targets=tuple(t for t in report.perf_targets if t.figure.startswith(TARGET_PERF)),
+        profile=profile_label(report),
     )
 
 
@@ -279,9 +284,11 @@ def short_check(check_id: str) -> str:
     return check_id.removeprefix("tt_conformance.checks.")
 
 
-# The first table of a MATRIX.md (formats/templates/matrix.md.jinja): "| model | device | tier |".
+# The first table of a MATRIX.md (formats/templates/matrix.md.jinja); matrices written before
+# rows were keyed by configuration have no configuration column.
 _MATRIX_TITLE = "# Model support matrix"
-_ROWS_HEADER = "| model | device | tier |"
+_ROWS_HEADER = "| model | device | configuration | tier |"
+_OLD_ROWS_HEADER = "| model | device | tier |"
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 # The site's MATRIX.md links each model to its history page.
 _LINKED = re.compile(r"^\[(?P<model>.*)\]\(history/[^()]*\.md\)$")
@@ -291,9 +298,10 @@ def _unescape(cell: str) -> str:
     return cell.strip().replace("\\|", "|")  # the template's `md` filter escapes pipes
 
 
-def published_rows(path: Path) -> list[tuple[str, str]]:
-    """The (model, device column) rows of a MATRIX.md this command wrote (none if absent).
-    MatrixError for a file that is not one: overwriting it is the caller's decision."""
+def published_rows(path: Path) -> list[tuple[str, str, str]]:
+    """The (model, device column, configuration) rows of a MATRIX.md this command wrote (none
+    if absent; configuration "" in an older matrix). MatrixError for a file that is not one:
+    overwriting it is the caller's decision."""
     if not path.is_file():
         return []
     try:
@@ -302,8 +310,11 @@ def published_rows(path: Path) -> list[tuple[str, str]]:
         raise MatrixError(f"{path}: cannot read the published matrix: {exc}") from None
     if not lines or lines[0].strip() != _MATRIX_TITLE:
         raise MatrixError(f"{path}: not a support matrix (no {_MATRIX_TITLE!r} title)")
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str, str]] = []
     start = next((i for i, line in enumerate(lines) if line.startswith(_ROWS_HEADER)), None)
+    configured = start is not None
+    if start is None:
+        start = next((i for i, ln in enumerate(lines) if ln.startswith(_OLD_ROWS_HEADER)), None)
     if start is None:
         return rows  # "No reports found."
     for line in lines[start + 2 :]:  # past the header and its |---| rule
@@ -313,22 +324,29 @@ def published_rows(path: Path) -> list[tuple[str, str]]:
         if len(cells) < 4:
             raise MatrixError(f"{path}: malformed matrix row: {line!r}")
         model, device = _unescape(cells[1]), _unescape(cells[2])
+        configuration = _unescape(cells[3]) if configured else ""
         linked = _LINKED.match(model)
-        rows.append((linked.group("model") if linked else model, device))
+        rows.append((linked.group("model") if linked else model, device, configuration))
     return rows
 
 
-def _row_key(model: str, device: str) -> tuple[str, str]:
+def _row_key(*parts: str) -> tuple[str, ...]:
     # As rendered: the `md` filter turns newlines into spaces, and cells are stripped on reading.
-    return (model.replace("\n", " ").strip(), device.replace("\n", " ").strip())
+    return tuple(p.replace("\n", " ").strip() for p in parts)
 
 
 def dropped_rows(cells: Sequence[MatrixCell], published: Iterable[Path]) -> dict[Path, list[str]]:
-    """Per published MATRIX.md, its rows ("model / device") the new cells would drop."""
-    kept = {_row_key(c.model, c.device) for c in cells}
+    """Per published MATRIX.md, its rows ("model / device / configuration") the new cells would
+    drop; a row of an older matrix (no configuration) by model and device alone."""
+    kept = {_row_key(c.model, c.device, c.profile) for c in cells}
+    kept_columns = {key[:2] for key in kept}
     out: dict[Path, list[str]] = {}
     for path in published:
-        lost = sorted({_row_key(*row) for row in published_rows(path)} - kept)
+        lost = set()
+        for model, device, configuration in published_rows(path):
+            key = _row_key(model, device, configuration)
+            if (key not in kept) if configuration else (key[:2] not in kept_columns):
+                lost.add(key)
         if lost:
-            out[path] = [f"{model} / {device}" for model, device in lost]
+            out[path] = [" / ".join(p for p in key if p) for key in sorted(lost)]
     return out

@@ -40,7 +40,13 @@ from tt_conformance.formats.views import (
     history_slug,
     run_href,
 )
-from tt_conformance.history import INDEX_NAME, by_model_device, cell_story, distinct_runs
+from tt_conformance.history import (
+    INDEX_NAME,
+    by_model_device,
+    by_series,
+    cell_story,
+    distinct_runs,
+)
 from tt_conformance.matrix import MatrixCell, fold
 from tt_conformance.report import Report
 
@@ -165,7 +171,7 @@ def build_site(
     cells = fold([(r.path, r.report) for r in runs])
     written: dict[str, list[Path]] = {"matrix": [], "history": [], "compare": [], "runs": []}
     by_column = by_model_device(runs)
-    stories = {key: cell_story(column) for key, column in by_column.items()}
+    stories = {key: cell_story(series) for key, series in by_series(runs).items()}
     matrix_html = out / "index.html"
     atomic_write_text(
         matrix_html, render_matrix_html(cells, generated_at, links=True, stories=stories)

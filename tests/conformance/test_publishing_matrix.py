@@ -31,12 +31,17 @@ def _tox_matrix_args() -> list[str]:
     return shlex.split(match.group(1))
 
 
-def _tree(root: Path, make_report: Any, *cells: tuple[str, str, int]) -> Path:
+def _tree(root: Path, make_report: Any, *cells: tuple[str, str, int], seqs: int = 32) -> Path:
     for model, device, lanes in cells:
         report = make_report({"m::a": "pass"}, model=model, device=device)
-        report = report.replace(server=report.server.model_copy(update={"lanes": lanes}))
-        write_report(report, root / model.replace("/", "--") / f"{device}-{lanes}")
+        server = report.server.model_copy(update={"lanes": lanes, "max_num_seqs": seqs})
+        report = report.replace(server=server)
+        write_report(report, root / model.replace("/", "--") / f"{device}-{lanes}-{seqs}")
     return root
+
+
+def _columns(path: Path) -> list[tuple[str, str]]:
+    return [(model, device) for model, device, _ in matrix.published_rows(path)]
 
 
 def test_a_subset_does_not_replace_the_published_matrix(
@@ -50,9 +55,13 @@ def test_a_subset_does_not_replace_the_published_matrix(
     assert matrix_cli.main([str(full), *args]) == matrix_cli.EXIT_OK
     published = {p: p.read_bytes() for p in (out / "MATRIX.md", out / "matrix.html",
                                              out / "site" / "MATRIX.md")}  # fmt: skip
-    assert matrix.published_rows(out / "MATRIX.md") == [
+    assert _columns(out / "MATRIX.md") == [
         ("org/a", "N150"), ("org/a|x", "T3K"), ("org/b", "emulated (4 lanes)")
     ]  # fmt: skip
+    # Each row names its configuration profile (identity.profile_label), as the cells do.
+    profiles = {(c.model, c.device): c.profile for c in matrix.fold(matrix.find_reports(full))}
+    assert [r[2] for r in matrix.published_rows(out / "MATRIX.md")] == list(profiles.values())
+    assert profiles[("org/b", "emulated (4 lanes)")].startswith("32 seqs x 4 lanes, len 2048")
     assert matrix.published_rows(out / "site" / "MATRIX.md") == matrix.published_rows(
         out / "MATRIX.md"
     )  # the site's links to the history pages read back as the same rows
@@ -63,13 +72,47 @@ def test_a_subset_does_not_replace_the_published_matrix(
     err = capsys.readouterr().err
     for path in (out / "MATRIX.md", out / "site" / "MATRIX.md"):
         assert f"{path} has 2 row(s) that no input report" in err
-    assert "org/a|x / T3K; org/b / emulated (4 lanes)" in err and "--replace" in err
+    assert f"org/a|x / T3K / {profiles[('org/a|x', 'T3K')]}; org/b / emulated (4 lanes)" in err
+    assert "--replace" in err
     assert {p: p.read_bytes() for p in published} == published  # nothing written
 
     # More rows, or the same ones, are fine; --replace drops rows on purpose.
     assert matrix_cli.main([str(full), *args]) == matrix_cli.EXIT_OK
     assert matrix_cli.main([str(subset), *args, "--replace"]) == matrix_cli.EXIT_OK
-    assert matrix.published_rows(out / "MATRIX.md") == [("org/a", "N150")]
+    assert _columns(out / "MATRIX.md") == [("org/a", "N150")]
+
+
+def test_a_configuration_is_its_own_row_and_dropping_one_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs of one model on one device with another max_num_seqs are two rows, never one cell;
+    publishing without one of them drops a row like any other."""
+    both = _tree(tmp_path / "both", make_report, ("org/a", "N150", 1))
+    _tree(both, make_report, ("org/a", "N150", 1), seqs=64)
+    out = tmp_path / "pub"
+    args = ["--out-md", str(out / "MATRIX.md"), "--out-html", str(out / "matrix.html")]
+    assert matrix_cli.main([str(both), *args]) == matrix_cli.EXIT_OK
+    rows = matrix.published_rows(out / "MATRIX.md")
+    assert [r[:2] for r in rows] == [("org/a", "N150")] * 2
+    assert sorted(r[2].split(",")[0] for r in rows) == ["32 seqs", "64 seqs"]
+    capsys.readouterr()
+    one = _tree(tmp_path / "one", make_report, ("org/a", "N150", 1))
+    assert matrix_cli.main([str(one), *args]) == matrix_cli.EXIT_BAD_INPUT
+    assert "org/a / N150 / 64 seqs, len 2048" in capsys.readouterr().err
+
+
+def test_an_older_matrix_without_configurations_is_read_by_model_and_device(
+    tmp_path: Path, make_report: Any
+) -> None:
+    older = tmp_path / "MATRIX.md"
+    older.write_text(
+        "# Model support matrix\n\n| model | device | tier | accuracy |\n|---|---|---|---|\n"
+        "| org/a | N150 | functional | pass |\n"
+    )
+    assert matrix.published_rows(older) == [("org/a", "N150", "")]
+    reports = _tree(tmp_path / "r", make_report, ("org/a", "N150", 1))
+    cells = matrix.fold(matrix.find_reports(reports))
+    assert matrix.dropped_rows(cells, [older]) == {}  # the same model and device: kept
 
 
 def test_a_file_that_is_not_a_matrix_is_not_overwritten(

@@ -189,13 +189,13 @@ def test_at_1400_px_the_pivot_and_grid_fit_and_each_cell_leads_to_its_run(
         right = page.evaluate(f"document.querySelector('{table}').getBoundingClientRect().right")
         assert right <= WIDTH, f"{table} is cut at {WIDTH} px (right edge {right:.0f})"
     cells = page.evaluate(
-        "[...document.querySelectorAll('#pivot td.pivot-cell:not(.empty)')].map(td =>"
-        " [td.closest('tr').dataset.model, td.dataset.device, td.dataset.status,"
-        " td.classList.contains('apart'), td.querySelector('a') && td.querySelector('a').href,"
-        " td.textContent])"
+        "[...document.querySelectorAll('#pivot div.pivot-profile')].map(div =>"
+        " [div.closest('tr').dataset.model, div.closest('td').dataset.device,"
+        " div.dataset.profile, div.dataset.status, div.closest('td').classList.contains('apart'),"
+        " div.querySelector('a') && div.querySelector('a').href, div.textContent])"
     )
-    cells_by_key = {(m, d): (s, apart, href, text) for m, d, s, apart, href, text in cells}
-    folded = {(c.model, c.device): c for c in fold(found)}
+    cells_by_key = {(m, d, p): (s, apart, href, text) for m, d, p, s, apart, href, text in cells}
+    folded = {(c.model, c.device, c.profile): c for c in fold(found)}
     assert set(cells_by_key) == set(folded)
     for key, (status, apart, href, text) in cells_by_key.items():
         cell = folded[key]

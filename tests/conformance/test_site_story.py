@@ -60,3 +60,28 @@ def test_partial_and_unlike_runs_tell_no_story(make_report: Any) -> None:
     assert story is not None and story.previous is None and not story.regressed
     assert story.since is newest
     assert history.cell_story([partial]) is None
+
+
+def test_a_history_series_is_one_configuration(make_report: Any) -> None:
+    """Runs of one column with another max_num_seqs are another series: their own trend line,
+    compared only with each other, with their own story."""
+
+    def run(i: int, seqs: int, value: float) -> history.Run:
+        report = make_report(
+            {"m::a": "pass"},
+            finished_at=f"2025-01-{i:02d}T00:00:00Z",
+            perf={"tt_tps@i128o128c32": (value, "tok/s", "higher")},
+        )
+        server = report.server.model_copy(update={"max_num_seqs": seqs})
+        return history.Run(Path(f"{i}.json"), report.replace(server=server, coverage=FULL))
+
+    runs = [run(1, 32, 100.0), run(2, 64, 180.0), run(3, 32, 105.0), run(4, 64, 175.0)]
+    assert len(history.by_series(runs)) == 2 and len(history.by_model_device(runs)) == 1
+    lines = history.trends(runs)
+    assert sorted(t.values() for t in lines) == [[100.0, 105.0], [180.0, 175.0]]
+    assert all("seqs" in t.label for t in lines)  # which configuration each line is
+    pairs = history.compare_pairs(runs)
+    assert [(a.report.finished_at[8:10], b.report.finished_at[8:10]) for a, b in pairs] == [
+        ("01", "03"),
+        ("02", "04"),
+    ]

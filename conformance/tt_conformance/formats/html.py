@@ -23,7 +23,7 @@ def render_matrix_html(
     cells: Sequence[MatrixCell],
     generated_at: str,
     links: bool = False,
-    stories: dict[tuple[str, str], CellStory | None] | None = None,
+    stories: dict[tuple[str, str, str], CellStory | None] | None = None,
 ) -> str:
     """The matrix page: standalone (matrix.html) or the site's index with links; ``stories``
     (the site's, from every kept run) add "since" and "last good" to the pivot."""

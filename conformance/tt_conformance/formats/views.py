@@ -21,7 +21,7 @@ from tt_conformance.history import (
     group_by_commit,
     trends,
 )
-from tt_conformance.identity import AXES, differences, identity_rows, unlike
+from tt_conformance.identity import AXES, differences, identity_rows, profile_key, unlike
 from tt_conformance.matrix import (
     KEY_PERF,
     MatrixCell,
@@ -124,35 +124,38 @@ class PivotCell:
 
 @dataclass(frozen=True)
 class Pivot:
-    """Model x device column, TT hardware first; emulated and other non-TT columns apart."""
+    """Model x device column, TT hardware first; emulated and other non-TT columns apart. A
+    cell lists one entry per configuration profile the model was run with there."""
 
     models: tuple[str, ...]
     hardware: tuple[str, ...]
     apart: tuple[str, ...]
-    cells: dict[tuple[str, str], PivotCell]
+    cells: dict[tuple[str, str], list[PivotCell]]
+
+    def regressed(self, model: str, device: str) -> bool:
+        return any(p.story is not None and p.story.regressed for p in self.cells[(model, device)])
 
 
 def pivot(
     cells: Sequence[MatrixCell],
-    stories: dict[tuple[str, str], CellStory | None] | None = None,
+    stories: dict[tuple[str, str, str], CellStory | None] | None = None,
     links: bool = False,
 ) -> Pivot:
+    """``stories`` by history series (model, column, profile key: history.Run.series)."""
     hardware: set[str] = set()
     apart: set[str] = set()
     for c in cells:
         (apart if perf_is_informational(c.report.device) else hardware).add(c.device)
+    grid: dict[tuple[str, str], list[PivotCell]] = {}
+    for c in cells:
+        story = (stories or {}).get((c.model, c.device, profile_key(c.report)))
+        href = run_href(c.report) if links else None
+        grid.setdefault((c.model, c.device), []).append(PivotCell(c, story, href))
     return Pivot(
         models=tuple(sorted({c.model for c in cells})),
         hardware=tuple(sorted(hardware)),
         apart=tuple(sorted(apart)),
-        cells={
-            (c.model, c.device): PivotCell(
-                c,
-                (stories or {}).get((c.model, c.device)),
-                run_href(c.report) if links else None,
-            )
-            for c in cells
-        },
+        cells=grid,
     )
 
 
