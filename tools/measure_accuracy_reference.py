@@ -2,7 +2,7 @@
 store it with the baseline.
 
     python tools/measure_accuracy_reference.py --model fixtures/models/tt-reference-llama \\
-        [--task tt-patterns] [--device emulated] [--tolerance 0.02] [--no-update-expectations]
+        [--task tt-patterns] [--device emulated-T3K] [--tolerance 0.02] [--no-update-expectations]
 
 Greedy decoding, the same prompts, token budget, stop strings and scoring rules as the
 conformance check (tt_conformance.accuracy), so the served model on the TT path should score
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--task", default="tt-patterns", choices=sorted(BUNDLED_TASKS))
-    parser.add_argument("--device", default="emulated")
+    # The emulated run's device (tools/run_emu_conformance.py): where its baseline lives.
+    parser.add_argument("--device", default="emulated-T3K")
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--baselines", type=Path, default=REPO / "reports" / "baselines")
     parser.add_argument("--no-update-expectations", action="store_true")
