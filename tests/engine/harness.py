@@ -126,6 +126,23 @@ def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     return [line for line in lines if needle in line]
 
 
+def settled_log_count(server: EmulatedServer, needle: str, quiet_s: float = 1.0) -> int:
+    """How many log lines contain ``needle`` once the count has stopped changing for
+    ``quiet_s`` (the engine process writes its log asynchronously: a line of an earlier
+    request may land after the response that followed it; at most 30 s)."""
+    deadline = time.monotonic() + 30.0
+    count = len(log_lines(server, needle))
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = len(log_lines(server, needle))
+        if now != count:
+            count, stable_since = now, time.monotonic()
+        elif time.monotonic() - stable_since >= quiet_s:
+            break
+    return count
+
+
 # --- streaming requests into a failing or stopping server ------------------------------
 
 

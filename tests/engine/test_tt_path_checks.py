@@ -85,8 +85,9 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
     rest = {c: r for c, r in not_passed.items() if c not in host_only}
     assert not rest, json.dumps(rest, indent=1)
     assert len(run.outcomes) >= 20
+    # --tt-device emulated names no mesh: the report carries the one the server emulates.
     assert run.report is not None and (run.report.device, run.report.mesh_shape) == (
-        "emulated",
+        "emulated-T3K",
         "1x8",
     )
     # The info describes this launch.
