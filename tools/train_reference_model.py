@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 import time
@@ -42,6 +41,7 @@ from reference_corpus import (
     SPECIAL_TOKENS,
     documents,
 )
+from training_schedule import adamw, warmup_cosine
 
 if TYPE_CHECKING:  # heavy imports happen inside the functions, after argument checks
     from tokenizers import Tokenizer
@@ -186,20 +186,8 @@ def train(args: TrainArgs, shape: Shape) -> dict[str, float]:
     config = build_config(shape, args.vocab_size)
     model = LlamaForCausalLM(config)
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr,
-        betas=(0.9, 0.95),
-        eps=1e-8,
-    )
-
-    def lr_at(step: int) -> float:
-        if step < args.warmup:
-            return args.lr * (step + 1) / args.warmup
-        frac = (step - args.warmup) / max(1, args.steps - args.warmup)
-        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+    opt = adamw(model, args.lr)
+    lr_at = warmup_cosine(args.lr, args.warmup, args.steps)
 
     def labels_of(batch: torch.Tensor) -> torch.Tensor:
         return batch.masked_fill(batch == SPECIAL_TOKENS.index(PAD), -100)

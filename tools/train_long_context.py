@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Teach the bundled reference checkpoint to use its whole context: passkey retrieval and copying.
+
+`tools/train_reference_model.py` trains `fixtures/models/tt-reference-llama` on 256-token rows, so
+it never sees a position past 255 and forms no copy circuit: the long-context checks
+(`checks/test_long_context.py`, answers known in advance) would have nothing to find. This tool
+continues training from those weights, in phases of growing row length (256, 512, 1024 tokens),
+on batches that mix four kinds of row:
+
+- corpus: the original documents (`reference_corpus.documents`), packed, so the model keeps
+  what the other checks rely on;
+- induction: BOS, then a random run of token ids (or of words and digit strings) repeated until
+  the row is full, loss on the repeats only (the classic data that forms induction heads);
+- passkey: prompts in the exact `tt_conformance.longtasks` format (random key, filler count and
+  depth; a fifth with another filler sentence), the answer `" <key>."` and EOS, answer tokens
+  weighted x5, the rest of the row packed with corpus documents;
+- passage: corpus text without special tokens, 12-240 tokens, repeated until the row is full.
+
+Not yet applied to the shipped fixture (issue 31: the derived checkpoints, the accuracy reference,
+the expectations and the baselines follow it). On a copy of the fixture the recipe gives 20/20
+passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016 tokens, and a
+held-out corpus loss of 0.8337 (from 0.8126), measured with transformers.
+
+The default recipe is two runs, the second from the first's output with a corpus-heavy mix at a
+lower rate (it brings the held-out corpus loss back down):
+
+    python tools/train_long_context.py --checkpoint fixtures/models/tt-reference-llama
+
+Deterministic: seeded `random.Random`, `torch.manual_seed`, `torch.use_deterministic_algorithms`
+and one torch thread (another thread count or CPU kind may change float rounding and so the
+bytes). About 35 minutes on one core. Needs torch, transformers (5.x), tokenizers and
+safetensors; no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / "conformance"))
+
+from reference_corpus import (  # noqa: E402
+    BOS,
+    EOS,
+    EXTRA_WORDS,
+    NAMES,
+    PAD,
+    SPECIAL_TOKENS,
+    WORD_POOL,
+    documents,
+)
+from training_schedule import adamw, warmup_cosine  # noqa: E402
+
+from tt_conformance.longtasks import PASSKEY_FILLER, Passkey  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
+    from tokenizers import Tokenizer
+
+# Other filler sentences, so retrieval does not hang on the standard one alone.
+ALT_FILLERS = (
+    " The grass is green. The sky is blue.",
+    " Here we go. There and back again.",
+    " The sun is yellow. The sky is blue. The grass is green.",
+    " The cat sat on the mat. The dog ran in the park.",
+)
+_SPECIAL = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS))
+Row = tuple[list[int], list[float]]  # token ids, per-token loss weights
+
+
+@dataclass(frozen=True)
+class Phase:
+    length: int  # tokens per row
+    batch: int  # rows per step
+    steps: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run: phases, the share of each row kind, optimiser and seeds."""
+
+    phases: tuple[Phase, ...]
+    mix: tuple[float, float, float, float]  # corpus, induction, passkey, passage
+    lr: float
+    warmup: int
+    seed: int
+    corpus_seed: int
+    answer_weight: float = 5.0
+    alt_filler: float = 0.2
+
+    @property
+    def steps(self) -> int:
+        return sum(p.steps for p in self.phases)
+
+
+RECIPE = (
+    Run(
+        phases=(Phase(256, 32, 300), Phase(512, 16, 300), Phase(1024, 8, 400)),
+        mix=(0.3, 0.15, 0.3, 0.25),
+        lr=1.5e-3,
+        warmup=20,
+        seed=4321,
+        corpus_seed=4321,
+    ),
+    Run(
+        phases=(Phase(256, 32, 60), Phase(1024, 8, 100)),
+        mix=(0.55, 0.1, 0.2, 0.15),
+        lr=3e-4,
+        warmup=10,
+        seed=4322,
+        corpus_seed=4323,
+    ),
+)
+
+
+class Rows:
+    """Makes training rows; every draw comes from one seeded generator, in a fixed order."""
+
+    def __init__(self, tok: Tokenizer, run: Run) -> None:
+        self.tok, self.run = tok, run
+        self.rng = random.Random(run.seed)
+        self.pad, self.bos, self.eos = (tok.token_to_id(t) for t in (PAD, BOS, EOS))
+        self.text_ids = list(range(tok.get_vocab_size() - len(SPECIAL_TOKENS)))
+        self.corpus = documents(run.corpus_seed)
+        self.passages = documents(run.corpus_seed + 1)
+        self.pending: list[list[int]] = []
+        self.bare = len(tok.encode(Passkey(10000, 0, 0).prompt).ids)
+        self.per_filler = len(tok.encode(PASSKEY_FILLER, add_special_tokens=False).ids)
+
+    def _document(self) -> list[int]:
+        if not self.pending:
+            texts = [next(self.corpus) for _ in range(2000)]
+            encoded = self.tok.encode_batch(texts, add_special_tokens=False)
+            self.pending.extend(reversed([e.ids for e in encoded]))
+        return self.pending.pop()
+
+    def _fill(self, row: list[int], weights: list[float], length: int) -> Row:
+        """Pack whole corpus documents after ``row`` up to ``length``, then pad."""
+        while len(row) < length:
+            doc = self._document()
+            if len(row) + len(doc) > length:
+                if len(row) > length - 8:
+                    break
+                continue
+            row += doc
+            weights += [1.0] * len(doc)
+        missing = length - len(row)
+        return row + [self.pad] * missing, weights + [0.0] * missing
+
+    def corpus_row(self, length: int) -> Row:
+        return self._fill([], [], length)
+
+    def induction_row(self, length: int) -> Row:
+        rng = self.rng
+        as_ids = rng.random() < 0.5
+        size = int(math.exp(rng.uniform(math.log(4), math.log(max(5, (length - 1) // 2)))))
+        if as_ids:
+            run = [rng.choice(self.text_ids) for _ in range(size)]
+        else:
+            run = []
+            while len(run) < size:
+                word = (
+                    str(rng.randint(0, 99999))
+                    if rng.random() < 0.3
+                    else rng.choice(WORD_POOL + NAMES + EXTRA_WORDS)
+                )
+                run += self.tok.encode(" " + word, add_special_tokens=False).ids
+            run = run[:size]
+        row, weights = [self.bos, *run], [0.0] * (len(run) + 1)
+        while len(row) < length:
+            take = run[: length - len(row)]
+            row += take
+            weights += [1.0] * len(take)
+        return row[:length], weights[:length]
+
+    def passkey_row(self, length: int) -> Row:
+        rng = self.rng
+        while True:
+            fillers = rng.randint(0, max(0, (length - self.bare - 8) // self.per_filler))
+            before = rng.randint(0, fillers) if rng.random() < 0.8 else rng.choice([0, fillers])
+            task = Passkey(rng.randint(10000, 99999), before, fillers - before)
+            text = task.prompt
+            if rng.random() < self.run.alt_filler:
+                text = text.replace(PASSKEY_FILLER, rng.choice(ALT_FILLERS))
+            ids = self.tok.encode(text).ids
+            answer = [*self.tok.encode(task.answer, add_special_tokens=False).ids, self.eos]
+            if len(ids) + len(answer) <= length:
+                break
+        weights = [0.0] + [1.0] * (len(ids) - 1) + [self.run.answer_weight] * len(answer)
+        return self._fill(ids + answer, weights, length)
+
+    def passage_row(self, length: int) -> Row:
+        rng = self.rng
+        size = int(math.exp(rng.uniform(math.log(12), math.log(min(240, length // 3)))))
+        parts: list[str] = []
+        while sum(len(p) for p in parts) < 6 * size:
+            text = " ".join(_SPECIAL.sub(" ", next(self.passages)).split())
+            if text:
+                parts.append(text)
+        sep = " " if rng.random() < 0.8 else "\n"
+        unit = self.tok.encode(sep + " ".join(parts), add_special_tokens=False).ids[:size]
+        row, weights, first = [self.bos], [0.0], True
+        while len(row) < length:
+            take = unit[: length - len(row)]
+            row += take
+            weights += [0.5 if first else 1.0] * len(take)
+            first = False
+        return row, weights
+
+    def counts(self, batch: int) -> list[int]:
+        counts = [round(batch * share) for share in self.run.mix]
+        counts[0] += batch - sum(counts)
+        return counts
+
+    def batch(self, phase: Phase) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        makers: list[Callable[[int], Row]] = [
+            self.corpus_row,
+            self.induction_row,
+            self.passkey_row,
+            self.passage_row,
+        ]
+        rows: list[Row] = [
+            make(phase.length)
+            for make, count in zip(makers, self.counts(phase.batch), strict=True)
+            for _ in range(count)
+        ]
+        return torch.tensor([r for r, _ in rows]), torch.tensor([w for _, w in rows])
+
+
+def _schedule(run: Run) -> Iterator[tuple[int, Phase]]:
+    step = 0
+    for phase in run.phases:
+        for _ in range(phase.steps):
+            yield step, phase
+            step += 1
+
+
+def train(checkpoint: Path, run: Run, threads: int) -> None:
+    """One run, in place: read the checkpoint's weights, write the trained ones back."""
+    import torch
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer
+    from transformers import LlamaForCausalLM
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(run.seed)
+    torch.use_deterministic_algorithms(True)
+    tok = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
+    rows = Rows(tok, run)
+    model = LlamaForCausalLM.from_pretrained(str(checkpoint))
+    model.config.use_cache = False
+    opt = adamw(model, run.lr)
+    lr_at = warmup_cosine(run.lr, run.warmup, run.steps)
+
+    started = time.time()
+    model.train()
+    for step, phase in _schedule(run):
+        ids, weights = rows.batch(phase)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        target = ids[:, 1:]
+        weight = weights[:, 1:] * (target != rows.pad)
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), target.reshape(-1), reduction="none"
+        ).view_as(target)
+        loss = (nll * weight).sum() / weight.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == run.steps - 1:
+            print(
+                f"step {step:4d} rows of {phase.length} loss {loss.item():.4f} "
+                f"lr {lr_at(step):.1e} {time.time() - started:6.0f}s",
+                flush=True,
+            )
+    # Only the weights change: the config, tokenizer and README stay the checkpoint's own.
+    state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
+    save_file(state, str(checkpoint / "model.safetensors"), metadata={"format": "pt"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", type=Path, required=True, help="trained in place")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    if not (args.checkpoint / "model.safetensors").is_file():
+        parser.error(f"--checkpoint {args.checkpoint}: no model.safetensors there")
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    for i, run in enumerate(RECIPE, 1):
+        print(f"run {i}/{len(RECIPE)}: {run.steps} steps", flush=True)
+        train(args.checkpoint, run, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
