@@ -28,7 +28,6 @@ import atexit
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Collection, Mapping, Sequence
@@ -430,18 +429,11 @@ def tt_metal_commit(env: Mapping[str, str] | None = None) -> str:
     home = envs.TT_METAL_HOME.get(env)
     if home is None or not home.is_dir():
         return UNKNOWN
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(home), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-        if proc.returncode == 0 and proc.stdout.strip():
-            return proc.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
+    from vllm_tt_plugin.utils.checkout import git_output
+
+    head = git_output(home, "rev-parse", "HEAD")
+    if head:
+        return head
     for name in (".git_commit", "VERSION"):
         path = os.path.join(home, name)
         try:

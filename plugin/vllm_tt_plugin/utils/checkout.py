@@ -52,14 +52,15 @@ def source_commit() -> str:
     version number stays the same across hundreds of commits."""
     root = checkout_root()
     if root is not None and (root / ".git").exists():
-        head = _git(root, "rev-parse", "HEAD")
+        head = git_output(root, "rev-parse", "HEAD")
         if head:
-            dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+            dirty = git_output(root, "status", "--porcelain", "--untracked-files=no")
             return head + ("+dirty" if dirty else "")
     return _recorded_vcs_commit() or "unknown"
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git_output(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s stripped output, None when git fails or is missing."""
     try:
         proc = subprocess.run(
             ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
