@@ -175,7 +175,7 @@ def test_greedy_prefill_and_decode_equal_transformers(qwen: tuple[Any, Any]) -> 
         kv_cache=kv, enable_trace=False, max_batch_size=SLOTS, num_blocks=WIDTH,
         can_sample_on_device=True,
     )  # fmt: skip
-    plans = [([3, 4], [200, 201, 202]), ([], [300, 301]), ([7], [200])]  # none stops early
+    plans = [([3, 4], [200, 201, 203]), ([], [300, 301]), ([7], [200])]  # none stops early
     prompts = [request(seeds, text) for seeds, text in plans]
     want = [hf_greedy(ids, pixels) for ids, pixels in prompts]
     lens = [len(ids) for ids, _ in prompts]
