@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Build `fixtures/models/tt-reference-hybrid` from the bundled Llama checkpoint.
 
-The hybrid reference checkpoint is a Hugging Face `Qwen2ForCausalLM` (model_type "qwen2") whose
-layers alternate sliding-window and full attention (`layer_types`). Its weights are the bundled
-Llama's, unchanged: Qwen2 and Llama use the same parameter names, and Qwen2's q/k/v biases are
-written as zeros, so a prompt shorter than the window gives exactly the Llama's logits. The
-plugin serves it as `ReferenceHybridForCausalLM` (the reference Llama math plus per-layer
-sliding windows and vLLM's hybrid KV cache groups); transformers loads it as Qwen2.
+The hybrid reference checkpoint is a Hugging Face `SmolLM3ForCausalLM` (model_type "smollm3")
+whose layers alternate sliding-window and full attention (`layer_types`). Its weights are the
+bundled Llama's, unchanged: SmolLM3 uses Llama's parameter names and math (no biases, RMSNorm,
+SwiGLU) once every layer uses RoPE (`no_rope_layers` all 1), so a prompt shorter than the window
+gives exactly the Llama's logits. The plugin serves it as `ReferenceHybridForCausalLM` (the
+reference Llama math plus per-layer sliding windows and vLLM's hybrid KV cache groups).
 
-Why Qwen2: transformers 5.x takes Qwen2's `layer_types` verbatim when the config lists them
-(`max_window_layers` only derives `layer_types` when they are absent), and applies
-`sliding_window` to the "sliding_attention" layers only when `use_sliding_window` is true. We
-set `max_window_layers = num_hidden_layers` so a reader that ignores `layer_types` sees no
-sliding layer rather than a different pattern (vLLM's own Qwen2 asserts the same).
+Why SmolLM3: transformers 5.x takes its `layer_types` verbatim and applies `sliding_window` to the
+"sliding_attention" layers when `use_sliding_window` is true, and it registers no tokenizer class
+of its own, so `AutoTokenizer` (what vLLM and the accuracy tool load) honours the copied
+`tokenizer_config.json` and tokenizes exactly as the Llama does. It was Qwen2 before: in
+transformers 5.24 and 5.25 `AutoTokenizer` forces `Qwen2Tokenizer` on a qwen2 config, whose own
+pre-tokenizer splits numbers into single digits, so the served model saw text it was never
+trained on (5.20, the Python 3.10 lock, did not: two tokenizations of one checkpoint). The
+check below tokenizes text with digits both ways.
 
 Deterministic: the same input checkpoint gives byte-identical output files.
 
@@ -44,7 +47,7 @@ COPIED_FILES = (
     "generation_config.json",
     "chat_template.jinja",
 )
-# Llama config keys carried into the Qwen2 config (same meaning in both).
+# Llama config keys carried into the SmolLM3 config (same meaning in both).
 CARRIED_KEYS = (
     "vocab_size",
     "hidden_size",
@@ -79,7 +82,7 @@ def hybrid_config(llama: dict[str, Any], sliding_window: int) -> dict[str, Any]:
         raise CheckpointError(f"source model_type={llama.get('model_type')!r}, expected 'llama'")
     for flag in ("attention_bias", "mlp_bias"):
         if llama.get(flag):
-            raise CheckpointError(f"source {flag}=true: Qwen2 has no such option")
+            raise CheckpointError(f"source {flag}=true: the hybrid carries no biases")
     rope = llama.get("rope_parameters") or {"rope_type": "default", "rope_theta": 10000.0}
     if rope.get("rope_type", "default") != "default":
         raise CheckpointError(f"source rope_parameters={rope!r}: only default RoPE is carried")
@@ -88,7 +91,7 @@ def hybrid_config(llama: dict[str, Any], sliding_window: int) -> dict[str, Any]:
         raise CheckpointError(f"source config.json lacks {missing}")
     config: dict[str, Any] = {
         "architectures": [ARCHITECTURE],
-        "model_type": "qwen2",
+        "model_type": "smollm3",
         "dtype": "float32",
     }
     for key in CARRIED_KEYS:
@@ -100,8 +103,10 @@ def hybrid_config(llama: dict[str, Any], sliding_window: int) -> dict[str, Any]:
         {
             "use_sliding_window": True,
             "sliding_window": sliding_window,
-            "max_window_layers": num_layers,
             "layer_types": layer_types(num_layers),
+            "no_rope_layers": [1] * num_layers,  # 1 = this layer uses RoPE (SmolLM3's NoPE off)
+            "attention_bias": False,
+            "mlp_bias": False,
             "attention_dropout": 0.0,
             "use_cache": True,
         }
@@ -109,26 +114,17 @@ def hybrid_config(llama: dict[str, Any], sliding_window: int) -> dict[str, Any]:
     return dict(sorted(config.items()))
 
 
-def hybrid_tensors(src: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """The Llama tensors (same names in Qwen2) plus zero q/k/v biases, in sorted name order."""
-    import torch
+def hybrid_tensors(src: Path) -> dict[str, Any]:
+    """The Llama tensors (same names in SmolLM3), in sorted name order."""
     from safetensors.torch import load_file
 
     path = src / "model.safetensors"
     if not path.is_file():
         raise CheckpointError(f"{src} has no model.safetensors (sharded sources are not supported)")
     tensors = load_file(str(path))
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    head_dim = config.get("head_dim") or config["hidden_size"] // heads
-    for i in range(config["num_hidden_layers"]):
-        p = f"model.layers.{i}.self_attn."
-        for proj, width in (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads)):
-            name = f"{p}{proj}.bias"
-            if name in tensors:
-                raise CheckpointError(f"source already has {name}: not a bias-free Llama")
-            if f"{p}{proj}.weight" not in tensors:
-                raise CheckpointError(f"source lacks {p}{proj}.weight")
-            tensors[name] = torch.zeros(width * head_dim, dtype=torch.float32)
+    biases = sorted(k for k in tensors if k.endswith(".bias"))
+    if biases:
+        raise CheckpointError(f"source has {biases[0]}: not a bias-free Llama")
     return {k: tensors[k].detach().float().contiguous() for k in sorted(tensors)}
 
 
@@ -140,19 +136,21 @@ def readme(config: dict[str, Any], src_name: str) -> str:
     return f"""# tt-reference-hybrid
 
 The hybrid (mixed sliding-window / full attention) reference checkpoint. Hugging Face loads it
-as `Qwen2ForCausalLM` (model_type `qwen2`); the plugin's host-emulated runs serve it as
+as `SmolLM3ForCausalLM` (model_type `smollm3`); the plugin's host-emulated runs serve it as
 `ReferenceHybridForCausalLM` through vLLM's hybrid KV cache manager (one KV cache group per
 attention type).
 
-- Weights: those of `{src_name}`, unchanged (Qwen2 uses Llama's parameter names);
-  Qwen2's q/k/v biases are zeros, so the math is the Llama's.
+- Weights: those of `{src_name}`, unchanged (SmolLM3 uses Llama's parameter names and, with
+  RoPE in every layer (`no_rope_layers` all 1) and no biases, Llama's math).
 - Layers: {kinds}.
 - `sliding_window` = {config["sliding_window"]} tokens: a sliding layer's query at position p
   attends to positions p-{config["sliding_window"] - 1}..p (transformers:
   `kv_idx > q_idx - sliding_window`).
 - `use_sliding_window: true` and an explicit `layer_types` list: transformers 5.x takes the list
-  verbatim; `max_window_layers` = num_hidden_layers only matters to readers without it.
-- Tokenizer and generation config: copied from `{src_name}`.
+  verbatim.
+- Tokenizer and generation config: copied from `{src_name}`. SmolLM3 has no tokenizer class of
+  its own, so `AutoTokenizer` loads the copied one as it is (a Qwen2 config would get
+  `Qwen2Tokenizer`, which splits numbers into single digits).
 
 Made deterministically from `{src_name}` by `python tools/make_hybrid_checkpoint.py`; rerun it
 whenever that checkpoint changes. `tests/unit/test_reference_hybrid.py` and
@@ -161,12 +159,12 @@ whenever that checkpoint changes. `tests/unit/test_reference_hybrid.py` and
 
 
 def verify(out: Path, src: Path, config: dict[str, Any]) -> None:
-    """transformers loads it as Qwen2 with every weight, the sliding layers as intended, and (for
-    a prompt shorter than the window) gives the source Llama's logits."""
+    """transformers loads it as SmolLM3 with every weight, the sliding layers as intended, the
+    source's tokenization, and (for a prompt shorter than the window) the source's logits."""
     import torch
-    from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer, SmolLM3ForCausalLM
 
-    model, info = Qwen2ForCausalLM.from_pretrained(
+    model, info = SmolLM3ForCausalLM.from_pretrained(
         out, dtype=torch.float32, output_loading_info=True
     )
     problems = {k: v for k, v in info.items() if v}
@@ -179,12 +177,22 @@ def verify(out: Path, src: Path, config: dict[str, Any]) -> None:
     ]
     if windows != want:
         raise CheckpointError(f"transformers built sliding windows {windows}, wanted {want}")
+    text = "Call 555-0123 at 10:30, not 9.75; it's 2048 (x2)."
+    has_tokenizer = (src / "tokenizer.json").is_file()
+    ours, theirs = (
+        AutoTokenizer.from_pretrained(p)(text).input_ids if has_tokenizer else None
+        for p in (out, src)
+    )
+    if ours != theirs:
+        raise CheckpointError(
+            f"AutoTokenizer tokenizes {text!r} as {ours} here but {theirs} in {src}"
+        )
     llama = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     ids = torch.arange(3, 3 + min(32, config["sliding_window"] - 1))[None] % config["vocab_size"]
     with torch.no_grad():
         diff = (model(ids).logits - llama(ids).logits).abs().max().item()
     if diff > 1e-5:
-        raise CheckpointError(f"Qwen2 logits differ from the source Llama's by {diff}")
+        raise CheckpointError(f"SmolLM3 logits differ from the source Llama's by {diff}")
 
 
 def build(src: Path, out: Path, sliding_window: int, check: bool = True) -> dict[str, Any]:
@@ -195,7 +203,7 @@ def build(src: Path, out: Path, sliding_window: int, check: bool = True) -> dict
     if not (src / "config.json").is_file():
         raise CheckpointError(f"--src {src} is not a checkpoint directory (no config.json)")
     config = hybrid_config(json.loads((src / "config.json").read_text()), sliding_window)
-    tensors = hybrid_tensors(src, config)
+    tensors = hybrid_tensors(src)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

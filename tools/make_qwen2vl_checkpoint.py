@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Build `fixtures/models/tt-reference-qwen2vl` from the bundled Qwen2 form of the trained LM.
+"""Build `fixtures/models/tt-reference-qwen2vl` from the bundled trained LM.
 
 A Hugging Face `Qwen2VLForConditionalGeneration` (model_type "qwen2_vl"): a small Qwen2-VL
 vision tower (8x8 patches, 2x2 spatial merge, temporal patch 2, two blocks) randomly initialised
 from a fixed seed, in front of the bundled trained tiny LM as language model (the weights of
-`tt-reference-hybrid`, which is `tt-reference-llama` in Qwen2's parameter names with zero q/k/v
-biases; Qwen2-VL's text model is Qwen2 with full attention everywhere). The text rotary
+`tt-reference-llama`, whose parameter names Qwen2-VL's text model shares, plus the zero q/k/v
+biases Qwen2 has and Llama has not; full attention everywhere). The text rotary
 embedding is multimodal RoPE (`mrope_section` [4, 6, 6] of the 16 frequency pairs for temporal,
 height and width), which equals plain RoPE on text-only prompts, so text answers stay the
 trained model's.
@@ -25,7 +25,7 @@ images steer the output but the answers about them are not meaningful.
 
 Deterministic: the same input checkpoint gives the same weights.
 
-    python tools/make_qwen2vl_checkpoint.py [--src fixtures/models/tt-reference-hybrid]
+    python tools/make_qwen2vl_checkpoint.py [--src fixtures/models/tt-reference-llama]
         [--out fixtures/models/tt-reference-qwen2vl]
 
 Needs torch, safetensors, transformers (5.x) and Pillow; no network, no torchvision.
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SRC = REPO / "fixtures" / "models" / "tt-reference-hybrid"
+DEFAULT_SRC = REPO / "fixtures" / "models" / "tt-reference-llama"
 DEFAULT_OUT = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
 ARCHITECTURE = "ReferenceQwen2VLForConditionalGeneration"
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
@@ -49,6 +49,7 @@ PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 8, 2, 2
 MIN_PIXELS, MAX_PIXELS = 32 * 32, 64 * 64
 MROPE_SECTION = [4, 6, 6]  # sums to head_dim / 2 = 16
 SEED = 0
+BIASES = ("q_proj.bias", "k_proj.bias", "v_proj.bias")
 # Text config keys carried over from the source LM (same meaning in Qwen2 and Qwen2-VL's text).
 CARRIED_KEYS = (
     "hidden_size",
@@ -67,8 +68,8 @@ CARRIED_KEYS = (
 README = """# tt-reference-qwen2vl
 
 A tiny Qwen2-VL-style vision-language checkpoint for the plugin's tests, built by
-`tools/make_qwen2vl_checkpoint.py` from `tt-reference-hybrid` (the trained tiny LM in Qwen2's
-parameter names; here with full attention in every layer) and a randomly initialised
+`tools/make_qwen2vl_checkpoint.py` from `tt-reference-llama` (the trained tiny LM, with the zero
+q/k/v biases Qwen2's attention has; full attention in every layer) and a randomly initialised
 Qwen2-VL vision tower (seed {seed}; {patch}x{patch} patches, {merge}x{merge} merge, temporal
 patch {temporal}).
 
@@ -117,8 +118,8 @@ def build(src: Path, out: Path) -> None:
         Qwen2VLImageProcessorPil,
     )
 
-    # The plain fast tokenizer: AutoTokenizer would pick Qwen2's class for a qwen2 config, which
-    # adds an <|endoftext|> token the LM never had.
+    # The plain fast tokenizer, as the LM's own config loads it (a Qwen2 class would add an
+    # <|endoftext|> token the LM never had and split numbers into single digits).
     tokenizer = PreTrainedTokenizerFast.from_pretrained(src)
     base_vocab = len(tokenizer)
     tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS])
@@ -148,6 +149,9 @@ def build(src: Path, out: Path) -> None:
     lm = load_file(str(src / "model.safetensors"))
     with torch.no_grad():
         for name, param in model.model.language_model.named_parameters():
+            if name.endswith(BIASES) and "model." + name not in lm:
+                param.zero_()  # Llama has none: zero keeps its math
+                continue
             weight = lm["model." + name]
             if name == "embed_tokens.weight":
                 param[:base_vocab] = weight

@@ -173,7 +173,8 @@ _TEST_MODELS: dict[str, tuple[str, bool]] = {
 TEST_CHECKPOINT_ALIASES: dict[str, str] = {
     "ReferenceLlamaForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     "ReferenceLlamaLanesForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
-    "ReferenceHybridForCausalLM": "vllm.model_executor.models.qwen2:Qwen2ForCausalLM",
+    # A SmolLM3 checkpoint with Llama's math; vLLM has no SmolLM3 class of its own.
+    "ReferenceHybridForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     # The block-output reference serves the bundled Llama checkpoint (--hf-overrides).
     "ReferenceBlockForCausalLM": "vllm.model_executor.models.llama:LlamaForCausalLM",
     # vLLM's own LLaVA module imports torchvision (through Pixtral): an inspection-only class.

@@ -1,9 +1,9 @@
 """Engine tests: a hybrid (sliding-window / full attention) model through vLLM's hybrid KV manager.
 
-The server serves `fixtures/models/tt-reference-hybrid` (HF Qwen2, layers alternating sliding /
+The server serves `fixtures/models/tt-reference-hybrid` (HF SmolLM3, layers alternating sliding /
 full attention, window 96 tokens) as `ReferenceHybridForCausalLM` on the emulated mesh. Prompts
 are longer than the window, so vLLM frees the sliding group's out-of-window blocks while the
-model keeps decoding; greedy tokens must equal transformers' Qwen2 token for token. The start-up
+model keeps decoding; greedy tokens must equal transformers' SmolLM3 token for token. The start-up
 log proves the KV cache really is hybrid: two groups, the sliding group's per-request KV a small
 fraction of the full group's, and the TT block budget's sliding-window headroom.
 """
@@ -83,7 +83,7 @@ def hf_reference(prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> list
 def assert_parity(got: list[list[int]], want: list[list[int]], prompts: list[list[int]]) -> None:
     bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
     assert not bad, (
-        f"{len(bad)}/{len(want)} prompts differ from HF Qwen2 greedy; first: prompt {bad[0]} "
+        f"{len(bad)}/{len(want)} prompts differ from HF SmolLM3 greedy; first: prompt {bad[0]} "
         f"(len {len(prompts[bad[0]])}): {got[bad[0]]} != {want[bad[0]]}"
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM, Qwen2ForCausalLM
+from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM, SmolLM3ForCausalLM
 from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
 from tests.checkpoint_files import assert_same_checkpoint
@@ -90,7 +90,7 @@ def write_llama(path: Path) -> Path:
 class Checkpoint:
     path: Path
     llama: Path
-    hf: Qwen2ForCausalLM
+    hf: SmolLM3ForCausalLM
     config: Any
 
 
@@ -99,7 +99,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
     llama = write_llama(tmp_path_factory.mktemp("tiny-llama"))
     out = tmp_path_factory.mktemp("tiny-hybrid") / "ckpt"
     TOOL.build(llama, out, WINDOW, check=True)
-    hf = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    hf = SmolLM3ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     return Checkpoint(out, llama, hf, AutoConfig.from_pretrained(out))
 
 
@@ -396,9 +396,9 @@ def test_page_table_checks_follow_the_window(checkpoint, mesh):
 
 
 # --- checkpoint and config errors ---------------------------------------------------------------
-def test_checkpoint_is_qwen2_with_llama_weights_and_zero_biases(checkpoint):
+def test_checkpoint_is_smollm3_with_the_llama_weights(checkpoint):
     config = json.loads((checkpoint.path / "config.json").read_text())
-    assert config["model_type"] == "qwen2"
+    assert config["model_type"] == "smollm3" and config["no_rope_layers"] == [1] * 4
     assert config["architectures"] == ["ReferenceHybridForCausalLM"]
     assert config["layer_types"] == ["sliding_attention", "full_attention"] * 2
     assert config["use_sliding_window"] is True and config["sliding_window"] == WINDOW
@@ -406,10 +406,7 @@ def test_checkpoint_is_qwen2_with_llama_weights_and_zero_biases(checkpoint):
     assert windows == [WINDOW, None, WINDOW, None]
     src = load_file(str(checkpoint.llama / "model.safetensors"))
     out = load_file(str(checkpoint.path / "model.safetensors"))
-    biases = {k for k in out if k.endswith("_proj.bias")}
-    assert len(biases) == 3 * 4 and all(float(out[k].abs().max()) == 0.0 for k in biases)
-    assert set(out) - biases == set(src)
-    assert all(torch.equal(out[k], src[k]) for k in src)
+    assert set(out) == set(src) and all(torch.equal(out[k], src[k]) for k in src)
 
 
 def test_make_checkpoint_is_deterministic(checkpoint, tmp_path):
@@ -432,7 +429,7 @@ def test_bundled_fixture_is_what_the_script_makes(tmp_path):
 
 
 def test_make_checkpoint_rejects_bad_sources(checkpoint, tmp_path):
-    with pytest.raises(TOOL.CheckpointError, match="model_type='qwen2'"):
+    with pytest.raises(TOOL.CheckpointError, match="model_type='smollm3'"):
         TOOL.build(checkpoint.path, tmp_path / "x", WINDOW, check=False)
     with pytest.raises(TOOL.CheckpointError, match="--sliding-window 1"):
         TOOL.build(checkpoint.llama, tmp_path / "y", 1, check=False)
@@ -442,7 +439,10 @@ def test_nonzero_qkv_bias_is_rejected(checkpoint, tmp_path, mesh):
     bad = tmp_path / "biased"
     TOOL.build(checkpoint.llama, bad, WINDOW, check=False)
     tensors = load_file(str(bad / "model.safetensors"))
-    tensors["model.layers.2.self_attn.k_proj.bias"][3] = 0.5
+    # A Qwen2-style checkpoint carries q/k/v biases: a nonzero one is not Llama math.
+    bias = torch.zeros(tensors["model.layers.2.self_attn.k_proj.weight"].shape[0])
+    bias[3] = 0.5
+    tensors["model.layers.2.self_attn.k_proj.bias"] = bias
     save_file(tensors, str(bad / "model.safetensors"))
     with pytest.raises(ReferenceModelConfigError, match=r"layers\.2\.self_attn\.k_proj\.bias"):
         ReferenceHybridForCausalLM.initialize_vllm_model(AutoConfig.from_pretrained(bad), mesh, 4)
@@ -456,9 +456,11 @@ def test_nonzero_qkv_bias_is_rejected(checkpoint, tmp_path, mesh):
             r"layer_types\[2\]='chunked_attention'",
         ),
         ({"model_type": "llama", "layer_types": None}, "layer_types=None"),
-        ({"use_sliding_window": False}, "sliding_window=None"),
+        ({"use_sliding_window": False}, "use_sliding_window=False"),
+        ({"sliding_window": None}, "sliding_window=None"),
+        ({"no_rope_layers": [1, 1, 1, 0]}, r"no_rope_layers\[3\]=0"),
     ],
-    ids=["unknown-type", "llama-without-layer-types", "no-window"],
+    ids=["unknown-type", "llama-without-layer-types", "window-off", "no-window", "nope-layer"],
 )
 def test_bad_layer_config_names_the_field(checkpoint, mesh, tmp_path, overrides, message):
     raw = {**json.loads((checkpoint.path / "config.json").read_text()), **overrides}

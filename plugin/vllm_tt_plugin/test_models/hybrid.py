@@ -1,6 +1,6 @@
 """Hybrid attention for the reference model: which layers slide, and vLLM's per-layer KV specs.
 
-A hybrid checkpoint (``fixtures/models/tt-reference-hybrid``, HF ``Qwen2ForCausalLM``) names each
+A hybrid checkpoint (``fixtures/models/tt-reference-hybrid``, HF ``SmolLM3ForCausalLM``) names each
 layer's attention in ``layer_types``: ``"sliding_attention"`` layers attend to the last
 ``sliding_window`` positions, ``"full_attention"`` layers to all. transformers 5.x masks with
 ``kv_idx > q_idx - sliding_window``, so the query at position p sees p - window + 1 .. p; the
@@ -10,7 +10,8 @@ real blocks only inside it, because vLLM's sliding-window manager frees the bloc
 
 ``get_kv_cache_spec`` gives vLLM one spec per layer, named as the plugin names layers
 (``kv_cache.layer_name``), so its hybrid KV cache manager packs a sliding group and a full
-group. The model's math is Llama's: a Qwen2 checkpoint's q/k/v biases must be zero (checked).
+group. The model's math is Llama's: every layer must use RoPE (SmolLM3's ``no_rope_layers`` all
+1) and a checkpoint with q/k/v biases (Qwen2's) must have them zero (both checked).
 """
 
 from __future__ import annotations
@@ -65,13 +66,25 @@ class HybridLayers:
                 raise ReferenceModelConfigError(
                     f"hf_config.layer_types[{index}]={kind!r} is not one of {LAYER_TYPES}"
                 )
+        no_rope = getattr(config, "no_rope_layers", None) or ()
+        for index, uses_rope in enumerate(no_rope):
+            if not uses_rope:
+                raise ReferenceModelConfigError(
+                    f"hf_config.no_rope_layers[{index}]={uses_rope!r}: the hybrid reference model "
+                    "applies RoPE in every layer (NoPE layers are not implemented)"
+                )
         window = getattr(config, "sliding_window", None)
+        if SLIDING in types and getattr(config, "use_sliding_window", True) is False:
+            raise ReferenceModelConfigError(
+                f"hf_config.use_sliding_window=False but layer_types has {SLIDING!r} layers: "
+                "transformers applies no window then; set it true or list only full layers"
+            )
         if SLIDING in types and (
             isinstance(window, bool) or not isinstance(window, int) or window < 1
         ):
             raise ReferenceModelConfigError(
                 f"hf_config.sliding_window={window!r} but layer_types has {SLIDING!r} layers: "
-                "it must be a positive int (Qwen2 drops it unless use_sliding_window is true)"
+                "it must be a positive int"
             )
         return cls(tuple(window if kind == SLIDING else None for kind in types))
 
