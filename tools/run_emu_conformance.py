@@ -15,7 +15,8 @@ gate the report against the committed baseline (`tox -e emu`).
 Exit status: pytest's usage/internal errors (>= 2) as they are (3 also when the suite exceeds
 --timeout); otherwise the gate's status when it is non-zero, else pytest's (so a failing check
 that is new to the baseline also fails).
-``--update-baseline`` copies the new report to baseline.json instead of gating (review the diff).
+``--update-baseline`` promotes the new report to baseline.json instead of gating (with promote's
+refusals: a failing check the expectations do not list is refused; review the diff).
 This driver may import the plugin (it launches the server); the checks never do.
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from tt_conformance.baseline import PromoteError, promote
 from tt_conformance.history import run_files
 from tt_conformance.names import emulated_device, mesh_shape_for
 from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, EmulatedServer
@@ -143,6 +144,19 @@ def run_suite(cmd: list[str], timeout_s: float) -> int:
         raise
 
 
+def update_baseline(report: Path, baselines: Path, tag: str, allow_partial: bool = False) -> int:
+    """Promote the run to the committed baseline with promote's refusals (a failing check the
+    expectations do not cover, an aborted or older run, a partial one unless ``allow_partial``):
+    a baseline that failed a check would pass that check's regression in every later gate."""
+    try:
+        promoted = promote(report, baselines, allow_partial=allow_partial)
+    except PromoteError as exc:
+        print(f"[{tag}] baseline not updated: {exc}", flush=True)
+        return 2
+    print(f"[{tag}] baseline updated: {promoted.baseline} <- {report}", flush=True)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -219,10 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pytest_rc if pytest_rc >= 2 else 2
     report = new[-1]
     if args.update_baseline:
-        baseline_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(report, baseline)
-        print(f"[emu] baseline updated: {baseline} <- {report}")
-        return pytest_rc
+        return update_baseline(report, args.baselines or args.reports / "baselines", "emu")
     # tt-conformance-gate's module, run by this interpreter: the one on PATH may be another
     # environment's (or missing when this env's python runs without the env activated).
     gate = [sys.executable, "-m", "tt_conformance.cli.gate"]

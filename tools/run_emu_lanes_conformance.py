@@ -15,7 +15,6 @@ same weights, `supports_lane_data_parallel`), `--data-parallel-size 4` and the T
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from run_emu_conformance import (
     pytest_command,
     report_files,
     run_suite,
+    update_baseline,
 )
 
 from tt_conformance.matrix import column_dir
@@ -103,10 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pytest_rc if pytest_rc >= 2 else 2
     report = new[-1]
     if args.update_baseline:
-        baseline_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(report, baseline)
-        print(f"[emu-lanes] baseline updated: {baseline} <- {report}")
-        return pytest_rc
+        # Partial by design (-m lanes): its gate runs the same selection.
+        return update_baseline(report, args.reports / "baselines", "emu-lanes", allow_partial=True)
     gate = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
     gate += ["--candidate", str(report), "--axis", "plugin"]  # as the main run's gate
     if expectations.is_file():

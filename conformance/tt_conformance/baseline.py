@@ -104,10 +104,13 @@ def promote(
     *,
     write_todo_entries: bool = False,
     allow_older: bool = False,
+    allow_partial: bool = False,
 ) -> Promoted:
-    """Make the run the baseline of its model/device; PromoteError says why it cannot be."""
+    """Make the run the baseline of its model/device; PromoteError says why it cannot be.
+    ``allow_partial``: only for a baseline whose gate always runs the same selection (the
+    emulated lanes run, ``-m lanes``), where the unselected checks are no one's baseline."""
     report = load_report(report_path)
-    _refuse_incomplete(report, report_path)
+    _refuse_incomplete(report, report_path, allow_partial)
     target = baseline_dir_of(baselines_dir, report)
     baseline = target / BASELINE_NAME
     replaced_report = load_report(baseline) if baseline.is_file() else None
@@ -146,7 +149,7 @@ _UNFINISHED_EXIT = {
 }
 
 
-def _refuse_incomplete(report: Report, path: Path) -> None:
+def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) -> None:
     """A baseline stands for the whole suite: a run that stopped early would let every check it
     never ran (or never passed) through every later gate."""
     if report.aborted is not None:
@@ -159,7 +162,7 @@ def _refuse_incomplete(report: Report, path: Path) -> None:
         )
     if not report.checks:
         raise PromoteError(f"{path}: the run has no checks; it cannot be a baseline")
-    if report.coverage is not None and not report.coverage.full:
+    if report.coverage is not None and not report.coverage.full and not allow_partial:
         why = "; ".join(report.coverage.partial_because)
         raise PromoteError(
             f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
@@ -183,9 +186,6 @@ def _refuse_incomplete(report: Report, path: Path) -> None:
             f"{path}: field 'totals': all {counts['total']} checks were skipped, none ran; it "
             "cannot be a baseline"
         )
-    # Not refused: a partial run (a -k / -m / path selection, --maxfail) exits 0 or 1 with
-    # totals that look complete: the report does not record which checks were selected out of
-    # the suite (coverage), so it cannot be told apart here (coverage is issue 32, item 2).
 
 
 def _refuse_older(report: Report, path: Path, current: Report, current_path: Path) -> None:

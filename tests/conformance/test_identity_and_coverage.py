@@ -121,8 +121,12 @@ def test_why_1_a_k_run_is_partial_never_displaces_the_full_run_and_cannot_be_pro
     # Alone, the partial run shows, labelled partial.
     (alone,) = matrix.fold([(Path("p.json"), partial)])
     assert alone.status == "partial"
+    partial_json = write_report(partial, tmp_path / "p").json
     with pytest.raises(baselines.PromoteError, match="field 'coverage': a partial run"):
-        baselines.promote(write_report(partial, tmp_path / "p").json, tmp_path / "baselines")
+        baselines.promote(partial_json, tmp_path / "baselines")
+    # Only a baseline whose gate runs the same selection (the emulated lanes run) may be partial.
+    promoted = baselines.promote(partial_json, tmp_path / "baselines", allow_partial=True)
+    assert json.loads(promoted.baseline.read_text())["run_id"] == partial.run_id
 
 
 # ------------------------------------------------------------------------------ identity
