@@ -36,6 +36,20 @@ def test_a_small_folder_is_digested_whole_and_any_byte_changes_it(tmp_path: Path
     assert weights_identity(str(a)) != weights_identity(str(c))
 
 
+def test_documentation_is_not_part_of_the_weights(tmp_path: Path) -> None:
+    served = {"config.json": b"{}", "model.safetensors": b"\x00" * 64, "merges.txt": b"a b"}
+    bare = _folder(tmp_path / "bare", **served)
+    documented = _folder(
+        tmp_path / "documented",
+        **served,
+        **{"README.md": b"# card", "LICENSE": b"MIT", ".gitattributes": b"* -text"},
+    )
+    assert weights_identity(str(bare)) == weights_identity(str(documented))
+    # A tokenizer file is read by the loader: it counts.
+    retokenized = _folder(tmp_path / "retokenized", **{**served, "merges.txt": b"a c"})
+    assert weights_identity(str(bare)) != weights_identity(str(retokenized))
+
+
 def test_a_large_folder_is_fingerprinted_by_config_and_shard_sizes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,8 @@
 - ``<repository>@<revision>`` when vLLM was given ``--revision``, or when the model path is a
   Hugging Face cache snapshot (``.../models--<org>--<name>/snapshots/<commit>``);
 - ``sha256:<hex>`` of every file of a local model folder up to ``FULL_DIGEST_BYTES`` in total
-  (the bundled checkpoints, small models);
+  (the bundled checkpoints, small models), but its documentation (``*.md``, README, LICENSE,
+  NOTICE, dot files), which no loader reads: editing a model card changes no weights;
 - ``files-sha256:<hex>`` for a larger local folder: its config and index files' bytes plus the
   name and size of every weight file (reading 140 GB at start-up is not an option; a changed
   shard keeps its size only by coincidence, and the config and index usually change too);
@@ -23,6 +24,15 @@ FULL_DIGEST_BYTES = 256 * 1024 * 1024
 _SNAPSHOT = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<rev>[0-9a-f]{7,})")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 _DIGEST_HEX = 16
+_DOC_STEMS = ("README", "LICENSE", "NOTICE", "USE_POLICY")
+
+
+def _served(path: Path) -> bool:
+    """A file a loader may read (config, weights, tokenizer, templates), not documentation."""
+    name = path.name
+    return not (
+        name.startswith(".") or path.suffix.lower() == ".md" or name.upper().startswith(_DOC_STEMS)
+    )
 
 
 def weights_identity(model: str, revision: str | None = None) -> str:
@@ -34,7 +44,7 @@ def weights_identity(model: str, revision: str | None = None) -> str:
     folder = Path(model)
     if not folder.is_dir():
         return f"{model}@unresolved"
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and _served(p))
     total = sum(p.stat().st_size for p in files)
     digest = hashlib.sha256()
     if total <= FULL_DIGEST_BYTES:
