@@ -28,6 +28,7 @@ import threading
 import time
 
 from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin.step_kind import StepKind
 
 
 class Phase(str, enum.Enum):
@@ -47,12 +48,6 @@ class Part(str, enum.Enum):
     VLLM = "vllm"
 
 
-class Kind(str, enum.Enum):
-    PREFILL = "prefill"
-    DECODE = "decode"
-    IDLE = "idle"
-
-
 PLUGIN_PHASES = (
     Phase.SCHEDULE_POLICY,
     Phase.STATE_UPDATE,
@@ -63,8 +58,6 @@ PLUGIN_PHASES = (
 MODEL_PHASES = (Phase.MODEL_SUBMIT, Phase.READ_BACK)
 VLLM_PHASES = (Phase.VLLM_SCHEDULE, Phase.VLLM_OUTPUT)
 
-# SchedulerOutput attribute where TTScheduler records the step kind it scheduled.
-STEP_KIND_ATTR = "tt_step_kind"
 FLUSH_INTERVAL_S = 0.25
 
 HOST_SECONDS = tt_metrics.Counter(
@@ -92,7 +85,7 @@ DECODE_INTERVALS = tt_metrics.Counter(
 )
 
 _PHASES = tuple(Phase)
-_KINDS = tuple(Kind)
+_KINDS = tuple(StepKind)
 _INDEX = {(k, p): i * len(_PHASES) + j for i, k in enumerate(_KINDS) for j, p in enumerate(_PHASES)}
 _PARTS = tuple(Part)
 _CPU_INDEX = {
@@ -114,22 +107,22 @@ class PhaseClock:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def add(self, kind: Kind, phase: Phase, ns: int) -> None:
+    def add(self, kind: StepKind, phase: Phase, ns: int) -> None:
         self.ns[_INDEX[(kind, phase)]] += ns
         if self._thread is None:
             self._start()
 
-    def add_cpu(self, kind: Kind, part: Part, ns: int) -> None:
+    def add_cpu(self, kind: StepKind, part: Part, ns: int) -> None:
         self.cpu_ns[_CPU_INDEX[(kind, part)]] += ns
 
-    def get_cpu_ns(self, kind: Kind, part: Part) -> int:
+    def get_cpu_ns(self, kind: StepKind, part: Part) -> int:
         return self.cpu_ns[_CPU_INDEX[(kind, part)]]
 
     def add_interval(self, ns: int) -> None:
         self.interval_ns += ns
         self.intervals += 1
 
-    def get_ns(self, kind: Kind, phase: Phase) -> int:
+    def get_ns(self, kind: StepKind, phase: Phase) -> int:
         return self.ns[_INDEX[(kind, phase)]]
 
     def _start(self) -> None:
@@ -169,7 +162,7 @@ class PhaseClock:
 
     def touch(self) -> None:
         """Create the decode and prefill series at zero (a scrape shows them from the start)."""
-        for kind in (Kind.PREFILL, Kind.DECODE):
+        for kind in (StepKind.PREFILL, StepKind.DECODE):
             for phase in _PHASES:
                 HOST_SECONDS.touch(kind.value, phase.value)
             for part in _PARTS:
@@ -181,8 +174,3 @@ class PhaseClock:
 CLOCK = PhaseClock()
 now = time.perf_counter_ns
 cpu_now = time.thread_time_ns  # this thread's CPU time (a syscall, ~0.3 us: a few per step)
-
-
-def kind_of(scheduler_output: object) -> Kind:
-    """The kind TTScheduler recorded on a scheduler output (decode when none was recorded)."""
-    return getattr(scheduler_output, STEP_KIND_ATTR, Kind.DECODE)

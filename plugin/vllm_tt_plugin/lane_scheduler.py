@@ -5,7 +5,7 @@ engine: the model hosts N KV caches (``tt_data_parallel``) on one device mesh. T
 owns one TTScheduler per lane, each with its own KV block pool (lane-local block ids). A new
 request goes to the least-loaded lane and stays there; all lanes share the step mode (prefill
 if any lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the
-lanes' scheduler outputs are merged into one step for the worker, a ``LaneSchedulerOutput``
+lanes' scheduler outputs are merged into one step for the worker, a ``TTSchedulerOutput``
 carrying each request's lane; model outputs are routed back per lane. The lane layout and the
 interleave policy come from the launch plan.
 """
@@ -30,11 +30,12 @@ from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
 from vllm_tt_plugin import host_phases, tt_metrics
-from vllm_tt_plugin.lane_output import LaneSchedulerOutput
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.scheduler import TTScheduler
-from vllm_tt_plugin.step_policy import DECODE_ONLY, StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
 
 logger = get_logger(__name__)
 
@@ -47,7 +48,7 @@ def _lane_config(vllm_config: VllmConfig, seqs_per_lane: int) -> VllmConfig:
     return lane
 
 
-def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
+def merge_outputs(outputs: list[SchedulerOutput], kind: StepKind) -> TTSchedulerOutput:
     """One SchedulerOutput for the worker, carrying every lane's work and each lane's rows
     (a row's lane: the index of the lane output that scheduled it).
 
@@ -96,7 +97,7 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
             structured = True
         if o.pending_structured_output_tokens:
             pending_structured = True
-    return LaneSchedulerOutput(
+    return TTSchedulerOutput(
         scheduled_new_reqs=new_reqs,
         scheduled_cached_reqs=CachedRequestData(
             req_ids=req_ids,
@@ -117,6 +118,7 @@ def merge_outputs(outputs: list[SchedulerOutput]) -> LaneSchedulerOutput:
         preempted_req_ids=preempted,
         has_structured_output_requests=structured,
         pending_structured_output_tokens=pending_structured,
+        step_kind=kind if total else StepKind.IDLE,
         lane_scheduled=[o.num_scheduled_tokens for o in outputs],
     )
 
@@ -153,7 +155,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self.step_policy = StepPolicy(plan.interleave)
         self.lane_of: dict[str, int] = {}
         self.connector = None
-        self.last_step_mode = StepMode.IDLE
+        self.last_step_kind = StepKind.IDLE
         self._pending: dict[int, list[SchedulerOutput]] = {}
         self._vllm_ns = 0  # vLLM's time in the steady passes of the current schedule()
         self._vllm_cpu_ns = 0  # and its CPU time
@@ -191,15 +193,13 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         ]
 
     # --- steps --------------------------------------------------------------------------------
-    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+    def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
         self._vllm_ns = self._vllm_cpu_ns = 0
         for lane in self.lanes:
             lane._vllm_ns = lane._vllm_cpu_ns = 0
-        merged, outputs = self._schedule_lanes(throttle_prefills)
-        kind = host_phases.Kind(self.last_step_mode.value)
-        for output in (merged, *outputs):
-            setattr(output, host_phases.STEP_KIND_ATTR, kind)
+        merged = self._schedule_lanes(throttle_prefills)
+        kind = merged.step_kind
         clock = host_phases.CLOCK
         vllm_ns = self._vllm_ns + sum(lane._vllm_ns for lane in self.lanes)
         clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
@@ -224,9 +224,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
         return outputs
 
-    def _schedule_lanes(
-        self, throttle_prefills: bool
-    ) -> tuple[SchedulerOutput, list[SchedulerOutput]]:
+    def _schedule_lanes(self, throttle_prefills: bool) -> TTSchedulerOutput:
         steady = self._steady_passes(throttle_prefills)
         if steady is not None:
             facts = DECODE_ONLY
@@ -245,27 +243,25 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
             for lane, r in zip(self.lanes, readies, strict=True)
         ]
         if (
-            mode is StepMode.PREFILL
+            mode is StepKind.PREFILL
             and facts.decode_ready
             and not any(o.total_num_scheduled_tokens for o in outputs)
         ):
             # A forced prefill that admits nothing in any lane falls back to decode.
             for lane, output in zip(self.lanes, outputs, strict=True):
                 lane._rollback_empty(output)
-            mode, facts = StepMode.DECODE, DECODE_ONLY
+            mode, facts = StepKind.DECODE, DECODE_ONLY
             outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
         return self._merged(outputs, mode, facts)
 
     def _merged(
-        self, outputs: list[SchedulerOutput], mode: StepMode, facts: WorkFacts
-    ) -> tuple[SchedulerOutput, list[SchedulerOutput]]:
-        merged = merge_outputs(outputs)
-        if merged.total_num_scheduled_tokens == 0:
-            mode = StepMode.IDLE
-        self.step_policy.record(mode, facts)
-        self.last_step_mode = mode
+        self, outputs: list[SchedulerOutput], kind: StepKind, facts: WorkFacts
+    ) -> TTSchedulerOutput:
+        merged = merge_outputs(outputs, kind)  # idle when nothing was scheduled
+        self.step_policy.record(merged.step_kind, facts)
+        self.last_step_kind = merged.step_kind
         self._pending[id(merged)] = outputs
-        return merged, outputs
+        return merged
 
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
@@ -280,7 +276,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         # vLLM's share is the lanes' updates, timed as one block; the merge is the plugin's.
         vllm_end, vllm_cpu_end = host_phases.now(), host_phases.cpu_now()
         merged = self._merge_results(scheduler_output, results)
-        kind = host_phases.kind_of(scheduler_output)
+        kind = tt_step(scheduler_output).step_kind
         clock = host_phases.CLOCK
         clock.add(kind, host_phases.Phase.VLLM_OUTPUT, vllm_end - start)
         clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - vllm_end)

@@ -20,7 +20,8 @@ from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.data_parallel import LaneLayout
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.sampling_route import DeviceLogprobSupport, StepKind
+from vllm_tt_plugin.sampling_route import DeviceLogprobSupport
+from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_policy import InterleaveConfig
 from vllm_tt_plugin.utils.device_discovery import DeviceGroups
 
@@ -72,6 +73,8 @@ class LaunchPlan:
     interleave: InterleaveConfig
 
     def step(self, kind: StepKind) -> StepPlan:
+        if kind is StepKind.IDLE:
+            raise ValueError("an idle step calls no model: it has no step plan")
         return self.prefill if kind is StepKind.PREFILL else self.decode
 
     # --- the process boundary ---------------------------------------------------------------

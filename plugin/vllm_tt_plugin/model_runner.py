@@ -26,7 +26,7 @@ from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModel
 from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
-from vllm_tt_plugin.host_phases import CLOCK, Kind, Part, Phase
+from vllm_tt_plugin.host_phases import CLOCK, Part, Phase
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -35,7 +35,6 @@ from vllm_tt_plugin.input_batch import (
     make_request_state,
     padded_token_lists,
 )
-from vllm_tt_plugin.lane_output import request_lane
 from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_adapter import ModelAdapter
@@ -43,7 +42,9 @@ from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwa
 from vllm_tt_plugin.reload_contract import DecodeStep, Layout, ReloadCommand, ReloadPlanner
 from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import RouteDecision, StepKind, decide_route, row_feature
+from vllm_tt_plugin.sampling_route import RouteDecision, decide_route, row_feature
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
 
 logger = get_logger(__name__)
 
@@ -127,7 +128,7 @@ def cpu_counted(finish: Callable[[], ModelRunnerOutput]) -> Callable[[], ModelRu
         try:
             return finish()
         finally:
-            CLOCK.add_cpu(Kind.DECODE, Part.PLUGIN, host_phases.cpu_now() - start)
+            CLOCK.add_cpu(StepKind.DECODE, Part.PLUGIN, host_phases.cpu_now() - start)
 
     return run
 
@@ -173,7 +174,7 @@ class TTModelRunner:
         self.kv_cache: Any = None
         self.num_kv_groups = 1
         self.layer_groups: tuple[int, ...] | None = None
-        self._scheduled: SchedulerOutput | None = None
+        self._scheduled: TTSchedulerOutput | None = None
         self._step_id = 0
         # Phase timing of the current step (host_phases): its start, and the time spent inside
         # it finishing earlier steps (a drain), which those steps count as their own.
@@ -225,15 +226,16 @@ class TTModelRunner:
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        self._update_states(scheduler_output)
-        tt_metrics.observe_schedule(scheduler_output)  # metrics hook: preemptions, resumptions
-        kind = host_phases.kind_of(scheduler_output)
+        so = tt_step(scheduler_output)  # refuses a step no TT scheduler made
+        kind = so.step_kind
+        self._update_states(so)
+        tt_metrics.observe_schedule(so)  # metrics hook: preemptions, resumptions
         CLOCK.add(kind, Phase.STATE_UPDATE, host_phases.now() - start)
         CLOCK.add_cpu(kind, Part.PLUGIN, host_phases.cpu_now() - cpu_start)
-        if scheduler_output.total_num_scheduled_tokens == 0:
+        if so.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
-        self._scheduled = scheduler_output
+        self._scheduled = so
         return None
 
     def sample_tokens(
@@ -248,7 +250,7 @@ class TTModelRunner:
         try:
             return self._sample_tokens(grammar_output)
         finally:
-            kind = Kind.IDLE if so is None else host_phases.kind_of(so)
+            kind = StepKind.IDLE if so is None else so.step_kind
             cpu = host_phases.cpu_now() - cpu_start - self._drained_cpu_ns
             CLOCK.add_cpu(kind, Part.PLUGIN, cpu)
 
@@ -345,7 +347,7 @@ class TTModelRunner:
         self.stats.overlapped_decodes += int(overlap)
 
     # --- state ------------------------------------------------------------------------------------
-    def _update_states(self, so: SchedulerOutput) -> None:
+    def _update_states(self, so: TTSchedulerOutput) -> None:
         for req_id in so.finished_req_ids:
             state = self.batch.requests.get(req_id)
             if state is not None and self.block_stepper is not None:
@@ -360,7 +362,7 @@ class TTModelRunner:
                 self.batch.release_slot(state)
                 self.host_sampler.forget(req_id)
         for new_req in so.scheduled_new_reqs:
-            lane = request_lane(so, new_req.req_id)
+            lane = so.lane_of(new_req.req_id)
             state = make_request_state(new_req, lane)
             state.host_feature = row_feature(self.plan, state.sampling_params)
             self.batch.add(state)
@@ -372,7 +374,7 @@ class TTModelRunner:
             # A resumed request replays its tokens and is placed again.
             state = self.batch.requests[req_id]
             self.batch.release_slot(state)
-            state.lane = request_lane(so, req_id, state.lane)
+            state.lane = so.lane_of(req_id, state.lane)
 
     def _page_tables(
         self, states: Sequence[TTRequestState | None], width: int
@@ -441,9 +443,9 @@ class TTModelRunner:
                 self.batch.release_slot(state)
             raise
         output_start = host_phases.now()
-        CLOCK.add(Kind.PREFILL, Phase.SAMPLING_ROUTE, route_ns)
-        CLOCK.add(Kind.PREFILL, Phase.INPUT_BUILD, self._step_ns(submit_start) - route_ns)
-        CLOCK.add(Kind.PREFILL, Phase.MODEL_SUBMIT, output_start - submit_start)
+        CLOCK.add(StepKind.PREFILL, Phase.SAMPLING_ROUTE, route_ns)
+        CLOCK.add(StepKind.PREFILL, Phase.INPUT_BUILD, self._step_ns(submit_start) - route_ns)
+        CLOCK.add(StepKind.PREFILL, Phase.MODEL_SUBMIT, output_start - submit_start)
         if out.rope_deltas is not None:
             for state, delta in zip(states, out.rope_deltas, strict=True):
                 state.rope_delta = delta
@@ -486,7 +488,7 @@ class TTModelRunner:
             if token is not None:
                 state.output_token_ids.append(token)
         output = build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
-        CLOCK.add(Kind.PREFILL, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
+        CLOCK.add(StepKind.PREFILL, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
         return output
 
     # --- decode -------------------------------------------------------------------------------
@@ -502,14 +504,14 @@ class TTModelRunner:
             remap.extend(base + j for j in (local or range(lane_slots.capacity)))
         return tuple(remap) if moved else None
 
-    def _steady_decode(self, so: SchedulerOutput) -> _DecodeBatch | None:
+    def _steady_decode(self, so: TTSchedulerOutput) -> _DecodeBatch | None:
         """The last decode's rows, when this step decodes exactly the same requests, one token
         each, and no slot changed since (``_update_states`` drops the cache otherwise)."""
         cache = self._decode_cache
         if (
             cache is None
             or self.block_stepper is not None
-            or host_phases.kind_of(so) is not Kind.DECODE
+            or so.step_kind is not StepKind.DECODE
             or so.total_num_scheduled_tokens != len(cache.ids)
             or so.num_scheduled_tokens.keys() != cache.ids
         ):
@@ -641,14 +643,14 @@ class TTModelRunner:
             return self._finish_decode(handle, batch, decision, overlap, so, grammar_output)
 
         pending = PendingStep(self._step_id, cpu_counted(finish) if overlap else finish)
-        CLOCK.add(Kind.DECODE, Phase.SAMPLING_ROUTE, route_ns)
+        CLOCK.add(StepKind.DECODE, Phase.SAMPLING_ROUTE, route_ns)
         CLOCK.add(
-            Kind.DECODE,
+            StepKind.DECODE,
             Phase.INPUT_BUILD,
             self._step_ns(host_phases.now()) - route_ns - handle.call_ns,
         )
-        CLOCK.add(Kind.DECODE, Phase.MODEL_SUBMIT, handle.submit_ns)
-        CLOCK.add(Kind.DECODE, Phase.READ_BACK, handle.call_ns - handle.submit_ns)
+        CLOCK.add(StepKind.DECODE, Phase.MODEL_SUBMIT, handle.submit_ns)
+        CLOCK.add(StepKind.DECODE, Phase.READ_BACK, handle.call_ns - handle.submit_ns)
         if overlap:
             self._unread = handle
             self.inflight.push(pending)
@@ -723,7 +725,7 @@ class TTModelRunner:
             self._unread = None
         raw = self.adapter.read_decode_host(handle, overlapped)
         output_start = host_phases.now()
-        CLOCK.add(Kind.DECODE, Phase.READ_BACK, output_start - read_start)
+        CLOCK.add(StepKind.DECODE, Phase.READ_BACK, output_start - read_start)
         # The model's output form -> tokens / logits / logprobs: the plugin's output building.
         out: ModelOutput = self.adapter.normalise_decode(handle, raw)
         slots, states = batch.slots, batch.states
@@ -751,5 +753,5 @@ class TTModelRunner:
             if requests.get(state.req_id) is state:  # not finished meanwhile
                 state.output_token_ids.append(token)
         output = build_output(batch.req_ids, sampled, logprobs, req_id_to_index=batch.index)
-        CLOCK.add(Kind.DECODE, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
+        CLOCK.add(StepKind.DECODE, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
         return output

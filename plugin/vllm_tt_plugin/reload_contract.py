@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vllm_tt_plugin.sampling_route import Route, StepKind
+from vllm_tt_plugin.sampling_route import Route
+from vllm_tt_plugin.step_kind import StepKind
 
 # One entry per global slot: the owning request id, or None.
 Layout = tuple[str | None, ...]

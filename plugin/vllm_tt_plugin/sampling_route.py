@@ -16,14 +16,10 @@ from typing import TYPE_CHECKING
 from vllm.sampling_params import SamplingParams
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.step_kind import StepKind
 
 if TYPE_CHECKING:
     from vllm_tt_plugin.launch_plan import LaunchPlan
-
-
-class StepKind(str, enum.Enum):
-    PREFILL = "prefill"
-    DECODE = "decode"
 
 
 class Route(str, enum.Enum):

@@ -27,7 +27,9 @@ from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.step_policy import DECODE_ONLY, StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -63,13 +65,6 @@ def force_compact_json(vllm_config: VllmConfig) -> None:
     vllm_config.structured_outputs_config.disable_any_whitespace = True
 
 
-_STEP_KINDS = {
-    StepMode.PREFILL: host_phases.Kind.PREFILL,
-    StepMode.DECODE: host_phases.Kind.DECODE,
-    StepMode.IDLE: host_phases.Kind.IDLE,
-}
-
-
 class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     # The base's state this class reshuffles per step (vLLM's types are not seen by the lint).
     running: list[Request]
@@ -92,7 +87,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
             self._update_request_with_output = MethodType(
                 Scheduler._update_request_with_output, self
             )
-        self.last_step_mode = StepMode.IDLE
+        self.last_step_kind = StepKind.IDLE
         register_served_model(plan)
         self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
         self._vllm_cpu_ns = 0  # and its CPU time
@@ -155,12 +150,12 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         admissible = has_room and (bool(self.waiting) or bool(self.skipped_waiting))
         return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
 
-    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+    def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
         self._vllm_ns = self._vllm_cpu_ns = 0
-        output = self._schedule_step(throttle_prefills)
-        kind = _STEP_KINDS[self.last_step_mode]
-        setattr(output, host_phases.STEP_KIND_ATTR, kind)
+        vllm_output = self._schedule_step(throttle_prefills)  # sets last_step_kind
+        output = TTSchedulerOutput.of(vllm_output, self.last_step_kind)
+        kind = output.step_kind
         clock = host_phases.CLOCK
         clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self._vllm_ns)
         policy_ns = host_phases.now() - start - self._vllm_ns
@@ -175,7 +170,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     ) -> dict[int, EngineCoreOutputs]:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
         outputs = self._vllm_update(scheduler_output, model_runner_output)
-        kind = host_phases.kind_of(scheduler_output)
+        kind = tt_step(scheduler_output).step_kind
         host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
         host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
         if self.finished_req_ids:
@@ -217,21 +212,21 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
             ready = self.readiness()
             facts = self.work_facts(ready)
             mode = self.step_policy.choose(facts)
-            if mode is StepMode.PREFILL:
-                output = self._schedule_only(StepMode.PREFILL, throttle_prefills, ready)
+            if mode is StepKind.PREFILL:
+                output = self._schedule_only(StepKind.PREFILL, throttle_prefills, ready)
                 if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
                     # A forced prefill that admits nothing falls back to decode.
                     self._rollback_empty(output)
-                    mode, facts = StepMode.DECODE, DECODE_ONLY
-                    output = self._schedule_only(StepMode.DECODE, throttle_prefills)
-            elif mode is StepMode.DECODE:
-                output = self._schedule_only(StepMode.DECODE, throttle_prefills, ready)
+                    mode, facts = StepKind.DECODE, DECODE_ONLY
+                    output = self._schedule_only(StepKind.DECODE, throttle_prefills)
+            elif mode is StepKind.DECODE:
+                output = self._schedule_only(StepKind.DECODE, throttle_prefills, ready)
             else:
                 output = self._vllm_schedule(throttle_prefills)
         if output.total_num_scheduled_tokens == 0:
-            mode = StepMode.IDLE
+            mode = StepKind.IDLE
         self.step_policy.record(mode, facts)
-        self.last_step_mode = mode
+        self.last_step_kind = mode
         return output
 
     def _rollback_empty(self, output: SchedulerOutput) -> None:
@@ -241,11 +236,11 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
             self.reset_preempted_req_ids |= output.preempted_req_ids
 
     def _schedule_only(
-        self, mode: StepMode, throttle_prefills: bool, ready: list[bool] | None = None
+        self, mode: StepKind, throttle_prefills: bool, ready: list[bool] | None = None
     ) -> SchedulerOutput:
         """Run vLLM's scheduling pass over the requests of one step kind only (``ready``:
         this pass's ``readiness()``, when already derived)."""
-        want_decode = mode is StepMode.DECODE
+        want_decode = mode is StepKind.DECODE
         ready = self.readiness() if ready is None else ready
         if (
             all(ready) and not (self.waiting or self.skipped_waiting)

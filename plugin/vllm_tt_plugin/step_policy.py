@@ -10,14 +10,9 @@ Finishing an insertion only ends the policy's preference for decode; it never fo
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class StepMode(str, enum.Enum):
-    PREFILL = "prefill"
-    DECODE = "decode"
-    IDLE = "idle"
+from vllm_tt_plugin.step_kind import StepKind
 
 
 @dataclass(frozen=True)
@@ -49,28 +44,28 @@ class StepPolicy:
     consecutive_prefill: int = 0  # prefill steps since the last decode step
     inserted_decode: int = 0  # decode steps run by the current insertion
 
-    def choose(self, facts: WorkFacts) -> StepMode:
+    def choose(self, facts: WorkFacts) -> StepKind:
         if not facts.prefill_ready and not facts.decode_ready:
-            return StepMode.IDLE
+            return StepKind.IDLE
         if not facts.prefill_ready:
-            return StepMode.DECODE
+            return StepKind.DECODE
         if not facts.decode_ready:
-            return StepMode.PREFILL
+            return StepKind.PREFILL
         cfg = self.config
         if not cfg.enabled:
-            return StepMode.PREFILL
+            return StepKind.PREFILL
         if self.inserted_decode > 0 and self.inserted_decode < cfg.decode_steps:
-            return StepMode.DECODE  # an insertion in progress continues
+            return StepKind.DECODE  # an insertion in progress continues
         if self.consecutive_prefill >= cfg.prefill_steps and self.inserted_decode == 0:
-            return StepMode.DECODE  # start an insertion
-        return StepMode.PREFILL
+            return StepKind.DECODE  # start an insertion
+        return StepKind.PREFILL
 
-    def record(self, mode: StepMode, facts: WorkFacts) -> None:
+    def record(self, mode: StepKind, facts: WorkFacts) -> None:
         """Account for the step that actually ran (after any fallback)."""
-        if mode is StepMode.PREFILL:
+        if mode is StepKind.PREFILL:
             self.consecutive_prefill += 1
             self.inserted_decode = 0
-        elif mode is StepMode.DECODE:
+        elif mode is StepKind.DECODE:
             if facts.prefill_ready and self.config.enabled:
                 # A decode step while prefill work waits counts toward the insertion.
                 self.inserted_decode += 1

@@ -20,10 +20,11 @@ from tests.unit.test_tt_scheduler import (
     workload,
 )
 from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
-from vllm_tt_plugin.lane_output import request_lane
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_output import TTSchedulerOutput
 from vllm_tt_plugin.utils.device_discovery import (
     GROUPS_ENV,
     DeviceDiscoveryError,
@@ -245,7 +246,7 @@ def _lane_output(lane: int, resumed: bool) -> Any:
 
 def test_merged_step_joins_the_lanes_in_lane_order() -> None:
     lanes = [_lane_output(0, resumed=False), _lane_output(1, resumed=True)]
-    merged = merge_outputs(lanes)
+    merged = merge_outputs(lanes, StepKind.PREFILL)
     cached = merged.scheduled_cached_reqs
     assert cached.req_ids == ["l0-a", "l0-b", "l1-a", "l1-b"]
     assert cached.resumed_req_ids == {"l1-a"}
@@ -262,10 +263,14 @@ def test_merged_step_joins_the_lanes_in_lane_order() -> None:
     assert merged.req_lanes == {
         "l0-a": 0, "l0-b": 0, "new-0": 0, "l1-a": 1, "l1-b": 1, "new-1": 1
     }  # fmt: skip
+    assert merged.step_kind is StepKind.PREFILL
     # What the runner asks when it places a new or resumed row.
-    assert request_lane(merged, "new-1") == 1 and request_lane(merged, "l0-b") == 0
-    assert request_lane(merged, "not-scheduled", 3) == 3
-    assert request_lane(lanes[1], "new-1", 2) == 2  # not a lane-DP step: the default
+    assert merged.lane_of("new-1") == 1 and merged.lane_of("l0-b") == 0
+    assert merged.lane_of("not-scheduled", 3) == 3
+    single = TTSchedulerOutput.of(lanes[1], StepKind.PREFILL)  # one lane: no lane map
+    assert (
+        single.lane_of("new-1", 2) == 2 and single.scheduled_new_reqs is lanes[1].scheduled_new_reqs
+    )
     assert merged.scheduled_encoder_inputs == {"new-0": [0], "new-1": [0]}
     assert merged.num_common_prefix_blocks == [0, 0]
     assert merged.finished_req_ids == {"done-0", "done-1"}
@@ -400,7 +405,7 @@ def test_lane_results_merge_per_client_in_lane_order() -> None:
     ]
     coord = TTLaneCoordinator.__new__(TTLaneCoordinator)  # the merge reads lane_of only
     coord.lane_of = {"c1": 1, "c2": 2, "a0": 0}
-    step = merge_outputs([_lane_output(0, resumed=False)])
+    step = merge_outputs([_lane_output(0, resumed=False)], StepKind.DECODE)
     step.finished_req_ids = {"c1", "c2"}
     merged = coord._merge_results(step, results)
     assert sorted(merged) == [0, 1]

@@ -21,7 +21,8 @@ from vllm_tt_plugin.launch_plan import (
     read_plan,
 )
 from vllm_tt_plugin.platform import TTPlatform
-from vllm_tt_plugin.sampling_route import Route, StepKind, choose_route
+from vllm_tt_plugin.sampling_route import Route, choose_route
+from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.utils.device_discovery import GROUPS_ENV
 
 FAKES = "tests.unit.fakes.models"
@@ -66,7 +67,7 @@ def test_device_sampling_decisions(
         return
     plan = read_plan(make_config(model_class=f"{FAKES}:{model}", tt=tt_options(mode, compat)))
     assert (plan.prefill.host_reason, plan.decode.host_reason) == expected
-    for kind in StepKind:
+    for kind in (StepKind.PREFILL, StepKind.DECODE):
         step = plan.step(kind)
         assert step.device_sampling is (step.host_reason is None)
         # Serving routes a plain request by exactly this decision, giving the same reason.

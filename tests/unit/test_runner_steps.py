@@ -39,6 +39,8 @@ from tests.unit.tiny_checkpoint import (
 from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.model_runner import TTModelRunner
 from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_output import TTSchedulerOutput, UnscheduledStepError
 from vllm_tt_plugin.test_models.calls import CallRecord
 from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
 from vllm_tt_plugin.worker import TTWorker
@@ -82,7 +84,7 @@ class Serving:
             result = result.get_output()
         self.sched.update_from_output(out, result)
 
-    def step(self) -> SchedulerOutput:
+    def step(self) -> TTSchedulerOutput:
         out = self.sched.schedule()
         self.execute(out)
         return out
@@ -181,6 +183,24 @@ def request(tokens: list[int], max_tokens: int) -> Request:
 def solo_outputs(s: Serving, prompts: list[list[int]], max_tokens: list[int]) -> list[list[int]]:
     """Each prompt served alone, one after the other, through the same loop."""
     return [s.run([request(p, m)])[0] for p, m in zip(prompts, max_tokens, strict=True)]
+
+
+# --- 0. the step the runner takes ----------------------------------------------------------
+def test_a_step_no_tt_scheduler_made_is_refused(
+    make_config: Callable[..., Any], checkpoint: Path
+) -> None:
+    """The runner reads each step's kind from the TT scheduler's typed output; vLLM's own
+    SchedulerOutput carries none, so it is refused by name instead of being taken as decode."""
+    with serving(make_config, checkpoint) as s:
+        with pytest.raises(
+            UnscheduledStepError, match="got a SchedulerOutput, not a TTSchedulerOutput"
+        ):
+            s.worker.execute_model(SchedulerOutput.make_empty())
+        first = s.sched.schedule()  # nothing waiting: an idle step, still typed
+        assert isinstance(first, TTSchedulerOutput) and first.step_kind is StepKind.IDLE
+        s.sched.add_request(request(prompt(1, 20), 2))
+        kinds = [s.step().step_kind for _ in range(3)]
+        assert kinds == [StepKind.PREFILL, StepKind.DECODE, StepKind.IDLE]
 
 
 # --- 1. trace_mode on the serving calls -----------------------------------------------------
@@ -464,12 +484,12 @@ def test_decode_output_normalisation_counts_as_output_build_not_read_back(
     output building's time covers. Checked by order (the phase clock's entries and the
     normalisation calls), not by timing."""
     clock = host_phases.CLOCK
-    decode = host_phases.Kind.DECODE
+    decode = StepKind.DECODE
     watched = {host_phases.Phase.READ_BACK: "read_back", host_phases.Phase.OUTPUT_BUILD: "build"}
     events: list[str] = []
     add = clock.add
 
-    def recording_add(kind: host_phases.Kind, phase: host_phases.Phase, ns: int) -> None:
+    def recording_add(kind: StepKind, phase: host_phases.Phase, ns: int) -> None:
         if kind is decode and phase in watched:
             events.append(watched[phase])
         add(kind, phase, ns)

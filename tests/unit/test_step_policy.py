@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_tt_plugin.step_policy import InterleaveConfig, StepMode, StepPolicy, WorkFacts
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_policy import InterleaveConfig, StepPolicy, WorkFacts
 
 BOTH = WorkFacts(prefill_ready=True, decode_ready=True)
 
@@ -14,15 +15,15 @@ def run(policy: StepPolicy, facts: list[WorkFacts]) -> str:
     for f in facts:
         mode = policy.choose(f)
         policy.record(mode, f)
-        out.append({StepMode.PREFILL: "P", StepMode.DECODE: "D", StepMode.IDLE: "."}[mode])
+        out.append({StepKind.PREFILL: "P", StepKind.DECODE: "D", StepKind.IDLE: "."}[mode])
     return "".join(out)
 
 
 def test_single_kind_of_work() -> None:
     policy = StepPolicy(InterleaveConfig())
-    assert policy.choose(WorkFacts(False, False)) is StepMode.IDLE
-    assert policy.choose(WorkFacts(True, False)) is StepMode.PREFILL
-    assert policy.choose(WorkFacts(False, True)) is StepMode.DECODE
+    assert policy.choose(WorkFacts(False, False)) is StepKind.IDLE
+    assert policy.choose(WorkFacts(True, False)) is StepKind.PREFILL
+    assert policy.choose(WorkFacts(False, True)) is StepKind.DECODE
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from tests.unit.test_reference_model import (
 from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice, StepFile
 from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.test_models import timing_only
 from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
 
@@ -176,17 +177,17 @@ def test_the_step_file_retunes_the_device_and_bad_contents_keep_the_last(tmp_pat
 def test_phase_times_are_published_as_counters(metrics_dir: Path) -> None:
     clock = host_phases.PhaseClock()
     clock._thread = object()  # type: ignore[assignment]  # publish by hand, no thread
-    clock.add(host_phases.Kind.DECODE, host_phases.Phase.INPUT_BUILD, 1_500_000)
-    clock.add(host_phases.Kind.DECODE, host_phases.Phase.INPUT_BUILD, 500_000)
-    clock.add(host_phases.Kind.PREFILL, host_phases.Phase.VLLM_SCHEDULE, 250_000)
+    clock.add(StepKind.DECODE, host_phases.Phase.INPUT_BUILD, 1_500_000)
+    clock.add(StepKind.DECODE, host_phases.Phase.INPUT_BUILD, 500_000)
+    clock.add(StepKind.PREFILL, host_phases.Phase.VLLM_SCHEDULE, 250_000)
     clock.publish()
-    clock.add(host_phases.Kind.DECODE, host_phases.Phase.INPUT_BUILD, 1_000_000)
+    clock.add(StepKind.DECODE, host_phases.Phase.INPUT_BUILD, 1_000_000)
     clock.publish()
     clock.publish()  # nothing new: nothing added twice
-    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.PLUGIN, 400_000)
-    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.VLLM, 100_000)
+    clock.add_cpu(StepKind.DECODE, host_phases.Part.PLUGIN, 400_000)
+    clock.add_cpu(StepKind.DECODE, host_phases.Part.VLLM, 100_000)
     clock.publish()
-    clock.add_cpu(host_phases.Kind.DECODE, host_phases.Part.PLUGIN, 200_000)
+    clock.add_cpu(StepKind.DECODE, host_phases.Part.PLUGIN, 200_000)
     clock.publish()
     samples = scrape(metrics_dir)
     cpu = "tt_host_cpu_seconds_total"

@@ -26,7 +26,7 @@ from tests.unit.metrics_files import scrape, value
 from tests.unit.tiny_checkpoint import BLOCK_HASHER
 from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
 from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
-from vllm_tt_plugin.step_policy import StepMode
+from vllm_tt_plugin.step_kind import StepKind
 
 _ids = itertools.count()
 
@@ -68,7 +68,10 @@ def step_kind(sched: TTScheduler, out: SchedulerOutput) -> str:
         else:
             prefill += 1
     assert not (decode and prefill), f"mixed step: {out.num_scheduled_tokens}"
-    return "D" if decode else ("P" if prefill else ".")
+    label = "D" if decode else ("P" if prefill else ".")
+    # The kind the scheduler hands the runner is the one its rows show.
+    assert out.step_kind is {"D": StepKind.DECODE, "P": StepKind.PREFILL, ".": StepKind.IDLE}[label]
+    return label
 
 
 def feed_back(sched: Any, out: SchedulerOutput, emitted: dict[str, list[int]]) -> None:
@@ -186,7 +189,7 @@ def test_prefill_that_admits_nothing_falls_back_to_decode(make_config: Any) -> N
     sched.add_request(request(250, 2))
     out = sched.schedule()
     assert step_kind(sched, out) == "D"
-    assert sched.last_step_mode is StepMode.DECODE
+    assert sched.last_step_kind is StepKind.DECODE and out.step_kind is StepKind.DECODE
     assert list(out.num_scheduled_tokens) == [first.request_id]
 
 

@@ -15,7 +15,8 @@ import pytest
 from vllm.sampling_params import SamplingParams
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
-from vllm_tt_plugin.sampling_route import StepKind, choose_route
+from vllm_tt_plugin.sampling_route import choose_route
+from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.worker import TTWorker
 
 
@@ -125,7 +126,8 @@ def test_warmup_device_sampling_flag_per_phase_and_one_request_table_width(
         assert {r.num_blocks for r in decode} == {4}
         assert worker.cache_config.num_gpu_blocks > 4
         plain = [SamplingParams(temperature=0.7, top_k=10, top_p=0.9)]
-        serving = {kind: choose_route(worker.plan, kind, plain).on_device for kind in StepKind}
+        model_steps = (StepKind.PREFILL, StepKind.DECODE)
+        serving = {k: choose_route(worker.plan, k, plain).on_device for k in model_steps}
         assert serving == {StepKind.PREFILL: prefill_on_device, StepKind.DECODE: decode_on_device}
     finally:
         worker.shutdown()
