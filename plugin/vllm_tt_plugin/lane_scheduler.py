@@ -13,7 +13,7 @@ interleave policy come from the launch plan.
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,7 +32,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.scheduler import TTScheduler, scheduled_kind
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
 from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
@@ -258,6 +258,10 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self, outputs: list[SchedulerOutput], kind: StepKind, facts: WorkFacts
     ) -> TTSchedulerOutput:
         merged = merge_outputs(outputs, kind)  # idle when nothing was scheduled
+        if merged.step_kind is StepKind.PREFILL:  # all rows resumed decode-shaped: a decode
+            requests = ChainMap(*(lane.requests for lane in self.lanes))
+            block = self.lanes[0].block_output
+            merged.step_kind = scheduled_kind(StepKind.PREFILL, merged, requests, block)
         self.step_policy.record(merged.step_kind, facts)
         self.last_step_kind = merged.step_kind
         self._pending[id(merged)] = outputs

@@ -138,6 +138,29 @@ def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) 
     return num_scheduled == 1 and num_computed >= state.num_prompt_tokens
 
 
+def misfit_rows(kind: StepKind, rows: Sequence[_ScheduledRow], block_output: bool) -> list[str]:
+    """The rows that do not fit the step kind the scheduler chose (the runner's one check of a
+    step's rows; empty when all fit).
+
+    A decode row decodes: one token after its prompt (a block-output model: its whole last
+    canvas, any number of tokens after the prompt). A prefill step may hold prompt chunks and
+    rows resumed after preemption with all but their last token cached: decode-shaped, but from
+    the waiting queue, without a slot, placed again by prefill like the rows they join. A
+    prefill step may not hold a row that decodes in its slot; an idle step holds no row."""
+    if kind is StepKind.IDLE:
+        return [r.req_id for r in rows]
+    decode = kind is StepKind.DECODE
+    if block_output:
+        return [r.req_id for r in rows if (r.start >= r.state.num_prompt_tokens) != decode]
+    if decode:
+        return [r.req_id for r in rows if not is_decode_row(r.state, r.start, r.num_tokens)]
+    return [
+        r.req_id
+        for r in rows
+        if r.state.slot is not None and is_decode_row(r.state, r.start, r.num_tokens)
+    ]
+
+
 class TTModelRunner:
     def __init__(
         self,
@@ -268,50 +291,36 @@ class TTModelRunner:
             raise UnsupportedStepError(
                 "KV cache block copies (partial prefix-cache hits) are not supported on TT"
             )
-        steady = self._steady_decode(scheduler_output)
-        if steady is None and self.block_stepper is None:
-            states = self._decode_states(scheduler_output)
+        kind = scheduler_output.step_kind
+        if kind is StepKind.DECODE and self.block_stepper is None:
+            steady = self._steady_decode(scheduler_output)
+            states = None if steady is not None else self._decode_states(scheduler_output)
             if states is not None:
                 steady = self._decode_batch(states)
-        if steady is not None:
-            self._step_id += 1
-            self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
-            return self._run_decode(steady, scheduler_output, grammar_output)
+            if steady is not None:
+                self._step_id += 1
+                self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
+                return self._run_decode(steady, scheduler_output, grammar_output)
         rows = [
             _ScheduledRow(
                 self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n
             )
             for req_id, n in scheduler_output.num_scheduled_tokens.items()
         ]
-        if self.block_stepper is not None:
-            # Block models: a decode's input is the last committed canvas, never one token.
-            kinds = {r.start >= r.state.num_prompt_tokens for r in rows}
-        else:
-            shapes = [is_decode_row(r.state, r.start, r.num_tokens) for r in rows]
-            if not all(shapes):
-                # A request resumed after preemption with all but its last token cached is
-                # scheduled one generated token (decode-shaped) but comes from the waiting
-                # queue, so a prefill pass can admit it next to new prompts. It holds no decode
-                # slot: prefill places it again, as it does the rows it joins.
-                shapes = [d and r.state.slot is not None for d, r in zip(shapes, rows, strict=True)]
-            kinds = set(shapes)
-        if len(kinds) > 1:
+        misfits = misfit_rows(kind, rows, self.block_stepper is not None)
+        if misfits:
             raise UnsupportedStepError(
-                "TT steps are prefill-only or decode-only, but this scheduler output mixes "
-                f"both: {dict(scheduler_output.num_scheduled_tokens)}"
+                f"TT steps are prefill-only or decode-only: rows {misfits} of this "
+                f"{kind.value} step do not {kind.value} "
+                f"({dict(scheduler_output.num_scheduled_tokens)})"
             )
         self._step_id += 1
         lanes = {r.state.lane for r in rows}
         if len(lanes) > 1:
             self.stats.multi_lane_steps += 1
-        if self.block_stepper is None and kinds == {True}:
-            # Not reached: _decode_states takes every step of decode rows; kept so the kinds
-            # decide alone. observe_decode counts the lanes of an accepted decode.
-            batch = self._decode_batch([r.state for r in rows])
-            return self._run_decode(batch, scheduler_output, grammar_output)
         tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if self.block_stepper is not None:
-            return self.block_stepper.run([r.state for r in rows], decode=kinds == {True})
+            return self.block_stepper.run([r.state for r in rows], decode=kind is StepKind.DECODE)
         self.drain()
         self._decode_run = 0
         return self._run_prefill(rows, scheduler_output, grammar_output)

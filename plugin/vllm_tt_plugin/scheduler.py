@@ -12,6 +12,7 @@ plain Scheduler bookkeeping runs (bound per instance). See docs/SCHEDULING.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,24 @@ def is_decode_ready(request: Request, block_output: bool = False) -> bool:
     if block_output:
         return prompt_done
     return prompt_done and remaining_tokens(request) <= 1
+
+
+def scheduled_kind(
+    chosen: StepKind, output: SchedulerOutput, requests: Mapping[str, Request], block: bool
+) -> StepKind:
+    """The kind of the step a pass scheduled: the policy's choice, except that a prefill pass
+    that admitted only requests resumed after preemption with all but their last token cached
+    scheduled decode-shaped rows only (one token after the prompt; a block-output model: any
+    tokens after it), and that step decodes: the runner places them in slots, as a decode step
+    does for any row that has none. ``requests``: the scheduler's, by id (num_computed_tokens
+    already advanced by the pass)."""
+    if chosen is not StepKind.PREFILL or output.total_num_scheduled_tokens == 0:
+        return chosen
+    for req_id, n in output.num_scheduled_tokens.items():
+        request = requests[req_id]
+        if request.num_computed_tokens - n < request.num_prompt_tokens or (n != 1 and not block):
+            return chosen
+    return StepKind.DECODE
 
 
 def force_compact_json(vllm_config: VllmConfig) -> None:
@@ -225,6 +244,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
                 output = self._vllm_schedule(throttle_prefills)
         if output.total_num_scheduled_tokens == 0:
             mode = StepKind.IDLE
+        mode = scheduled_kind(mode, output, self.requests, self.block_output)
         self.step_policy.record(mode, facts)
         self.last_step_kind = mode
         return output

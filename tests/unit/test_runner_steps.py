@@ -424,6 +424,8 @@ def test_refused_decode_releases_slots_of_rows_that_had_none(
         assert b.num_preemptions == 1
         assert dict(refused.num_scheduled_tokens) == {b.request_id: 1}
         assert b.num_computed_tokens - 1 >= b.num_prompt_tokens  # a decode row
+        # The prefill pass admitted only B, decode-shaped: the scheduler made it a decode step.
+        assert refused.step_kind is StepKind.DECODE
         assert b.request_id not in owners_before
         # The step also tells the runner that A finished (A's slot frees either way); C, not
         # scheduled, keeps its slot; B's slot, taken for the refused step, is free again.
