@@ -68,8 +68,9 @@ class Snapshot:
     @classmethod
     def now(cls, clock: Any, decode_steps: float, output_ns: int) -> Snapshot:
         from vllm_tt_plugin import host_phases as hp
+        from vllm_tt_plugin.step_kind import StepKind
 
-        decode = hp.Kind.DECODE
+        decode = StepKind.DECODE
         return cls(
             {p.value: clock.get_ns(decode, p) for p in hp.Phase},
             {p.value: clock.get_cpu_ns(decode, p) for p in hp.Part},

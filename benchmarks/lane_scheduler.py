@@ -151,8 +151,9 @@ class Sample:
 
 def timed(sched: Any, steps: int) -> Sample:
     from vllm_tt_plugin import host_phases as hp
+    from vllm_tt_plugin.step_kind import StepKind
 
-    clock, decode = hp.CLOCK, hp.Kind.DECODE
+    clock, decode = hp.CLOCK, StepKind.DECODE
     before = {p: clock.get_ns(decode, hp.Phase(p)) for p in PHASES}
     start = time.perf_counter_ns()
     for _ in range(steps):
