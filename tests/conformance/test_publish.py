@@ -190,10 +190,9 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
         assert f">{state}</span>" in index  # the legend
     assert 'class="unknown"' in index  # tt-metal is unknown in the emulated runs: flagged
     assert "**unknown**" in (site / "MATRIX.md").read_text()
-    # The committed llama history has two runs: one comparison, built on the gate's compare.
-    compare_pages = [p for p in pages["compare"] if p.suffix == ".html" and p.stem != "index"]
-    assert len(compare_pages) == 1
-    older, newer = sorted(
+    # The committed llama series (its history and its baseline): a comparison per consecutive
+    # pair, built on the gate's compare; the newest pair is checked here.
+    series = sorted(
         (
             r
             for r in history.distinct_runs(found)
@@ -201,7 +200,12 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
         ),
         key=lambda r: r.report.finished_at,
     )
-    html = compare_pages[0].read_text()
+    assert len(series) >= 2, "the committed llama series has at least two runs"
+    compare_pages = [p for p in pages["compare"] if p.suffix == ".html" and p.stem != "index"]
+    assert len(compare_pages) == len(series) - 1
+    older, newer = series[-2], series[-1]
+    (newest,) = [p for p in compare_pages if newer.report.run_id in p.name]
+    html = newest.read_text()
     result = compare(older.report, newer.report, axes=frozenset(AXES))
     for p in result.perf:
         assert f"<td>{p.name}</td>" in html
@@ -211,9 +215,9 @@ def test_site_from_the_committed_reports(tmp_path: Path) -> None:
         assert "% worse" not in html and "% better" not in html and "unlike runs" in html
     assert older.report.run_id in html and newer.report.run_id in html
     hist = (site / "history" / "tt-reference-llama--emulated-T3K.html").read_text()
-    assert "<polyline points=" in hist and compare_pages[0].name in hist
+    assert "<polyline points=" in hist and all(p.name in hist for p in compare_pages)
     idx = json.loads((site / "history" / "tt-reference-llama--emulated-T3K.json").read_text())
-    assert [e["run_id"] for e in idx["runs"]] == [older.report.run_id, newer.report.run_id]
+    assert [e["run_id"] for e in idx["runs"]] == [r.report.run_id for r in series]
 
 
 def test_html_escapes_report_text(tmp_path: Path, make_report) -> None:
