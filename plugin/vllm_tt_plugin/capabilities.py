@@ -6,7 +6,7 @@ Features are gated on what a model class declares, never on model names. A missi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Keys a model class may declare, with the type each must have.
@@ -74,3 +74,10 @@ class ModelCapabilities:
                 )
             values["fabric_config"] = fabric
         return cls(**values)
+
+    def with_fabric_config_of(self, model_cls: type) -> ModelCapabilities:
+        """These capabilities with the class's ``fabric_config`` (ttnn arguments kept by
+        reference; a launch plan leaves them out, and the platform validated them when it
+        parsed the declaration)."""
+        declared = getattr(model_cls, "model_capabilities", None) or {}
+        return replace(self, fabric_config=declared.get("fabric_config"))

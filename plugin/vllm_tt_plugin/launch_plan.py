@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # additional_config key of the serialised plan (not a user option).
 PLAN_KEY = "tt_launch_plan"
 # Bumped when the serialised form changes: a plan is only read by the plugin that wrote it.
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2
 
 
 class LaunchPlanError(RuntimeError):
@@ -59,6 +59,9 @@ class LaunchPlan:
     # The class's declared capabilities, without fabric_config (ttnn arguments kept by
     # reference: device.open_mesh reads them from the class, never from a config).
     capabilities: ModelCapabilities
+    # The class's declared decode_input_update_contract (the loaded instance must agree where a
+    # decision below depends on it: served_model.ServedModel checks it after load).
+    decode_contract: int
     lanes: LaneLayout  # in-process lanes (lane-DP); 1 lane of max_num_seqs otherwise
     device_groups: DeviceGroups | None  # standard DP: every rank's device group
     devices_per_rank: int  # devices one lane / DP rank drives
@@ -95,6 +98,7 @@ class LaunchPlan:
             options=TTOptions(**data["options"]),
             model=ModelTarget(**data["model"]),
             capabilities=ModelCapabilities(**data["capabilities"]),
+            decode_contract=int(data["decode_contract"]),
             lanes=LaneLayout(**data["lanes"]),
             device_groups=None
             if groups is None
@@ -147,6 +151,7 @@ def resolve_plan(
     model: ModelTarget,
     capabilities: ModelCapabilities,
     *,
+    decode_contract: int,
     lanes: LaneLayout,
     device_groups: DeviceGroups | None = None,
     devices_per_rank: int = 1,
@@ -166,11 +171,15 @@ def resolve_plan(
         return StepPlan(sampling_host_reason(options, caps, kind), traced(options, kind))
 
     decode = step(StepKind.DECODE)
-    async_overlap = async_scheduling and caps.supports_async_decode
+    # Overlap needs the split submit/read-back (the capability) and the reload commands of
+    # contract version 1: a version-0 decode loads its inputs every step, so the host must
+    # have read the previous step back first.
+    async_overlap = async_scheduling and caps.supports_async_decode and decode_contract >= 1
     return LaunchPlan(
         options=options,
         model=model,
         capabilities=caps,
+        decode_contract=decode_contract,
         lanes=lanes,
         device_groups=device_groups,
         devices_per_rank=devices_per_rank,
@@ -179,6 +188,8 @@ def resolve_plan(
         logprobs=DeviceLogprobSupport(top_k=top_k_logprobs, flat=flat_logprobs),
         async_overlap=async_overlap,
         # Resident inputs need the split async contract and a captured decode trace.
+        # Resident inputs (a version-0 model: reset_batch only when they change) need the split
+        # async contract and a captured decode trace.
         resident_decode_inputs=caps.supports_async_decode and decode.traced,
         chunked_prefill=chunked_prefill,
         prefix_caching=prefix_caching,

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_tt_plugin.call_types import LoadCall
-from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_adapter import ModelAdapter
@@ -25,7 +24,6 @@ logger = get_logger(__name__)
 class ResolvedModel:
     target: ModelTarget
     model_cls: type
-    capabilities: ModelCapabilities
 
 
 def register_served_model(plan: LaunchPlan) -> None:
@@ -39,7 +37,7 @@ def load_served_class(plan: LaunchPlan) -> ResolvedModel:
     """Import the class the platform chose for this launch (never chosen again here)."""
     model_cls = plan.model.load_class()
     register_served_model(plan)
-    return ResolvedModel(plan.model, model_cls, ModelCapabilities.from_model_class(model_cls))
+    return ResolvedModel(plan.model, model_cls)
 
 
 def load_model(

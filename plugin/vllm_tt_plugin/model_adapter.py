@@ -15,7 +15,6 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -147,7 +146,6 @@ class AdapterProfile:
     hybrid: bool  # has get_kv_cache_spec
     hybrid_tables: HybridTables | None
     hybrid_groups_enabled: bool  # _HYBRID_KV_CACHE_GROUPS_ENABLED
-    per_layer_allocation: bool
     init_takes_vllm_config: bool
     has_max_tokens_all_users: bool
     logprobs_form: LogprobsForm
@@ -156,10 +154,19 @@ class AdapterProfile:
     plan_facts: PlanFacts
 
     @classmethod
-    def of(cls, model_cls: type, hf_config: Any = None) -> AdapterProfile:
-        capabilities = ModelCapabilities.from_model_class(model_cls)
+    def of(
+        cls,
+        model_cls: type,
+        hf_config: Any = None,
+        capabilities: ModelCapabilities | None = None,
+    ) -> AdapterProfile:
+        """The class's profile; ``capabilities`` are the launch plan's where one exists (the
+        platform parsed the declaration once), else parsed here (a class used without a plan)."""
+        if capabilities is None:
+            capabilities = ModelCapabilities.from_model_class(model_cls)
         facts = derive_facts(
-            decode_contract=0,
+            # What the class declares; the instance's value is read after load.
+            decode_contract=decode_contract_version(model_cls),
             device_sampling=capabilities.supports_sample_on_device,
             output_tokens_per_step=capabilities.output_tokens_per_step,
             has_method=lambda name: callable(getattr(model_cls, name, None)),
@@ -176,7 +183,6 @@ class AdapterProfile:
             hybrid_tables=tables,
             hybrid_groups_enabled=getattr(model_cls, "_HYBRID_KV_CACHE_GROUPS_ENABLED", False)
             is True,
-            per_layer_allocation=facts.per_layer_allocation,
             init_takes_vllm_config=facts.init_takes_vllm_config,
             has_max_tokens_all_users=callable(getattr(model_cls, "get_max_tokens_all_users", None)),
             logprobs_form=LogprobsForm.TOP_K if top_k else LogprobsForm.FLAT,
@@ -197,6 +203,8 @@ class ModelAdapter:
         hf_config: Any = None,
         device_timeout_s: float = DEFAULT_DEVICE_TIMEOUT_S,
         warmup_timeout_s: float = DEFAULT_WARMUP_TIMEOUT_S,
+        *,
+        capabilities: ModelCapabilities | None = None,
     ) -> None:
         init = getattr(model_cls, "initialize_vllm_model", None)
         if not callable(init):
@@ -205,13 +213,12 @@ class ModelAdapter:
                 "(docs/TT_MODEL_CONTRACT.md)"
             )
         self.model_cls = model_cls
-        self.profile = AdapterProfile.of(model_cls, hf_config)
+        self.profile = AdapterProfile.of(model_cls, hf_config, capabilities)
         self._model: TTModel | None = None
-        self.contract_version = 0
-        # The planner's input (call_plan): the class's facts, the instance's contract version.
+        # The planner's input (call_plan): the class's facts until load, then the instance's
+        # (``load`` reads what an instance may set itself: contract version, hooks, warm-up).
         self.facts = self.profile.plan_facts
         self._decode_names: dict[tuple[bool, bool, bool, bool], tuple[str, ...]] = {}
-        self._read_back = False
         # Every call below that reaches the device runs through the watchdog (RELIABILITY.md).
         self.watchdog = DeviceWatchdog()
         self.device_timeout_s = device_timeout_s
@@ -227,6 +234,11 @@ class ModelAdapter:
     @property
     def capabilities(self) -> ModelCapabilities:
         return self.profile.capabilities
+
+    @property
+    def contract_version(self) -> int:
+        """The instance's ``decode_input_update_contract`` once loaded (the class's before)."""
+        return self.facts.decode_contract
 
     @property
     def loaded(self) -> bool:
@@ -295,17 +307,8 @@ class ModelAdapter:
                     "(docs/TT_MODEL_CONTRACT.md)"
                 )
         self._model = model
-        self.contract_version = decode_contract_version(model)
-        # The warm-up forms of the instance (what warm_up calls), negotiated as for the class.
-        forms = warmup_forms(
-            lambda m: _own_signature(fn) if callable(fn := getattr(model, m, None)) else None
-        )
-        self.facts = replace(
-            self.profile.plan_facts, decode_contract=self.contract_version, **forms
-        )
+        self.facts = instance_facts(self.profile.plan_facts, model)
         self._decode_names.clear()
-        # Without both read-back hooks a model returns host tensors and both are skipped.
-        self._read_back = self.facts.read_back
         if self.contract_version == 0:
             logger.warning(
                 "%s predates the decode reload contract (no decode_input_update_contract): it "
@@ -320,7 +323,7 @@ class ModelAdapter:
         if not entries:
             raise ValueError("no KV cache layers to allocate")
         model = self.model
-        if callable(getattr(model, "allocate_kv_cache_per_layer", None)):
+        if self.facts.per_layer_allocation:
             allocator = cast("TTKVAllocator", model)
             specs = [e.as_tuple() for e in entries]
             return self._on_device(
@@ -499,8 +502,8 @@ class ModelAdapter:
         kwargs = pick(values, names)
         model = self.model
         batch = call.rows if call.rows is not None else int((call.start_pos >= 0).sum())
-        read_now = read_back and self._read_back
-        read_previous = previous if previous is not None and self._read_back else None
+        read_now = read_back and self.facts.read_back
+        read_previous = previous if previous is not None and self.facts.read_back else None
         submitted = [0]
 
         def run() -> tuple[Any, Any]:
@@ -539,7 +542,7 @@ class ModelAdapter:
         out = submission.raw
         if submission.read_back:
             out = submission.host_output  # read back by the submitting (or the next) call
-        elif self._read_back and overlapped:
+        elif self.facts.read_back and overlapped:
             self._on_device(
                 "decode read-back",
                 "read_decode_output",
@@ -548,7 +551,7 @@ class ModelAdapter:
                 lambda: self._read_overlapped(submission),
             )
             out = submission.host_output
-        elif self._read_back:
+        elif self.facts.read_back:
             # load() found both read-back methods on the instance.
             model = cast("TTAsyncReadback", self.model)
             out = self._on_device(
@@ -679,6 +682,19 @@ def _split_mrope(out: Any, num_rows: int) -> tuple[Any, list[int]]:
     return result, [int(v) for v in values]
 
 
-def decode_table_width(max_model_len: int, block_size: int) -> int:
-    """Blocks one request can hold: the page-table width of a decode row."""
-    return math.ceil(max_model_len / block_size)
+def instance_facts(class_facts: PlanFacts, model: object) -> PlanFacts:
+    """The planner's facts of a loaded instance: what an instance may set or add itself (its
+    ``decode_input_update_contract``, its read-back and per-layer allocation methods, its
+    warm-up signatures) read from it, the rest the class's."""
+
+    def has(method: str) -> bool:
+        return callable(getattr(model, method, None))
+
+    return replace(
+        class_facts,
+        decode_contract=decode_contract_version(model),
+        # Without both read-back hooks a model returns host tensors and both are skipped.
+        read_back=has("read_decode_output") and has("process_decode_output_host"),
+        per_layer_allocation=has("allocate_kv_cache_per_layer"),
+        **warmup_forms(lambda m: _own_signature(getattr(model, m)) if has(m) else None),
+    )

@@ -35,7 +35,6 @@ from vllm_tt_plugin.input_batch import (
     make_request_state,
     padded_token_lists,
 )
-from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
@@ -43,6 +42,7 @@ from vllm_tt_plugin.reload_contract import DecodeStep, Layout, ReloadCommand, Re
 from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
 from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.sampling_route import RouteDecision, decide_route, row_feature
+from vllm_tt_plugin.served_model import ServedModel
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
 
@@ -166,10 +166,13 @@ class TTModelRunner:
         self,
         vllm_config: VllmConfig,
         adapter: ModelAdapter,
-        plan: LaunchPlan,
+        served: ServedModel,
     ) -> None:
         self.vllm_config = vllm_config
         self.adapter = adapter
+        # Every launch decision, with the loaded instance's facts, derived once (served_model).
+        self.served = served
+        plan = served.plan
         self.plan = plan
         lanes = plan.lanes.lanes
         seqs_per_lane = plan.lanes.seqs_per_lane
@@ -178,9 +181,8 @@ class TTModelRunner:
         self.block_size: int = vllm_config.cache_config.block_size
         self.max_model_len: int = vllm_config.model_config.max_model_len
         self.vocab_size = vllm_config.model_config.get_vocab_size()
-        self.contract_version = adapter.contract_version
         self.uses_mrope = bool(vllm_config.model_config.uses_mrope)
-        self.async_decode = plan.async_overlap
+        self.async_decode = served.overlap
         self.prefill_trace = plan.prefill.traced
         self.decode_trace = plan.decode.traced
         self.logprob_support = plan.logprobs
@@ -190,7 +192,7 @@ class TTModelRunner:
         )
         self._decode_cache: _DecodeBatch | None = None
         self.host_sampler = HostSampler(vllm_config, lanes * seqs_per_lane, self.block_size)
-        self.planner = ReloadPlanner(resident_inputs=plan.resident_decode_inputs)
+        self.planner = ReloadPlanner(resident_inputs=served.resident_inputs)
         self.inflight = InflightQueue()
         # The last overlapped decode not read back yet (the next submit reads it).
         self._unread: DecodeSubmission | None = None
@@ -214,7 +216,7 @@ class TTModelRunner:
             "sample_on_device_mode=%s, trace_mode=%s, device logprobs %s",
             lanes,
             seqs_per_lane,
-            self.contract_version,
+            served.contract_version,
             "on" if self.async_decode else "off",
             plan.options.sample_on_device_mode,
             plan.options.trace_mode,
@@ -224,11 +226,11 @@ class TTModelRunner:
         )
         # Route chosen for the last sampled batch of each kind (tests and logs read it).
         self.last_route: dict[StepKind, RouteDecision] = {}
-        canvas = plan.canvas_tokens
+        canvas = served.canvas
         self.block_stepper = BlockStepper(self, canvas) if canvas else None
 
     def _decode_table_width(self) -> int:
-        return math.ceil(self.max_model_len / self.block_size)
+        return self.served.table_width(self.max_model_len)
 
     def set_kv_cache(
         self, kv_cache: Any, num_groups: int, layer_groups: tuple[int, ...] | None = None
@@ -502,7 +504,7 @@ class TTModelRunner:
 
     # --- decode -------------------------------------------------------------------------------
     def _plan_remap(self, idle: set[str]) -> tuple[int, ...] | None:
-        if self.contract_version < 1:
+        if not self.served.remaps_slots:
             return None  # legacy models never see their slots move
         remap: list[int] = []
         moved = False
@@ -611,10 +613,10 @@ class TTModelRunner:
             slot_remap=batch.remap,
         )
         command = self.planner.plan(step)
-        if command.reload_inputs or self.contract_version < 1:
+        if command.reload_inputs or not self.served.reload_commands:
             # The host must know every slot's latest token before it sends inputs.
             self.drain()
-        overlap = self.async_decode and decision.on_device and self.contract_version >= 1
+        overlap = self.async_decode and decision.on_device
         # An overlapped step still in flight is read back inside this step's device call.
         previous = self._unread if overlap else None
         try:
@@ -679,7 +681,7 @@ class TTModelRunner:
         inputs = self.inputs
         # Tokens and positions only when the model loads them (resident otherwise); padding
         # rows: token 0, position -1, zero page-table row, neutral sampling values.
-        if command.reload_inputs or self.contract_version < 1:
+        if command.reload_inputs or not self.served.reload_commands:
             inputs.load_tokens(active)
         inputs.update_tables(active, batch.layout, self.batch.blocks_dirty)
         params = inputs.sampling_params(active, batch.layout) if decision.on_device else None

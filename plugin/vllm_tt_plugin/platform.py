@@ -144,7 +144,9 @@ class TTPlatform(Platform):  # type: ignore[misc]
 
         layout = data_parallel.configure(vllm_config, target, profile.capabilities, options)
         _configure_block_size(vllm_config)
-        _gate_on_capabilities(vllm_config, options, profile.capabilities)
+        _gate_on_capabilities(
+            vllm_config, options, profile.capabilities, profile.plan_facts.decode_contract
+        )
         plan = _resolve_plan(vllm_config, options, target, profile, layout)
         store_plan(vllm_config, plan)
         _install_classes(vllm_config, plan)
@@ -203,6 +205,7 @@ def _resolve_plan(
         options,
         target,
         profile.capabilities,
+        decode_contract=profile.plan_facts.decode_contract,
         lanes=layout.lanes,
         device_groups=layout.device_groups,
         devices_per_rank=devices_per_rank,
@@ -370,7 +373,7 @@ def _sliding_window(model_config: Any) -> int | None:
 
 
 def _gate_on_capabilities(
-    vllm_config: VllmConfig, options: TTOptions, caps: ModelCapabilities
+    vllm_config: VllmConfig, options: TTOptions, caps: ModelCapabilities, decode_contract: int
 ) -> None:
     scheduler = vllm_config.scheduler_config
     cache = vllm_config.cache_config
@@ -415,6 +418,15 @@ def _gate_on_capabilities(
         _warn_once(
             f"{arch} does not declare model_capabilities['supports_async_decode']: async "
             "scheduling turned off on TT"
+        )
+        scheduler.async_scheduling = False
+    elif scheduler.async_scheduling and decode_contract < 1:
+        # The runner overlaps only under the reload commands (a version-0 decode reloads its
+        # inputs, so it must read every step back first): keep the scheduler synchronous too.
+        _warn_once(
+            f"{arch} declares supports_async_decode but decode_input_update_contract="
+            f"{decode_contract}: decode overlap needs contract version 1 "
+            "(docs/DECODE_RELOAD_CONTRACT.md); async scheduling turned off on TT"
         )
         scheduler.async_scheduling = False
 

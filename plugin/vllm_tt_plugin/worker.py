@@ -8,7 +8,6 @@ for structured output reaches sample_tokens, where the model is called.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -20,7 +19,6 @@ from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
 from vllm_tt_plugin import envs, tt_metrics
-from vllm_tt_plugin.block_output import canvas_tokens, is_block_model
 from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.data_parallel import rank_devices
 from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
@@ -40,6 +38,7 @@ from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
 from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.model_runner import TTModelRunner
+from vllm_tt_plugin.served_model import ServedModel
 from vllm_tt_plugin.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
 
 logger = get_logger(__name__)
@@ -63,6 +62,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
         self.mesh_spec = mesh_spec_from_env()
         self.resolved: ResolvedModel | None = None
         self.adapter: ModelAdapter | None = None
+        self.served: ServedModel | None = None  # the plan plus the loaded instance's facts
         self.mesh: OpenedMesh | None = None
         self.model_runner: TTModelRunner | None = None
         self.block_budget: BlockBudget | None = None
@@ -76,6 +76,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.vllm_config.model_config.hf_config,
             device_timeout_s=self.options.device_timeout_s,
             warmup_timeout_s=self.options.warmup_timeout_s,
+            capabilities=self.plan.capabilities,
         )
         self.adapter.watchdog.add_failure_hook(self._on_device_failure)
         device_ids = visible_device_ids()
@@ -106,7 +107,9 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             # The emulated device thread and the host share this process's cores; one torch
             # thread each avoids oversubscription (measured 5-20x faster decode steps here).
             torch.set_num_threads(1)
-        self.mesh = open_mesh(self.mesh_spec, self.options, self.resolved.capabilities, device_ids)
+        # The plan's capabilities leave the ttnn fabric arguments out: read them from the class.
+        capabilities = self.plan.capabilities.with_fabric_config_of(self.resolved.model_cls)
+        self.mesh = open_mesh(self.mesh_spec, self.options, capabilities, device_ids)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
         assert self.adapter is not None and self.mesh is not None, "init_device first"
@@ -119,7 +122,16 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.options,
             self.layout.lanes,
         )
-        self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.plan)
+        facts = self.adapter.facts  # the loaded instance's
+        self.served = ServedModel.after_load(
+            self.plan,
+            class_name=self.adapter.profile.class_name,
+            contract_version=facts.decode_contract,
+            read_back=facts.read_back,
+            per_layer_allocation=facts.per_layer_allocation,
+            block_size=self.cache_config.block_size,
+        )
+        self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.served)
 
     def get_kv_cache_spec(self) -> dict[str, KVCacheSpec]:
         assert self.adapter is not None
@@ -151,7 +163,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.layout.seqs_per_lane,
             windows,
             self.vllm_config.max_in_flight_tokens,
-            canvas_tokens=canvas_tokens(self.adapter.capabilities),
+            canvas_tokens=self.plan.canvas_tokens,
         )
 
     def determine_available_memory(self) -> int:
@@ -272,10 +284,11 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
         if not self.options.enable_model_warmup:
             return CompilationTimes(language_model=0.0, encoder=0.0)
         assert self.model_runner is not None and self.adapter is not None
+        assert self.served is not None
         start = time.perf_counter()
         plan = self.plan
         pool = int(self.cache_config.num_gpu_blocks or 0)
-        width = math.ceil(self.model_config.max_model_len / self.cache_config.block_size)
+        width = self.served.table_width(self.model_config.max_model_len)
         self.adapter.warm_up(
             WarmupPlan(
                 kv_cache=self.model_runner.kv_cache,
@@ -353,11 +366,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             close_mesh(mesh, why=why)
 
     def shutdown(self) -> None:
-        if (
-            self.adapter is not None
-            and self.adapter.loaded
-            and is_block_model(self.adapter.capabilities)
-        ):
+        if self.plan.canvas_tokens and self.adapter is not None and self.adapter.loaded:
             try:
                 self.adapter.release_persistent_capture()
             except Exception:  # shutting down anyway; the device is closed below

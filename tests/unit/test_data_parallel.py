@@ -425,7 +425,6 @@ def test_lane_results_merge_per_client_in_lane_order() -> None:
 def test_kv_budget_is_per_lane(make_config: Any) -> None:
     """Each lane has its own KV pool: headroom is one block per sequence of a lane."""
     from tests.unit.fakes.models import LaneModel
-    from vllm_tt_plugin.capabilities import ModelCapabilities
     from vllm_tt_plugin.loader import ResolvedModel
     from vllm_tt_plugin.model_adapter import ModelAdapter
     from vllm_tt_plugin.model_registry import ModelTarget
@@ -436,7 +435,6 @@ def test_kv_budget_is_per_lane(make_config: Any) -> None:
     worker.resolved = ResolvedModel(
         ModelTarget("TTReferenceLlamaForCausalLM", f"{FAKES}:LaneModel", "override"),
         LaneModel,
-        ModelCapabilities.from_model_class(LaneModel),
     )
     worker.adapter = ModelAdapter(LaneModel)
     budget = worker.get_num_available_blocks_tt()

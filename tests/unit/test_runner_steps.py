@@ -321,7 +321,7 @@ def test_legacy_model_gets_sticky_reset_batch_no_remap_and_one_warning(
                 tt={"sample_on_device_mode": "all"},
             ) as s,
         ):
-            assert s.runner.contract_version == 0
+            assert s.runner.served.contract_version == 0
             reqs = [request(p, m) for p, m in zip(PROMPTS, MAX_TOKENS, strict=True)]
             for r in reqs:
                 s.sched.add_request(r)

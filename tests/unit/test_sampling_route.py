@@ -40,6 +40,7 @@ def plan(
         options,
         ModelTarget("TTReferenceLlamaForCausalLM", "tests.unit.fakes.models:CapableModel", "test"),
         caps,
+        decode_contract=1,
         lanes=LaneLayout(1, 4),
         top_k_logprobs=logprobs.top_k,
         flat_logprobs=logprobs.flat,

@@ -24,6 +24,8 @@ class CapableModel(_FakeModelBase):
         "supports_prefix_caching": True,
         "supports_chunked_prefill": True,
     }
+    # Async overlap needs the reload commands (a version-0 class is launched synchronously).
+    decode_input_update_contract: ClassVar[int] = 1
 
 
 class BareModel(_FakeModelBase):

@@ -1,0 +1,153 @@
+"""The served model (served_model.py): the plan plus the loaded instance's facts, derived once.
+
+The platform parses a class's capability declaration once; the worker, adapter and runner read
+the plan and the served model built after load. A version-0 decode never overlaps, so the
+platform keeps such a launch's scheduler synchronous, and an instance that contradicts the
+class a launch was planned from is refused at load.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
+from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.config import TTOptions
+from vllm_tt_plugin.data_parallel import LaneLayout
+from vllm_tt_plugin.launch_plan import read_plan, resolve_plan
+from vllm_tt_plugin.model_adapter import ModelContractError
+from vllm_tt_plugin.model_registry import ModelTarget
+from vllm_tt_plugin.served_model import ServedModel
+
+LEGACY_MODEL = "vllm_tt_plugin.test_models.variants:LegacyDecodeContract"
+ASYNC_CAPS = ModelCapabilities(supports_async_decode=True, supports_sample_on_device=True)
+TARGET = ModelTarget("TTReferenceLlamaForCausalLM", "tests.unit.fakes.models:CapableModel", "t")
+
+
+@pytest.fixture(scope="module")
+def weights_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("served-weights"))
+
+
+def _reference_config(make_config: Any, checkpoint: Path, max_model_len: int) -> Any:
+    """The reference model on the emulated mesh (the worker really loads and warms it up)."""
+    return make_config(
+        model=checkpoint,
+        model_class=None,
+        tt={"register_test_models": True, "emulated_mesh": True},
+        max_num_seqs=4,
+        max_model_len=max_model_len,
+    )
+
+
+def test_capabilities_are_parsed_by_the_platform_only(
+    make_config: Any, weights_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the platform resolved the plan, the worker's start-up, warm-up and a served step
+    never parse the declaration again (only the reference model itself reads its own)."""
+    config = _reference_config(make_config, weights_checkpoint, max_model_len=256)
+    callers: list[str] = []
+    original = ModelCapabilities.from_model_class.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[ModelCapabilities], model_cls: type) -> ModelCapabilities:
+        callers.append(sys._getframe(1).f_globals["__name__"])
+        return original(cls, model_cls)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(ModelCapabilities, "from_model_class", classmethod(recording))
+    worker, _ = start_worker_and_scheduler(config)
+    try:
+        served = worker.served
+        assert served is not None and served.plan == read_plan(config)
+        assert worker.adapter is not None
+        assert worker.adapter.capabilities == served.plan.capabilities
+    finally:
+        worker.shutdown()
+    assert set(callers) <= {"vllm_tt_plugin.test_models.core"}, callers
+
+
+def test_warm_up_and_serving_share_the_page_table_width(
+    make_config: Any, weights_checkpoint: Path
+) -> None:
+    config = _reference_config(make_config, weights_checkpoint, max_model_len=200)
+    worker, _ = start_worker_and_scheduler(config)
+    try:
+        assert worker.served is not None and worker.model_runner is not None
+        width = worker.served.table_width(config.model_config.max_model_len)
+        assert width == -(-200 // config.cache_config.block_size)
+        assert worker.model_runner.batch.max_blocks_per_req == width
+        decode_warmups = [
+            r for r in worker.get_model().call_log if r.method == "warmup_model_decode"
+        ]
+        assert decode_warmups and all(r.num_blocks == width for r in decode_warmups)
+    finally:
+        worker.shutdown()
+
+
+def test_version_zero_class_keeps_the_scheduler_synchronous(make_config: Any) -> None:
+    """A class that declares async decode but no reload contract: the runner could not overlap,
+    so the platform turns async scheduling off and the plan says so."""
+    config = make_config(
+        model_class=LEGACY_MODEL,
+        tt={"register_test_models": True},
+        async_scheduling=True,
+    )
+    plan = read_plan(config)
+    assert plan.capabilities.supports_async_decode
+    assert plan.decode_contract == 0
+    assert not config.scheduler_config.async_scheduling
+    assert not plan.async_overlap
+
+
+def test_version_one_class_keeps_async_scheduling(make_config: Any) -> None:
+    config = make_config(async_scheduling=True, tt={"trace_mode": "decode_only"})
+    plan = read_plan(config)
+    assert plan.decode_contract == 1
+    assert config.scheduler_config.async_scheduling
+    assert plan.async_overlap and plan.resident_decode_inputs
+
+
+def _plan(decode_contract: int, *, async_scheduling: bool) -> Any:
+    return resolve_plan(
+        TTOptions(trace_mode="decode_only"),
+        TARGET,
+        ASYNC_CAPS,
+        decode_contract=decode_contract,
+        lanes=LaneLayout(1, 4),
+        async_scheduling=async_scheduling,
+    )
+
+
+def _served(plan: Any, contract_version: int) -> ServedModel:
+    return ServedModel.after_load(
+        plan,
+        class_name="Model",
+        contract_version=contract_version,
+        read_back=True,
+        per_layer_allocation=False,
+        block_size=64,
+    )
+
+
+def test_an_instance_that_contradicts_an_async_plan_is_refused() -> None:
+    plan = _plan(1, async_scheduling=True)
+    with pytest.raises(ModelContractError, match="decode_input_update_contract=1 on its class"):
+        _served(plan, 0)
+    assert _served(plan, 1).overlap
+
+
+def test_effective_values_follow_the_instance_contract() -> None:
+    """A plan made from a version-1 class without overlap, served by an instance that says 0
+    (set in its __init__): no reload commands and no slot remaps; inputs stay resident
+    (``reset_batch`` says when they change)."""
+    sync_plan = _plan(1, async_scheduling=False)
+    assert sync_plan.resident_decode_inputs
+    legacy = _served(sync_plan, 0)
+    assert not legacy.reload_commands and not legacy.remaps_slots and not legacy.overlap
+    assert legacy.resident_inputs
+    current = _served(sync_plan, 1)
+    assert current.reload_commands and current.resident_inputs and current.remaps_slots
+    assert current.table_width(129) == 3 and current.table_width(128) == 2
