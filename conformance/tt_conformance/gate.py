@@ -152,7 +152,7 @@ def compare(
         default_tolerance = HARDWARE_PERF_TOLERANCE
     for error in candidate.collection_errors:
         result.regressions.append(
-            f"collection error in {error.nodeid}: {_first_line(error.message)}"
+            f"collection error in {error.nodeid}: {_last_line(error.message)}"
         )
     ids = sorted({c.id for c in baseline.checks} | {c.id for c in candidate.checks})
     for check_id in ids:
@@ -353,6 +353,7 @@ def _worse_by(baseline: float, candidate: float, better: str) -> float:
     return delta / abs(baseline)
 
 
-def _first_line(text: str) -> str:
+def _last_line(text: str) -> str:
+    """The last non-blank line of a collection error: pytest ends it with the exception."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else text

@@ -10,8 +10,9 @@ model is called only through ``model_adapter``; the release hook is called from 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from vllm.v1.outputs import ModelRunnerOutput
@@ -23,8 +24,36 @@ from vllm_tt_plugin.sampling_params import TTSamplingParams
 from vllm_tt_plugin.sampling_route import Route
 
 if TYPE_CHECKING:
-    from vllm_tt_plugin.input_batch import TTRequestState
-    from vllm_tt_plugin.model_runner import TTModelRunner
+    from vllm_tt_plugin.input_batch import TTInputBatch, TTRequestState
+    from vllm_tt_plugin.model_adapter import ModelAdapter
+    from vllm_tt_plugin.reload_contract import ReloadPlanner
+
+
+class BlockHost(Protocol):
+    """What a block step may use of the runner that owns it (``TTModelRunner`` is one): its
+    slots, the adapter, the reload planner, the KV cache and traces, and two input builders.
+    Step counters stay the runner's: it counts the steps it hands to ``BlockStepper.run``."""
+
+    @property
+    def batch(self) -> TTInputBatch: ...
+    @property
+    def adapter(self) -> ModelAdapter: ...
+    @property
+    def planner(self) -> ReloadPlanner: ...
+    @property
+    def kv_cache(self) -> Any: ...
+    @property
+    def layer_groups(self) -> tuple[int, ...] | None: ...
+    @property
+    def prefill_trace(self) -> bool: ...
+    @property
+    def decode_trace(self) -> bool: ...
+
+    def sampling_params(self, states: Sequence[TTRequestState | None]) -> TTSamplingParams: ...
+
+    def page_tables(
+        self, states: Sequence[TTRequestState | None], width: int
+    ) -> list[torch.Tensor]: ...
 
 
 @dataclass
@@ -45,10 +74,10 @@ class BlockStats:
 
 @dataclass(frozen=True)
 class BlockResult:
-    """One step's canvases, per scheduled request, and how long the step took."""
+    """One step's canvases, per scheduled request, and when the model returned them."""
 
     tokens: list[list[int]]
-    seconds: float
+    finished_at: float  # time.perf_counter() once the canvases were on the host
 
 
 def committed_length(block: list[int], stop_ids: set[int]) -> int:
@@ -60,9 +89,9 @@ def committed_length(block: list[int], stop_ids: set[int]) -> int:
 
 
 class BlockStepper:
-    """Runs the prefill and decode steps of a block-output model for ``TTModelRunner``."""
+    """Runs the prefill and decode steps of a block-output model for its host runner."""
 
-    def __init__(self, runner: TTModelRunner, canvas: int) -> None:
+    def __init__(self, runner: BlockHost, canvas: int) -> None:
         self.runner = runner
         self.canvas = canvas
         self.stats = BlockStats()
@@ -78,7 +107,7 @@ class BlockStepper:
 
     def _params(self, states: list[TTRequestState | None]) -> TTSamplingParams:
         # The contract passes device sampling settings; the denoiser ignores them.
-        return self.runner._sampling_params(states)
+        return self.runner.sampling_params(states)
 
     def run(self, states: list[TTRequestState], decode: bool) -> ModelRunnerOutput:
         runner = self.runner
@@ -93,7 +122,7 @@ class BlockStepper:
                 runner.batch.release_slot(state)
             raise
         stats = self.stats
-        seconds = result.seconds - start
+        seconds = result.finished_at - start
         committed = 0
         for state, block in zip(states, result.tokens, strict=True):
             stop_ids = set(state.sampling_params.all_stop_token_ids or ())
@@ -103,11 +132,6 @@ class BlockStepper:
         stats.block_seconds += seconds
         stats.committed_tokens += committed
         self.metrics.record(len(states), committed, seconds, self.canvas)
-        if decode:
-            runner.stats.decode_steps += 1
-        else:
-            runner.stats.prefill_steps += 1
-        runner.stats.device_sampled_steps += 1
         req_ids = [s.req_id for s in states]
         return ModelRunnerOutput(
             req_ids=req_ids,
@@ -125,7 +149,7 @@ class BlockStepper:
         out = runner.adapter.prefill(
             PrefillCall(
                 tokens=tokens,
-                page_tables=runner._page_tables(list(states), width),
+                page_tables=runner.page_tables(list(states), width),
                 kv_cache=runner.kv_cache,
                 enable_trace=runner.prefill_trace,
                 prompt_lens=ends,
@@ -166,7 +190,7 @@ class BlockStepper:
             DecodeCall(
                 tokens=tokens,
                 start_pos=start_pos,
-                page_tables=runner._page_tables(active, runner.batch.max_blocks_per_req),
+                page_tables=runner.page_tables(active, runner.batch.max_blocks_per_req),
                 kv_cache=runner.kv_cache,
                 enable_trace=runner.decode_trace,
                 command=command,

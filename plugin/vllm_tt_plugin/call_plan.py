@@ -111,7 +111,7 @@ class PlanFacts:
     block_output: bool = False  # model_capabilities["output_tokens_per_step"] > 1
     # read_decode_output and process_decode_output_host both present: the adapter reads decode
     # output back through them; with either missing it calls neither (host tensors expected).
-    read_back: bool = False
+    read_back_hooks: bool = False  # read_decode_output and process_decode_output_host
     # The warm-up forms found (None: the method is absent, or its signature was not read).
     warmup_prefill: WarmupForm | None = None
     warmup_decode: WarmupForm | None = None
@@ -149,7 +149,7 @@ def derive_facts(
         init_takes_vllm_config=takes("initialize_vllm_model", "vllm_config"),
         per_layer_allocation=has_method("allocate_kv_cache_per_layer"),
         block_output=output_tokens_per_step > 1,
-        read_back=has_method("read_decode_output") and has_method("process_decode_output_host"),
+        read_back_hooks=all(map(has_method, ("read_decode_output", "process_decode_output_host"))),
         **warmup_forms(lambda m: signature(m) if has_method(m) else None),
     )
 
@@ -257,8 +257,8 @@ METHODS: tuple[MethodPlan, ...] = (
     MethodPlan("warmup_model_decode", optional=True),
     MethodPlan("prefill_forward"),
     MethodPlan("decode_forward"),
-    MethodPlan("read_decode_output", optional=True, applies=lambda f: f.read_back),
-    MethodPlan("process_decode_output_host", optional=True, applies=lambda f: f.read_back),
+    MethodPlan("read_decode_output", optional=True, applies=lambda f: f.read_back_hooks),
+    MethodPlan("process_decode_output_host", optional=True, applies=lambda f: f.read_back_hooks),
     MethodPlan("release_request", optional=True, applies=lambda f: f.block_output),
     MethodPlan("release_persistent_capture", optional=True, applies=lambda f: f.block_output),
 )

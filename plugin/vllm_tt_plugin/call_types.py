@@ -88,9 +88,9 @@ class DecodeSubmission:
     want_logprobs: bool
     batch_size: int | None = None  # rows with a request (for the watchdog's error line)
     submit_ns: int = 0  # host time the model call took to return (host_phases)
-    read_back: bool = False  # the submitting call already ran process_decode_output_host
+    host_ready: bool = False  # a device call already ran process_decode_output_host on it
     host_output: Any = None  # what it returned
-    call_ns: int = 0  # the whole device call (with the read-back when read_back)
+    call_ns: int = 0  # the whole device call (with the read-back when it read in the call)
 
 
 @dataclass(frozen=True)

@@ -464,12 +464,12 @@ class ModelAdapter:
     def submit_decode(
         self,
         call: DecodeCall,
-        read_back: bool = False,
+        read_in_call: bool = False,
         previous: DecodeSubmission | None = None,
     ) -> DecodeSubmission:
         """``decode_forward(read_from_device=False)``, one watchdog hand-off for the step:
 
-        - ``read_back`` (a synchronous step): the same device call also runs
+        - ``read_in_call`` (a synchronous step): the same device call also runs
           ``process_decode_output_host`` on the result;
         - ``previous`` (an overlapped step submitted before this one and not read yet): after
           the submit, the same call reads that step back (``read_decode``'s async path),
@@ -502,8 +502,8 @@ class ModelAdapter:
         kwargs = pick(values, names)
         model = self.model
         batch = call.rows if call.rows is not None else int((call.start_pos >= 0).sum())
-        read_now = read_back and self.facts.read_back
-        read_previous = previous if previous is not None and self.facts.read_back else None
+        read_now = read_in_call and self.facts.read_back_hooks
+        read_previous = previous if previous is not None and self.facts.read_back_hooks else None
         submitted = [0]
 
         def run() -> tuple[Any, Any]:
@@ -540,9 +540,9 @@ class ModelAdapter:
         ``process_decode_output_host``. Synchronous path: ``process_decode_output_host`` on the
         raw output. A model without ``read_decode_output`` returned host tensors already."""
         out = submission.raw
-        if submission.read_back:
+        if submission.host_ready:
             out = submission.host_output  # read back by the submitting (or the next) call
-        elif self.facts.read_back and overlapped:
+        elif self.facts.read_back_hooks and overlapped:
             self._on_device(
                 "decode read-back",
                 "read_decode_output",
@@ -551,7 +551,7 @@ class ModelAdapter:
                 lambda: self._read_overlapped(submission),
             )
             out = submission.host_output
-        elif self.facts.read_back:
+        elif self.facts.read_back_hooks:
             # load() found both read-back methods on the instance.
             model = cast("TTAsyncReadback", self.model)
             out = self._on_device(
@@ -583,7 +583,7 @@ class ModelAdapter:
         submission.host_output = model.process_decode_output_host(
             raw, is_tokens=submission.on_device
         )
-        submission.read_back = True
+        submission.host_ready = True
 
     # --- output normalisation ------------------------------------------------------------------
     def _normalise(self, out: Any, on_device: bool, want_logprobs: bool) -> ModelOutput:
@@ -694,7 +694,7 @@ def instance_facts(class_facts: PlanFacts, model: object) -> PlanFacts:
         class_facts,
         decode_contract=decode_contract_version(model),
         # Without both read-back hooks a model returns host tensors and both are skipped.
-        read_back=has("read_decode_output") and has("process_decode_output_host"),
+        read_back_hooks=has("read_decode_output") and has("process_decode_output_host"),
         per_layer_allocation=has("allocate_kv_cache_per_layer"),
         **warmup_forms(lambda m: _own_signature(getattr(model, m)) if has(m) else None),
     )

@@ -322,7 +322,14 @@ class TTModelRunner:
             self.stats.multi_lane_steps += 1
         tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
         if self.block_stepper is not None:
-            return self.block_stepper.run([r.state for r in rows], decode=kind is StepKind.DECODE)
+            decode = kind is StepKind.DECODE
+            output = self.block_stepper.run([r.state for r in rows], decode=decode)
+            if decode:
+                self.stats.decode_steps += 1
+            else:
+                self.stats.prefill_steps += 1
+            self.stats.device_sampled_steps += 1  # a block model commits on the device
+            return output
         self.drain()
         self._decode_run = 0
         return self._run_prefill(rows, scheduler_output, grammar_output)
@@ -387,9 +394,11 @@ class TTModelRunner:
             self.batch.release_slot(state)
             state.lane = so.lane_of(req_id, state.lane)
 
-    def _page_tables(
+    def page_tables(
         self, states: Sequence[TTRequestState | None], width: int
     ) -> list[torch.Tensor]:
+        """Each KV group's page table of these rows, ``width`` blocks wide (the block stepper
+        calls it too)."""
         return [self.batch.page_table(states, g, width) for g in range(self.num_kv_groups)]
 
     def _penalty_history(
@@ -399,7 +408,8 @@ class TTModelRunner:
         outputs = [[] if s is None else list(s.output_token_ids) for s in states]
         return padded_token_lists(prompts), padded_token_lists(outputs)
 
-    def _sampling_params(self, states: Sequence[TTRequestState | None]) -> TTSamplingParams:
+    def sampling_params(self, states: Sequence[TTRequestState | None]) -> TTSamplingParams:
+        """The device sampling parameters of these rows (the block stepper calls it too)."""
         return TTSamplingParams.encode(device_rows(states), self.vocab_size)
 
     # --- prefill ------------------------------------------------------------------------------
@@ -431,10 +441,10 @@ class TTModelRunner:
         for i, r in enumerate(rows):
             tokens[i, : r.end] = torch.tensor(r.state.token_slice(0, r.end), dtype=torch.int32)
         on_device = decision.on_device and bool(sampling_states)
-        params = self._sampling_params(states) if on_device else None
+        params = self.sampling_params(states) if on_device else None
         call = PrefillCall(
             tokens=tokens,
-            page_tables=self._page_tables(states, width),
+            page_tables=self.page_tables(states, width),
             kv_cache=self.kv_cache,
             enable_trace=self.prefill_trace,
             prompt_lens=[r.end for r in rows],
@@ -674,7 +684,7 @@ class TTModelRunner:
         command: ReloadCommand,
         decision: RouteDecision,
         layout_changed: bool,
-        read_back: bool,
+        read_in_call: bool,
         previous: DecodeSubmission | None,
     ) -> DecodeSubmission:
         active = batch.active
@@ -709,7 +719,7 @@ class TTModelRunner:
             layer_groups=self.layer_groups,
             rows=len(batch.req_ids),
         )
-        return self.adapter.submit_decode(call, read_back, previous)
+        return self.adapter.submit_decode(call, read_in_call, previous)
 
     def _apply_remap(self, remap: tuple[int, ...]) -> None:
         requests = self.batch.requests

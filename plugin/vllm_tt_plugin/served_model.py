@@ -27,7 +27,7 @@ class ServedModel:
     plan: LaunchPlan
     class_name: str
     contract_version: int  # the instance's decode_input_update_contract
-    read_back: bool  # the instance splits decode into submit and read-back hooks
+    read_back_hooks: bool  # the instance splits decode into submit and read-back hooks
     per_layer_allocation: bool  # the instance has allocate_kv_cache_per_layer
     block_size: int  # tokens per KV block (settled by the platform)
 
@@ -38,7 +38,7 @@ class ServedModel:
         *,
         class_name: str,
         contract_version: int,
-        read_back: bool,
+        read_back_hooks: bool,
         per_layer_allocation: bool,
         block_size: int,
     ) -> ServedModel:
@@ -56,7 +56,7 @@ class ServedModel:
             plan=plan,
             class_name=class_name,
             contract_version=contract_version,
-            read_back=read_back,
+            read_back_hooks=read_back_hooks,
             per_layer_allocation=per_layer_allocation,
             block_size=block_size,
         )

@@ -127,7 +127,7 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.plan,
             class_name=self.adapter.profile.class_name,
             contract_version=facts.decode_contract,
-            read_back=facts.read_back,
+            read_back_hooks=facts.read_back_hooks,
             per_layer_allocation=facts.per_layer_allocation,
             block_size=self.cache_config.block_size,
         )

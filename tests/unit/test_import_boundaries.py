@@ -302,6 +302,18 @@ print(json.dumps({{"imported": loaded(*{WORKER_SIDE!r})}}))
     assert result["imported"] == []
 
 
+def test_the_block_stepper_sees_the_runner_only_through_its_host_protocol() -> None:
+    """``BlockStepper`` is given a ``BlockHost`` (slots, adapter, planner, KV, two input
+    builders), not the runner class: block_runner imports nothing of model_runner, not even for
+    types (the two modules were a cycle at type level)."""
+    found = [
+        i.where()
+        for i in PLUGIN_IMPORTS
+        if i.importer == f"{PLUGIN}.block_runner" and i.imported == f"{PLUGIN}.model_runner"
+    ]
+    assert not found, found
+
+
 # --- the harness never imports the plugin -----------------------------------------------------
 def test_the_harness_never_imports_the_plugin_vllm_or_torch() -> None:
     offending = [

@@ -291,7 +291,6 @@ def test_adapter_calls_run_under_the_serving_bound() -> None:
 
     adapter = ModelAdapter(Hangs, device_timeout_s=0.3, warmup_timeout_s=5.0)
     adapter._model = Hangs()
-    adapter._read_back = True
     start = time.monotonic()
     with pytest.raises(DeviceTimeoutError, match=r"decode read-back step, batch size 2"):
         adapter.read_decode(DecodeSubmission(None, True, False, 2), overlapped=True)
