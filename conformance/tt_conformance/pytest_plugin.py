@@ -116,7 +116,7 @@ from tt_conformance.reporting import SessionReporter
 from tt_conformance.selection import DESELECTED_KEY, NEEDS_LANES
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
-from tt_conformance.ttpath import NOT_APPLICABLE
+from tt_conformance.ttmetrics import NOT_APPLICABLE
 
 __all__ = [
     "BASE_PROPERTIES",

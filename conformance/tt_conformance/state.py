@@ -36,7 +36,7 @@ from tt_conformance.server import (
     resolve_model,
     wait_for_server,
 )
-from tt_conformance.ttpath import TTProbe
+from tt_conformance.ttmetrics import TTProbe
 from tt_conformance.writers import WrittenReport
 
 __all__ = [

@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         (
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
-            "accuracy", "provenance", "ttpath", "server", "rawhttp", "history", "matrix", "gate",
+            "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
             "longtasks", "chisquare", "identity", "selection", "fisher",
         ),
         MODEL,
@@ -49,6 +49,7 @@ PYTEST_SIDE = (
     "serverlock",
     "pytest_plugin",
     "abort",
+    "ttpath",
 )
 COMMANDS = ("cli", "cli.conformance", "cli.matrix", "cli.gate", "schema")
 FORMAT_LIBRARIES = ("tabulate", "jinja2", "xml")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tt_conformance.checks._support import Body, Output, body, complete_all
-from tt_conformance.ttpath import device_decode
+from tt_conformance.ttmetrics import device_decode
 
 __all__ = [
     "HOST_ONLY",

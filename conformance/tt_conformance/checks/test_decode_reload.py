@@ -13,7 +13,7 @@ The companions themselves must also keep their solo outputs.
 Why (docs/DECODE_RELOAD_CONTRACT.md): with async device sampling the device keeps tokens,
 positions, page tables, sampling parameters and penalty state resident and advances them itself;
 a missed or misapplied reload feeds a request stale or foreign inputs, which changes its tokens.
-Each check also reads the plugin's counters (tt_conformance.ttpath): full reloads around steady
+Each check also reads the plugin's counters (tt_conformance.ttmetrics): full reloads around steady
 resident decode steps, overlapped (async) decode steps, and the host fallbacks it provokes must
 have happened, or the check reports "not exercised" when the launch rules them out.
 Companions are started when the long request has streamed a given number of tokens (not after
@@ -44,7 +44,12 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
-from tt_conformance.ttpath import async_overlap, host_fallback, preemptions_resumed, resident_decode
+from tt_conformance.ttmetrics import (
+    async_overlap,
+    host_fallback,
+    preemptions_resumed,
+    resident_decode,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

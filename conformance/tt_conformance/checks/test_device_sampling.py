@@ -56,7 +56,7 @@ from tt_conformance.checks.reference import (
     prompt_ids,
     teacher_forced,
 )
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

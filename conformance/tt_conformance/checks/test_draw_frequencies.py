@@ -43,7 +43,7 @@ from tt_conformance.checks.reference import (
     teacher_forced,
 )
 from tt_conformance.chisquare import Fit, chi2_sf, goodness_of_fit
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

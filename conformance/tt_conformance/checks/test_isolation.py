@@ -36,7 +36,7 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
-from tt_conformance.ttpath import multi_row_prefill, stays_on_device
+from tt_conformance.ttmetrics import multi_row_prefill, stays_on_device
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

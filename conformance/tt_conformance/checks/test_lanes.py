@@ -28,7 +28,7 @@ from tt_conformance.checks._support import (
     complete_each,
     greedy,
 )
-from tt_conformance.ttpath import lanes_carry_rows
+from tt_conformance.ttmetrics import lanes_carry_rows
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

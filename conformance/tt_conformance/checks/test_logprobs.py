@@ -34,7 +34,8 @@ from tt_conformance.checks._support import (
     complete_each,
     describe_body,
 )
-from tt_conformance.ttpath import device_decode, host_fallback, tt_rule
+from tt_conformance.ttmetrics import device_decode, host_fallback
+from tt_conformance.ttpath import tt_rule
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

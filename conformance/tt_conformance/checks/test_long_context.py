@@ -36,7 +36,7 @@ from tt_conformance.checks.reference import (
 )
 from tt_conformance.expectations import AccuracyExpectation
 from tt_conformance.longtasks import PASSKEY_FILLER, PASSKEY_TASK, Passkey, passkey_answer
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -42,14 +42,15 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
-from tt_conformance.ttpath import device_decode, host_fallback
+from tt_conformance.ttmetrics import device_decode, host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
-    from tt_conformance.ttpath import Claim, TTPath
+    from tt_conformance.ttmetrics import Claim
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.sampling_fallback
 
