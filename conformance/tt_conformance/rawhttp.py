@@ -12,6 +12,8 @@ from typing import Any
 
 import requests
 
+from tt_conformance.server import bearer
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "ApiError",
@@ -81,8 +83,6 @@ class RawHttp:
         timeout: float = DEFAULT_TIMEOUT,
         api_key: str | None = None,
     ) -> None:
-        from tt_conformance.server import bearer
-
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
