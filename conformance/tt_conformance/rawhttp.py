@@ -1,4 +1,4 @@
-"""The `raw_http` fixture: plain HTTP against the server, for what the OpenAI client hides.
+"""The `tt_raw_http` fixture: plain HTTP against the server, for what the OpenAI client hides.
 
 Use it for error bodies and status codes of malformed requests, and for the non-OpenAI
 endpoints /health, /version, /metrics, /tokenize and /detokenize.

@@ -36,7 +36,7 @@ class ServerSetupError(RuntimeError):
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """The `server` fixture: the server under test as the checks see it."""
+    """The `tt_server` fixture: the server under test as the checks see it."""
 
     base_url: str  # e.g. http://127.0.0.1:8000 (no trailing /v1)
     model: str

@@ -33,7 +33,7 @@ def test_claims_tt(tt_path):
     tt_path.start()
     tt_path.conclude(device_decode(), host_fallback(["min_p"]))
 
-def test_generic(server, tt_path):
+def test_generic(tt_server, tt_path):
     tt_path.start(required=False)
     tt_path.conclude(device_decode())
 """

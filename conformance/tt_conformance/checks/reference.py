@@ -64,9 +64,9 @@ class Step:
         return min(self.top.values())
 
 
-def prompt_ids(raw_http: RawHttp, prompt: str) -> list[int]:
+def prompt_ids(tt_raw_http: RawHttp, prompt: str) -> list[int]:
     """The ids the server serves for a text prompt (with its BOS, as a completion adds it)."""
-    return raw_http.tokenize(prompt, add_special_tokens=True)
+    return tt_raw_http.tokenize(prompt, add_special_tokens=True)
 
 
 def teacher_forced(
