@@ -4,14 +4,15 @@ Nothing here imports vLLM or vllm_tt_plugin. The layers (docs/ARCHITECTURE.md), 
 only the ones above it:
 
     foundation   names, envs, datafile, numfmt
-    data model   report, expectations, tiers, matrix, gate, history, provenance, ttpath, server,
-                 rawhttp, perfshapes, perfstats, benchimport, accuracy, longtasks, chisquare,
-                 fisher, identity, selection
+    data model   report, expectations, tiers, matrix, gate, history, provenance, ttmetrics,
+                 server, rawhttp, perfshapes, perfstats, benchimport, accuracy, longtasks,
+                 chisquare, fisher, identity, selection
                  (no output format)
     formats      formats.json, formats.markdown, formats.junit, formats.html, formats.text
     writers      writers (every file written), baseline (promote, gate a run)
-    entry points pytest side (pytest_plugin, fixtures, state, collector, reporting, serverlock,
-                 abort, checks) and commands (cli.conformance, cli.matrix, cli.gate, schema)
+    entry points pytest side (pytest_plugin, fixtures, ttpath, state, collector, reporting,
+                 serverlock, abort, checks) and commands (cli.conformance, cli.matrix, cli.gate,
+                 schema)
 
 The public API is ``__all__`` below (loaded on first use, so ``import tt_conformance`` stays
 cheap in every pytest run) and each module's own ``__all__``.

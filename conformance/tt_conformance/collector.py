@@ -3,7 +3,7 @@
 Under pytest-xdist the controller never sees items, only the reports the workers forward, so
 everything the report needs travels in ``report.user_properties`` (which xdist serialises):
 the stable check id, the concern, who declared an expected failure and the perf figures
-recorded through `record_perf`. Flaky checks are re-run by pytest-rerunfailures: its reports
+recorded through `tt_record_perf`. Flaky checks are re-run by pytest-rerunfailures: its reports
 carry the attempt (``rerun``) and mark a failed attempt that is run again as outcome "rerun".
 """
 

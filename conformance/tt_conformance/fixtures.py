@@ -28,13 +28,13 @@ __all__ = [
     "PerfIdentity",
     "RecordAccuracy",
     "RecordPerf",
-    "async_openai_client",
-    "openai_client",
-    "raw_http",
-    "record_accuracy",
-    "record_perf",
-    "server",
+    "tt_async_openai_client",
+    "tt_openai_client",
     "tt_path",
+    "tt_raw_http",
+    "tt_record_accuracy",
+    "tt_record_perf",
+    "tt_server",
 ]
 
 CLIENT_TIMEOUT = 600.0  # generous: a cold TT server compiles kernels on its first requests
@@ -67,19 +67,19 @@ class PerfIdentity(TypedDict, total=False):
 
 
 @pytest.fixture(scope="session")
-def server(pytestconfig: pytest.Config) -> ServerInfo:
+def tt_server(pytestconfig: pytest.Config) -> ServerInfo:
     """The server under test; fails the check with the reason if none is usable."""
     return harness_state(pytestconfig).server_info()
 
 
 @pytest.fixture(scope="session")
-def openai_client(server: ServerInfo) -> Iterator[openai.OpenAI]:
+def tt_openai_client(tt_server: ServerInfo) -> Iterator[openai.OpenAI]:
     """Sync client on <url>/v1. max_retries=0: a retried request would hide a server error."""
     import openai
 
     client = openai.OpenAI(
-        base_url=server.api_base,
-        api_key=server.api_key or "EMPTY",
+        base_url=tt_server.api_base,
+        api_key=tt_server.api_key or "EMPTY",
         timeout=CLIENT_TIMEOUT,
         max_retries=0,
     )
@@ -88,7 +88,7 @@ def openai_client(server: ServerInfo) -> Iterator[openai.OpenAI]:
 
 
 @pytest.fixture
-def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
+def tt_async_openai_client(tt_server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
     """A fresh async client per check, usable from any event loop the check starts.
 
     Connections are not kept alive: a pooled socket belongs to the loop that opened it, and a
@@ -98,8 +98,8 @@ def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
     import openai
 
     client = openai.AsyncOpenAI(
-        base_url=server.api_base,
-        api_key=server.api_key or "EMPTY",
+        base_url=tt_server.api_base,
+        api_key=tt_server.api_key or "EMPTY",
         timeout=CLIENT_TIMEOUT,
         max_retries=0,
         default_headers={"Connection": "close"},
@@ -109,24 +109,26 @@ def async_openai_client(server: ServerInfo) -> Iterator[openai.AsyncOpenAI]:
         asyncio.run(client.close())
     except RuntimeError as exc:  # a running loop (pytest-asyncio) or a socket left open
         warnings.warn(
-            f"async_openai_client could not be closed after the check ({exc}); "
-            "close streams in the check, or `await async_openai_client.close()` yourself",
+            f"tt_async_openai_client could not be closed after the check ({exc}); "
+            "close streams in the check, or `await tt_async_openai_client.close()` yourself",
             ResourceWarning,
             stacklevel=1,
         )
 
 
 @pytest.fixture(scope="session")
-def raw_http(server: ServerInfo) -> Iterator[RawHttp]:
+def tt_raw_http(tt_server: ServerInfo) -> Iterator[RawHttp]:
     """requests-based helper for error bodies, /health, /version, /metrics, /(de)tokenize."""
-    helper = RawHttp(server.base_url, server.model, timeout=CLIENT_TIMEOUT, api_key=server.api_key)
+    helper = RawHttp(
+        tt_server.base_url, tt_server.model, timeout=CLIENT_TIMEOUT, api_key=tt_server.api_key
+    )
     yield helper
     helper.close()
 
 
 @pytest.fixture
-def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
-    """record_perf(name, value, unit, better) adds a figure to the report's perf section.
+def tt_record_perf(request: pytest.FixtureRequest) -> RecordPerf:
+    """tt_record_perf(name, value, unit, better) adds a figure to the report's perf section.
 
     Names follow ``<metric>_<stat>@i<in>o<out>c<concurrency>`` (e.g. ``ttft_mean@i128o128c1``
     in ms, ``tt_tps@i128o128c32`` in tok/s); keyword identity keys (metric, stat, input_len,
@@ -144,26 +146,28 @@ def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
     ) -> None:
         if not isinstance(name, str) or not _PERF_NAME.match(name):
             raise ValueError(
-                f"record_perf: name must match {_PERF_NAME.pattern} (no spaces), got {name!r}"
+                f"tt_record_perf: name must match {_PERF_NAME.pattern} (no spaces), got {name!r}"
             )
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
             or not math.isfinite(value)
         ):
-            raise ValueError(f"record_perf({name!r}): value must be a finite number, got {value!r}")
+            raise ValueError(
+                f"tt_record_perf({name!r}): value must be a finite number, got {value!r}"
+            )
         if not isinstance(unit, str):
-            raise ValueError(f"record_perf({name!r}): unit must be a string, got {unit!r}")
+            raise ValueError(f"tt_record_perf({name!r}): unit must be a string, got {unit!r}")
         if better not in ("lower", "higher"):
             raise ValueError(
-                f"record_perf({name!r}): better must be 'lower' or 'higher', got {better!r}"
+                f"tt_record_perf({name!r}): better must be 'lower' or 'higher', got {better!r}"
             )
         if any(k == PROP_PERF and json.loads(v)["name"] == name for k, v in item.user_properties):
-            raise ValueError(f"record_perf: figure {name!r} already recorded by this check")
+            raise ValueError(f"tt_record_perf: figure {name!r} already recorded by this check")
         unknown = set(identity) - set(PerfIdentity.__annotations__)
         if unknown:
             raise ValueError(
-                f"record_perf({name!r}): unknown identity keys {sorted(unknown)} "
+                f"tt_record_perf({name!r}): unknown identity keys {sorted(unknown)} "
                 f"(allowed: {', '.join(PerfIdentity.__annotations__)})"
             )
         figure = {"name": name, "value": float(value), "unit": unit, "better": better, **identity}
@@ -174,8 +178,8 @@ def record_perf(request: pytest.FixtureRequest) -> RecordPerf:
 
 
 @pytest.fixture
-def record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
-    """record_accuracy(result) adds an AccuracyResult to the report's accuracy section."""
+def tt_record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
+    """tt_record_accuracy(result) adds an AccuracyResult to the report's accuracy section."""
     from tt_conformance.accuracy import dump_result
 
     item = request.node
@@ -187,6 +191,6 @@ def record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
 
 
 @pytest.fixture
-def tt_path(pytestconfig: pytest.Config, raw_http: RawHttp) -> TTPath:
+def tt_path(pytestconfig: pytest.Config, tt_raw_http: RawHttp) -> TTPath:
     """The plugin's counters around a check's requests (ttpath.py); skips on a non-TT server."""
-    return TTPath(raw_http, harness_state(pytestconfig).tt)
+    return TTPath(tt_raw_http, harness_state(pytestconfig).tt)

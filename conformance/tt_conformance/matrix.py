@@ -76,7 +76,7 @@ STATUS_EMULATED = "emulated"  # not a TT tier: no TT hardware (tiers.py)
 STATUS_ABORTED = "aborted"
 # A skipped check (not exercised on this launch, not applicable on a non-TT server, needs
 # lanes) never counts as passed: the counts say "not run" and the notes give each reason.
-# Key perf figures are picked by name prefix (see record_perf's naming convention): TT's three,
+# Key perf figures are picked by name prefix (see tt_record_perf's naming convention): TT's three,
 # as tt-metal's LLM table defines them (TTFT; T/S/U = 1 / inter-token latency; T/S = T/S/U x
 # batch), measured through the vLLM server at each shape (iINoOUTcBATCH); medians, which the gate
 # can hold (gate.default_gating).

@@ -19,7 +19,7 @@ from typing import Any
 from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, mesh_shape_for
 from tt_conformance.report import RunInfo
 from tt_conformance.server import ServedModel, ServerProbe
-from tt_conformance.ttpath import TTProbe, device_disagreement, server_device
+from tt_conformance.ttmetrics import TTProbe, device_disagreement, server_device
 
 __all__ = [
     "DEFAULT_LANES",
@@ -92,7 +92,7 @@ def discover(
 ) -> Discovered:
     """Combine the probe with the flags; raises ProvenanceError on a contradiction."""
     info = probe or ServerProbe()
-    tt = TTProbe.of(probe)
+    tt = TTProbe.of(info.plugin_info, info.metrics_error)
     found: list[str] = []
     warnings: list[str] = []
     # A usable server (its model resolved) that shows no TT plugin is never labelled as TT.

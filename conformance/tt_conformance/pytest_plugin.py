@@ -49,21 +49,22 @@ Server gone mid-run (abort.py)
     after it and the report gets a top-level "aborted" status with the reason; the matrix
     shows the run as aborted and --tt-gate fails it.
 
-Fixtures for check authors
-    server: ServerInfo               session; base_url, api_base, model, max_num_seqs, lanes,
+Fixtures for check authors (all named tt_*: this plugin loads in every pytest run of the
+environment, so it must not take or shadow the generic names other suites give their fixtures)
+    tt_server: ServerInfo            session; base_url, api_base, model, max_num_seqs, lanes,
                                      device, max_model_len (from /v1/models), vllm_version.
                                      Fails the check with a clear message when no server is
                                      configured or reachable.
-    openai_client: openai.OpenAI     session; base_url <url>/v1, api_key --tt-api-key (or
+    tt_openai_client: openai.OpenAI  session; base_url <url>/v1, api_key --tt-api-key (or
                                      "EMPTY"), timeout 600 s, max_retries 0
-    async_openai_client: openai.AsyncOpenAI   per check; use inside one event loop
-    raw_http: RawHttp                session; get/post/completions/chat, health(), version(),
+    tt_async_openai_client: openai.AsyncOpenAI   per check; use inside one event loop
+    tt_raw_http: RawHttp             session; get/post/completions/chat, health(), version(),
                                      metrics()/metric_value(), tokenize(), detokenize(),
                                      error_of(response) -> ApiError
-    record_perf(name, value, unit, better, **identity)   per check; better is "lower" or
+    tt_record_perf(name, value, unit, better, **identity)   per check; better is "lower" or
                                      "higher"; identity: metric, stat, input_len, output_len,
                                      concurrency, flag (why a figure is unreliable)
-    record_accuracy(result)          per check; an AccuracyResult for the report's accuracy
+    tt_record_accuracy(result)       per check; an AccuracyResult for the report's accuracy
     tt_path: TTPath                  per check; tt_path.start() before the requests,
                                      tt_path.conclude(*claims) after them (ttpath.py): fails
                                      when a claimed TT path did not run, skips as "not
@@ -103,39 +104,39 @@ from tt_conformance.collector import (
     fallback_check_id,
 )
 from tt_conformance.fixtures import (
-    async_openai_client,
-    openai_client,
-    raw_http,
-    record_accuracy,
-    record_perf,
-    server,
+    tt_async_openai_client,
+    tt_openai_client,
     tt_path,
+    tt_raw_http,
+    tt_record_accuracy,
+    tt_record_perf,
+    tt_server,
 )
 from tt_conformance.names import CONCERN_MARKERS, OTHER_MARKERS
 from tt_conformance.reporting import SessionReporter
 from tt_conformance.selection import DESELECTED_KEY, NEEDS_LANES
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
-from tt_conformance.ttpath import NOT_APPLICABLE
+from tt_conformance.ttmetrics import NOT_APPLICABLE
 
 __all__ = [
     "BASE_PROPERTIES",
     "DEFAULT_CHECK_TIMEOUT_S",
-    "async_openai_client",
     "check_id_for",
     "concern_for",
-    "openai_client",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_configure_node",
     "pytest_report_header",
     "pytest_runtest_setup",
-    "raw_http",
-    "record_accuracy",
-    "record_perf",
-    "server",
+    "tt_async_openai_client",
+    "tt_openai_client",
     "tt_path",
+    "tt_raw_http",
+    "tt_record_accuracy",
+    "tt_record_perf",
+    "tt_server",
 ]
 
 DEFAULT_CHECK_TIMEOUT_S = 900.0

@@ -1,4 +1,4 @@
-"""The `raw_http` fixture: plain HTTP against the server, for what the OpenAI client hides.
+"""The `tt_raw_http` fixture: plain HTTP against the server, for what the OpenAI client hides.
 
 Use it for error bodies and status codes of malformed requests, and for the non-OpenAI
 endpoints /health, /version, /metrics, /tokenize and /detokenize.
@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+
+from tt_conformance.server import bearer
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -81,8 +83,6 @@ class RawHttp:
         timeout: float = DEFAULT_TIMEOUT,
         api_key: str | None = None,
     ) -> None:
-        from tt_conformance.server import bearer
-
         self.base_url = base_url
         self.model = model
         self.timeout = timeout

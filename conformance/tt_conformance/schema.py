@@ -5,6 +5,9 @@
 writes ``report.schema.json`` and ``expectations.schema.json`` into this package's ``schemas/``
 directory and each DIR (the repository passes ``docs/``); ``--check`` only compares and exits 1
 when a file is stale (tests run it, so the shipped schemas never drift from the models).
+
+The shipped files are read through ``importlib.resources`` (:func:`load_schema`), so they load
+from an installed wheel as from the checkout.
 """
 
 from __future__ import annotations
@@ -12,22 +15,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tt_conformance.expectations import Expectations
 from tt_conformance.report import Report
 from tt_conformance.writers import atomic_write_text
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
 __all__ = [
-    "PACKAGE_DIR",
     "SCHEMAS",
+    "load_schema",
     "main",
+    "packaged_schemas",
     "rendered",
     "schema_of",
 ]
 
-PACKAGE_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMAS: dict[str, type] = {
     "report.schema.json": Report,
     "expectations.schema.json": Expectations,
@@ -43,6 +50,19 @@ def schema_of(model: Any, title: str) -> dict[str, Any]:
     }
 
 
+def packaged_schemas() -> Traversable:
+    """This package's ``schemas/`` directory, wherever the package is installed."""
+    return resources.files("tt_conformance") / "schemas"
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """A shipped schema (one of SCHEMAS), parsed."""
+    if name not in SCHEMAS:
+        raise ValueError(f"unknown schema {name!r}: expected one of {', '.join(SCHEMAS)}")
+    body: dict[str, Any] = json.loads((packaged_schemas() / name).read_text(encoding="utf-8"))
+    return body
+
+
 def rendered() -> dict[str, str]:
     return {
         name: json.dumps(schema_of(model, name), indent=2, sort_keys=True) + "\n"
@@ -56,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     stale = []
-    for directory in [PACKAGE_DIR, *args.dirs]:
+    directories: list[Traversable] = [packaged_schemas(), *args.dirs]
+    for directory in directories:
         for name, text in rendered().items():
             path = directory / name
             current = path.read_text(encoding="utf-8") if path.is_file() else None
@@ -65,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.check:
                 stale.append(str(path))
             else:
-                atomic_write_text(path, text)
+                # Writing needs a real directory: a checkout's package or a DIR argument.
+                atomic_write_text(Path(str(path)), text)
                 print(f"wrote {path}")
     if stale:
         print("stale schema files (run python -m tt_conformance.schema docs): " + ", ".join(stale))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 
 from tt_conformance.report import CheckResult, Coverage
-from tt_conformance.ttpath import NOT_APPLICABLE
+from tt_conformance.ttmetrics import NOT_APPLICABLE
 
 __all__ = ["CHECKS_PACKAGE", "DESELECTED_KEY", "NEEDS_LANES", "coverage_of", "suite_modules"]
 

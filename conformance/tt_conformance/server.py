@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from tt_conformance.ttpath import parse_metrics
+from tt_conformance.ttmetrics import parse_metrics
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -36,7 +36,7 @@ class ServerSetupError(RuntimeError):
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """The `server` fixture: the server under test as the checks see it."""
+    """The `tt_server` fixture: the server under test as the checks see it."""
 
     base_url: str  # e.g. http://127.0.0.1:8000 (no trailing /v1)
     model: str
@@ -72,7 +72,7 @@ class ServerProbe:
     error: str | None = None
     # Labels of the plugin's tt_plugin_info sample; empty when the server publishes none (not a
     # vllm-tt-plugin server, metrics off, or an older plugin build). Provenance (provenance.py)
-    # and TT detection (ttpath.TTProbe) both read this one probe.
+    # and TT detection (ttmetrics.TTProbe) both read this one probe.
     plugin_info: dict[str, str] = field(default_factory=dict)
     metrics_error: str | None = None  # why GET /metrics could not be read, if it could not
 
@@ -198,7 +198,7 @@ def _probe(http: requests.Session, base_url: str, api_key: str | None) -> Server
     except (requests.RequestException, ValueError):
         version = None  # /version is informational; the report then says "unknown"
     # Without the info metric provenance degrades to flags and the server is not certified as
-    # TT (ttpath.py); the generic checks still run.
+    # TT (ttmetrics.py); the generic checks still run.
     info: dict[str, str] = {}
     error: str | None = None
     try:

@@ -36,7 +36,7 @@ from tt_conformance.server import (
     resolve_model,
     wait_for_server,
 )
-from tt_conformance.ttpath import TTProbe
+from tt_conformance.ttmetrics import TTProbe
 from tt_conformance.writers import WrittenReport
 
 __all__ = [
@@ -222,7 +222,7 @@ class HarnessState:
         return self.options.model_name or "unknown"
 
     def server_info(self) -> ServerInfo:
-        """The `server` fixture's value; pytest.fail with the reason when there is none."""
+        """The `tt_server` fixture's value; pytest.fail with the reason when there is none."""
         if self.setup_error or self.model is None or self.options.server_url is None:
             pytest.fail(self.setup_error or NO_SERVER_MESSAGE, pytrace=False)
         return ServerInfo(

@@ -25,16 +25,16 @@ CHECKS = f"""
 import os, pathlib
 import pytest, requests
 
-def test_1_ok(raw_http):
-    assert raw_http.health().status_code == 200
+def test_1_ok(tt_raw_http):
+    assert tt_raw_http.health().status_code == 200
 
-def test_2_blocked(server):
+def test_2_blocked(tt_server):
     pathlib.Path(os.environ["TT_ABORT_MARKER"]).write_text("blocked")
-    requests.get(f"{{server.base_url}}/slow?s=60", timeout=120)
+    requests.get(f"{{tt_server.base_url}}/slow?s=60", timeout=120)
 
 @pytest.mark.parametrize("n", range({BLOCKING}))
-def test_3_more(server, n):
-    requests.get(f"{{server.base_url}}/slow?s=60", timeout=120)
+def test_3_more(tt_server, n):
+    requests.get(f"{{tt_server.base_url}}/slow?s=60", timeout=120)
 """
 
 

@@ -12,7 +12,7 @@ from tt_conformance import pytest_plugin
 
 pytest.importorskip("pytest_timeout")
 
-SLOW_CHECK = "import time\n\ndef test_hangs(server):\n    time.sleep(30)\n"
+SLOW_CHECK = "import time\n\ndef test_hangs(tt_server):\n    time.sleep(30)\n"
 
 
 def test_a_check_over_the_default_limit_fails_at_the_limit(

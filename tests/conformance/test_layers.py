@@ -2,15 +2,17 @@
 only its own layer or the ones below, one declared public API (``__all__``) that tests and
 tools keep to, and no underscore module used from outside the harness.
 
-The graph is built from the source with ast (every import statement, including those inside
-functions; ``if TYPE_CHECKING:`` blocks are left out, they never run).
+The graphs are built from the source with ast: every import statement, including those inside
+functions. The layering is judged on the imports that can run (``if TYPE_CHECKING:`` blocks are
+left out); cycles on every import, type-only ones too: a cycle through an annotation still ties
+the modules together (neither can be read, moved or split without the other).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         (
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
-            "accuracy", "provenance", "ttpath", "server", "rawhttp", "history", "matrix", "gate",
+            "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
             "longtasks", "chisquare", "identity", "selection", "fisher",
         ),
         MODEL,
@@ -49,6 +51,7 @@ PYTEST_SIDE = (
     "serverlock",
     "pytest_plugin",
     "abort",
+    "ttpath",
 )
 COMMANDS = ("cli", "cli.conformance", "cli.matrix", "cli.gate", "schema")
 FORMAT_LIBRARIES = ("tabulate", "jinja2", "xml")
@@ -81,6 +84,11 @@ def runtime_imports_of(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         yield from runtime_imports(node)
 
 
+def every_import(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement at any depth, ``if TYPE_CHECKING:`` blocks included."""
+    return (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
 def imported_names(node: ast.Import | ast.ImportFrom, here: str, known: set[str]) -> list[str]:
     """The module names an import statement loads (``from pkg import sub`` loads pkg.sub)."""
     if isinstance(node, ast.Import):
@@ -96,13 +104,16 @@ def imported_names(node: ast.Import | ast.ImportFrom, here: str, known: set[str]
     return out
 
 
-def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+def import_graph(
+    modules: Mapping[str, Path],
+    statements: Callable[[ast.AST], Iterator[ast.Import | ast.ImportFrom]] = runtime_imports,
+) -> dict[str, set[str]]:
     known = set(modules)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         targets = {
-            target for node in runtime_imports(tree) for target in imported_names(node, name, known)
+            target for node in statements(tree) for target in imported_names(node, name, known)
         }
         graph[name] = {t for t in targets if t in known and t != name}
     return graph
@@ -145,6 +156,8 @@ def layer_of(name: str) -> int | None:
 
 
 GRAPH = import_graph(harness_modules())
+# With the type-only imports: what the cycle check reads.
+FULL_GRAPH = import_graph(harness_modules(), every_import)
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -159,11 +172,37 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     known = {"tt_conformance.gate", "tt_conformance.report"}
     found = [t for n in runtime_imports(tree) for t in imported_names(n, "x", known)]
     assert found == ["typing", "tt_conformance.report"]
+    # The cycle check's graph has both.
+    found = [t for n in every_import(tree) for t in imported_names(n, "x", known)]
+    assert sorted(found) == ["tt_conformance.gate", "tt_conformance.report", "typing"]
 
 
-def test_the_harness_import_graph_is_acyclic() -> None:
+def test_a_type_only_import_closes_a_cycle(tmp_path: Path) -> None:
+    # The shape this graph once had: rawhttp -> server at run time, server -> ttpath, and
+    # ttpath -> rawhttp for an annotation only.
+    sources = {
+        "rawhttp": "def f():\n    from tt_conformance.server import bearer\n",
+        "server": "from tt_conformance.ttpath import parse_metrics\n",
+        "ttpath": "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from tt_conformance.rawhttp import RawHttp\n",
+    }
+    modules = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        modules[f"{PACKAGE}.{name}"] = tmp_path / f"{name}.py"
+    assert find_cycle(import_graph(modules)) is None
+    cycle = find_cycle(import_graph(modules, every_import))
+    assert [short(m) for m in cycle or []] == ["rawhttp", "server", "ttpath", "rawhttp"]
+
+
+def test_the_harness_import_graph_is_acyclic_counting_type_only_imports() -> None:
     assert GRAPH["tt_conformance.writers"] >= {"tt_conformance.formats.markdown"}
-    cycle = find_cycle(GRAPH)
+    # fixtures imports report for an annotation only: the edge is in this graph.
+    assert (
+        "tt_conformance.report"
+        in FULL_GRAPH["tt_conformance.fixtures"] - GRAPH["tt_conformance.fixtures"]
+    )
+    cycle = find_cycle(FULL_GRAPH)
     assert cycle is None, "import cycle: " + " -> ".join(short(m) for m in cycle or [])
 
 

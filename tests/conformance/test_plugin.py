@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ def broken_fixture():
     raise RuntimeError("fixture exploded")
 
 @pytest.mark.isolation
-def test_pass(server, record_perf):
-    assert server.model == "fake/tiny-model"
-    record_perf("ttft_p50@c1", 12.5, "ms", "lower")
+def test_pass(tt_server, tt_record_perf):
+    assert tt_server.model == "fake/tiny-model"
+    tt_record_perf("ttft_p50@c1", 12.5, "ms", "lower")
 
 @pytest.mark.logprobs
-def test_fail(openai_client):
-    out = openai_client.completions.create(model="fake/tiny-model", prompt="x", max_tokens=2)
+def test_fail(tt_openai_client):
+    out = tt_openai_client.completions.create(model="fake/tiny-model", prompt="x", max_tokens=2)
     assert out.choices[0].text == "something else"
 
 def test_skip():
@@ -108,7 +109,7 @@ def test_each_run_gets_its_own_files_and_latest_follows(
         .replace('plugin_version="0.1.0"', 'plugin_version="unknown"')
         .replace('tt_metal_commit="abc"', 'tt_metal_commit="unknown"')
     ]
-    pytester.makepyfile(test_one="def test_a(server):\n    pass\n")
+    pytester.makepyfile(test_one="def test_a(tt_server):\n    pass\n")
     args = [
         *harness_args,
         f"--tt-server-url={fake_server.url}/v1/",
@@ -189,8 +190,8 @@ def attempt():
     SETUPS.append(n + 1)
     return n + 1
 
-def test_flaky(attempt, record_perf):
-    record_perf(f"figure_attempt{attempt}", attempt, "", "higher")
+def test_flaky(attempt, tt_record_perf):
+    tt_record_perf(f"figure_attempt{attempt}", attempt, "", "higher")
     assert attempt >= PASS_FROM, f"attempt {attempt} unlucky"
 
 def test_after():
@@ -274,7 +275,7 @@ def test_unlisted_checks_are_not_retried(pytester: pytest.Pytester, fake_server,
 def test_without_server_url_checks_fail_with_a_clear_message(
     pytester: pytest.Pytester, harness_args
 ):
-    pytester.makepyfile(test_ns="def test_needs_server(server):\n    pass\n")
+    pytester.makepyfile(test_ns="def test_needs_server(tt_server):\n    pass\n")
     result = pytester.runpytest(*harness_args, "--tt-report-dir=out")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no server under test: pass --tt-server-url*TT_SERVER_URL*"])
@@ -293,6 +294,36 @@ def test_harness_is_inert_without_its_options(pytester: pytest.Pytester, harness
     assert "tt_check" not in (pytester.path / "j.xml").read_text()
 
 
+def _fixtures_by_module(lines: list[str]) -> dict[str, set[str]]:
+    """``pytest --fixtures``: the names listed under each "fixtures defined from M" header."""
+    found: dict[str, set[str]] = {}
+    module = None
+    for line in lines:
+        header = re.search(r"fixtures defined from (\S+)", line)
+        if header:
+            module = header.group(1)
+            found.setdefault(module, set())
+        elif module and (entry := re.match(r"([A-Za-z_]\w*)( \[\w+ scope\])? -- ", line)):
+            found[module].add(entry.group(1))
+    return found
+
+
+def test_every_harness_fixture_is_named_tt(pytester: pytest.Pytester, harness_args):
+    # The plugin loads in every pytest run of the environment: a generic name (server,
+    # raw_http, ...) would stand in for another suite's missing fixture, or be shadowed by it.
+    pytester.makepyfile(test_one="def test_a():\n    pass\n")
+    listed = _fixtures_by_module(pytester.runpytest(*harness_args, "--fixtures").outlines)
+    harness = {
+        n for m, names in listed.items() if m.split(".")[0] == "tt_conformance" for n in names
+    }
+    assert {"tt_server", "tt_raw_http", "tt_path"} <= harness  # the listing was read
+    assert sorted(n for n in harness if not n.startswith("tt_")) == []
+    pytester.makepyfile(test_two="def test_b(server):\n    pass\n")
+    result = pytester.runpytest(*harness_args, "test_two.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'server' not found*"])
+
+
 def test_require_server_refuses_to_start(pytester: pytest.Pytester, harness_args):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest(*harness_args, "--tt-require-server")
@@ -306,7 +337,7 @@ def test_unreachable_server_is_reported_not_hung(pytester: pytest.Pytester, harn
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    pytester.makepyfile(test_x="def test_x(server):\n    pass\n")
+    pytester.makepyfile(test_x="def test_x(tt_server):\n    pass\n")
     result = pytester.runpytest(
         *harness_args, f"--tt-server-url=http://127.0.0.1:{port}", "--tt-report-dir=out"
     )
@@ -315,7 +346,7 @@ def test_unreachable_server_is_reported_not_hung(pytester: pytest.Pytester, harn
 
 
 def test_requested_model_must_be_served(pytester: pytest.Pytester, fake_server, harness_args):
-    pytester.makepyfile(test_x="def test_x(server):\n    pass\n")
+    pytester.makepyfile(test_x="def test_x(tt_server):\n    pass\n")
     result = pytester.runpytest(
         *harness_args, f"--tt-server-url={fake_server.url}", "--tt-model-name=other/model",
         "--tt-report-dir=out",
@@ -328,7 +359,9 @@ def test_requested_model_must_be_served(pytester: pytest.Pytester, fake_server, 
 
 def test_several_served_models_need_a_name(pytester: pytest.Pytester, fake_server, harness_args):
     fake_server.state.models.append({"id": "second", "parent": None, "max_model_len": 4096})
-    pytester.makepyfile(test_x="def test_x(server):\n    assert server.max_model_len == 4096\n")
+    pytester.makepyfile(
+        test_x="def test_x(tt_server):\n    assert tt_server.max_model_len == 4096\n"
+    )
     common = [*harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out"]
     pytester.runpytest(*common).stdout.fnmatch_lines(["*choose one with --tt-model-name*"])
     pytester.runpytest(*common, "--tt-model-name=second").assert_outcomes(passed=1)
@@ -376,8 +409,8 @@ def test_requires_lanes_marker(pytester: pytest.Pytester, fake_server, harness_a
 import pytest
 
 @pytest.mark.requires_lanes(4)
-def test_lanes(server):
-    assert server.lanes >= 4
+def test_lanes(tt_server):
+    assert tt_server.lanes >= 4
 """
     )
     common = [*harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out"]
@@ -408,50 +441,50 @@ def test_fixtures_reach_the_server(pytester: pytest.Pytester, fake_server, harne
 import asyncio
 import pytest
 
-def test_server_fields(server):
-    assert server.api_base == server.base_url + "/v1"
-    assert (server.max_num_seqs, server.lanes, server.device) == (8, 2, "emulated-N300")
-    assert server.vllm_version == "0.26.0"
+def test_server_fields(tt_server):
+    assert tt_server.api_base == tt_server.base_url + "/v1"
+    assert (tt_server.max_num_seqs, tt_server.lanes, tt_server.device) == (8, 2, "emulated-N300")
+    assert tt_server.vllm_version == "0.26.0"
 
-def test_raw_http(raw_http):
-    assert raw_http.health().status_code == 200
-    assert raw_http.version() == "0.26.0"
-    assert raw_http.tokenize("hi") == [104, 105]
-    assert raw_http.detokenize([104, 105]) == "hi"
-    assert raw_http.metric_value("vllm:num_requests_running") == 3.0
-    assert raw_http.metric_value("vllm:num_requests_running", engine="1") == 1.0
-    assert raw_http.metric_value("vllm:absent") is None
-    nested = raw_http.error_of(raw_http.completions({"model": "nope", "prompt": "x"}))
+def test_raw_http(tt_raw_http):
+    assert tt_raw_http.health().status_code == 200
+    assert tt_raw_http.version() == "0.26.0"
+    assert tt_raw_http.tokenize("hi") == [104, 105]
+    assert tt_raw_http.detokenize([104, 105]) == "hi"
+    assert tt_raw_http.metric_value("vllm:num_requests_running") == 3.0
+    assert tt_raw_http.metric_value("vllm:num_requests_running", engine="1") == 1.0
+    assert tt_raw_http.metric_value("vllm:absent") is None
+    nested = tt_raw_http.error_of(tt_raw_http.completions({"model": "nope", "prompt": "x"}))
     assert (nested.status, nested.type) == (404, "NotFoundError")
     assert "does not exist" in nested.message
-    flat = raw_http.error_of(raw_http.completions({"prompt": "x", "max_tokens": 0}))
+    flat = tt_raw_http.error_of(tt_raw_http.completions({"prompt": "x", "max_tokens": 0}))
     assert (flat.status, flat.message) == (400, "max_tokens must be at least 1")
 
-def test_sync_client(openai_client, server):
-    out = openai_client.chat.completions.create(
-        model=server.model, messages=[{"role": "user", "content": "hi"}]
+def test_sync_client(tt_openai_client, tt_server):
+    out = tt_openai_client.chat.completions.create(
+        model=tt_server.model, messages=[{"role": "user", "content": "hi"}]
     )
     assert out.choices[0].message.content == "hi"
-    assert openai_client.max_retries == 0
+    assert tt_openai_client.max_retries == 0
 
-def test_async_client(async_openai_client, server):
+def test_async_client(tt_async_openai_client, tt_server):
     async def run():
-        out = await async_openai_client.completions.create(
-            model=server.model, prompt="x", max_tokens=2
+        out = await tt_async_openai_client.completions.create(
+            model=tt_server.model, prompt="x", max_tokens=2
         )
         return out.choices[0].text
     assert asyncio.run(run()) == " world"
 
-def test_record_perf_rejects_bad_input(record_perf):
+def test_record_perf_rejects_bad_input(tt_record_perf):
     with pytest.raises(ValueError, match="better must be"):
-        record_perf("x", 1.0, "ms", "smaller")
+        tt_record_perf("x", 1.0, "ms", "smaller")
     with pytest.raises(ValueError, match="finite"):
-        record_perf("x", float("nan"), "ms", "lower")
+        tt_record_perf("x", float("nan"), "ms", "lower")
     with pytest.raises(ValueError, match="no spaces"):
-        record_perf("has space", 1.0, "ms", "lower")
-    record_perf("x", 1, "ms", "lower")
+        tt_record_perf("has space", 1.0, "ms", "lower")
+    tt_record_perf("x", 1, "ms", "lower")
     with pytest.raises(ValueError, match="already recorded"):
-        record_perf("x", 2, "ms", "lower")
+        tt_record_perf("x", 2, "ms", "lower")
 """
     )
     result = pytester.runpytest(
@@ -477,13 +510,13 @@ import time
 import pytest
 
 @pytest.mark.parametrize("i", range(8))
-def test_shared(i, server, record_perf):
+def test_shared(i, tt_server, tt_record_perf):
     time.sleep(0.05)  # keep both workers busy so each runs some checks
-    record_perf(f"{os.environ['PYTEST_XDIST_WORKER']}_{i}", i, "", "higher")
+    tt_record_perf(f"{os.environ['PYTEST_XDIST_WORKER']}_{i}", i, "", "higher")
 
 @pytest.mark.xdist_group("exclusive")
 @pytest.mark.parametrize("j", range(2))
-def test_exclusive(j, server):
+def test_exclusive(j, tt_server):
     assert j in (0, 1)
 
 def test_fails():

@@ -119,15 +119,15 @@ def test_api_keys_never_reach_the_report() -> None:
 CHECK_USES_EVERY_CLIENT = """
 import asyncio
 
-def test_clients(server, openai_client, async_openai_client, raw_http):
-    openai_client.completions.create(model=server.model, prompt="x", max_tokens=2)
+def test_clients(tt_server, tt_openai_client, tt_async_openai_client, tt_raw_http):
+    tt_openai_client.completions.create(model=tt_server.model, prompt="x", max_tokens=2)
     async def go():
-        stream = await async_openai_client.completions.create(
-            model=server.model, prompt="x", max_tokens=2, stream=False)
+        stream = await tt_async_openai_client.completions.create(
+            model=tt_server.model, prompt="x", max_tokens=2, stream=False)
         return stream
     asyncio.run(go())
-    assert raw_http.completions({"prompt": "x", "max_tokens": 2}).status_code == 200
-    assert raw_http.health().status_code == 200
+    assert tt_raw_http.completions({"prompt": "x", "max_tokens": 2}).status_code == 200
+    assert tt_raw_http.health().status_code == 200
 """
 
 

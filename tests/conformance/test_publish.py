@@ -35,15 +35,15 @@ CHECKS = """
 import pytest
 
 @pytest.mark.isolation
-def test_ok(server):
+def test_ok(tt_server):
     pass
 
 @pytest.mark.isolation
-def test_broken(server):
+def test_broken(tt_server):
     assert False, "broken on this device"
 
 @pytest.mark.lanes
-def test_must_not_run(server):
+def test_must_not_run(tt_server):
     assert False, "would hang this model"
 """
 

@@ -33,7 +33,7 @@ CHECKS = """
 import pytest
 
 @pytest.mark.isolation
-def test_ok(server):
+def test_ok(tt_server):
     pass
 """
 # `tox exec [-qq] -e hw -- tt-conformance ARGS`: the harness's command in this interpreter.

@@ -37,8 +37,26 @@ def test_shipped_schemas_match_the_models() -> None:
     )
 
 
+def test_load_schema_reads_the_shipped_files() -> None:
+    for name, text in schema.rendered().items():
+        assert schema.load_schema(name) == json.loads(text)
+    with pytest.raises(ValueError, match="unknown schema 'report.json': expected one of "):
+        schema.load_schema("report.json")
+
+
+def test_extra_schema_directories_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in schema.rendered().items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert schema.main(["--check", str(tmp_path)]) == 0
+    (tmp_path / "report.schema.json").unlink()
+    assert schema.main(["--check", str(tmp_path)]) == 1
+    assert str(tmp_path / "report.schema.json") in capsys.readouterr().out
+
+
 def _validator(name: str) -> jsonschema.protocols.Validator:
-    body = json.loads((schema.PACKAGE_DIR / name).read_text())
+    body = schema.load_schema(name)
     cls = jsonschema.validators.validator_for(body)
     cls.check_schema(body)
     return cls(body)

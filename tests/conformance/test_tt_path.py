@@ -14,7 +14,7 @@ from tt_conformance.formats.html import render_matrix_html
 from tt_conformance.formats.markdown import render_matrix_markdown
 from tt_conformance.rawhttp import parse_prometheus
 from tt_conformance.report import load_report
-from tt_conformance.ttpath import (
+from tt_conformance.ttmetrics import (
     NotExercised,
     host_fallback,
     lanes_carry_rows,
@@ -26,14 +26,14 @@ from tt_conformance.ttpath import (
 
 CHECKS = """
 import pytest
-from tt_conformance.ttpath import device_decode, host_fallback
+from tt_conformance.ttmetrics import device_decode, host_fallback
 
 @pytest.mark.tt_path
 def test_claims_tt(tt_path):
     tt_path.start()
     tt_path.conclude(device_decode(), host_fallback(["min_p"]))
 
-def test_generic(server, tt_path):
+def test_generic(tt_server, tt_path):
     tt_path.start(required=False)
     tt_path.conclude(device_decode())
 """

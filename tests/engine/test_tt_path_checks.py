@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from tests.engine.harness import MODEL_DIR, run_suite, runner_stats, serve
-from tt_conformance.ttpath import parse_metrics
+from tt_conformance.ttmetrics import parse_metrics
 
 MAX_NUM_SEQS = 8
 VLLM_ARGS = [f"--max-num-seqs={MAX_NUM_SEQS}", "--max-model-len=1024"]

@@ -45,6 +45,7 @@ import importlib.metadata as md, json, sys
 
 import tt_conformance
 import vllm_tt_plugin
+from tt_conformance.schema import load_schema
 from vllm_tt_plugin.contract_signatures import FixtureError, load_profiles
 from vllm_tt_plugin.utils.checkout import checkout_root
 
@@ -62,6 +63,7 @@ if with_ttnn:
     out["platform"] = type(current_platform).__qualname__
     out["gemma4_parser"] = ReasoningParserManager.lazy_parsers["gemma4"][0]
 out["checkout_root"] = checkout_root() and str(checkout_root())
+out["schema_id"] = load_schema("report.schema.json")["$id"]  # package data, from the wheel
 try:
     load_profiles()
 except FixtureError as exc:
@@ -177,6 +179,7 @@ def _probe(installed: Installed, with_ttnn: bool) -> dict[str, Any]:
     for call in out["calls"].values():
         assert Path(call["dist"]).resolve() == installed.site_packages, call
     assert out["checkout_root"] is None
+    assert out["schema_id"].endswith("/schemas/report.schema.json")
     assert "--fixture PATH" in out["fixture_error"]
     assert "source checkout" in out["fixture_error"]
     return out

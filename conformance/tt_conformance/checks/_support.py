@@ -48,9 +48,9 @@ VARIED_PROMPT = "Once upon a time"
 GREEDY: Body = {"temperature": 0.0}
 
 
-def capacity(server: ServerInfo) -> int:
+def capacity(tt_server: ServerInfo) -> int:
     """Concurrent sequences the server runs at once (--max-num-seqs is per lane)."""
-    return server.max_num_seqs * server.lanes
+    return tt_server.max_num_seqs * tt_server.lanes
 
 
 def body(prompt: str | list[int], max_tokens: int, **params: Any) -> Body:
@@ -272,9 +272,9 @@ async def astream(
 # --------------------------------------------------------------------------- tokens and server
 
 
-def token_ids_of(raw_http: RawHttp, text: str) -> list[int]:
+def token_ids_of(tt_raw_http: RawHttp, text: str) -> list[int]:
     """The server's tokenization of ``text`` without special tokens (no BOS)."""
-    return raw_http.tokenize(text, add_special_tokens=False)
+    return tt_raw_http.tokenize(text, add_special_tokens=False)
 
 
 def contains_run(haystack: Sequence[int], needle: Sequence[int]) -> bool:
@@ -292,13 +292,13 @@ def max_count(token_ids: Sequence[int]) -> int:
     return max(counts.values(), default=0)
 
 
-def assert_healthy(raw_http: RawHttp) -> None:
+def assert_healthy(tt_raw_http: RawHttp) -> None:
     """/health answers 200 and a small greedy completion succeeds."""
-    health = raw_http.health()
+    health = tt_raw_http.health()
     assert health.status_code == 200, (
         f"GET /health returned {health.status_code}: {health.text[:200]}"
     )
-    resp = raw_http.completions(greedy(PLAIN_PROMPTS[0], 4))
+    resp = tt_raw_http.completions(greedy(PLAIN_PROMPTS[0], 4))
     assert resp.status_code == 200, (
         f"a plain completion failed after the previous requests: HTTP {resp.status_code} "
         f"{resp.text[:300]}"
@@ -307,8 +307,8 @@ def assert_healthy(raw_http: RawHttp) -> None:
     assert choice["finish_reason"] in ("length", "stop"), choice
 
 
-def metric(raw_http: RawHttp, name: str, model: str) -> float | None:
-    return raw_http.metric_value(name, model_name=model)
+def metric(tt_raw_http: RawHttp, name: str, model: str) -> float | None:
+    return tt_raw_http.metric_value(name, model_name=model)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

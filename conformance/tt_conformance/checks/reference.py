@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tt_conformance.checks._support import Body, Output, body, complete_all
-from tt_conformance.ttpath import device_decode
+from tt_conformance.ttmetrics import device_decode
 
 __all__ = [
     "HOST_ONLY",
@@ -64,9 +64,9 @@ class Step:
         return min(self.top.values())
 
 
-def prompt_ids(raw_http: RawHttp, prompt: str) -> list[int]:
+def prompt_ids(tt_raw_http: RawHttp, prompt: str) -> list[int]:
     """The ids the server serves for a text prompt (with its BOS, as a completion adds it)."""
-    return raw_http.tokenize(prompt, add_special_tokens=True)
+    return tt_raw_http.tokenize(prompt, add_special_tokens=True)
 
 
 def teacher_forced(

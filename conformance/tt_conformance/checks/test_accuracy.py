@@ -48,9 +48,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_accuracy(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
-    record_accuracy: RecordAccuracy,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_record_accuracy: RecordAccuracy,
     pytestconfig: pytest.Config,
     entry: AccuracyExpectation | None,
 ) -> None:
@@ -64,7 +64,7 @@ def test_accuracy(
         task = entry.task.removeprefix(LM_EVAL_PREFIX)
         try:
             got = run_lm_eval(
-                task, server.api_base, server.model, capacity(server), server.api_key,
+                task, tt_server.api_base, tt_server.model, capacity(tt_server), tt_server.api_key,
                 entry.num_samples,
             )  # fmt: skip
         except ImportError:
@@ -77,13 +77,13 @@ def test_accuracy(
             items = resolve_task(entry, expectations.task_path(entry.task))
         except TaskError as exc:
             pytest.fail(str(exc), pytrace=False)
-        limit = asyncio.Semaphore(capacity(server))
+        limit = asyncio.Semaphore(capacity(tt_server))
 
         async def one(item: TaskItem) -> str:
             async with limit:
                 out = await acomplete(
-                    async_openai_client,
-                    server.model,
+                    tt_async_openai_client,
+                    tt_server.model,
                     greedy(item.prompt, item.max_tokens, stop=list(item.stop)),
                 )
                 return out.text
@@ -96,5 +96,5 @@ def test_accuracy(
         result = verdict(
             entry, correct / len(items), len(items), wilson_interval(correct, len(items)), correct
         )
-    record_accuracy(result)
+    tt_record_accuracy(result)
     assert result.verdict == "pass", f"accuracy on {entry.task}: {result.reason}"

@@ -13,7 +13,7 @@ The companions themselves must also keep their solo outputs.
 Why (docs/DECODE_RELOAD_CONTRACT.md): with async device sampling the device keeps tokens,
 positions, page tables, sampling parameters and penalty state resident and advances them itself;
 a missed or misapplied reload feeds a request stale or foreign inputs, which changes its tokens.
-Each check also reads the plugin's counters (tt_conformance.ttpath): full reloads around steady
+Each check also reads the plugin's counters (tt_conformance.ttmetrics): full reloads around steady
 resident decode steps, overlapped (async) decode steps, and the host fallbacks it provokes must
 have happened, or the check reports "not exercised" when the launch rules them out.
 Companions are started when the long request has streamed a given number of tokens (not after
@@ -44,7 +44,12 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
-from tt_conformance.ttpath import async_overlap, host_fallback, preemptions_resumed, resident_decode
+from tt_conformance.ttmetrics import (
+    async_overlap,
+    host_fallback,
+    preemptions_resumed,
+    resident_decode,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -116,7 +121,7 @@ def long_request(kind: str = "greedy") -> Body:
 @pytest.mark.tt_path
 @pytest.mark.parametrize("kind", ["greedy", "penalised", pytest.param("seeded", marks=EXCLUSIVE)])
 def test_companions_arrive_and_leave(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, kind: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath, kind: str
 ) -> None:
     # Lengths differ so companions leave at different steps; the first one is sent before the
     # long request, so when it leaves the long request is compacted into its slot.
@@ -125,8 +130,8 @@ def test_companions_arrive_and_leave(
         greedy(PLAIN_PROMPTS[(i + 1) % len(PLAIN_PROMPTS)], n, ignore_eos=True)
         for i, (_, n) in enumerate(plan)
     ]
-    solo = complete_each(async_openai_client, server.model, [long_request(kind), *mates])
-    client, model = async_openai_client, server.model
+    solo = complete_each(tt_async_openai_client, tt_server.model, [long_request(kind), *mates])
+    client, model = tt_async_openai_client, tt_server.model
     schedule = [
         (at, lambda r=r: acomplete(client, model, r))
         for (at, _), r in zip(plan, mates, strict=True)
@@ -142,14 +147,14 @@ def test_companions_arrive_and_leave(
 @pytest.mark.tt_path
 @pytest.mark.parametrize("kind", ["greedy", "penalised"])
 def test_host_sampling_switches(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
-    raw_http: RawHttp,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
     tt_path: TTPath,
     kind: str,
 ) -> None:
     """min_p / logit_bias companions come and go: device -> host -> device sampling, twice."""
-    banned = token_ids_of(raw_http, " the")[:1]
+    banned = token_ids_of(tt_raw_http, " the")[:1]
     host_mates = [
         {"prompt": PLAIN_PROMPTS[1], "max_tokens": 12, "temperature": 1.0, "seed": 9,
          "min_p": 1.0, "ignore_eos": True},
@@ -161,9 +166,9 @@ def test_host_sampling_switches(
     device_mate = greedy(PLAIN_PROMPTS[4], 12, ignore_eos=True)
     plan = [(6, host_mates[0]), (40, host_mates[1]), (41, host_mates[2]), (70, device_mate)]
     solo = complete_each(
-        async_openai_client, server.model, [long_request(kind), *[r for _, r in plan]]
+        tt_async_openai_client, tt_server.model, [long_request(kind), *[r for _, r in plan]]
     )
-    client, model = async_openai_client, server.model
+    client, model = tt_async_openai_client, tt_server.model
     schedule = [(at, lambda r=r: acomplete(client, model, r)) for at, r in plan]
     tt_path.start()
     got, outs = asyncio.run(long_with_events(client, model, long_request(kind), schedule))
@@ -175,10 +180,13 @@ def test_host_sampling_switches(
 
 @pytest.mark.tt_path
 def test_aborted_companions(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     """Streamed companions (device- and host-sampled) are closed after a few tokens."""
-    client, model = async_openai_client, server.model
+    client, model = tt_async_openai_client, tt_server.model
     aborted = [
         greedy(PLAIN_PROMPTS[5], 400, ignore_eos=True),
         {"prompt": PLAIN_PROMPTS[6], "max_tokens": 400, "temperature": 0.8, "ignore_eos": True},
@@ -204,13 +212,13 @@ def test_aborted_companions(
     )
     for stream in (outs[0], outs[1], outs[3], outs[4]):
         assert stream.aborted, "a companion finished before it could be aborted"
-    assert_healthy(raw_http)
+    assert_healthy(tt_raw_http)
     tt_path.conclude(resident_decode(), host_fallback(["min_p"]), async_overlap())
 
 
-def kv_capacity_tokens(raw_http: RawHttp) -> int | None:
+def kv_capacity_tokens(tt_raw_http: RawHttp) -> int | None:
     """KV cache size in tokens from vLLM's cache_config_info metric, when the server has it."""
-    for sample in raw_http.metrics():
+    for sample in tt_raw_http.metrics():
         if sample.name == "vllm:cache_config_info":
             blocks, size = sample.labels.get("num_gpu_blocks"), sample.labels.get("block_size")
             if blocks and size and blocks.isdigit() and size.isdigit():
@@ -218,10 +226,10 @@ def kv_capacity_tokens(raw_http: RawHttp) -> int | None:
     return None
 
 
-def counting_prompt(raw_http: RawHttp, start: int, length: int) -> list[int]:
+def counting_prompt(tt_raw_http: RawHttp, start: int, length: int) -> list[int]:
     """``length`` token ids of "start start+1 ..." (distinct per start, so no prefix sharing)."""
     text = " ".join(str(i) for i in range(start, start + length))
-    ids = token_ids_of(raw_http, text)
+    ids = token_ids_of(tt_raw_http, text)
     assert len(ids) >= length, f"counting text too short for {length} tokens"
     return ids[:length]
 
@@ -245,18 +253,21 @@ def preemption_compared(n: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.xdist_group("exclusive")
 def test_preemption_and_resume(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     """A full batch whose KV demand is 1.25x the cache: requests get preempted and resumed,
     and the compared ones (see preemption_compared: the late arrivals that FCFS preempts) still
     give their solo tokens; vllm:num_preemptions_total must prove that preemption happened (and,
     on a TT server, tt_preemptions_resumed_total that the plugin resumed them)."""
-    kv_tokens = kv_capacity_tokens(raw_http)
+    kv_tokens = kv_capacity_tokens(tt_raw_http)
     if kv_tokens is None:
         pytest.skip("the server exports no vllm:cache_config_info, so KV capacity is unknown")
-    n = capacity(server)
-    per_request = math.ceil(1.25 * kv_tokens * server.lanes / n) + 1
-    limit = server.max_model_len or 0
+    n = capacity(tt_server)
+    per_request = math.ceil(1.25 * kv_tokens * tt_server.lanes / n) + 1
+    limit = tt_server.max_model_len or 0
     if per_request > limit:
         pytest.skip(
             f"preemption cannot be forced: {n} requests of max_model_len {limit} tokens fit in "
@@ -265,30 +276,30 @@ def test_preemption_and_resume(
     new_tokens = max(16, per_request // 4)
     prompt_len = per_request - new_tokens
     requests = [
-        {"prompt": counting_prompt(raw_http, 1 + 1000 * i, prompt_len), "max_tokens": new_tokens,
+        {"prompt": counting_prompt(tt_raw_http, 1 + 1000 * i, prompt_len), "max_tokens": new_tokens,
          "temperature": 0.0, "ignore_eos": True}
         for i in range(n)
     ]  # fmt: skip
     # Without the counter the check could not tell a run that preempted from one that did not.
-    assert metric(raw_http, PREEMPTIONS_METRIC, server.model) is not None, (
-        f"the server exports no {PREEMPTIONS_METRIC} for {server.model} (vLLM always does): "
+    assert metric(tt_raw_http, PREEMPTIONS_METRIC, tt_server.model) is not None, (
+        f"the server exports no {PREEMPTIONS_METRIC} for {tt_server.model} (vLLM always does): "
         "cannot prove that requests were preempted"
     )
     compared = preemption_compared(n)
-    solo = complete_each(async_openai_client, server.model, [requests[i] for i in compared])
-    before = metric(raw_http, PREEMPTIONS_METRIC, server.model)
+    solo = complete_each(tt_async_openai_client, tt_server.model, [requests[i] for i in compared])
+    before = metric(tt_raw_http, PREEMPTIONS_METRIC, tt_server.model)
     assert before is not None, f"{PREEMPTIONS_METRIC} disappeared from /metrics"
     tt_path.start(required=False)  # generic check; on a TT server the plugin must resume them
 
     async def run() -> list[Output]:
         return list(
             await asyncio.gather(
-                *(acomplete(async_openai_client, server.model, r) for r in requests)
+                *(acomplete(tt_async_openai_client, tt_server.model, r) for r in requests)
             )
         )
 
     outputs = asyncio.run(run())
-    after = metric(raw_http, PREEMPTIONS_METRIC, server.model)
+    after = metric(tt_raw_http, PREEMPTIONS_METRIC, tt_server.model)
     short = [i for i, out in enumerate(outputs) if len(out.token_ids) != new_tokens]
     assert not short, f"requests {short} did not finish their {new_tokens} tokens"
     problems = mismatches(

@@ -56,7 +56,7 @@ from tt_conformance.checks.reference import (
     prompt_ids,
     teacher_forced,
 )
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -119,27 +119,30 @@ def sequences() -> list[tuple[str, str, Body]]:
 def host_steps(
     client: AsyncOpenAI,
     model: str,
-    raw_http: RawHttp,
+    tt_raw_http: RawHttp,
     cases: Sequence[tuple[str, str, Body]],
     outputs: Sequence[Output],
 ) -> list[list[Step]]:
     """The host path's view of every position the device generated, all in one batch."""
     sequences = [
-        (prompt_ids(raw_http, prompt), out.token_ids)
+        (prompt_ids(tt_raw_http, prompt), out.token_ids)
         for (_, prompt, _), out in zip(cases, outputs, strict=True)
     ]
     return teacher_forced(client, model, sequences)
 
 
 def test_device_tokens_lie_in_the_allowed_set(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     cases = sequences()
     requests = [body(prompt, MAX_TOKENS, ignore_eos=True, **params) for _, prompt, params in cases]
-    outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
+    outputs = device_outputs(tt_async_openai_client, tt_server.model, tt_path, requests)
     tt_path.start()
     problems: list[str] = []
-    forced = host_steps(async_openai_client, server.model, raw_http, cases, outputs)
+    forced = host_steps(tt_async_openai_client, tt_server.model, tt_raw_http, cases, outputs)
     for (label, _, params), out, steps in zip(cases, outputs, forced, strict=True):
         problems += check_tokens(f"{label} ({describe_body(params)})", params, out.token_ids, steps)
     tt_path.conclude(host_fallback(HOST_REASONS))
@@ -147,7 +150,10 @@ def test_device_tokens_lie_in_the_allowed_set(
 
 
 def test_device_logprobs_match_the_host_path(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     """The device's logprob of each token it sampled equals the host path's teacher-forced
     logprob of that token (logprobs=0: the flat sampled-token form)."""
@@ -156,9 +162,9 @@ def test_device_logprobs_match_the_host_path(
         body(prompt, MAX_TOKENS, ignore_eos=True, logprobs=0, **params)
         for _, prompt, params in cases
     ]
-    outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
+    outputs = device_outputs(tt_async_openai_client, tt_server.model, tt_path, requests)
     problems: list[str] = []
-    forced = host_steps(async_openai_client, server.model, raw_http, cases, outputs)
+    forced = host_steps(tt_async_openai_client, tt_server.model, tt_raw_http, cases, outputs)
     for (label, _, _), out, steps in zip(cases, outputs, forced, strict=True):
         reported = out.logprobs.token_logprobs if out.logprobs is not None else None
         assert reported is not None, f"{label}: no logprobs in the device response"
@@ -176,17 +182,20 @@ def test_device_logprobs_match_the_host_path(
 
 
 def test_repetition_penalty_greedy_matches_the_host_path(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
 ) -> None:
     prompts = (PLAIN_PROMPTS[6], PLAIN_PROMPTS[0], PLAIN_PROMPTS[3])
     params: Any = {"temperature": 0.0, "repetition_penalty": 1.5, "ignore_eos": True}
     device = device_outputs(
-        async_openai_client, server.model, tt_path, [body(p, MAX_TOKENS, **params) for p in prompts]
+        tt_async_openai_client,
+        tt_server.model,
+        tt_path,
+        [body(p, MAX_TOKENS, **params) for p in prompts],
     )
     tt_path.start()
     host = complete_all(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [body(p, MAX_TOKENS, logprobs=1, min_p=0.01, **params) for p in prompts],
     )
     tt_path.conclude(host_fallback(HOST_REASONS))

@@ -43,7 +43,7 @@ from tt_conformance.checks.reference import (
     teacher_forced,
 )
 from tt_conformance.chisquare import Fit, chi2_sf, goodness_of_fit
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -80,15 +80,18 @@ def _worst(fits: list[tuple[str, Fit]]) -> str:
 
 
 def test_seeded_draw_frequencies_follow_vllms_distribution(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     requests = [
         body(prompt, 2, ignore_eos=True, seed=SEED0 + i, **params)
         for _, prompt, params in CASES
         for i in range(DRAWS)
     ]
-    outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
-    prompts = [tuple(prompt_ids(raw_http, prompt)) for _, prompt, _ in CASES]
+    outputs = device_outputs(tt_async_openai_client, tt_server.model, tt_path, requests)
+    prompts = [tuple(prompt_ids(tt_raw_http, prompt)) for _, prompt, _ in CASES]
     # (case, tokens drawn before) -> how often each token was drawn next
     draws: dict[tuple[int, tuple[int, ...]], Counter[int]] = {}
     for i, out in enumerate(outputs):
@@ -97,8 +100,8 @@ def test_seeded_draw_frequencies_follow_vllms_distribution(
     tested = sorted(key for key, c in draws.items() if c.total() >= MIN_DRAWS)
     tt_path.start()
     steps = teacher_forced(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [(prompts[case] + before, [0]) for case, before in tested],
     )  # one host step per context: the logprobs of the token after it
     tt_path.conclude(host_fallback(HOST_REASONS))

@@ -73,10 +73,10 @@ def build(endpoint: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]
     return path, {k: v for k, v in merged.items() if v is not None}
 
 
-def send(raw_http: RawHttp, endpoint: str, overrides: dict[str, Any]) -> requests.Response:
+def send(tt_raw_http: RawHttp, endpoint: str, overrides: dict[str, Any]) -> requests.Response:
     path, payload = build(endpoint, overrides)
-    payload.setdefault("model", raw_http.model)
-    return raw_http.post(path, payload, timeout=REQUEST_TIMEOUT_S)
+    payload.setdefault("model", tt_raw_http.model)
+    return tt_raw_http.post(path, payload, timeout=REQUEST_TIMEOUT_S)
 
 
 def names_field(message: str, field: str) -> bool:
@@ -88,33 +88,41 @@ def names_field(message: str, field: str) -> bool:
     [pytest.param(e, o, f, id=i) for i, e, o, f in CASES],
 )
 def test_malformed_request_rejected(
-    server: ServerInfo, raw_http: RawHttp, endpoint: str, overrides: dict[str, Any], field: str
+    tt_server: ServerInfo,
+    tt_raw_http: RawHttp,
+    endpoint: str,
+    overrides: dict[str, Any],
+    field: str,
 ) -> None:
-    resp = send(raw_http, endpoint, overrides)
-    error = raw_http.error_of(resp)
+    resp = send(tt_raw_http, endpoint, overrides)
+    error = tt_raw_http.error_of(resp)
     assert 400 <= resp.status_code < 500, (
         f"{overrides}: expected a 4xx, got {resp.status_code}: {str(error.body)[:300]}"
     )
     assert names_field(error.message, field), (
         f"{overrides}: the {resp.status_code} error does not name {field!r}: {error.message!r}"
     )
-    assert raw_http.health().status_code == 200, f"/health failed right after {overrides}"
+    assert tt_raw_http.health().status_code == 200, f"/health failed right after {overrides}"
 
 
-def test_server_serves_after_a_burst_of_bad_requests(server: ServerInfo, raw_http: RawHttp) -> None:
+def test_server_serves_after_a_burst_of_bad_requests(
+    tt_server: ServerInfo, tt_raw_http: RawHttp
+) -> None:
     """All malformed requests at once, then /health and a normal completion."""
     with cf.ThreadPoolExecutor(8) as pool:
-        statuses = list(pool.map(lambda case: _status_of(server, case), CASES))
+        statuses = list(pool.map(lambda case: _status_of(tt_server, case), CASES))
     bad = [(case[0], s) for case, s in zip(CASES, statuses, strict=True) if not 400 <= s < 500]
     assert not bad, f"malformed requests not answered with a 4xx in a burst: {bad}"
-    assert_healthy(raw_http)
+    assert_healthy(tt_raw_http)
 
 
-def _status_of(server: ServerInfo, case: tuple[str, str, dict[str, Any], str]) -> int:
+def _status_of(tt_server: ServerInfo, case: tuple[str, str, dict[str, Any], str]) -> int:
     # One session per thread: requests.Session is not safe to share between threads.
     from tt_conformance.rawhttp import RawHttp
 
-    http = RawHttp(server.base_url, server.model, timeout=REQUEST_TIMEOUT_S, api_key=server.api_key)
+    http = RawHttp(
+        tt_server.base_url, tt_server.model, timeout=REQUEST_TIMEOUT_S, api_key=tt_server.api_key
+    )
     try:
         return send(http, case[1], case[2]).status_code
     finally:

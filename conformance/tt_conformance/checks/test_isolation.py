@@ -36,7 +36,7 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
-from tt_conformance.ttpath import multi_row_prefill, stays_on_device
+from tt_conformance.ttmetrics import multi_row_prefill, stays_on_device
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -83,19 +83,19 @@ def mixed_batch(size: int) -> tuple[list[Body], list[bool]]:
 
 @pytest.mark.xdist_group("exclusive")
 def test_mixed_batch_matches_solo(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
 ) -> None:
     """Greedy and seeded requests give their solo tokens in a full mixed batch, in two orders.
 
     Runs alone: a host-only request from another check in the batch would move the seeded
     requests to the host sampler (see test_sampling_fallback::test_seeded_companion_*)."""
-    requests, compared = mixed_batch(capacity(server))
+    requests, compared = mixed_batch(capacity(tt_server))
     picked = [i for i, c in enumerate(compared) if c]
-    solo = complete_each(async_openai_client, server.model, [requests[i] for i in picked])
+    solo = complete_each(tt_async_openai_client, tt_server.model, [requests[i] for i in picked])
     tt_path.start(required=False)  # generic check: TT-path claim only on a TT server
-    batched = complete_all(async_openai_client, server.model, requests)
+    batched = complete_all(tt_async_openai_client, tt_server.model, requests)
     reordered, order = shuffled(requests)
-    again = unshuffle(complete_all(async_openai_client, server.model, reordered), order)
+    again = unshuffle(complete_all(tt_async_openai_client, tt_server.model, reordered), order)
     labels = [f"#{i} ({describe_body(requests[i])})" for i in picked]
     problems = mismatches(labels, solo, [batched[i] for i in picked])
     problems += [
@@ -116,11 +116,13 @@ def test_mixed_batch_matches_solo(
     tt_path.conclude(stays_on_device(), multi_row_prefill())
 
 
-def test_same_prompt_in_every_slot(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_same_prompt_in_every_slot(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
+) -> None:
     """One greedy prompt sent to every slot at once gives the solo output in each slot."""
     request = greedy(PLAIN_PROMPTS[1], MAX_TOKENS, ignore_eos=True)
-    solo = complete_each(async_openai_client, server.model, [request])[0]
-    outputs = complete_all(async_openai_client, server.model, [request] * capacity(server))
+    solo = complete_each(tt_async_openai_client, tt_server.model, [request])[0]
+    outputs = complete_all(tt_async_openai_client, tt_server.model, [request] * capacity(tt_server))
     differing = [i for i, out in enumerate(outputs) if out.token_ids != solo.token_ids]
     assert not differing, (
         f"{len(differing)} of {len(outputs)} copies differ from the solo output "
@@ -130,20 +132,20 @@ def test_same_prompt_in_every_slot(server: ServerInfo, async_openai_client: Asyn
 
 @pytest.mark.parametrize("fraction", ["half", "full"])
 def test_distinct_greedy_prompts_batched(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, fraction: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, fraction: str
 ) -> None:
     """Distinct greedy prompts batched together each give their solo output."""
-    size = capacity(server) if fraction == "full" else max(2, capacity(server) // 2)
+    size = capacity(tt_server) if fraction == "full" else max(2, capacity(tt_server) // 2)
     requests = [greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], MAX_TOKENS) for i in range(size)]
     distinct = list({r["prompt"]: r for r in requests}.values())
     solo = dict(
         zip(
             [r["prompt"] for r in distinct],
-            complete_each(async_openai_client, server.model, distinct),
+            complete_each(tt_async_openai_client, tt_server.model, distinct),
             strict=True,
         )
     )
-    batched = complete_all(async_openai_client, server.model, requests)
+    batched = complete_all(tt_async_openai_client, tt_server.model, requests)
     labels = [f"#{i} prompt {r['prompt']!r}" for i, r in enumerate(requests)]
     problems = mismatches(labels, [solo[r["prompt"]] for r in requests], batched)
     assert not problems, "greedy outputs changed when batched:\n" + "\n".join(problems)
@@ -162,17 +164,17 @@ PREFILL_ROWS: tuple[Body, ...] = (
 
 @pytest.mark.xdist_group("exclusive")
 def test_batched_prefill_rows_match_solo(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
 ) -> None:
     """Requests arriving at once are prefilled several to a device call, each row with its own
     sampling parameters; each row gives the tokens its request gives alone."""
     requests = [
         {**PREFILL_ROWS[i % len(PREFILL_ROWS)], "seed": 21 + i, "max_tokens": 4, "ignore_eos": True}
-        for i in range(capacity(server))
+        for i in range(capacity(tt_server))
     ]
-    solo = complete_each(async_openai_client, server.model, requests)
+    solo = complete_each(tt_async_openai_client, tt_server.model, requests)
     tt_path.start(required=False)
-    batched = complete_all(async_openai_client, server.model, requests)
+    batched = complete_all(tt_async_openai_client, tt_server.model, requests)
     labels = [f"#{i} ({describe_body(r)})" for i, r in enumerate(requests)]
     problems = mismatches(labels, solo, batched)
     assert not problems, "rows of a batched prefill changed output:\n" + "\n".join(problems)

@@ -40,18 +40,18 @@ pytestmark = [pytest.mark.kv_capacity, pytest.mark.xdist_group("exclusive")]
 AT_LIMIT_NEW_TOKENS = 8
 
 
-def max_model_len(server: ServerInfo) -> int:
-    assert server.max_model_len is not None, (
+def max_model_len(tt_server: ServerInfo) -> int:
+    assert tt_server.max_model_len is not None, (
         "GET /v1/models does not advertise max_model_len for the model under test"
     )
-    return int(server.max_model_len)
+    return int(tt_server.max_model_len)
 
 
-def prompt_of_length(raw_http: RawHttp, length: int) -> list[int]:
+def prompt_of_length(tt_raw_http: RawHttp, length: int) -> list[int]:
     """Exactly ``length`` prompt token ids: BOS (when the model adds one) + repeated text."""
     text = " 1 2 3 4 5 6 7 8 9 10"
-    bare = token_ids_of(raw_http, text)
-    with_special = raw_http.tokenize(text)
+    bare = token_ids_of(tt_raw_http, text)
+    with_special = tt_raw_http.tokenize(text)
     prefix = with_special[: len(with_special) - len(bare)]  # BOS etc., if the model adds them
     ids = list(prefix)
     while len(ids) < length:
@@ -59,17 +59,17 @@ def prompt_of_length(raw_http: RawHttp, length: int) -> list[int]:
     return ids[:length]
 
 
-def test_max_model_len_advertised(server: ServerInfo) -> None:
-    assert max_model_len(server) > 0
+def test_max_model_len_advertised(tt_server: ServerInfo) -> None:
+    assert max_model_len(tt_server) > 0
 
 
-def test_request_over_the_limit_rejected(server: ServerInfo, raw_http: RawHttp) -> None:
-    limit = max_model_len(server)
-    prompt = prompt_of_length(raw_http, limit - AT_LIMIT_NEW_TOKENS)
-    resp = raw_http.completions(
+def test_request_over_the_limit_rejected(tt_server: ServerInfo, tt_raw_http: RawHttp) -> None:
+    limit = max_model_len(tt_server)
+    prompt = prompt_of_length(tt_raw_http, limit - AT_LIMIT_NEW_TOKENS)
+    resp = tt_raw_http.completions(
         {"prompt": prompt, "max_tokens": AT_LIMIT_NEW_TOKENS + 1, "temperature": 0.0}
     )
-    error = raw_http.error_of(resp)
+    error = tt_raw_http.error_of(resp)
     assert resp.status_code == 400, (
         f"prompt {len(prompt)} + max_tokens {AT_LIMIT_NEW_TOKENS + 1} = {limit + 1} tokens "
         f"(max_model_len {limit}): expected 400, got {resp.status_code}"
@@ -80,20 +80,20 @@ def test_request_over_the_limit_rejected(server: ServerInfo, raw_http: RawHttp) 
     )
 
 
-def test_prompt_longer_than_the_limit_rejected(server: ServerInfo, raw_http: RawHttp) -> None:
-    limit = max_model_len(server)
-    resp = raw_http.completions(
-        {"prompt": prompt_of_length(raw_http, limit + 1), "max_tokens": 1, "temperature": 0.0}
+def test_prompt_longer_than_the_limit_rejected(tt_server: ServerInfo, tt_raw_http: RawHttp) -> None:
+    limit = max_model_len(tt_server)
+    resp = tt_raw_http.completions(
+        {"prompt": prompt_of_length(tt_raw_http, limit + 1), "max_tokens": 1, "temperature": 0.0}
     )
-    error = raw_http.error_of(resp)
+    error = tt_raw_http.error_of(resp)
     assert resp.status_code == 400, f"a {limit + 1}-token prompt: got {resp.status_code}"
     assert str(limit) in error.message, f"the 400 does not name the limit: {error.message!r}"
 
 
-def test_request_exactly_at_the_limit(server: ServerInfo, raw_http: RawHttp) -> None:
-    limit = max_model_len(server)
-    prompt = prompt_of_length(raw_http, limit - AT_LIMIT_NEW_TOKENS)
-    resp = raw_http.completions(
+def test_request_exactly_at_the_limit(tt_server: ServerInfo, tt_raw_http: RawHttp) -> None:
+    limit = max_model_len(tt_server)
+    prompt = prompt_of_length(tt_raw_http, limit - AT_LIMIT_NEW_TOKENS)
+    resp = tt_raw_http.completions(
         {
             "prompt": prompt,
             "max_tokens": AT_LIMIT_NEW_TOKENS,
@@ -114,33 +114,35 @@ def test_request_exactly_at_the_limit(server: ServerInfo, raw_http: RawHttp) -> 
     ), f"expected {AT_LIMIT_NEW_TOKENS} tokens ending at the limit, got {choice}"
 
 
-def test_full_batch_finishes(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
-    n = capacity(server)
+def test_full_batch_finishes(tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI) -> None:
+    n = capacity(tt_server)
     requests = [
         greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], 32, ignore_eos=True) for i in range(n)
     ]
-    outputs = complete_all(async_openai_client, server.model, requests)
+    outputs = complete_all(tt_async_openai_client, tt_server.model, requests)
     short = [i for i, out in enumerate(outputs) if len(out.token_ids) != 32]
     assert not short, f"{len(short)} of {n} requests did not produce 32 tokens: {short}"
 
 
 def test_oversubscription_matches_solo(
-    server: ServerInfo, async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
 ) -> None:
     """3x capacity at once: all finish, each equal to its prompt's solo output."""
-    n = 3 * capacity(server)
+    n = 3 * capacity(tt_server)
     prompts = PLAIN_PROMPTS[:6]
     requests = [greedy(prompts[i % len(prompts)], 48, ignore_eos=True) for i in range(n)]
     solo = dict(
         zip(
             prompts,
             complete_each(
-                async_openai_client, server.model, [greedy(p, 48, ignore_eos=True) for p in prompts]
+                tt_async_openai_client,
+                tt_server.model,
+                [greedy(p, 48, ignore_eos=True) for p in prompts],
             ),
             strict=True,
         )
     )
-    outputs = complete_all(async_openai_client, server.model, requests)
+    outputs = complete_all(tt_async_openai_client, tt_server.model, requests)
     problems = mismatches(
         [f"#{i} {r['prompt']!r}" for i, r in enumerate(requests)],
         [solo[r["prompt"]] for r in requests],

@@ -28,7 +28,7 @@ from tt_conformance.checks._support import (
     complete_each,
     greedy,
 )
-from tt_conformance.ttpath import lanes_carry_rows
+from tt_conformance.ttmetrics import lanes_carry_rows
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -47,17 +47,19 @@ MAX_TOKENS = 24
 
 
 def test_every_lane_slot_finishes(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
 ) -> None:
-    n = capacity(server)
+    n = capacity(tt_server)
     requests = [
         greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], MAX_TOKENS, ignore_eos=True) for i in range(n)
     ]
     tt_path.start()
-    outputs = complete_all(async_openai_client, server.model, requests)
+    outputs = complete_all(tt_async_openai_client, tt_server.model, requests)
     short = [i for i, out in enumerate(outputs) if len(out.token_ids) != MAX_TOKENS]
-    assert not short, f"{len(short)} of {n} requests on {server.lanes} lanes ended early: {short}"
-    tt_path.conclude(lanes_carry_rows(server.lanes))
+    assert not short, (
+        f"{len(short)} of {n} requests on {tt_server.lanes} lanes ended early: {short}"
+    )
+    tt_path.conclude(lanes_carry_rows(tt_server.lanes))
 
 
 @pytest.mark.parametrize(
@@ -70,14 +72,16 @@ def test_every_lane_slot_finishes(
     ],
 )
 def test_same_output_on_every_lane(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, request_body: Body
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath, request_body: Body
 ) -> None:
-    solo = complete_each(async_openai_client, server.model, [request_body])[0]
+    solo = complete_each(tt_async_openai_client, tt_server.model, [request_body])[0]
     tt_path.start()
-    outputs = complete_all(async_openai_client, server.model, [request_body] * capacity(server))
+    outputs = complete_all(
+        tt_async_openai_client, tt_server.model, [request_body] * capacity(tt_server)
+    )
     differing = [i for i, out in enumerate(outputs) if out.token_ids != solo.token_ids]
     assert not differing, (
-        f"{len(differing)} of {len(outputs)} copies across {server.lanes} lanes differ from the "
+        f"{len(differing)} of {len(outputs)} copies across {tt_server.lanes} lanes differ from the "
         f"solo output {solo.describe()}; e.g. {outputs[differing[0]].describe()}"
     )
-    tt_path.conclude(lanes_carry_rows(server.lanes))
+    tt_path.conclude(lanes_carry_rows(tt_server.lanes))

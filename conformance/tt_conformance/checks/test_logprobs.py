@@ -34,7 +34,8 @@ from tt_conformance.checks._support import (
     complete_each,
     describe_body,
 )
-from tt_conformance.ttpath import device_decode, host_fallback, tt_rule
+from tt_conformance.ttmetrics import device_decode, host_fallback
+from tt_conformance.ttpath import tt_rule
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -123,7 +124,7 @@ def check_logprobs(request: Body, out: Output) -> None:
     [pytest.param("one", marks=pytest.mark.xdist_group("exclusive")), "half", "full", "full_host"],
 )
 def test_logprobs_shape_and_values(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, tt_path: TTPath, fraction: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath, fraction: str
 ) -> None:
     """Every k, greedy and sampled: each alone, then mixed in batches of half and all slots;
     ``full_host`` adds min_p to one request per batch, so the whole batch is sampled (and its
@@ -132,12 +133,12 @@ def test_logprobs_shape_and_values(
     tt_path.start()
     if fraction == "one":
         requests = [logprob_request(i, k, sampled=i % 2 == 1) for i, k in enumerate(KS)]
-        outputs = complete_each(async_openai_client, server.model, requests)
+        outputs = complete_each(tt_async_openai_client, tt_server.model, requests)
         for request, out in zip(requests, outputs, strict=True):
             check_logprobs(request, out)
         tt_path.conclude(device_decode())
         return
-    size = capacity(server) if fraction.startswith("full") else max(2, capacity(server) // 2)
+    size = capacity(tt_server) if fraction.startswith("full") else max(2, capacity(tt_server) // 2)
     # k cycles through KS across consecutive batches of ``size``, so every fraction covers every
     # k even when a batch is smaller than len(KS) (half of 8 slots: two batches of 4).
     # Alternate greedy/sampled, shifted every len(KS) requests so each k gets both when the
@@ -151,7 +152,7 @@ def test_logprobs_shape_and_values(
         if fraction == "full_host":
             j = min(1, len(batch) - 1)
             batch[j] = {**batch[j], "min_p": 0.05}
-        outputs = complete_all(async_openai_client, server.model, batch)
+        outputs = complete_all(tt_async_openai_client, tt_server.model, batch)
         for request, out in zip(batch, outputs, strict=True):
             check_logprobs(request, out)
     if fraction == "full_host":
@@ -165,13 +166,13 @@ def test_logprobs_shape_and_values(
 
 
 def test_logprobs_same_alone_and_batched(
-    server: ServerInfo, async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
 ) -> None:
     """A greedy request's logprobs do not depend on the k of its neighbours."""
     request = logprob_request(0, 3, sampled=False)
-    alone = complete_each(async_openai_client, server.model, [request])[0]
-    others = [logprob_request(i, 20, sampled=True) for i in range(1, max(2, capacity(server)))]
-    batched = complete_all(async_openai_client, server.model, [request, *others])[0]
+    alone = complete_each(tt_async_openai_client, tt_server.model, [request])[0]
+    others = [logprob_request(i, 20, sampled=True) for i in range(1, max(2, capacity(tt_server)))]
+    batched = complete_all(tt_async_openai_client, tt_server.model, [request, *others])[0]
     assert batched.token_ids == alone.token_ids, f"{alone.describe()} vs {batched.describe()}"
     for pos, (a, b) in enumerate(
         zip(alone.logprobs.top_logprobs, batched.logprobs.top_logprobs, strict=True)
@@ -196,10 +197,12 @@ TT_LOGPROBS_RULES = {
         pytest.param("prompt_logprobs", {"prompt_logprobs": 1}, id="prompt_logprobs"),
     ],
 )
-def test_logprobs_rejected(server: ServerInfo, raw_http: RawHttp, field: str, extra: Body) -> None:
+def test_logprobs_rejected(
+    tt_server: ServerInfo, tt_raw_http: RawHttp, field: str, extra: Body
+) -> None:
     rule = TT_LOGPROBS_RULES[field]
-    resp = raw_http.completions(body(PLAIN_PROMPTS[0], 4, **extra))
-    error = raw_http.error_of(resp)
+    resp = tt_raw_http.completions(body(PLAIN_PROMPTS[0], 4, **extra))
+    error = tt_raw_http.error_of(resp)
     tt_rule(rule, resp.status_code == 400,
             f"{extra}: expected 400, got {resp.status_code}: {error.body}")  # fmt: skip
     tt_rule(rule, field in error.message,
@@ -207,8 +210,8 @@ def test_logprobs_rejected(server: ServerInfo, raw_http: RawHttp, field: str, ex
 
 
 @pytest.mark.parametrize("k", [1, 5, 20])
-def test_chat_top_logprobs(server: ServerInfo, raw_http: RawHttp, k: int) -> None:
-    resp = raw_http.chat(
+def test_chat_top_logprobs(tt_server: ServerInfo, tt_raw_http: RawHttp, k: int) -> None:
+    resp = tt_raw_http.chat(
         {
             "messages": [{"role": "user", "content": "Count from one to five."}],
             "max_tokens": MAX_TOKENS,
@@ -237,8 +240,8 @@ def test_chat_top_logprobs(server: ServerInfo, raw_http: RawHttp, k: int) -> Non
         )
 
 
-def test_chat_top_logprobs_over_max_rejected(server: ServerInfo, raw_http: RawHttp) -> None:
-    resp = raw_http.chat(
+def test_chat_top_logprobs_over_max_rejected(tt_server: ServerInfo, tt_raw_http: RawHttp) -> None:
+    resp = tt_raw_http.chat(
         {
             "messages": [{"role": "user", "content": "Hi"}],
             "max_tokens": 2,
@@ -246,6 +249,6 @@ def test_chat_top_logprobs_over_max_rejected(server: ServerInfo, raw_http: RawHt
             "top_logprobs": 21,
         }
     )
-    error = raw_http.error_of(resp)
+    error = tt_raw_http.error_of(resp)
     assert resp.status_code == 400, f"top_logprobs=21: expected 400, got {resp.status_code}"
     assert "logprobs" in error.message, f"error does not name the field: {error.message!r}"

@@ -36,7 +36,7 @@ from tt_conformance.checks.reference import (
 )
 from tt_conformance.expectations import AccuracyExpectation
 from tt_conformance.longtasks import PASSKEY_FILLER, PASSKEY_TASK, Passkey, passkey_answer
-from tt_conformance.ttpath import host_fallback
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -63,43 +63,46 @@ PARAMS: tuple[Body, ...] = (
 )
 
 
-def long_ids(raw_http: RawHttp, length: int) -> list[int]:
+def long_ids(tt_raw_http: RawHttp, length: int) -> list[int]:
     """``length`` prompt ids: BOS, then the plain prompts repeated (text any model continues)."""
     text = " ".join(PLAIN_PROMPTS)
-    ids = prompt_ids(raw_http, text)[:1]  # the BOS a completion adds
-    rest = raw_http.tokenize(" " + text, add_special_tokens=False)
+    ids = prompt_ids(tt_raw_http, text)[:1]  # the BOS a completion adds
+    rest = tt_raw_http.tokenize(" " + text, add_special_tokens=False)
     while len(ids) < length:
         ids += rest
     return ids[:length]
 
 
-def prompt_lengths(server: ServerInfo, generated: int) -> list[int]:
+def prompt_lengths(tt_server: ServerInfo, generated: int) -> list[int]:
     """Prompt lengths ending at the depths of the window, the last leaving room for
     ``generated`` tokens."""
-    if server.max_model_len is None:
+    if tt_server.max_model_len is None:
         pytest.skip("the server does not advertise max_model_len")
-    edge = min(server.max_model_len, LONGEST + generated) - generated
+    edge = min(tt_server.max_model_len, LONGEST + generated) - generated
     return sorted({max(16, int(edge * d)) for d in DEPTHS})
 
 
 def test_decode_deep_in_the_context_agrees_with_the_host_path(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
-    lengths = prompt_lengths(server, MAX_TOKENS)
+    lengths = prompt_lengths(tt_server, MAX_TOKENS)
     cases = [(n, params) for n in lengths for params in PARAMS]
-    prompts = {n: long_ids(raw_http, n) for n in lengths}
+    prompts = {n: long_ids(tt_raw_http, n) for n in lengths}
     requests = [body(prompts[n], MAX_TOKENS, ignore_eos=True, **p) for n, p in cases]
-    outputs = device_outputs(async_openai_client, server.model, tt_path, requests)
+    outputs = device_outputs(tt_async_openai_client, tt_server.model, tt_path, requests)
     for (n, _), out in zip(cases, outputs, strict=True):
         assert len(out.token_ids) == MAX_TOKENS, (
             f"prompt of {n} tokens: {len(out.token_ids)} generated, expected {MAX_TOKENS} (the "
-            f"last at position {n + MAX_TOKENS - 1} of max_model_len {server.max_model_len})"
+            f"last at position {n + MAX_TOKENS - 1} of max_model_len {tt_server.max_model_len})"
         )
     tt_path.start()
     problems: list[str] = []
     forced = teacher_forced(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [(prompts[n], out.token_ids) for (n, _), out in zip(cases, outputs, strict=True)],
     )
     for (n, params), out, steps in zip(cases, outputs, forced, strict=True):
@@ -112,20 +115,23 @@ def test_decode_deep_in_the_context_agrees_with_the_host_path(
 
 
 def test_repeated_passage_is_continued_at_every_depth(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, raw_http: RawHttp, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_path: TTPath,
 ) -> None:
     """The long prompts repeat one passage: greedy decoding continues it as written."""
-    lengths = prompt_lengths(server, COPY_TOKENS)
-    stream = long_ids(raw_http, lengths[-1] + 4 * COPY_TOKENS)
+    lengths = prompt_lengths(tt_server, COPY_TOKENS)
+    stream = long_ids(tt_raw_http, lengths[-1] + 4 * COPY_TOKENS)
     outputs = device_outputs(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         tt_path,
         [body(stream[:n], COPY_TOKENS, temperature=0.0, ignore_eos=True) for n in lengths],
     )
     problems = []
     for n, out in zip(lengths, outputs, strict=True):
-        written = raw_http.detokenize(stream[n : n + 4 * COPY_TOKENS])
+        written = tt_raw_http.detokenize(stream[n : n + 4 * COPY_TOKENS])
         if not out.text or not written.startswith(out.text):
             problems.append(
                 f"prompt of {n} tokens: generated {out.text!r}, the passage goes on {written!r}"
@@ -133,10 +139,10 @@ def test_repeated_passage_is_continued_at_every_depth(
     assert not problems, "the repeated passage was not continued:\n  " + "\n  ".join(problems)
 
 
-def passkeys(raw_http: RawHttp, lengths: list[int]) -> list[tuple[int, Passkey]]:
+def passkeys(tt_raw_http: RawHttp, lengths: list[int]) -> list[tuple[int, Passkey]]:
     """A passkey prompt per (length, needle depth), each at most that many tokens."""
-    bare = len(raw_http.tokenize(Passkey(10000, 0, 0).prompt, add_special_tokens=True))
-    per_filler = len(raw_http.tokenize(PASSKEY_FILLER, add_special_tokens=False))
+    bare = len(tt_raw_http.tokenize(Passkey(10000, 0, 0).prompt, add_special_tokens=True))
+    per_filler = len(tt_raw_http.tokenize(PASSKEY_FILLER, add_special_tokens=False))
     rng = random.Random(2023)  # the keys are known in advance, and the same in every run
     out = []
     for n in lengths:
@@ -148,16 +154,16 @@ def passkeys(raw_http: RawHttp, lengths: list[int]) -> list[tuple[int, Passkey]]
 
 
 def test_passkey_is_retrieved_at_every_depth(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
-    raw_http: RawHttp,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
     tt_path: TTPath,
-    record_accuracy: RecordAccuracy,
+    tt_record_accuracy: RecordAccuracy,
 ) -> None:
-    tasks = passkeys(raw_http, prompt_lengths(server, PASSKEY_TOKENS))
+    tasks = passkeys(tt_raw_http, prompt_lengths(tt_server, PASSKEY_TOKENS))
     outputs = device_outputs(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         tt_path,
         [greedy(task.prompt, PASSKEY_TOKENS) for _, task in tasks],
     )
@@ -175,7 +181,7 @@ def test_passkey_is_retrieved_at_every_depth(
         wilson_interval(correct, len(tasks)),
         correct,
     )
-    record_accuracy(result)
+    tt_record_accuracy(result)
     assert result.verdict == "pass", (
         f"passkey retrieval: {result.reason}; missed:\n  " + "\n  ".join(misses)
     )

@@ -49,10 +49,10 @@ PENALTIES = {
 }
 
 
-def _most_repetitive(server: ServerInfo, client: AsyncOpenAI) -> tuple[str, tuple[int, ...]]:
+def _most_repetitive(tt_server: ServerInfo, client: AsyncOpenAI) -> tuple[str, tuple[int, ...]]:
     outputs = complete_each(
         client,
-        server.model,
+        tt_server.model,
         [greedy(p, MAX_TOKENS, ignore_eos=True) for p in REPETITIVE_PROMPTS],
     )
     prompt, out = max(
@@ -67,13 +67,13 @@ def _most_repetitive(server: ServerInfo, client: AsyncOpenAI) -> tuple[str, tupl
 
 @pytest.mark.parametrize("name", list(PENALTIES))
 def test_penalty_reduces_repetition(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, name: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, name: str
 ) -> None:
-    prompt, plain = _most_repetitive(server, async_openai_client)
+    prompt, plain = _most_repetitive(tt_server, tt_async_openai_client)
     value = PENALTIES[name]
     out = complete_each(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [greedy(prompt, MAX_TOKENS, ignore_eos=True, **{name: value})],
     )[0]
     assert max_count(out.token_ids) < max_count(plain), (
@@ -84,15 +84,15 @@ def test_penalty_reduces_repetition(
 
 
 def test_penalty_on_other_row_does_not_leak(
-    server: ServerInfo, async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
 ) -> None:
     """A strongly penalised request next to an unpenalised one leaves the latter unchanged."""
-    prompt, plain = _most_repetitive(server, async_openai_client)
+    prompt, plain = _most_repetitive(tt_server, tt_async_openai_client)
     requests = [
         greedy(prompt, MAX_TOKENS, ignore_eos=True, repetition_penalty=2.0, frequency_penalty=2.0),
         greedy(prompt, MAX_TOKENS, ignore_eos=True),
     ]
-    outs = complete_all(async_openai_client, server.model, requests)
+    outs = complete_all(tt_async_openai_client, tt_server.model, requests)
     assert outs[1].token_ids == plain, (
         f"an unpenalised request changed next to a penalised copy: alone {list(plain)}, "
         f"batched {outs[1].describe()}"
@@ -111,14 +111,16 @@ MIXED: tuple[dict[str, float], ...] = (
 )
 
 
-def test_mixed_penalties_match_solo(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_mixed_penalties_match_solo(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
+) -> None:
     prompts = REPETITIVE_PROMPTS + PLAIN_PROMPTS
     requests = [
         greedy(prompts[i % len(prompts)], MAX_TOKENS, ignore_eos=True, **MIXED[i % len(MIXED)])
-        for i in range(capacity(server))
+        for i in range(capacity(tt_server))
     ]
-    solo = complete_each(async_openai_client, server.model, requests)
-    batched = complete_all(async_openai_client, server.model, requests)
+    solo = complete_each(tt_async_openai_client, tt_server.model, requests)
+    batched = complete_all(tt_async_openai_client, tt_server.model, requests)
     problems = mismatches([describe_body(r) for r in requests], solo, batched)
     assert not problems, "penalised greedy requests changed output when batched:\n" + "\n".join(
         problems

@@ -42,14 +42,15 @@ from tt_conformance.checks._support import (
     mismatches,
     token_ids_of,
 )
-from tt_conformance.ttpath import device_decode, host_fallback
+from tt_conformance.ttmetrics import device_decode, host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
     from tt_conformance.rawhttp import RawHttp
     from tt_conformance.server import ServerInfo
-    from tt_conformance.ttpath import Claim, TTPath
+    from tt_conformance.ttmetrics import Claim
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.sampling_fallback
 
@@ -85,12 +86,12 @@ class Feature:
 
 
 @pytest.fixture(scope="module")
-def reference(server: ServerInfo, openai_client: OpenAI, raw_http: RawHttp) -> Reference:
+def reference(tt_server: ServerInfo, tt_openai_client: OpenAI, tt_raw_http: RawHttp) -> Reference:
     plain = complete_sync(
-        openai_client, server.model, greedy(FEATURE_PROMPT, MAX_TOKENS, ignore_eos=True)
+        tt_openai_client, tt_server.model, greedy(FEATURE_PROMPT, MAX_TOKENS, ignore_eos=True)
     )
-    chat = openai_client.chat.completions.create(
-        model=server.model,
+    chat = tt_openai_client.chat.completions.create(
+        model=tt_server.model,
         messages=CHAT,
         extra_body={"temperature": 0.0, "max_tokens": MAX_TOKENS, "return_token_ids": True},
     )
@@ -98,11 +99,11 @@ def reference(server: ServerInfo, openai_client: OpenAI, raw_http: RawHttp) -> R
     assert raw_ids is not None, "the server returned no token_ids for a chat completion"
     chat_ids = tuple(int(t) for t in raw_ids)
     chat_text = chat.choices[0].message.content or ""
-    word, runs = _bannable_word(raw_http, chat_text, chat_ids)
-    digits = sorted({t for t in token_ids_of(raw_http, "0 1 2 3 4 5 6 7 8 9")})
-    forced = token_ids_of(raw_http, " hello")[0]
+    word, runs = _bannable_word(tt_raw_http, chat_text, chat_ids)
+    digits = sorted({t for t in token_ids_of(tt_raw_http, "0 1 2 3 4 5 6 7 8 9")})
+    forced = token_ids_of(tt_raw_http, " hello")[0]
     return Reference(
-        model=server.model,
+        model=tt_server.model,
         prompt_tokens=plain.token_ids,
         prompt_text=plain.text,
         chat_tokens=chat_ids,
@@ -114,23 +115,23 @@ def reference(server: ServerInfo, openai_client: OpenAI, raw_http: RawHttp) -> R
     )
 
 
-def banned_runs(raw_http: RawHttp, word: str) -> tuple[tuple[int, ...], ...]:
+def banned_runs(tt_raw_http: RawHttp, word: str) -> tuple[tuple[int, ...], ...]:
     """The token runs vLLM bans for ``bad_words=[word]``: the word's own tokens, plus its
     space-prefixed tokens when those are as many and start differently (vLLM's rule, so a
     model may still write the word through another tokenization)."""
-    bare = tuple(token_ids_of(raw_http, word.lstrip()))
-    spaced = tuple(token_ids_of(raw_http, " " + word.lstrip()))
+    bare = tuple(token_ids_of(tt_raw_http, word.lstrip()))
+    spaced = tuple(token_ids_of(tt_raw_http, " " + word.lstrip()))
     if spaced and spaced[0] != bare[0] and len(spaced) == len(bare):
         return (bare, spaced)
     return (bare,)
 
 
 def _bannable_word(
-    raw_http: RawHttp, text: str, ids: tuple[int, ...]
+    tt_raw_http: RawHttp, text: str, ids: tuple[int, ...]
 ) -> tuple[str, tuple[tuple[int, ...], ...]]:
     """A word of the greedy chat answer one of whose banned runs occurs in the answer."""
     for word in re.findall(r"[A-Za-z]{2,}", text):
-        runs = banned_runs(raw_http, word)
+        runs = banned_runs(tt_raw_http, word)
         if any(contains_run(ids, run) for run in runs):
             return word, runs
     raise AssertionError(
@@ -332,10 +333,10 @@ def run_mixed(
 
 @pytest.mark.parametrize("name", FEATURE_PARAMS)
 def test_feature_alone(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference, name: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, reference: Reference, name: str
 ) -> None:
     feature = features(reference)[name]
-    out = asyncio.run(feature.call(async_openai_client))
+    out = asyncio.run(feature.call(tt_async_openai_client))
     feature.verify(out)
 
 
@@ -345,17 +346,17 @@ def test_feature_alone(
 @pytest.mark.tt_path
 @pytest.mark.parametrize("name", FEATURE_PARAMS)
 def test_feature_in_device_batch(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
     reference: Reference,
     tt_path: TTPath,
     name: str,
 ) -> None:
     feature = features(reference)[name]
-    others = companions(max(1, capacity(server) - 1))
-    solo = complete_each(async_openai_client, server.model, others)
+    others = companions(max(1, capacity(tt_server) - 1))
+    solo = complete_each(tt_async_openai_client, tt_server.model, others)
     tt_path.start()
-    (out,), mates = run_mixed(async_openai_client, server.model, [feature.call], others)
+    (out,), mates = run_mixed(tt_async_openai_client, tt_server.model, [feature.call], others)
     feature.verify(out)
     labels = [f"greedy companion {r['prompt']!r}" for r in others]
     problems = mismatches(labels, solo, mates)
@@ -369,14 +370,17 @@ def test_feature_in_device_batch(
 @pytest.mark.tt_path
 @pytest.mark.xdist_group("exclusive")
 def test_all_features_in_one_batch(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    reference: Reference,
+    tt_path: TTPath,
 ) -> None:
     table = features(reference)
-    others = companions(max(1, capacity(server) - len(table)))
-    solo = complete_each(async_openai_client, server.model, others)
+    others = companions(max(1, capacity(tt_server) - len(table)))
+    solo = complete_each(tt_async_openai_client, tt_server.model, others)
     tt_path.start()
     outs, mates = run_mixed(
-        async_openai_client, server.model, [f.call for f in table.values()], others
+        tt_async_openai_client, tt_server.model, [f.call for f in table.values()], others
     )
     for feature, out in zip(table.values(), outs, strict=True):
         feature.verify(out)
@@ -386,13 +390,13 @@ def test_all_features_in_one_batch(
 
 
 def test_min_tokens_precondition(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, reference: Reference
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, reference: Reference
 ) -> None:
     """Without min_tokens the same request stops at once: the min_tokens check is meaningful."""
     stop_id = reference.prompt_tokens[0]
     out = complete_each(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [body(FEATURE_PROMPT, MIN_TOKENS + 4, temperature=0.0, stop_token_ids=[stop_id])],
     )[0]
     assert out.finish_reason == "stop" and len(out.token_ids) <= 1, (
@@ -404,8 +408,8 @@ def test_min_tokens_precondition(
 @pytest.mark.xdist_group("exclusive")  # solo runs must not meet another check's host requests
 @pytest.mark.parametrize("name", ["min_p", "logit_bias_ban"])
 def test_seeded_companion_keeps_its_tokens(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
     reference: Reference,
     tt_path: TTPath,
     name: str,
@@ -420,9 +424,9 @@ def test_seeded_companion_keeps_its_tokens(
         {"prompt": PLAIN_PROMPTS[0], "max_tokens": COMPANION_TOKENS, "temperature": 0.7,
          "top_k": 20, "seed": 7, "ignore_eos": True},
     ]  # fmt: skip
-    solo = complete_each(async_openai_client, server.model, seeded)
+    solo = complete_each(tt_async_openai_client, tt_server.model, seeded)
     tt_path.start()
-    (out,), mates = run_mixed(async_openai_client, server.model, [feature.call], seeded)
+    (out,), mates = run_mixed(tt_async_openai_client, tt_server.model, [feature.call], seeded)
     feature.verify(out)
     problems = mismatches([f"seeded companion {describe_body(r)}" for r in seeded], solo, mates)
     assert not problems, (

@@ -50,21 +50,23 @@ def sampled(seed: int | None, prompt: str = VARIED_PROMPT, **params: object) -> 
     return body(prompt, MAX_TOKENS, temperature=1.0, ignore_eos=True, **extra, **params)
 
 
-def test_same_seed_reproduces(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_same_seed_reproduces(tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI) -> None:
     request = sampled(4242)
-    first, second = complete_each(async_openai_client, server.model, [request, request])
+    first, second = complete_each(tt_async_openai_client, tt_server.model, [request, request])
     assert first.token_ids == second.token_ids, (
         f"seed 4242 gave two different outputs:\n  {first.describe()}\n  {second.describe()}"
     )
 
 
-def test_same_seed_twice_in_one_batch(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
+def test_same_seed_twice_in_one_batch(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
+) -> None:
     """Two identical seeded requests in one batch (other seeded requests around) agree, and
     agree with the same request alone."""
     request = sampled(777)
     others = [sampled(seed, prompt=PLAIN_PROMPTS[seed % len(PLAIN_PROMPTS)]) for seed in (11, 12)]
-    alone = complete_each(async_openai_client, server.model, [request])[0]
-    outputs = complete_all(async_openai_client, server.model, [request, *others, request])
+    alone = complete_each(tt_async_openai_client, tt_server.model, [request])[0]
+    outputs = complete_all(tt_async_openai_client, tt_server.model, [request, *others, request])
     assert outputs[0].token_ids == outputs[-1].token_ids == alone.token_ids, (
         "seed 777 gave different outputs alone and twice in one batch:\n"
         f"  alone:   {alone.describe()}\n  first:   {outputs[0].describe()}\n"
@@ -72,8 +74,10 @@ def test_same_seed_twice_in_one_batch(server: ServerInfo, async_openai_client: A
     )
 
 
-def test_different_seeds_give_variety(server: ServerInfo, async_openai_client: AsyncOpenAI) -> None:
-    outputs = complete_all(async_openai_client, server.model, [sampled(s) for s in SEEDS])
+def test_different_seeds_give_variety(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
+) -> None:
+    outputs = complete_all(tt_async_openai_client, tt_server.model, [sampled(s) for s in SEEDS])
     distinct = {out.token_ids for out in outputs}
     assert len(distinct) >= 2, (
         f"{len(SEEDS)} different seeds at temperature 1.0 on {VARIED_PROMPT!r} all gave "
@@ -82,10 +86,10 @@ def test_different_seeds_give_variety(server: ServerInfo, async_openai_client: A
 
 
 def test_unseeded_requests_give_variety(
-    server: ServerInfo, async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
 ) -> None:
     """Without a seed every request draws fresh randomness (the plugin picks seeds itself)."""
-    outputs = complete_all(async_openai_client, server.model, [sampled(None)] * len(SEEDS))
+    outputs = complete_all(tt_async_openai_client, tt_server.model, [sampled(None)] * len(SEEDS))
     distinct = {out.token_ids for out in outputs}
     assert len(distinct) >= 2, (
         f"{len(SEEDS)} unseeded requests at temperature 1.0 all gave {outputs[0].describe()}"
@@ -101,15 +105,17 @@ def test_unseeded_requests_give_variety(
     ],
 )
 def test_degenerate_sampling_equals_greedy(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, params: Body
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, params: Body
 ) -> None:
     prompts = PLAIN_PROMPTS[:3]
     reference = complete_all(
-        async_openai_client, server.model, [greedy(p, MAX_TOKENS, ignore_eos=True) for p in prompts]
+        tt_async_openai_client,
+        tt_server.model,
+        [greedy(p, MAX_TOKENS, ignore_eos=True) for p in prompts],
     )
     outputs = complete_all(
-        async_openai_client,
-        server.model,
+        tt_async_openai_client,
+        tt_server.model,
         [body(p, MAX_TOKENS, ignore_eos=True, **params) for p in prompts],
     )
     for prompt, want, got in zip(prompts, reference, outputs, strict=True):
@@ -120,18 +126,18 @@ def test_degenerate_sampling_equals_greedy(
 
 
 @pytest.mark.parametrize("seed", [-1, -12345])
-def test_negative_seed(server: ServerInfo, raw_http: RawHttp, seed: int) -> None:
+def test_negative_seed(tt_server: ServerInfo, tt_raw_http: RawHttp, seed: int) -> None:
     """Negative seeds are accepted; vLLM reads -1 as "no seed", any other one must reproduce."""
     request = {**sampled(seed), "return_token_ids": True}
-    first = raw_http.completions(request)
+    first = tt_raw_http.completions(request)
     assert first.status_code == 200, (
-        f"seed {seed} rejected (HTTP {first.status_code}): {raw_http.error_of(first).message!r}"
+        f"seed {seed} rejected (HTTP {first.status_code}): {tt_raw_http.error_of(first).message!r}"
     )
     a = first.json()["choices"][0]["token_ids"]
     assert len(a) == MAX_TOKENS, f"seed {seed}: {len(a)} tokens, expected {MAX_TOKENS}"
     if seed != -1:
-        second = raw_http.completions(request)
+        second = tt_raw_http.completions(request)
         assert second.status_code == 200, f"seed {seed} failed the second time: {second.text}"
         b = second.json()["choices"][0]["token_ids"]
         assert a == b, f"seed {seed} not reproducible: {a} vs {b}"
-    assert_healthy(raw_http)
+    assert_healthy(tt_raw_http)

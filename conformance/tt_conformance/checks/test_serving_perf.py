@@ -73,13 +73,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("shape", shapes, ids=ids)
 
 
-def prompts(raw_http: RawHttp, length: int, count: int) -> list[list[int]]:
+def prompts(tt_raw_http: RawHttp, length: int, count: int) -> list[list[int]]:
     """``count`` prompts of exactly ``length`` token ids, each a rotation of one text at its own
     random offset (distinct first blocks: no prefix-cache hits between them)."""
     base: list[int] = []
     text = " ".join(PLAIN_PROMPTS)
     while len(base) < max(length, count) + 1:
-        base += token_ids_of(raw_http, text + "\n")
+        base += token_ids_of(tt_raw_http, text + "\n")
     offsets = random.SystemRandom().sample(range(len(base)), count)
     out = []
     for off in offsets:
@@ -97,23 +97,23 @@ def timing(result: StreamResult) -> StreamTiming:
 
 
 def test_serving_perf(
-    server: ServerInfo,
-    async_openai_client: AsyncOpenAI,
-    raw_http: RawHttp,
-    record_perf: RecordPerf,
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_raw_http: RawHttp,
+    tt_record_perf: RecordPerf,
     shape: PerfShape,
 ) -> None:
-    concurrency = shape.resolve(capacity(server))
+    concurrency = shape.resolve(capacity(tt_server))
     needed = shape.input_len + shape.output_len
-    if server.max_model_len is not None and needed > server.max_model_len:
+    if tt_server.max_model_len is not None and needed > tt_server.max_model_len:
         pytest.skip(
             f"shape {shape.id} needs {needed} tokens of context; "
-            f"the server's max_model_len is {server.max_model_len}"
+            f"the server's max_model_len is {tt_server.max_model_len}"
         )
     waves = -(-MIN_REQUESTS // concurrency)
-    warm, *ids = prompts(raw_http, shape.input_len, waves * concurrency + 1)
+    warm, *ids = prompts(tt_raw_http, shape.input_len, waves * concurrency + 1)
     requests = [greedy(p, shape.output_len, ignore_eos=True) for p in ids]
-    complete_each(async_openai_client, server.model, [greedy(warm, 4, ignore_eos=True)])
+    complete_each(tt_async_openai_client, tt_server.model, [greedy(warm, 4, ignore_eos=True)])
 
     async def run_waves() -> tuple[list[StreamResult], float, list[float]]:
         monitor = LoopLagMonitor()
@@ -124,7 +124,7 @@ def test_serving_perf(
             for w in range(waves):
                 batch = requests[w * concurrency : (w + 1) * concurrency]
                 results += await asyncio.gather(
-                    *(astream(async_openai_client, server.model, r) for r in batch)
+                    *(astream(tt_async_openai_client, tt_server.model, r) for r in batch)
                 )
         finally:
             wall = time.perf_counter() - start
@@ -137,7 +137,7 @@ def test_serving_perf(
             f"stream {i} delivered {len(result.token_ids)} tokens (finish "
             f"{result.finish_reason}), expected {shape.output_len}"
         )
-    (plain,) = complete_each(async_openai_client, server.model, requests[:1])
+    (plain,) = complete_each(tt_async_openai_client, tt_server.model, requests[:1])
     assert tuple(results[0].token_ids) == plain.token_ids, (
         "a streamed greedy output differs from the non-streamed one for the same prompt:\n"
         f"  plain:    {list(plain.token_ids)}\n  streamed: {results[0].token_ids}"
@@ -145,7 +145,7 @@ def test_serving_perf(
     streams = [timing(r) for r in results]
     problems = delivery_problems(streams, lags)
     flag = "; ".join(problems) or None
-    if flag and not perf_is_informational(server.device):
+    if flag and not perf_is_informational(tt_server.device):
         pytest.fail(
             f"refusing to publish the {shape.id} figures: {flag}. Rerun from a client with "
             "spare CPU, directly against the server (no buffering proxy), stream interval 1",
@@ -153,7 +153,7 @@ def test_serving_perf(
         )
     key = figure_key(shape.input_len, shape.output_len, concurrency)
     for fig in wave_figures(streams, wall, concurrency, shape.input_len):
-        record_perf(
+        tt_record_perf(
             f"{fig.metric}_{fig.stat}@{key}" if fig.stat != "value" else f"{fig.metric}@{key}",
             fig.value,
             fig.unit,

@@ -197,27 +197,28 @@ KINDS = ["choice", "regex", "json_schema", "json_schema_sampled"]
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_constrained_output_valid(
-    server: ServerInfo, async_openai_client: AsyncOpenAI, kind: str
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, kind: str
 ) -> None:
-    _, call, verify = next(c for c in constrained_requests(server.model) if c[0] == kind)
-    verify(asyncio.run(call(async_openai_client)))
+    _, call, verify = next(c for c in constrained_requests(tt_server.model) if c[0] == kind)
+    verify(asyncio.run(call(tt_async_openai_client)))
 
 
 def test_constrained_mixed_into_full_batch(
-    server: ServerInfo, async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
 ) -> None:
-    constrained = constrained_requests(server.model)
+    constrained = constrained_requests(tt_server.model)
     plain = [
         greedy(PLAIN_PROMPTS[i % len(PLAIN_PROMPTS)], 24, ignore_eos=True)
-        for i in range(max(1, capacity(server) - len(constrained)))
+        for i in range(max(1, capacity(tt_server) - len(constrained)))
     ]
-    solo = complete_each(async_openai_client, server.model, plain)
+    solo = complete_each(tt_async_openai_client, tt_server.model, plain)
 
     async def run() -> tuple[list[Output], list[Output]]:
         mates = [
-            asyncio.ensure_future(acomplete(async_openai_client, server.model, r)) for r in plain
+            asyncio.ensure_future(acomplete(tt_async_openai_client, tt_server.model, r))
+            for r in plain
         ]
-        outs = [asyncio.ensure_future(call(async_openai_client)) for _, call, _ in constrained]
+        outs = [asyncio.ensure_future(call(tt_async_openai_client)) for _, call, _ in constrained]
         return list(await asyncio.gather(*outs)), list(await asyncio.gather(*mates))
 
     outs, batched = asyncio.run(run())
