@@ -172,5 +172,6 @@ class PhaseClock:
 
 
 CLOCK = PhaseClock()
+tt_metrics.at_publish(CLOCK.touch)
 now = time.perf_counter_ns
 cpu_now = time.thread_time_ns  # this thread's CPU time (a syscall, ~0.3 us: a few per step)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
 from vllm_tt_plugin.data_parallel import LaneLayout
+from vllm_tt_plugin.device_logprobs import DeviceLogprobSupport
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.sampling_route import DeviceLogprobSupport
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_policy import InterleaveConfig
 from vllm_tt_plugin.utils.device_discovery import DeviceGroups

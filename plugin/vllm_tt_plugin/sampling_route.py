@@ -16,6 +16,12 @@ from typing import TYPE_CHECKING
 from vllm.sampling_params import SamplingParams
 
 from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.device_logprobs import (
+    NO_DEVICE_LOGPROBS,
+    SAMPLING_EPS,
+    DeviceLogprobSupport,
+    has_penalties,
+)
 from vllm_tt_plugin.step_kind import StepKind
 
 if TYPE_CHECKING:
@@ -28,30 +34,6 @@ class Route(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class DeviceLogprobSupport:
-    """What device logprobs this model and mesh can give (docs/TT_MODEL_CONTRACT.md)."""
-
-    top_k: bool = False  # GPT-OSS: top-32 (values, indices)
-    flat: bool = False  # the sampled token's logprob (8 or 32 devices per DP rank)
-
-    def refusal(self, params: SamplingParams, max_device_top_k: int | None) -> str | None:
-        k = params.logprobs
-        if k is None:
-            return None
-        if self.top_k:
-            stochastic = params.temperature >= SAMPLING_EPS
-            limit = max_device_top_k or TOP_K_LOGPROBS
-            if stochastic and not 1 <= params.top_k <= min(limit, TOP_K_LOGPROBS):
-                return "logprobs (sampled token may fall outside the device's top-32)"
-            if _has_penalties(params):
-                return "logprobs (penalised token may fall outside the device's top-32)"
-            return None if 0 <= k <= TOP_K_LOGPROBS else "logprobs"
-        if self.flat and k == 0:
-            return None
-        return "logprobs"
-
-
-@dataclass(frozen=True)
 class RouteDecision:
     route: Route
     reason: str  # why (for logs and tests)
@@ -61,23 +43,10 @@ class RouteDecision:
         return self.route is Route.DEVICE
 
 
-# vLLM's threshold below which a temperature means greedy; width of GPT-OSS device logprobs.
-SAMPLING_EPS = 1e-5
-TOP_K_LOGPROBS = 32
-
-
-def _has_penalties(params: SamplingParams) -> bool:
-    return bool(
-        params.presence_penalty != 0.0
-        or params.frequency_penalty != 0.0
-        or params.repetition_penalty != 1.0
-    )
-
-
 def host_only_feature(
     params: SamplingParams,
     caps: ModelCapabilities,
-    logprobs: DeviceLogprobSupport = DeviceLogprobSupport(),
+    logprobs: DeviceLogprobSupport = NO_DEVICE_LOGPROBS,
 ) -> str | None:
     """The first feature of ``params`` that only vLLM's host sampler provides, or None."""
     if params.min_p > 0.0:
@@ -103,7 +72,7 @@ def host_only_feature(
         and not 1 <= params.top_k <= caps.max_device_top_k
     ):
         return "top_k"
-    if _has_penalties(params) and not caps.supports_device_penalties:
+    if has_penalties(params) and not caps.supports_device_penalties:
         return "penalties"
     return None
 

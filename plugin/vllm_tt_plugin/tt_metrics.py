@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -501,6 +501,17 @@ def collect_info(
     )
 
 
+# Series other modules own, started at zero when the worker publishes (host_phases registers
+# its clock here: it imports this module, never the reverse).
+_at_publish: list[Callable[[], None]] = []
+
+
+def at_publish(start: Callable[[], None]) -> None:
+    """Run ``start`` (which creates its module's series at zero) when the worker publishes."""
+    if start not in _at_publish:
+        _at_publish.append(start)
+
+
 def publish_info(info: PluginInfo) -> None:
     """Worker, once the launch is settled (after KV sizing fixed max_model_len)."""
     store = _store()
@@ -523,7 +534,6 @@ def publish_info(info: PluginInfo) -> None:
         counter.touch()
     for lane in range(int(info.lanes)):
         LANE_STEPS.touch(str(lane))
-    from vllm_tt_plugin.host_phases import CLOCK  # it imports this module
-
-    CLOCK.touch()
+    for start in _at_publish:
+        start()
     logger.info("TT plugin metrics published (%s): %s", store.directory, json.dumps(labels))

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,61 @@ print(json.dumps({{"imported": loaded(*{WORKER_SIDE!r})}}))
 """
     )
     assert result["imported"] == []
+
+
+def import_cycle(edges: Iterable[Import], prefix: str) -> list[str] | None:
+    """One cycle among ``prefix``'s modules (as "importer:line imports imported" steps), or
+    None. Every import counts: module level, in a function, under ``if TYPE_CHECKING:``."""
+    graph: dict[str, list[Import]] = {}
+    for edge in edges:
+        if within(edge.imported, prefix) and edge.importer != edge.imported:
+            graph.setdefault(edge.importer, []).append(edge)
+    done: set[str] = set()
+    path: list[Import] = []
+    on_path: dict[str, int] = {}
+
+    def visit(module: str) -> list[str] | None:
+        on_path[module] = len(path)
+        for edge in graph.get(module, ()):
+            if edge.imported in on_path:
+                return [e.where() for e in path[on_path[edge.imported] :]] + [edge.where()]
+            if edge.imported not in done:
+                path.append(edge)
+                found = visit(edge.imported)
+                path.pop()
+                if found:
+                    return found
+        del on_path[module]
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in done:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_the_plugin_has_no_import_cycle_even_at_type_level() -> None:
+    """Modules depend one way (the metrics cycle is inverted: host_phases registers its series
+    with tt_metrics; the device logprob forms are a leaf both the plan and the route import)."""
+    assert import_cycle(PLUGIN_IMPORTS, PLUGIN) is None
+
+
+def test_the_cycle_finder_names_each_step() -> None:
+    edges = [
+        Import("p.a", "p.b", 3, None, False),
+        Import("p.b", "p.c", 5, "f", False),
+        Import("p.c", "p.a", 7, None, True),
+        Import("p.a", "q.x", 1, None, False),
+    ]
+    assert import_cycle(edges, "p") == [
+        "p.a:3 imports p.b",
+        "p.b:5 in f() imports p.c",
+        "p.c:7 imports p.a",
+    ]
+    assert import_cycle(edges[:2], "p") is None
 
 
 def test_the_block_stepper_sees_the_runner_only_through_its_host_protocol() -> None:

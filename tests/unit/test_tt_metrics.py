@@ -83,6 +83,22 @@ def test_the_host_phase_publisher_flushes_the_step_counters(metrics_dir: Path) -
     assert value(samples, "tt_steps_total", kind="prefill", route="device") == 1
 
 
+def test_publishing_starts_the_host_phase_series_at_zero(metrics_dir: Path) -> None:
+    """host_phases registers its series with tt_metrics (the metrics module never imports it):
+    once the worker publishes, a scrape shows every phase of both step kinds at zero."""
+    code = (
+        "from vllm_tt_plugin import host_phases, tt_metrics as m\n"
+        "m.publish_info(m.PluginInfo(*'1 c 0.26 2 3 N300 1x2 pkg.Cls 1 4 64 {} w t t f'.split()))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+    samples = scrape(metrics_dir)
+    for kind in ("prefill", "decode"):
+        for phase in ("schedule_policy", "model_submit", "read_back", "vllm_output"):
+            assert value(samples, "tt_host_seconds_total", kind=kind, phase=phase) == 0
+        assert value(samples, "tt_host_cpu_seconds_total", kind=kind, part="plugin") == 0
+    assert value(samples, "tt_decode_intervals_total") == 0
+
+
 def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:
     """Two engine processes (DP ranks): counters add up, identical info labels merge."""
     code = (
