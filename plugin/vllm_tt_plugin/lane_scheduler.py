@@ -2,12 +2,13 @@
 
 ``--data_parallel_size N --max_num_seqs M`` becomes N in-process lanes of M sequences in one
 engine: the model hosts N KV caches (``tt_data_parallel``) on one device mesh. The coordinator
-owns one TTScheduler per lane, each with its own KV block pool (lane-local block ids). A new
-request goes to the least-loaded lane and stays there; all lanes share the step mode (prefill
-if any lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the
-lanes' scheduler outputs are merged into one step for the worker, a ``TTSchedulerOutput``
-carrying each request's lane; model outputs are routed back per lane. The lane layout and the
-interleave policy come from the launch plan.
+owns one TT scheduler per lane, of the class the launch plan picks (``scheduler_class``: sync or
+async, as for one lane), each with its own KV block pool (lane-local block ids). A new request
+goes to the least-loaded lane and stays there; all lanes share the step mode (prefill if any
+lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the lanes'
+scheduler outputs are merged into one step for the worker, a ``TTSchedulerOutput`` carrying
+each request's lane; model outputs are routed back per lane. The lane layout and the interleave
+policy come from the launch plan.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.scheduler import TTScheduler, scheduled_kind
+from vllm_tt_plugin.scheduler import scheduled_kind, scheduler_class
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
 from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
@@ -139,8 +140,9 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         plan = read_plan(vllm_config)
         self.layout = plan.lanes
         lane_config = _lane_config(vllm_config, self.layout.seqs_per_lane)
+        lane_class = scheduler_class(plan)
         self.lanes = [
-            TTScheduler(
+            lane_class(
                 vllm_config=lane_config,
                 kv_cache_config=kv_cache_config,
                 structured_output_manager=structured_output_manager,
@@ -212,7 +214,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     def _steady_passes(self, throttle_prefills: bool) -> list[SchedulerOutput] | None:
         """The steady decode step: every lane is in its steady decode state
-        (``TTScheduler.steady_decode``) or empty, so each lane's step is vLLM's pass over its
+        (``TTSchedulerBase.steady_decode``) or empty, so each lane's step is vLLM's pass over its
         running list, with nothing to hide. The passes run back to back and are timed as one
         block (None: not this step; with every lane empty the step comes out idle)."""
         for lane in self.lanes:
