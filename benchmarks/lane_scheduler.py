@@ -192,7 +192,7 @@ def segment_targets() -> list[tuple[Any, str, str, str | None]]:
         (TTSchedulerBase, "steady_decode", "steady_check", None),
         (TTSchedulerBase, "readiness", "readiness", None),
         (TTSchedulerBase, "work_facts", "work_facts", None),
-        (TTSchedulerBase, "_vllm_schedule", "pass_glue", "_vllm_ns"),
+        (TTSchedulerBase, "_vllm_schedule", "pass_glue", "vllm_ns"),
         (TTLaneCoordinator, "_steady_passes", "pass_glue", "_vllm_ns"),
         (lane_module, "merge_outputs", "merge_outputs", None),
         (TTLaneCoordinator, "_merge_results", "merge_results", None),

@@ -110,9 +110,9 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         self.step_policy = StepPolicy(plan.interleave)
         self.last_step_kind = StepKind.IDLE
         register_served_model(plan)
-        # vLLM's own scheduling time within the current step, and its CPU time (schedule()).
-        self._vllm_ns = 0
-        self._vllm_cpu_ns = 0
+        # vLLM's own scheduling time within the current step, and its CPU time (reset_vllm_time).
+        self.vllm_ns = 0
+        self.vllm_cpu_ns = 0
         # Running requests found decode-ready, with their num_preemptions then (readiness()).
         self._known_ready: dict[Request, int] = {}
         # Every running request was found ready and no pass admitted one since (readiness()).
@@ -139,7 +139,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         row instead of four properties: this runs every step over every running request).
 
         And once every running request is ready, none is looked at again until a pass admits
-        one: only an admission (a new or resumed request in a pass's output, ``_vllm_pass``)
+        one: only an admission (a new or resumed request in a pass's output, ``vllm_pass``)
         adds to ``running``; a finish or a preemption only takes requests out of it."""
         running = self.running
         if self._all_ready:
@@ -160,7 +160,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
     def steady_decode(self) -> bool:
         """The steady decode pass: every running request was found ready (``readiness()``), no
         pass admitted one since, and nothing waits. Its facts are ``DECODE_ONLY`` and vLLM's
-        pass runs over the whole running list with nothing hidden (``_schedule_only``'s first
+        pass runs over the whole running list with nothing hidden (``schedule_only``'s first
         case), so neither is derived again."""
         return self._all_ready and bool(self.running) and not (self.waiting or self.skipped_waiting)
 
@@ -174,16 +174,16 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
 
     def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        self._vllm_ns = self._vllm_cpu_ns = 0
+        self.vllm_ns = self.vllm_cpu_ns = 0
         vllm_output = self._schedule_step(throttle_prefills)  # sets last_step_kind
         output = TTSchedulerOutput.of(vllm_output, self.last_step_kind)
         kind = output.step_kind
         clock = host_phases.CLOCK
-        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self._vllm_ns)
-        policy_ns = host_phases.now() - start - self._vllm_ns
+        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self.vllm_ns)
+        policy_ns = host_phases.now() - start - self.vllm_ns
         clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
-        clock.add_cpu(kind, host_phases.Part.VLLM, self._vllm_cpu_ns)
-        policy_cpu = host_phases.cpu_now() - cpu_start - self._vllm_cpu_ns
+        clock.add_cpu(kind, host_phases.Part.VLLM, self.vllm_cpu_ns)
+        policy_cpu = host_phases.cpu_now() - cpu_start - self.vllm_cpu_ns
         clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
         return output
 
@@ -191,7 +191,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        outputs = self._vllm_update(scheduler_output, model_runner_output)
+        outputs = self.vllm_update(scheduler_output, model_runner_output)
         kind = tt_step(scheduler_output).step_kind
         host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
         host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
@@ -200,8 +200,16 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
             tt_metrics.flush()
         return outputs
 
-    # --- vLLM's passes, run by this scheduler's step and by the lane coordinator ------------
-    def _vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
+    # --- the lane API: TTLaneCoordinator (lane_scheduler.py) drives its lanes through these ----
+    # Its own step (schedule / update_from_output) uses them too; the coordinator times and
+    # merges its lanes' work itself, so none of them reports to host_phases.
+    def reset_vllm_time(self) -> None:
+        """Zero ``vllm_ns`` and ``vllm_cpu_ns``, the time of vLLM's passes that
+        ``schedule_only`` runs from here on: the coordinator calls it on each lane before a
+        step and adds the lanes' counts to its own."""
+        self.vllm_ns = self.vllm_cpu_ns = 0
+
+    def vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
         """vLLM's scheduling pass over every request, untimed: the coordinator calls it on each
         lane in its steady decode step (every lane ``steady_decode()`` or empty), timed as one
         block."""
@@ -210,11 +218,11 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
             self._all_ready = False  # admitted: readiness() derives the running list again
         return output
 
-    def _schedule_only(
+    def schedule_only(
         self, mode: StepKind, throttle_prefills: bool, ready: list[bool] | None = None
     ) -> SchedulerOutput:
         """vLLM's scheduling pass over the requests of one step kind only, timed into
-        ``_vllm_ns`` (``ready``: this pass's ``readiness()``, when already derived). The
+        ``vllm_ns`` (``ready``: this pass's ``readiness()``, when already derived). The
         coordinator calls it on every lane with the step kind it chose for all of them."""
         want_decode = mode is StepKind.DECODE
         ready = self.readiness() if ready is None else ready
@@ -260,7 +268,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
                     self.waiting.prepend_request(request)
         return output
 
-    def _rollback_empty(self, output: SchedulerOutput) -> None:
+    def rollback_empty_pass(self, output: SchedulerOutput) -> None:
         """Hand the finished/preempted id sets an empty pass consumed to the next pass: the
         coordinator calls it on every lane when a forced prefill admitted nothing anywhere and
         the step falls back to decode."""
@@ -268,7 +276,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         if output.preempted_req_ids:
             self.reset_preempted_req_ids |= output.preempted_req_ids
 
-    def _vllm_update(
+    def vllm_update(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         """vLLM's ``update_from_output``, untimed: the coordinator calls it on each lane with
@@ -281,9 +289,9 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
     # --- one scheduler's step -----------------------------------------------------------------
     def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        output = self._vllm_pass(throttle_prefills)
-        self._vllm_ns += host_phases.now() - start
-        self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
+        output = self.vllm_pass(throttle_prefills)
+        self.vllm_ns += host_phases.now() - start
+        self.vllm_cpu_ns += host_phases.cpu_now() - cpu_start
         return output
 
     def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
@@ -296,14 +304,14 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
             facts = self.work_facts(ready)
             mode = self.step_policy.choose(facts)
             if mode is StepKind.PREFILL:
-                output = self._schedule_only(StepKind.PREFILL, throttle_prefills, ready)
+                output = self.schedule_only(StepKind.PREFILL, throttle_prefills, ready)
                 if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
                     # A forced prefill that admits nothing falls back to decode.
-                    self._rollback_empty(output)
+                    self.rollback_empty_pass(output)
                     mode, facts = StepKind.DECODE, DECODE_ONLY
-                    output = self._schedule_only(StepKind.DECODE, throttle_prefills)
+                    output = self.schedule_only(StepKind.DECODE, throttle_prefills)
             elif mode is StepKind.DECODE:
-                output = self._schedule_only(StepKind.DECODE, throttle_prefills, ready)
+                output = self.schedule_only(StepKind.DECODE, throttle_prefills, ready)
             else:
                 output = self._vllm_schedule(throttle_prefills)
         if output.total_num_scheduled_tokens == 0:

@@ -206,6 +206,30 @@ def make_coordinator(config: Any, num_blocks: int) -> TTLaneCoordinator:
     )
 
 
+def private_reaches(source: str) -> list[str]:
+    """Every ``x._name`` in ``source`` whose ``x`` is not ``self`` (dunders aside)."""
+    import ast
+
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not (node.attr.startswith("__") and node.attr.endswith("__"))
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+
+
+def test_the_coordinator_drives_its_lanes_through_public_members_only() -> None:
+    # The scheduler's lane API (TTSchedulerBase) is what a lane offers the coordinator; its
+    # private state stays the scheduler's own.
+    from vllm_tt_plugin import lane_scheduler
+
+    assert private_reaches(Path(lane_scheduler.__file__).read_text()) == []
+    # The scan sees such a reach (what lane_scheduler.py did before the lane API).
+    assert private_reaches("lane._vllm_ns = 0\nself._pending = {}") == ["line 1: lane._vllm_ns"]
+
+
 def test_least_loaded_placement_and_sticky_lanes(make_config: Any) -> None:
     config = make_config(model_class=f"{FAKES}:LaneModel", data_parallel_size=4, max_num_seqs=2)
     coord = make_coordinator(config, num_blocks=64)
