@@ -348,8 +348,8 @@ def check_scheduler_class(cls: type[TTSchedulerBase], plan: LaunchPlan) -> None:
     wanted = scheduler_class(plan)
     if not issubclass(cls, wanted):
         raise SchedulerClassError(
-            f"{cls.__name__} is not the scheduler of this launch: its launch plan has "
-            f"async_overlap={plan.async_overlap}, which needs {wanted.__name__} (vLLM's "
+            f"{cls.__name__} cannot serve this launch: its plan has "
+            f"async_overlap={plan.async_overlap}, which takes {wanted.__name__} (vLLM's "
             f"{'AsyncScheduler' if plan.async_overlap else 'plain Scheduler'} bookkeeping); "
-            "build the class scheduler.scheduler_class(plan) names, as the platform installs it"
+            "build scheduler.scheduler_class(plan), the class the platform installs"
         )
