@@ -180,20 +180,22 @@ class SegmentSample:
     calls: dict[str, float]  # calls per decode step, by segment
 
 
-def segment_targets() -> list[tuple[Any, str, str, bool]]:
-    """What ``timed_segments`` wraps: (owner, attribute, segment, less vLLM's time inside)."""
+def segment_targets() -> list[tuple[Any, str, str, str | None]]:
+    """What ``timed_segments`` wraps: (owner, attribute, segment, the owner's count of vLLM's
+    time, which the segment leaves out; None: nothing left out). The schedulers' methods are
+    wrapped on their common base, so the sync and the async class are both timed."""
     from vllm_tt_plugin import lane_scheduler as lane_module
     from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator
-    from vllm_tt_plugin.scheduler import TTScheduler
+    from vllm_tt_plugin.scheduler import TTSchedulerBase
 
     return [
-        (TTScheduler, "steady_decode", "steady_check", False),
-        (TTScheduler, "readiness", "readiness", False),
-        (TTScheduler, "work_facts", "work_facts", False),
-        (TTScheduler, "_vllm_schedule", "pass_glue", True),
-        (TTLaneCoordinator, "_steady_passes", "pass_glue", True),
-        (lane_module, "merge_outputs", "merge_outputs", False),
-        (TTLaneCoordinator, "_merge_results", "merge_results", False),
+        (TTSchedulerBase, "steady_decode", "steady_check", None),
+        (TTSchedulerBase, "readiness", "readiness", None),
+        (TTSchedulerBase, "work_facts", "work_facts", None),
+        (TTSchedulerBase, "_vllm_schedule", "pass_glue", "vllm_ns"),
+        (TTLaneCoordinator, "_steady_passes", "pass_glue", "_vllm_ns"),
+        (lane_module, "merge_outputs", "merge_outputs", None),
+        (TTLaneCoordinator, "_merge_results", "merge_results", None),
     ]
 
 
@@ -206,17 +208,17 @@ def timed_segments(sched: Any, steps: int) -> SegmentSample:
     calls = dict.fromkeys(SEGMENTS, 0)
     clock = time.perf_counter_ns
 
-    def wrap(name: str, fn: Any, less_vllm: bool) -> Any:
+    def wrap(name: str, fn: Any, vllm_count: str | None) -> Any:
         def timed_call(*args: Any, **kwargs: Any) -> Any:
             owner = args[0]
-            vllm_before = owner._vllm_ns if less_vllm else 0
+            vllm_before = getattr(owner, vllm_count) if vllm_count else 0
             start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
                 spent = clock() - start
-                if less_vllm:
-                    spent -= owner._vllm_ns - vllm_before
+                if vllm_count:
+                    spent -= getattr(owner, vllm_count) - vllm_before
                 ns[name] += spent
                 calls[name] += 1
 
@@ -224,8 +226,8 @@ def timed_segments(sched: Any, steps: int) -> SegmentSample:
 
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _, _ in segment_targets()]
     try:
-        for owner, attr, name, less_vllm in segment_targets():
-            setattr(owner, attr, wrap(name, getattr(owner, attr), less_vllm))
+        for owner, attr, name, vllm_count in segment_targets():
+            setattr(owner, attr, wrap(name, getattr(owner, attr), vllm_count))
         for _ in range(steps):
             step(sched, sched.schedule())
     finally:

@@ -2,12 +2,14 @@
 
 ``--data_parallel_size N --max_num_seqs M`` becomes N in-process lanes of M sequences in one
 engine: the model hosts N KV caches (``tt_data_parallel``) on one device mesh. The coordinator
-owns one TTScheduler per lane, each with its own KV block pool (lane-local block ids). A new
-request goes to the least-loaded lane and stays there; all lanes share the step mode (prefill
-if any lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the
-lanes' scheduler outputs are merged into one step for the worker, a ``TTSchedulerOutput``
-carrying each request's lane; model outputs are routed back per lane. The lane layout and the
-interleave policy come from the launch plan.
+owns one TT scheduler per lane, of the class the launch plan picks (``scheduler_class``: sync or
+async, as for one lane), each with its own KV block pool (lane-local block ids). A new request
+goes to the least-loaded lane and stays there; all lanes share the step mode (prefill if any
+lane can prefill; a prefill step that admits nothing anywhere falls back to decode); the lanes'
+scheduler outputs are merged into one step for the worker, a ``TTSchedulerOutput`` carrying
+each request's lane; model outputs are routed back per lane. The lane layout and the interleave
+policy come from the launch plan. The coordinator reaches its lanes through public members
+only: vLLM's scheduler interface and the TT scheduler's lane API.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.scheduler import TTScheduler, scheduled_kind
+from vllm_tt_plugin.scheduler import scheduled_kind, scheduler_class
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
 from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
@@ -139,8 +141,9 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         plan = read_plan(vllm_config)
         self.layout = plan.lanes
         lane_config = _lane_config(vllm_config, self.layout.seqs_per_lane)
+        lane_class = scheduler_class(plan)
         self.lanes = [
-            TTScheduler(
+            lane_class(
                 vllm_config=lane_config,
                 kv_cache_config=kv_cache_config,
                 structured_output_manager=structured_output_manager,
@@ -197,14 +200,14 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
         self._vllm_ns = self._vllm_cpu_ns = 0
         for lane in self.lanes:
-            lane._vllm_ns = lane._vllm_cpu_ns = 0
+            lane.reset_vllm_time()
         merged = self._schedule_lanes(throttle_prefills)
         kind = merged.step_kind
         clock = host_phases.CLOCK
-        vllm_ns = self._vllm_ns + sum(lane._vllm_ns for lane in self.lanes)
+        vllm_ns = self._vllm_ns + sum(lane.vllm_ns for lane in self.lanes)
         clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
         clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, host_phases.now() - start - vllm_ns)
-        vllm_cpu = self._vllm_cpu_ns + sum(lane._vllm_cpu_ns for lane in self.lanes)
+        vllm_cpu = self._vllm_cpu_ns + sum(lane.vllm_cpu_ns for lane in self.lanes)
         clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu)
         policy_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
         clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
@@ -212,14 +215,14 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     def _steady_passes(self, throttle_prefills: bool) -> list[SchedulerOutput] | None:
         """The steady decode step: every lane is in its steady decode state
-        (``TTScheduler.steady_decode``) or empty, so each lane's step is vLLM's pass over its
+        (``TTSchedulerBase.steady_decode``) or empty, so each lane's step is vLLM's pass over its
         running list, with nothing to hide. The passes run back to back and are timed as one
         block (None: not this step; with every lane empty the step comes out idle)."""
         for lane in self.lanes:
             if not lane.steady_decode() and (lane.running or lane.waiting or lane.skipped_waiting):
                 return None
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        outputs = [lane._vllm_pass(throttle_prefills) for lane in self.lanes]
+        outputs = [lane.vllm_pass(throttle_prefills) for lane in self.lanes]
         self._vllm_ns += host_phases.now() - start
         self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
         return outputs
@@ -239,7 +242,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         mode = self.step_policy.choose(facts)
         # (An idle choice means no lane holds a request: _steady_passes took that step.)
         outputs = [
-            lane._schedule_only(mode, throttle_prefills, r)
+            lane.schedule_only(mode, throttle_prefills, r)
             for lane, r in zip(self.lanes, readies, strict=True)
         ]
         if (
@@ -249,9 +252,9 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         ):
             # A forced prefill that admits nothing in any lane falls back to decode.
             for lane, output in zip(self.lanes, outputs, strict=True):
-                lane._rollback_empty(output)
+                lane.rollback_empty_pass(output)
             mode, facts = StepKind.DECODE, DECODE_ONLY
-            outputs = [lane._schedule_only(mode, throttle_prefills) for lane in self.lanes]
+            outputs = [lane.schedule_only(mode, throttle_prefills) for lane in self.lanes]
         return self._merged(outputs, mode, facts)
 
     def _merged(
@@ -274,7 +277,7 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         # Each lane reads only its own requests' rows (the runner output is indexed by id).
         lane_outputs = self._pending.pop(id(scheduler_output))
         results = [
-            lane._vllm_update(lane_output, model_runner_output)
+            lane.vllm_update(lane_output, model_runner_output)
             for lane, lane_output in zip(self.lanes, lane_outputs, strict=True)
         ]
         # vLLM's share is the lanes' updates, timed as one block; the merge is the plugin's.

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 WORKER_CLS = "vllm_tt_plugin.worker.TTWorker"
-SCHEDULER_CLS = "vllm_tt_plugin.scheduler.TTScheduler"
 LANE_COORDINATOR_CLS = "vllm_tt_plugin.lane_scheduler.TTLaneCoordinator"
 
 # TT paged attention works on 32-token tiles; 64 is what tt-metal generators are tuned for.
@@ -179,9 +178,14 @@ class TTPlatform(Platform):  # type: ignore[misc]
 
 def _install_classes(vllm_config: VllmConfig, plan: LaunchPlan) -> None:
     vllm_config.parallel_config.worker_cls = WORKER_CLS
-    vllm_config.scheduler_config.scheduler_cls = (
-        LANE_COORDINATOR_CLS if plan.lanes.lanes > 1 else SCHEDULER_CLS
-    )
+    if plan.lanes.lanes > 1:
+        # It builds each lane's scheduler with the same plan choice (scheduler_class).
+        vllm_config.scheduler_config.scheduler_cls = LANE_COORDINATOR_CLS
+        return
+    from vllm_tt_plugin.scheduler import scheduler_class
+
+    chosen = scheduler_class(plan)  # sync or async bookkeeping, as the plan's async_overlap
+    vllm_config.scheduler_config.scheduler_cls = f"{chosen.__module__}.{chosen.__qualname__}"
 
 
 def _resolve_plan(

@@ -1,4 +1,4 @@
-"""TTScheduler: vLLM's scheduler, constrained to prefill-only or decode-only steps.
+"""The TT schedulers: vLLM's scheduler, constrained to prefill-only or decode-only steps.
 
 vLLM's scheduler mixes prefill chunks and decodes in one step; TT executes them as different
 programs. Each step, a pure policy (step_policy.py) picks the step kind; the requests of the
@@ -6,15 +6,17 @@ other kind are hidden from vLLM's scheduling pass, which then runs unchanged (KV
 preemption, prefix caching, chunking, structured output, stats). A prefill step that admits
 nothing (no KV room, blocked grammar) falls back to a decode step.
 
-Async scheduling uses vLLM's AsyncScheduler bookkeeping (output placeholders); without it the
-plain Scheduler bookkeeping runs (bound per instance). See docs/SCHEDULING.md.
+The policy is ``TTSchedulerBase``, a vLLM ``Scheduler``; the launch plan picks one of its two
+classes (``scheduler_class``): ``TTAsyncScheduler`` is also vLLM's ``AsyncScheduler`` (output
+placeholders) and serves launches whose async scheduling overlaps decode, ``TTScheduler`` keeps
+the plain ``Scheduler`` bookkeeping. The lane coordinator (lane_scheduler.py) drives one of them
+per lane through the lane API below. See docs/SCHEDULING.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MethodType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -25,7 +27,7 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
 from vllm_tt_plugin import host_phases, tt_metrics
-from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.launch_plan import LaunchPlan, read_plan
 from vllm_tt_plugin.loader import register_served_model
 from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.step_kind import StepKind
@@ -84,32 +86,33 @@ def force_compact_json(vllm_config: VllmConfig) -> None:
     vllm_config.structured_outputs_config.disable_any_whitespace = True
 
 
-class TTScheduler(AsyncScheduler):  # type: ignore[misc]
+class SchedulerClassError(RuntimeError):
+    """A TT scheduler class built under a launch plan it does not serve."""
+
+
+class TTSchedulerBase(Scheduler):  # type: ignore[misc]
+    """The TT step policy over vLLM's scheduler. Not installed itself: the platform installs
+    ``scheduler_class(plan)``, which fixes vLLM's bookkeeping for the launch."""
+
+    # vLLM's AsyncScheduler bookkeeping (output placeholders): the plan's async_overlap.
+    async_overlap: ClassVar[bool]
     # The base's state this class reshuffles per step (vLLM's types are not seen by the lint).
     running: list[Request]
     waiting: RequestQueue
     skipped_waiting: RequestQueue
     max_num_running_reqs: int
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, vllm_config: VllmConfig, *args: Any, **kwargs: Any) -> None:
+        plan = read_plan(vllm_config)
+        check_scheduler_class(type(self), plan)  # before vLLM allocates anything
+        super().__init__(vllm_config, *args, **kwargs)
         force_compact_json(self.structured_output_manager.vllm_config)
-        plan = read_plan(self.vllm_config)
         self.step_policy = StepPolicy(plan.interleave)
-        # The platform turned async scheduling off unless the model splits decode submit and
-        # read-back, so the plan's overlap is exactly vLLM's async_scheduling.
-        self.async_mode = plan.async_overlap
-        if not self.async_mode:
-            # vLLM's plain Scheduler bookkeeping (no output placeholders), bound on the instance
-            # rather than chosen in an override: update_from_output calls it once per request.
-            self._update_after_schedule = MethodType(Scheduler._update_after_schedule, self)
-            self._update_request_with_output = MethodType(
-                Scheduler._update_request_with_output, self
-            )
         self.last_step_kind = StepKind.IDLE
         register_served_model(plan)
-        self._vllm_ns = 0  # vLLM's own scheduling time within the current schedule()
-        self._vllm_cpu_ns = 0  # and its CPU time
+        # vLLM's own scheduling time within the current step, and its CPU time (reset_vllm_time).
+        self.vllm_ns = 0
+        self.vllm_cpu_ns = 0
         # Running requests found decode-ready, with their num_preemptions then (readiness()).
         self._known_ready: dict[Request, int] = {}
         # Every running request was found ready and no pass admitted one since (readiness()).
@@ -136,7 +139,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         row instead of four properties: this runs every step over every running request).
 
         And once every running request is ready, none is looked at again until a pass admits
-        one: only an admission (a new or resumed request in a pass's output, ``_vllm_schedule``)
+        one: only an admission (a new or resumed request in a pass's output, ``vllm_pass``)
         adds to ``running``; a finish or a preemption only takes requests out of it."""
         running = self.running
         if self._all_ready:
@@ -157,7 +160,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
     def steady_decode(self) -> bool:
         """The steady decode pass: every running request was found ready (``readiness()``), no
         pass admitted one since, and nothing waits. Its facts are ``DECODE_ONLY`` and vLLM's
-        pass runs over the whole running list with nothing hidden (``_schedule_only``'s first
+        pass runs over the whole running list with nothing hidden (``schedule_only``'s first
         case), so neither is derived again."""
         return self._all_ready and bool(self.running) and not (self.waiting or self.skipped_waiting)
 
@@ -171,16 +174,16 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
 
     def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        self._vllm_ns = self._vllm_cpu_ns = 0
+        self.vllm_ns = self.vllm_cpu_ns = 0
         vllm_output = self._schedule_step(throttle_prefills)  # sets last_step_kind
         output = TTSchedulerOutput.of(vllm_output, self.last_step_kind)
         kind = output.step_kind
         clock = host_phases.CLOCK
-        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self._vllm_ns)
-        policy_ns = host_phases.now() - start - self._vllm_ns
+        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self.vllm_ns)
+        policy_ns = host_phases.now() - start - self.vllm_ns
         clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
-        clock.add_cpu(kind, host_phases.Part.VLLM, self._vllm_cpu_ns)
-        policy_cpu = host_phases.cpu_now() - cpu_start - self._vllm_cpu_ns
+        clock.add_cpu(kind, host_phases.Part.VLLM, self.vllm_cpu_ns)
+        policy_cpu = host_phases.cpu_now() - cpu_start - self.vllm_cpu_ns
         clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
         return output
 
@@ -188,7 +191,7 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
         start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        outputs = self._vllm_update(scheduler_output, model_runner_output)
+        outputs = self.vllm_update(scheduler_output, model_runner_output)
         kind = tt_step(scheduler_output).step_kind
         host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
         host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
@@ -197,69 +200,30 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
             tt_metrics.flush()
         return outputs
 
-    def _vllm_update(
-        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
-    ) -> dict[int, EngineCoreOutputs]:
-        """vLLM's ``update_from_output``, untimed: the lane coordinator times its lanes'
-        updates as one block."""
-        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
-            scheduler_output, model_runner_output
-        )
-        return outputs
+    # --- the lane API: TTLaneCoordinator (lane_scheduler.py) drives its lanes through these ----
+    # Its own step (schedule / update_from_output) uses them too; the coordinator times and
+    # merges its lanes' work itself, so none of them reports to host_phases.
+    def reset_vllm_time(self) -> None:
+        """Zero ``vllm_ns`` and ``vllm_cpu_ns``, the time of vLLM's passes that
+        ``schedule_only`` runs from here on: the coordinator calls it on each lane before a
+        step and adds the lanes' counts to its own."""
+        self.vllm_ns = self.vllm_cpu_ns = 0
 
-    def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        output = self._vllm_pass(throttle_prefills)
-        self._vllm_ns += host_phases.now() - start
-        self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
-        return output
-
-    def _vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
-        """vLLM's scheduling pass, untimed (the lane coordinator times its lanes' steady passes
-        as one block)."""
+    def vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
+        """vLLM's scheduling pass over every request, untimed: the coordinator calls it on each
+        lane in its steady decode step (every lane ``steady_decode()`` or empty), timed as one
+        block."""
         output: SchedulerOutput = super().schedule(throttle_prefills)
         if output.scheduled_new_reqs or output.scheduled_cached_reqs.resumed_req_ids:
             self._all_ready = False  # admitted: readiness() derives the running list again
         return output
 
-    def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
-        if self.steady_decode():
-            facts = DECODE_ONLY
-            mode = self.step_policy.choose(facts)
-            output = self._vllm_schedule(throttle_prefills)
-        else:
-            ready = self.readiness()
-            facts = self.work_facts(ready)
-            mode = self.step_policy.choose(facts)
-            if mode is StepKind.PREFILL:
-                output = self._schedule_only(StepKind.PREFILL, throttle_prefills, ready)
-                if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
-                    # A forced prefill that admits nothing falls back to decode.
-                    self._rollback_empty(output)
-                    mode, facts = StepKind.DECODE, DECODE_ONLY
-                    output = self._schedule_only(StepKind.DECODE, throttle_prefills)
-            elif mode is StepKind.DECODE:
-                output = self._schedule_only(StepKind.DECODE, throttle_prefills, ready)
-            else:
-                output = self._vllm_schedule(throttle_prefills)
-        if output.total_num_scheduled_tokens == 0:
-            mode = StepKind.IDLE
-        mode = scheduled_kind(mode, output, self.requests, self.block_output)
-        self.step_policy.record(mode, facts)
-        self.last_step_kind = mode
-        return output
-
-    def _rollback_empty(self, output: SchedulerOutput) -> None:
-        """An empty pass consumed the finished/preempted id sets; hand them to the next one."""
-        self.finished_req_ids |= output.finished_req_ids
-        if output.preempted_req_ids:
-            self.reset_preempted_req_ids |= output.preempted_req_ids
-
-    def _schedule_only(
+    def schedule_only(
         self, mode: StepKind, throttle_prefills: bool, ready: list[bool] | None = None
     ) -> SchedulerOutput:
-        """Run vLLM's scheduling pass over the requests of one step kind only (``ready``:
-        this pass's ``readiness()``, when already derived)."""
+        """vLLM's scheduling pass over the requests of one step kind only, timed into
+        ``vllm_ns`` (``ready``: this pass's ``readiness()``, when already derived). The
+        coordinator calls it on every lane with the step kind it chose for all of them."""
         want_decode = mode is StepKind.DECODE
         ready = self.readiness() if ready is None else ready
         if (
@@ -303,3 +267,89 @@ class TTScheduler(AsyncScheduler):  # type: ignore[misc]
                 for request in reversed(preempted):
                     self.waiting.prepend_request(request)
         return output
+
+    def rollback_empty_pass(self, output: SchedulerOutput) -> None:
+        """Hand the finished/preempted id sets an empty pass consumed to the next pass: the
+        coordinator calls it on every lane when a forced prefill admitted nothing anywhere and
+        the step falls back to decode."""
+        self.finished_req_ids |= output.finished_req_ids
+        if output.preempted_req_ids:
+            self.reset_preempted_req_ids |= output.preempted_req_ids
+
+    def vllm_update(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> dict[int, EngineCoreOutputs]:
+        """vLLM's ``update_from_output``, untimed: the coordinator calls it on each lane with
+        that lane's own output of the step, and times the lanes' updates as one block."""
+        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(
+            scheduler_output, model_runner_output
+        )
+        return outputs
+
+    # --- one scheduler's step -----------------------------------------------------------------
+    def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
+        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        output = self.vllm_pass(throttle_prefills)
+        self.vllm_ns += host_phases.now() - start
+        self.vllm_cpu_ns += host_phases.cpu_now() - cpu_start
+        return output
+
+    def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
+        if self.steady_decode():
+            facts = DECODE_ONLY
+            mode = self.step_policy.choose(facts)
+            output = self._vllm_schedule(throttle_prefills)
+        else:
+            ready = self.readiness()
+            facts = self.work_facts(ready)
+            mode = self.step_policy.choose(facts)
+            if mode is StepKind.PREFILL:
+                output = self.schedule_only(StepKind.PREFILL, throttle_prefills, ready)
+                if output.total_num_scheduled_tokens == 0 and facts.decode_ready:
+                    # A forced prefill that admits nothing falls back to decode.
+                    self.rollback_empty_pass(output)
+                    mode, facts = StepKind.DECODE, DECODE_ONLY
+                    output = self.schedule_only(StepKind.DECODE, throttle_prefills)
+            elif mode is StepKind.DECODE:
+                output = self.schedule_only(StepKind.DECODE, throttle_prefills, ready)
+            else:
+                output = self._vllm_schedule(throttle_prefills)
+        if output.total_num_scheduled_tokens == 0:
+            mode = StepKind.IDLE
+        mode = scheduled_kind(mode, output, self.requests, self.block_output)
+        self.step_policy.record(mode, facts)
+        self.last_step_kind = mode
+        return output
+
+
+class TTScheduler(TTSchedulerBase):
+    """The TT scheduler with vLLM's plain Scheduler bookkeeping (no async overlap)."""
+
+    async_overlap = False
+
+
+class TTAsyncScheduler(TTSchedulerBase, AsyncScheduler):  # type: ignore[misc]
+    """The TT scheduler with vLLM's AsyncScheduler bookkeeping: output placeholders for the
+    decode the runner has submitted but not read back (async overlap)."""
+
+    async_overlap = True
+
+
+def scheduler_class(plan: LaunchPlan) -> type[TTSchedulerBase]:
+    """The TT scheduler class of a launch (of each of its lanes, with lane DP): the one place
+    the choice is made; the platform installs it and the lane coordinator builds its lanes with
+    it. The platform turned vLLM's async scheduling off unless the model splits decode submit
+    and read-back, so the plan's async_overlap is exactly vLLM's async_scheduling."""
+    return TTAsyncScheduler if plan.async_overlap else TTScheduler
+
+
+def check_scheduler_class(cls: type[TTSchedulerBase], plan: LaunchPlan) -> None:
+    """Refuse a TT scheduler class whose bookkeeping disagrees with the plan's async_overlap."""
+    wanted = scheduler_class(plan)
+    if not issubclass(cls, wanted):
+        raise SchedulerClassError(
+            f"{cls.__name__} cannot serve this launch: its plan has "
+            f"async_overlap={plan.async_overlap}, which takes {wanted.__name__} (vLLM's "
+            f"{'AsyncScheduler' if plan.async_overlap else 'plain Scheduler'} bookkeeping); "
+            "build scheduler.scheduler_class(plan), the class the platform installs"
+        )

@@ -23,6 +23,7 @@ from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
 from vllm_tt_plugin.launch_plan import read_plan
 from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.scheduler import TTAsyncScheduler, TTScheduler, scheduler_class
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput
 from vllm_tt_plugin.utils.device_discovery import (
@@ -84,7 +85,7 @@ def test_dp_one_changes_nothing(make_config: Any) -> None:
     assert read_plan(config).lanes == LaneLayout(lanes=1, seqs_per_lane=8)
     assert read_plan(config).device_groups is None
     assert config.scheduler_config.max_num_seqs == 8
-    assert config.scheduler_config.scheduler_cls == "vllm_tt_plugin.scheduler.TTScheduler"
+    assert config.scheduler_config.get_scheduler_cls() is scheduler_class(read_plan(config))
 
 
 def test_standard_dp_discovers_groups(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,6 +204,30 @@ def make_coordinator(config: Any, num_blocks: int) -> TTLaneCoordinator:
         structured_output_manager=base.structured_output_manager,
         block_size=config.cache_config.block_size,
     )
+
+
+def private_reaches(source: str) -> list[str]:
+    """Every ``x._name`` in ``source`` whose ``x`` is not ``self`` (dunders aside)."""
+    import ast
+
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not (node.attr.startswith("__") and node.attr.endswith("__"))
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+
+
+def test_the_coordinator_drives_its_lanes_through_public_members_only() -> None:
+    # The scheduler's lane API (TTSchedulerBase) is what a lane offers the coordinator; its
+    # private state stays the scheduler's own.
+    from vllm_tt_plugin import lane_scheduler
+
+    assert private_reaches(Path(lane_scheduler.__file__).read_text()) == []
+    # The scan sees such a reach (what lane_scheduler.py did before the lane API).
+    assert private_reaches("lane._vllm_ns = 0\nself._pending = {}") == ["line 1: lane._vllm_ns"]
 
 
 def test_least_loaded_placement_and_sticky_lanes(make_config: Any) -> None:
@@ -364,7 +389,9 @@ def test_steady_lane_passes_schedule_what_the_derivation_does(
             async_scheduling=async_scheduling,
         )
         coord = make_coordinator(config, num_blocks=kv_blocks)
-        assert all(lane.async_mode is async_scheduling for lane in coord.lanes)
+        # Every lane is the plan's scheduler class: vLLM's async bookkeeping exactly when asked.
+        lane_class = TTAsyncScheduler if async_scheduling else TTScheduler
+        assert all(type(lane) is lane_class for lane in coord.lanes)
         if shortcut:
             steady_steps = count_steady(coord, monkeypatch)
         else:

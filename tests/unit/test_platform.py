@@ -41,7 +41,6 @@ def test_architectures_rewritten_and_tt_classes_selected(make_config: Any) -> No
     config = make_config()
     assert config.model_config.hf_config.architectures == ["TTReferenceLlamaForCausalLM"]
     assert config.parallel_config.worker_cls == "vllm_tt_plugin.worker.TTWorker"
-    assert config.scheduler_config.scheduler_cls == "vllm_tt_plugin.scheduler.TTScheduler"
     assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     assert not config.use_v2_model_runner
 
@@ -189,6 +188,28 @@ def test_async_scheduling_turned_off_with_one_warning_for_incapable_model(
     warnings = [r for r in caplog.records if "supports_async_decode" in r.getMessage()]
     assert len(warnings) == 1
     assert "async scheduling turned off" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("model", "async_scheduling", "overlap"),
+    [("CapableModel", True, True), ("CapableModel", False, False), ("BareModel", True, False)],
+)
+def test_the_scheduler_class_follows_the_plans_async_overlap(
+    make_config: Any, model: str, async_scheduling: bool, overlap: bool
+) -> None:
+    """The platform installs the sync or the async TT scheduler as the plan says; the engine
+    core resolves it through vLLM's own SchedulerConfig.get_scheduler_cls."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    from vllm_tt_plugin.launch_plan import read_plan
+    from vllm_tt_plugin.scheduler import TTAsyncScheduler, TTScheduler
+
+    config = make_config(model_class=f"{FAKES}:{model}", async_scheduling=async_scheduling)
+    assert read_plan(config).async_overlap is overlap
+    installed = config.scheduler_config.get_scheduler_cls()
+    assert installed is (TTAsyncScheduler if overlap else TTScheduler)
+    # vLLM's engine core runs its async batch queue exactly when the class keeps placeholders.
+    assert issubclass(installed, AsyncScheduler) is bool(config.scheduler_config.async_scheduling)
 
 
 def test_platform_config_stays_valid_for_api_server_processes(make_config: Any) -> None:

@@ -1,7 +1,7 @@
 """TTModelRunner step behaviour with the real reference model, driven as vLLM's engine core does.
 
 Each test starts a TTWorker on a tiny generated checkpoint (reference Llama on the emulated mesh)
-and a TTScheduler over the worker's KV cache config, then runs the engine loop in-process:
+and the TT scheduler over the worker's KV cache config, then runs the engine loop in-process:
 ``schedule -> execute_model -> sample_tokens -> update_from_output``. The reference model records
 every accepted contract call in ``model.call_log``, which is what most assertions read:
 
@@ -38,7 +38,7 @@ from tests.unit.tiny_checkpoint import (
 )
 from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.model_runner import TTModelRunner
-from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.scheduler import TTSchedulerBase
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, UnscheduledStepError
 from vllm_tt_plugin.test_models.calls import CallRecord
@@ -61,7 +61,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @dataclass
 class Serving:
     worker: TTWorker
-    sched: TTScheduler
+    sched: TTSchedulerBase
 
     @property
     def runner(self) -> TTModelRunner:

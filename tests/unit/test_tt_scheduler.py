@@ -1,4 +1,4 @@
-"""TTScheduler over vLLM's real scheduler and KV cache manager (no engine, no device).
+"""The TT schedulers over vLLM's real scheduler and KV cache manager (no engine, no device).
 
 Drives schedule() / update_from_output() by hand, feeding back one token per scheduled request,
 and checks the TT invariants: every step is prefill-only or decode-only, the interleave policy
@@ -25,20 +25,32 @@ from vllm.v1.structured_output import StructuredOutputManager
 from tests.unit.metrics_files import scrape, value
 from tests.unit.tiny_checkpoint import BLOCK_HASHER
 from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
-from vllm_tt_plugin.scheduler import TTScheduler, is_decode_ready
+from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.scheduler import (
+    SchedulerClassError,
+    TTAsyncScheduler,
+    TTScheduler,
+    TTSchedulerBase,
+    is_decode_ready,
+    scheduler_class,
+)
 from vllm_tt_plugin.step_kind import StepKind
 
 _ids = itertools.count()
 
 
-def make_scheduler(config: Any, num_blocks: int) -> TTScheduler:
+def make_scheduler(
+    config: Any, num_blocks: int, cls: type[TTSchedulerBase] | None = None
+) -> TTSchedulerBase:
+    """The plan's scheduler class (``cls``: another one) over ``num_blocks`` KV blocks."""
     specs = uniform_kv_cache_spec(config)
     config.cache_config.num_gpu_blocks_override = num_blocks
     kv = get_kv_cache_configs(config, [specs], [num_blocks * pool_bytes_per_block(config, specs)])[
         0
     ]
     config.cache_config.num_gpu_blocks = kv.num_blocks
-    return TTScheduler(
+    cls = scheduler_class(read_plan(config)) if cls is None else cls
+    return cls(
         vllm_config=config,
         kv_cache_config=kv,
         structured_output_manager=StructuredOutputManager(config),
@@ -57,7 +69,7 @@ def request(prompt_len: int, max_tokens: int) -> Request:
     )
 
 
-def step_kind(sched: TTScheduler, out: SchedulerOutput) -> str:
+def step_kind(sched: TTSchedulerBase, out: SchedulerOutput) -> str:
     decode = prefill = 0
     for req_id, n in out.num_scheduled_tokens.items():
         req = sched.requests[req_id]
@@ -76,7 +88,7 @@ def step_kind(sched: TTScheduler, out: SchedulerOutput) -> str:
 
 def feed_back(sched: Any, out: SchedulerOutput, emitted: dict[str, list[int]]) -> None:
     """What the worker would return: one token for each request whose step completes (for a
-    TTScheduler, or a lane coordinator whose lanes hold the requests)."""
+    TT scheduler, or a lane coordinator whose lanes hold the requests)."""
     lanes = getattr(sched, "lanes", None)
     req_ids = list(out.num_scheduled_tokens)
     sampled = []
@@ -98,7 +110,7 @@ def feed_back(sched: Any, out: SchedulerOutput, emitted: dict[str, list[int]]) -
     )
 
 
-def run(sched: TTScheduler, max_steps: int = 500) -> tuple[str, dict[str, list[int]]]:
+def run(sched: TTSchedulerBase, max_steps: int = 500) -> tuple[str, dict[str, list[int]]]:
     pattern, emitted = [], {}
     for _ in range(max_steps):
         if not sched.has_requests():
@@ -320,7 +332,7 @@ def test_steady_decode_shortcut_schedules_what_the_derivation_does(
             async_scheduling=async_scheduling,
         )
         sched = make_scheduler(config, num_blocks=8)
-        assert sched.async_mode is async_scheduling
+        assert sched.async_overlap is async_scheduling
         if shortcut:
             steady_steps = count_steady(sched, monkeypatch)
         else:
@@ -365,6 +377,37 @@ def test_output_placeholders_only_with_async_scheduling(
     assert emitted[r.request_id] == [7, 7]
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_the_plans_class_keeps_vllms_bookkeeping_on_the_class(
+    make_config: Any, async_scheduling: bool
+) -> None:
+    """Sync and async are two classes: vLLM's plain or async bookkeeping comes from the class
+    (its MRO), never from methods bound on the instance."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    config = make_config(max_num_seqs=2, max_model_len=256, async_scheduling=async_scheduling)
+    sched = make_scheduler(config, num_blocks=32)
+    assert type(sched) is (TTAsyncScheduler if async_scheduling else TTScheduler)
+    assert isinstance(sched, AsyncScheduler) is async_scheduling
+    vllm_class = AsyncScheduler if async_scheduling else Scheduler
+    for name in ("_update_after_schedule", "_update_request_with_output"):
+        assert name not in vars(sched)
+        assert getattr(type(sched), name) is getattr(vllm_class, name)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_class_the_plan_does_not_choose_is_refused(
+    make_config: Any, async_scheduling: bool
+) -> None:
+    config = make_config(max_num_seqs=2, max_model_len=256, async_scheduling=async_scheduling)
+    other = TTScheduler if async_scheduling else TTAsyncScheduler
+    with pytest.raises(SchedulerClassError, match=f"async_overlap={async_scheduling}"):
+        make_scheduler(config, num_blocks=32, cls=other)
+    with pytest.raises(SchedulerClassError, match=scheduler_class(read_plan(config)).__name__):
+        make_scheduler(config, num_blocks=32, cls=TTSchedulerBase)
+
+
 def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
     """A prompt with image placeholders at (offset, length); the encoder data itself is not
     needed to schedule, only the positions (and identifiers, for the block hashes)."""
@@ -387,7 +430,7 @@ def mm_request(prompt_len: int, items: list[tuple[int, int]]) -> Request:
     )
 
 
-def prefill_chunks(sched: TTScheduler, *reqs: Request) -> list[list[tuple[int, int]]]:
+def prefill_chunks(sched: TTSchedulerBase, *reqs: Request) -> list[list[tuple[int, int]]]:
     """Add the requests (in order) and run until every prompt is computed; per request, the
     [start, end) token range of each of its prefill chunks."""
     for req in reqs:
@@ -451,7 +494,7 @@ def test_vllm_still_cuts_an_image_that_starts_the_chunk(make_config: Any) -> Non
 
 def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
     """The grammar backends read disable_any_whitespace from the structured output manager's
-    config in the engine core: TTScheduler sets it there (compact JSON cannot loop)."""
+    config in the engine core: the TT scheduler sets it there (compact JSON cannot loop)."""
     config = make_config(max_num_seqs=4)
     assert not config.structured_outputs_config.disable_any_whitespace
     sched = make_scheduler(config, 64)

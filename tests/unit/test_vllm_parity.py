@@ -276,7 +276,7 @@ def test_the_code_scan_finds_the_known_private_names() -> None:
     found = private_vllm_names_in_code()
     for name in (
         "vllm.v1.core.kv_cache_utils:_pool_bytes_per_block",
-        "vllm.v1.core.sched.async_scheduler:AsyncScheduler._update_after_schedule",
+        "vllm.multimodal.processing.processor:BaseMultiModalProcessor._get_mm_fields_config",
         "vllm.multimodal.processing.dummy_inputs:BaseDummyInputsBuilder._get_dummy_images",
         "vllm.platforms.interface:Platform._enum",
     ):

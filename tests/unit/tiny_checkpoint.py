@@ -1,5 +1,5 @@
 """A tiny random Llama checkpoint served as the reference model, the engine core's block hasher,
-and the start-up of TTWorker + TTScheduler in-process: shared by the runner-level tests."""
+and the start-up of TTWorker + the TT scheduler in-process: shared by the runner-level tests."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from vllm.v1.core.kv_cache_utils import (
 )
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_tt_plugin.scheduler import TTScheduler
+from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.scheduler import TTSchedulerBase, scheduler_class
 from vllm_tt_plugin.worker import TTWorker
 
 TINY: dict[str, Any] = dict(
@@ -45,7 +46,9 @@ def write_tiny_checkpoint(path: Path, **config: Any) -> Path:
     return path
 
 
-def start_worker_and_scheduler(config: Any, warm_up: bool = True) -> tuple[TTWorker, TTScheduler]:
+def start_worker_and_scheduler(
+    config: Any, warm_up: bool = True
+) -> tuple[TTWorker, TTSchedulerBase]:
     """The engine core's start-up sequence over ``config``; the caller shuts the worker down."""
     worker = TTWorker(config, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:1")
     worker.init_device()
@@ -56,7 +59,7 @@ def start_worker_and_scheduler(config: Any, warm_up: bool = True) -> tuple[TTWor
         worker.initialize_from_config(kv)
         if warm_up:
             worker.compile_or_warm_up_model()
-        sched = TTScheduler(
+        sched = scheduler_class(read_plan(config))(
             vllm_config=config,
             kv_cache_config=kv,
             structured_output_manager=StructuredOutputManager(config),
