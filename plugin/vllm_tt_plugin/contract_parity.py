@@ -42,6 +42,7 @@ from typing import Any, Literal
 from vllm_tt_plugin import envs
 from vllm_tt_plugin.call_plan import METHODS, PlanFacts, ServedFacts, derive_facts, plan_calls
 from vllm_tt_plugin.contract_signatures import (
+    DEFAULT_FIXTURE,
     ContractMismatch,
     FamilyProfile,
     FixtureError,
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return 2
     findings = check(CheckoutReader(root), profiles, targets)
     shown = findings if args.verbose else [f for f in findings if f.status != "ok"]
-    out(f"contract-parity: {root} against {args.fixture or 'fixtures/tt_metal/signatures.json'}")
+    out(f"contract-parity: {root} against {args.fixture or DEFAULT_FIXTURE}")
     out(render(shown))
     bad = failures(findings, args.require_all)
     if bad:
