@@ -31,8 +31,9 @@ BLOCK_ARGS = [
 # Greedy continuations of the bundled checkpoint: no EOS in the first 320 tokens (spans two
 # canvases), and an EOS inside the first canvas. Preconditions are asserted, not assumed.
 LONG_PROMPT = [49, 315, 23, 785, 872, 467, 346, 890, 172, 827, 160]
-EOS_PROMPT = [784, 919, 438, 49, 273, 996, 531, 505, 422, 948, 810, 857, 318, 999, 496, 374, 605,
-              921, 937, 231, 524, 150, 296, 151, 781, 105, 641]  # fmt: skip
+# The chat-templated "Explain quantum physics.": its answer ends with EOS at the 12th token.
+EOS_PROMPT = [1018, 1021, 198, 36, 87, 793, 957, 486, 84, 414, 678, 303, 71, 88, 82, 72, 66, 82,
+              13, 1023, 198, 1022, 198]  # fmt: skip
 
 
 def _eos_id() -> int:
