@@ -12,7 +12,7 @@ from the launch plan, never re-decided here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,12 +21,11 @@ from vllm.config import VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
 
-from vllm_tt_plugin import host_phases, tt_metrics
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
 from vllm_tt_plugin.block_runner import BlockStepper
 from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
 from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
-from vllm_tt_plugin.host_phases import CLOCK, Part, Phase
+from vllm_tt_plugin.host_phases import Phase
 from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
@@ -45,32 +44,9 @@ from vllm_tt_plugin.sampling_route import RouteDecision, decide_route, row_featu
 from vllm_tt_plugin.served_model import ServedModel
 from vllm_tt_plugin.step_kind import StepKind
 from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.step_recorder import StepRecorder, cpu_counted
 
 logger = get_logger(__name__)
-
-
-@dataclass
-class RunnerStats:
-    """Counters logged at shutdown (operators read them; engine tests assert on them)."""
-
-    prefill_steps: int = 0
-    # Prefill rows that ended before their prompt did (a chunk of a longer prompt).
-    prefill_chunks: int = 0
-    decode_steps: int = 0
-    device_sampled_steps: int = 0
-    host_sampled_steps: int = 0
-    full_reloads: int = 0
-    page_table_reloads: int = 0
-    slot_remaps: int = 0
-    overlapped_decodes: int = 0
-    drains: int = 0
-    # Steps whose rows came from more than one lane: lanes sharing one step mode (lane-DP).
-    multi_lane_steps: int = 0
-    # Requests admitted per lane (lane-DP placement).
-    lane_admissions: list[int] = field(default_factory=list)
-
-    def summary(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
 class UnsupportedStepError(RuntimeError):
@@ -119,20 +95,6 @@ class _DecodeBatch:
     in_slot_order: bool = False
 
 
-def cpu_counted(finish: Callable[[], ModelRunnerOutput]) -> Callable[[], ModelRunnerOutput]:
-    """An overlapped decode finishes outside its own sample_tokens (when vLLM asks for its
-    output, or in a later step's drain): it counts its engine-thread CPU time itself."""
-
-    def run() -> ModelRunnerOutput:
-        start = host_phases.cpu_now()
-        try:
-            return finish()
-        finally:
-            CLOCK.add_cpu(StepKind.DECODE, Part.PLUGIN, host_phases.cpu_now() - start)
-
-    return run
-
-
 def is_decode_row(state: TTRequestState, num_computed: int, num_scheduled: int) -> bool:
     """One token whose input is a generated token: a decode. Everything else is prefill."""
     return num_scheduled == 1 and num_computed >= state.num_prompt_tokens
@@ -159,6 +121,26 @@ def misfit_rows(kind: StepKind, rows: Sequence[_ScheduledRow], block_output: boo
         for r in rows
         if r.state.slot is not None and is_decode_row(r.state, r.start, r.num_tokens)
     ]
+
+
+@dataclass
+class _PrefillStep:
+    """One prefill step's rows, placed in their slots, and what the step found for them."""
+
+    rows: list[_ScheduledRow]
+    states: list[TTRequestState]
+    new_slots: list[TTRequestState]  # slots taken this step (released if the call fails)
+    empty_slots: list[int]  # each row's global slot
+    completing: list[bool]  # rows whose prompt ends in this chunk: they sample a first token
+    sampling: list[TTRequestState]  # the states of those rows
+    sampled: list[int | None]  # per row: its first token
+    logprob_rows: list[int | None]  # per row: its row of ``logprobs``
+    logprobs: LogprobsTensors | None = None
+    decision: RouteDecision | None = None  # the sampling route, once chosen
+    on_device: bool = False  # the device samples (some row samples and the route says so)
+
+    def sample_index(self) -> list[int]:
+        return [i for i, done in enumerate(self.completing) if done]
 
 
 class TTModelRunner:
@@ -201,14 +183,9 @@ class TTModelRunner:
         self.layer_groups: tuple[int, ...] | None = None
         self._scheduled: TTSchedulerOutput | None = None
         self._step_id = 0
-        # Phase timing of the current step (host_phases): its start, and the time spent inside
-        # it finishing earlier steps (a drain), which those steps count as their own.
-        self._step_start_ns = 0
-        self._drained_ns = 0
-        self._drained_cpu_ns = 0  # the engine thread's CPU time of those drains
-        self._last_decode_ns = 0  # start of the last accepted decode step
-        self._decode_run = 0  # decode steps since the last prefill step
-        self.stats = RunnerStats(lane_admissions=[0] * lanes)
+        # Every timing, counter and metric hook of a step (step_recorder).
+        self.rec = StepRecorder(lanes)
+        self.stats = self.rec.stats
         # Python's 5 ms GIL switch interval stays: a shorter one lets vLLM's output thread
         # force the engine thread off mid-step (docs/VLLM_PATCHES.md, W18, removed).
         logger.info(
@@ -250,13 +227,10 @@ class TTModelRunner:
         """Fold the step into the request states. Sampling (and the model call) happens in
         sample_tokens, which receives the grammar bitmask for structured output. An empty step
         is answered here: the engine calls sample_tokens only for steps with work."""
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        self.rec.update_started()
         so = tt_step(scheduler_output)  # refuses a step no TT scheduler made
-        kind = so.step_kind
         self._update_states(so)
-        tt_metrics.observe_schedule(so)  # metrics hook: preemptions, resumptions
-        CLOCK.add(kind, Phase.STATE_UPDATE, host_phases.now() - start)
-        CLOCK.add_cpu(kind, Part.PLUGIN, host_phases.cpu_now() - cpu_start)
+        self.rec.update_done(so, so.step_kind)
         if so.total_num_scheduled_tokens == 0:
             self._scheduled = None
             return EMPTY_MODEL_RUNNER_OUTPUT
@@ -269,31 +243,27 @@ class TTModelRunner:
         """The step's model call and its output. The engine thread's CPU time of it is the
         plugin's (the model's host side runs on the device-call thread), less the drains in
         it: the drained steps count their own (``_finish_decode``)."""
-        cpu_start = host_phases.cpu_now()
-        self._drained_cpu_ns = 0
         so = self._scheduled
+        self.rec.sampling_started()
         try:
             return self._sample_tokens(grammar_output)
         finally:
-            kind = StepKind.IDLE if so is None else so.step_kind
-            cpu = host_phases.cpu_now() - cpu_start - self._drained_cpu_ns
-            CLOCK.add_cpu(kind, Part.PLUGIN, cpu)
+            self.rec.sampling_done(StepKind.IDLE if so is None else so.step_kind)
 
     def _sample_tokens(
         self, grammar_output: GrammarOutput | None
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
-        self._step_start_ns = host_phases.now()
-        self._drained_ns = 0
         scheduler_output, self._scheduled = self._scheduled, None
         if scheduler_output is None or scheduler_output.total_num_scheduled_tokens == 0:
             return EMPTY_MODEL_RUNNER_OUTPUT
+        kind = scheduler_output.step_kind
+        self.rec.open_step(kind)
         if scheduler_output.kv_cache_block_copies:
             # Copy-on-write of partially cached blocks needs block copies in the TT KV cache;
             # it only arises when vLLM hashes at a finer granularity than the block size.
             raise UnsupportedStepError(
                 "KV cache block copies (partial prefix-cache hits) are not supported on TT"
             )
-        kind = scheduler_output.step_kind
         if kind is StepKind.DECODE and self.block_stepper is None:
             steady = self._steady_decode(scheduler_output)
             states = None if steady is not None else self._decode_states(scheduler_output)
@@ -301,68 +271,40 @@ class TTModelRunner:
                 steady = self._decode_batch(states)
             if steady is not None:
                 self._step_id += 1
-                self.stats.multi_lane_steps += int(len(steady.lanes) > 1)
+                self.rec.decode_lanes(steady.lanes)
                 return self._run_decode(steady, scheduler_output, grammar_output)
+        rows = self._checked_rows(kind, scheduler_output)
+        self._step_id += 1
+        self.rec.lanes({r.state.lane for r in rows})
+        if self.block_stepper is not None:
+            decode = kind is StepKind.DECODE
+            output = self.block_stepper.run([r.state for r in rows], decode=decode)
+            self.rec.block_step(decode)
+            return output
+        self.drain()
+        self.rec.prefill_started()
+        return self._run_prefill(rows, scheduler_output, grammar_output)
+
+    def _checked_rows(self, kind: StepKind, so: SchedulerOutput) -> list[_ScheduledRow]:
+        """The step's rows, refused unless every one fits the step kind (``misfit_rows``)."""
+        requests = self.batch.requests
         rows = [
-            _ScheduledRow(
-                self.batch.requests[req_id], self.batch.requests[req_id].num_computed_tokens, n
-            )
-            for req_id, n in scheduler_output.num_scheduled_tokens.items()
+            _ScheduledRow(requests[req_id], requests[req_id].num_computed_tokens, n)
+            for req_id, n in so.num_scheduled_tokens.items()
         ]
         misfits = misfit_rows(kind, rows, self.block_stepper is not None)
         if misfits:
             raise UnsupportedStepError(
                 f"TT steps are prefill-only or decode-only: rows {misfits} of this "
                 f"{kind.value} step do not {kind.value} "
-                f"({dict(scheduler_output.num_scheduled_tokens)})"
+                f"({dict(so.num_scheduled_tokens)})"
             )
-        self._step_id += 1
-        lanes = {r.state.lane for r in rows}
-        if len(lanes) > 1:
-            self.stats.multi_lane_steps += 1
-        tt_metrics.observe_lanes(lanes)  # metrics hook: lanes that carried rows
-        if self.block_stepper is not None:
-            decode = kind is StepKind.DECODE
-            output = self.block_stepper.run([r.state for r in rows], decode=decode)
-            if decode:
-                self.stats.decode_steps += 1
-            else:
-                self.stats.prefill_steps += 1
-            self.stats.device_sampled_steps += 1  # a block model commits on the device
-            return output
-        self.drain()
-        self._decode_run = 0
-        return self._run_prefill(rows, scheduler_output, grammar_output)
+        return rows
 
     def drain(self) -> None:
         """Read back every in-flight decode step (the host then knows every latest token)."""
         if len(self.inflight):
-            start, cpu_start = host_phases.now(), host_phases.cpu_now()
-            self.stats.drains += 1
-            self.inflight.drain()
-            self._drained_ns += host_phases.now() - start
-            self._drained_cpu_ns += host_phases.cpu_now() - cpu_start
-
-    def _step_ns(self, until: int) -> int:
-        """This step's time from its start to ``until``, without the drains inside it."""
-        return until - self._step_start_ns - self._drained_ns
-
-    def _count_route(self, on_device: bool) -> None:
-        if on_device:
-            self.stats.device_sampled_steps += 1
-        else:
-            self.stats.host_sampled_steps += 1
-
-    def _count_decode(
-        self, command: ReloadCommand, decision: RouteDecision, overlap: bool, lanes: set[int]
-    ) -> None:
-        self.stats.decode_steps += 1
-        tt_metrics.observe_decode(command, decision, overlap, lanes)  # metrics hook
-        self._count_route(decision.on_device)
-        self.stats.full_reloads += int(command.reload_inputs)
-        self.stats.page_table_reloads += int(command.reload_page_table)
-        self.stats.slot_remaps += int(command.slot_remap is not None)
-        self.stats.overlapped_decodes += int(overlap)
+            self.rec.drain(self.inflight.drain)
 
     # --- state ------------------------------------------------------------------------------------
     def _update_states(self, so: TTSchedulerOutput) -> None:
@@ -384,7 +326,7 @@ class TTModelRunner:
             state = make_request_state(new_req, lane)
             state.host_feature = row_feature(self.plan, state.sampling_params)
             self.batch.add(state)
-            self.stats.lane_admissions[lane] += 1
+            self.rec.admitted(lane)
         resumed = self.batch.apply_cached_updates(so)
         if so.finished_req_ids or so.preempted_req_ids or so.scheduled_new_reqs or resumed:
             self._decode_cache = None  # slots change: the next decode derives its rows again
@@ -419,98 +361,131 @@ class TTModelRunner:
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
+        """Place the rows, choose the sampling route, build the call, call the model, sample
+        the rows whose prompt ends here, emit their tokens."""
+        rec = self.rec
+        step = self._place_prefill(rows)
+        rec.mark(Phase.SAMPLING_ROUTE)
+        self._route_prefill(step)
+        rec.mark(Phase.INPUT_BUILD)
+        call = self._prefill_call(step)
+        rec.mark(Phase.MODEL_SUBMIT)
+        out = self._call_prefill(step, call)
+        rec.mark(Phase.OUTPUT_BUILD)
+        self._accept_prefill(step, out)
+        if step.on_device:
+            self._device_prefill_tokens(step, out)
+        elif step.sampling:
+            self._host_prefill_tokens(step, out, so, grammar_output)
+        output = self._emit_prefill(step)
+        rec.close_step()
+        return output
+
+    def _place_prefill(self, rows: list[_ScheduledRow]) -> _PrefillStep:
         self._decode_cache = None
         states = [r.state for r in rows]
-        new_slots = [r.state for r in rows if r.state.slot is None]
+        new_slots = [s for s in states if s.slot is None]
         empty_slots = [self.batch.ensure_slot(s) for s in states]
         completing = [r.end >= r.state.num_tokens for r in rows]
-        sampling_states = [r.state for r, done in zip(rows, completing, strict=True) if done]
-        route_start = host_phases.now()
-        decision = decide_route(
+        return _PrefillStep(
+            rows=rows,
+            states=states,
+            new_slots=new_slots,
+            empty_slots=empty_slots,
+            completing=completing,
+            sampling=[r.state for r, done in zip(rows, completing, strict=True) if done],
+            sampled=[None] * len(rows),
+            logprob_rows=[None] * len(rows),
+        )
+
+    def _route_prefill(self, step: _PrefillStep) -> None:
+        step.decision = decide_route(
             self.plan,
             StepKind.PREFILL,
-            [s.host_feature for s in sampling_states],
+            [s.host_feature for s in step.sampling],
             self.host_sampler.has_custom_logitsprocs,
-            intermediate_chunk=not all(completing),
+            intermediate_chunk=not all(step.completing),
         )
-        route_ns = host_phases.now() - route_start
+        step.on_device = step.decision.on_device and bool(step.sampling)
+
+    def _prefill_call(self, step: _PrefillStep) -> PrefillCall:
+        rows, states = step.rows, step.states
         width = max(math.ceil(r.end / self.block_size) for r in rows)
         # The whole sequence from position 0 to the chunk's end: the model slices
         # tokens[row, start_pos:prompt_lens] (a prefix hit, a chunk, a resumed request).
         tokens = torch.zeros((len(rows), max(r.end for r in rows)), dtype=torch.int32)
         for i, r in enumerate(rows):
             tokens[i, : r.end] = torch.tensor(r.state.token_slice(0, r.end), dtype=torch.int32)
-        on_device = decision.on_device and bool(sampling_states)
-        params = self.sampling_params(states) if on_device else None
-        call = PrefillCall(
+        on_device = step.on_device
+        return PrefillCall(
             tokens=tokens,
             page_tables=self.page_tables(states, width),
             kv_cache=self.kv_cache,
             enable_trace=self.prefill_trace,
             prompt_lens=[r.end for r in rows],
             start_pos=[r.start for r in rows],
-            empty_slots=empty_slots,
-            sampling_params=params,
+            empty_slots=step.empty_slots,
+            sampling_params=self.sampling_params(states) if on_device else None,
             want_logprobs=on_device and any(s.sampling_params.logprobs is not None for s in states),
             multimodal=prefill_multimodal_kwargs(rows),
             uses_mrope=self.uses_mrope,
             layer_groups=self.layer_groups,
         )
-        submit_start = host_phases.now()
+
+    def _call_prefill(self, step: _PrefillStep, call: PrefillCall) -> ModelOutput:
         try:
-            out = self.adapter.prefill(call)
+            return self.adapter.prefill(call)
         except Exception:
-            for state in new_slots:
+            for state in step.new_slots:  # not accepted: the slots taken are not owned yet
                 self.batch.release_slot(state)
             raise
-        output_start = host_phases.now()
-        CLOCK.add(StepKind.PREFILL, Phase.SAMPLING_ROUTE, route_ns)
-        CLOCK.add(StepKind.PREFILL, Phase.INPUT_BUILD, self._step_ns(submit_start) - route_ns)
-        CLOCK.add(StepKind.PREFILL, Phase.MODEL_SUBMIT, output_start - submit_start)
+
+    def _accept_prefill(self, step: _PrefillStep, out: ModelOutput) -> None:
         if out.rope_deltas is not None:
-            for state, delta in zip(states, out.rope_deltas, strict=True):
+            for state, delta in zip(step.states, out.rope_deltas, strict=True):
                 state.rope_delta = delta
         self.planner.commit_prefill()
-        self.stats.prefill_steps += 1
-        self.stats.prefill_chunks += completing.count(False)
-        tt_metrics.observe_prefill(  # metrics hook
-            decision if sampling_states else None, len(sampling_states)
-        )
-        if sampling_states:
+        decision = step.decision if step.sampling else None
+        self.rec.prefill_done(decision, len(step.sampling), step.completing.count(False))
+        if decision is not None:
             self.last_route[StepKind.PREFILL] = decision
-            self._count_route(on_device)
-        sampled: list[int | None] = [None] * len(rows)
-        logprobs: LogprobsTensors | None = None
-        logprob_rows: list[int | None] = [None] * len(rows)
-        sample_index = [i for i, done in enumerate(completing) if done]
-        if on_device:
-            assert out.tokens is not None
-            for i in sample_index:
-                sampled[i] = out.tokens[i]
-            if out.logprobs is not None:
-                logprobs = logprobs_rows_from_device(
-                    out.logprobs,
-                    sample_index,
-                    [out.tokens[i] for i in sample_index],
-                    [states[i].sampling_params.logprobs or 0 for i in sample_index],
-                )
-                for k, i in enumerate(sample_index):
-                    logprob_rows[i] = k
-        elif sample_index:
-            assert out.logits is not None
-            result = self.host_sampler.sample(
-                sampling_states, out.logits[sample_index], so, grammar_output
+
+    def _device_prefill_tokens(self, step: _PrefillStep, out: ModelOutput) -> None:
+        assert out.tokens is not None
+        index = step.sample_index()
+        for i in index:
+            step.sampled[i] = out.tokens[i]
+        if out.logprobs is not None:
+            step.logprobs = logprobs_rows_from_device(
+                out.logprobs,
+                index,
+                [out.tokens[i] for i in index],
+                [step.states[i].sampling_params.logprobs or 0 for i in index],
             )
-            for k, i in enumerate(sample_index):
-                sampled[i] = result.token_ids[k]
-                logprob_rows[i] = k
-            logprobs = result.logprobs
-        for state, token in zip(states, sampled, strict=True):
+            for k, i in enumerate(index):
+                step.logprob_rows[i] = k
+
+    def _host_prefill_tokens(
+        self,
+        step: _PrefillStep,
+        out: ModelOutput,
+        so: SchedulerOutput,
+        grammar_output: GrammarOutput | None,
+    ) -> None:
+        assert out.logits is not None
+        index = step.sample_index()
+        result = self.host_sampler.sample(step.sampling, out.logits[index], so, grammar_output)
+        for k, i in enumerate(index):
+            step.sampled[i] = result.token_ids[k]
+            step.logprob_rows[i] = k
+        step.logprobs = result.logprobs
+
+    def _emit_prefill(self, step: _PrefillStep) -> ModelRunnerOutput:
+        for state, token in zip(step.states, step.sampled, strict=True):
             if token is not None:
                 state.output_token_ids.append(token)
-        output = build_output([s.req_id for s in states], sampled, logprobs, logprob_rows)
-        CLOCK.add(StepKind.PREFILL, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
-        return output
+        req_ids = [s.req_id for s in step.states]
+        return build_output(req_ids, step.sampled, step.logprobs, step.logprob_rows)
 
     # --- decode -------------------------------------------------------------------------------
     def _plan_remap(self, idle: set[str]) -> tuple[int, ...] | None:
@@ -605,16 +580,12 @@ class TTModelRunner:
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput | TTAsyncModelRunnerOutput:
-        route_start = host_phases.now()
-        if batch.decision is None:
-            batch.decision = decide_route(
-                self.plan,
-                StepKind.DECODE,
-                [s.host_feature for s in batch.states],
-                self.host_sampler.has_custom_logitsprocs,
-            )
-        decision = batch.decision
-        route_ns = host_phases.now() - route_start
+        """Choose the sampling route, plan the reload command, submit the call, accept the
+        step; its output is finished now, or (overlapped) when vLLM asks for it."""
+        rec = self.rec
+        rec.mark(Phase.SAMPLING_ROUTE)
+        decision = self._route_decode(batch)
+        rec.mark(Phase.INPUT_BUILD)
         layout_changed = batch.layout != self.planner.view.layout
         step = DecodeStep(
             layout=batch.layout,
@@ -627,10 +598,43 @@ class TTModelRunner:
             # The host must know every slot's latest token before it sends inputs.
             self.drain()
         overlap = self.async_decode and decision.on_device
+        handle = self._call_decode(batch, command, decision, layout_changed, overlap)
+        rec.model_call(handle.submit_ns, handle.call_ns)
+        self._accept_decode(batch, step, command, decision, overlap)
+
+        def finish() -> ModelRunnerOutput:
+            return self._finish_decode(handle, batch, decision, overlap, so, grammar_output)
+
+        pending = PendingStep(self._step_id, cpu_counted(finish) if overlap else finish)
+        rec.close_step()
+        if overlap:
+            self._unread = handle
+            self.inflight.push(pending)
+            return TTAsyncModelRunnerOutput(self.inflight, pending)
+        return pending.complete()
+
+    def _route_decode(self, batch: _DecodeBatch) -> RouteDecision:
+        if batch.decision is None:
+            batch.decision = decide_route(
+                self.plan,
+                StepKind.DECODE,
+                [s.host_feature for s in batch.states],
+                self.host_sampler.has_custom_logitsprocs,
+            )
+        return batch.decision
+
+    def _call_decode(
+        self,
+        batch: _DecodeBatch,
+        command: ReloadCommand,
+        decision: RouteDecision,
+        layout_changed: bool,
+        overlap: bool,
+    ) -> DecodeSubmission:
         # An overlapped step still in flight is read back inside this step's device call.
         previous = self._unread if overlap else None
         try:
-            handle = self._submit_decode(
+            return self._submit_decode(
                 batch, command, decision, layout_changed, not overlap, previous
             )
         except Exception:
@@ -640,13 +644,17 @@ class TTModelRunner:
             self._decode_cache = None
             self.inputs.forget_layout()
             raise
-        # Accepted: the device now holds this layout. The decode step period (host_phases:
-        # decode intervals) from the third decode of a run on: the second may start before the
-        # device paces the engine.
-        if self._decode_run >= 2:
-            CLOCK.add_interval(self._step_start_ns - self._last_decode_ns)
-        self._decode_run += 1
-        self._last_decode_ns = self._step_start_ns
+
+    def _accept_decode(
+        self,
+        batch: _DecodeBatch,
+        step: DecodeStep,
+        command: ReloadCommand,
+        decision: RouteDecision,
+        overlap: bool,
+    ) -> None:
+        """The device now holds this layout."""
+        self.rec.decode_done(command, decision, overlap, batch.lanes)
         self.planner.commit_decode(step)
         if batch.remap is not None:
             # The inputs already hold the rows in their new slots (written by occupant).
@@ -658,25 +666,6 @@ class TTModelRunner:
             else batch
         )
         self.last_route[StepKind.DECODE] = decision
-        self._count_decode(command, decision, overlap, batch.lanes)
-
-        def finish() -> ModelRunnerOutput:
-            return self._finish_decode(handle, batch, decision, overlap, so, grammar_output)
-
-        pending = PendingStep(self._step_id, cpu_counted(finish) if overlap else finish)
-        CLOCK.add(StepKind.DECODE, Phase.SAMPLING_ROUTE, route_ns)
-        CLOCK.add(
-            StepKind.DECODE,
-            Phase.INPUT_BUILD,
-            self._step_ns(host_phases.now()) - route_ns - handle.call_ns,
-        )
-        CLOCK.add(StepKind.DECODE, Phase.MODEL_SUBMIT, handle.submit_ns)
-        CLOCK.add(StepKind.DECODE, Phase.READ_BACK, handle.call_ns - handle.submit_ns)
-        if overlap:
-            self._unread = handle
-            self.inflight.push(pending)
-            return TTAsyncModelRunnerOutput(self.inflight, pending)
-        return pending.complete()
 
     def _submit_decode(
         self,
@@ -741,38 +730,43 @@ class TTModelRunner:
         so: SchedulerOutput,
         grammar_output: GrammarOutput | None,
     ) -> ModelRunnerOutput:
-        read_start = host_phases.now()
+        """Read the step back, take its tokens, emit them. Finishes run one at a time on the
+        engine thread (in order, through the inflight queue): they share one set of marks."""
+        marks = self.rec.finish
+        marks.open(StepKind.DECODE, Phase.READ_BACK)
         if self._unread is handle:
             self._unread = None
         raw = self.adapter.read_decode_host(handle, overlapped)
-        output_start = host_phases.now()
-        CLOCK.add(StepKind.DECODE, Phase.READ_BACK, output_start - read_start)
+        marks.mark(Phase.OUTPUT_BUILD)
         # The model's output form -> tokens / logits / logprobs: the plugin's output building.
         out: ModelOutput = self.adapter.normalise_decode(handle, raw)
-        slots, states = batch.slots, batch.states
-        logprobs: LogprobsTensors | None = None
         if decision.on_device:
-            assert out.tokens is not None
-            tokens = out.tokens
-            sampled: list[int] = (
-                tokens[: len(slots)] if batch.in_slot_order else [tokens[s] for s in slots]
-            )
-            if out.logprobs is not None:
-                logprobs = logprobs_rows_from_device(
-                    out.logprobs,
-                    slots,
-                    sampled,
-                    [s.sampling_params.logprobs or 0 for s in states],
-                )
+            sampled, logprobs = self._device_decode_tokens(batch, out)
         else:
             assert out.logits is not None
-            result = self.host_sampler.sample(states, out.logits[slots], so, grammar_output)
-            sampled = list(result.token_ids)
-            logprobs = result.logprobs
+            result = self.host_sampler.sample(
+                batch.states, out.logits[batch.slots], so, grammar_output
+            )
+            sampled, logprobs = list(result.token_ids), result.logprobs
         requests = self.batch.requests
-        for state, token in zip(states, sampled, strict=True):
+        for state, token in zip(batch.states, sampled, strict=True):
             if requests.get(state.req_id) is state:  # not finished meanwhile
                 state.output_token_ids.append(token)
         output = build_output(batch.req_ids, sampled, logprobs, req_id_to_index=batch.index)
-        CLOCK.add(StepKind.DECODE, Phase.OUTPUT_BUILD, host_phases.now() - output_start)
+        marks.close()
         return output
+
+    @staticmethod
+    def _device_decode_tokens(
+        batch: _DecodeBatch, out: ModelOutput
+    ) -> tuple[list[int], LogprobsTensors | None]:
+        """The device's tokens (and logprobs) of the batch's rows, in output order."""
+        assert out.tokens is not None
+        slots, tokens = batch.slots, out.tokens
+        sampled: list[int] = (
+            tokens[: len(slots)] if batch.in_slot_order else [tokens[s] for s in slots]
+        )
+        if out.logprobs is None:
+            return sampled, None
+        wanted = [s.sampling_params.logprobs or 0 for s in batch.states]
+        return sampled, logprobs_rows_from_device(out.logprobs, slots, sampled, wanted)

@@ -1,0 +1,125 @@
+"""The runner's step recorder (step_recorder.py) on a scripted clock: what each mark, drain and
+model call adds to the phase table, the step's CPU time and the decode intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from vllm_tt_plugin import host_phases
+from vllm_tt_plugin.host_phases import Part, Phase
+from vllm_tt_plugin.reload_contract import ReloadCommand
+from vllm_tt_plugin.sampling_route import Route, RouteDecision
+from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.step_recorder import StepRecorder
+
+PREFILL, DECODE = StepKind.PREFILL, StepKind.DECODE
+
+
+class Clocks:
+    """Wall and CPU clocks that move only when told."""
+
+    def __init__(self) -> None:
+        self.wall = 1_000
+        self.cpu = 500
+        self.table = host_phases.PhaseClock()  # stands in for host_phases.CLOCK
+        self.table._thread = object()  # type: ignore[assignment]  # never starts publishing
+
+    def tick(self, wall: int, cpu: int = 0) -> None:
+        self.wall += wall
+        self.cpu += cpu
+
+
+@pytest.fixture
+def clocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clocks]:
+    c = Clocks()
+    monkeypatch.setattr(host_phases, "now", lambda: c.wall)
+    monkeypatch.setattr(host_phases, "cpu_now", lambda: c.cpu)
+    monkeypatch.setattr("vllm_tt_plugin.step_recorder.CLOCK", c.table)
+    yield c
+
+
+def decision(on_device: bool = True) -> RouteDecision:
+    route = Route.DEVICE if on_device else Route.HOST
+    return RouteDecision(route, "" if on_device else "test")
+
+
+def test_marks_split_the_step_and_a_drain_counts_for_the_drained_steps(clocks: Clocks) -> None:
+    rec = StepRecorder(lanes=1)
+    rec.sampling_started()
+    rec.open_step(PREFILL)
+    clocks.tick(10, 3)
+    rec.drain(lambda: clocks.tick(1_000, 400))  # earlier decodes finish: their time, not ours
+    clocks.tick(20, 5)
+    rec.mark(Phase.SAMPLING_ROUTE)
+    clocks.tick(7, 1)
+    rec.mark(Phase.INPUT_BUILD)
+    clocks.tick(30, 6)
+    rec.mark(Phase.MODEL_SUBMIT)
+    clocks.tick(500)
+    rec.mark(Phase.OUTPUT_BUILD)
+    clocks.tick(40, 8)
+    rec.close_step()
+    rec.sampling_done(PREFILL)
+    t = clocks.table
+    got = {p: t.get_ns(PREFILL, p) for p in Phase if t.get_ns(PREFILL, p)}
+    assert got == {
+        Phase.INPUT_BUILD: 10 + 20 + 30,
+        Phase.SAMPLING_ROUTE: 7,
+        Phase.MODEL_SUBMIT: 500,
+        Phase.OUTPUT_BUILD: 40,
+    }
+    assert t.get_cpu_ns(PREFILL, Part.PLUGIN) == 3 + 5 + 1 + 6 + 8
+    assert rec.stats.drains == 1
+
+
+def test_a_decode_call_is_submit_and_read_back_and_intervals_start_at_the_third_decode(
+    clocks: Clocks,
+) -> None:
+    rec = StepRecorder(lanes=2)
+    command = ReloadCommand(reload_inputs=False, reload_page_table=True)
+    starts = []
+    for _ in range(4):
+        clocks.tick(1_000)
+        rec.open_step(DECODE)
+        starts.append(clocks.wall)
+        clocks.tick(5)
+        rec.model_call(submit_ns=100, call_ns=300)
+        clocks.tick(300 + 2)  # the call's time, then bookkeeping
+        rec.decode_done(command, decision(), overlap=False, lanes={0, 1})
+        rec.close_step()
+    t = clocks.table
+    assert t.get_ns(DECODE, Phase.INPUT_BUILD) == 4 * (5 + 2)
+    assert t.get_ns(DECODE, Phase.MODEL_SUBMIT) == 4 * 100
+    assert t.get_ns(DECODE, Phase.READ_BACK) == 4 * 200
+    assert (t.intervals, t.interval_ns) == (2, starts[3] - starts[1])
+    stats = rec.stats
+    assert (stats.decode_steps, stats.device_sampled_steps, stats.page_table_reloads) == (4, 4, 4)
+    assert stats.multi_lane_steps == 0  # decode_lanes counts those, before the call
+    rec.prefill_started()  # a prefill ends the run: the next two decodes are not periods
+    for _ in range(2):
+        rec.open_step(DECODE)
+        rec.decode_done(command, decision(False), overlap=False, lanes={0})
+    assert t.intervals == 2 and stats.host_sampled_steps == 2
+
+
+def test_the_update_and_a_finish_count_their_own_phases(clocks: Clocks) -> None:
+    rec = StepRecorder(lanes=1)
+    rec.update_started()
+    clocks.tick(25, 9)
+    so = SimpleNamespace(
+        preempted_req_ids=(), scheduled_cached_reqs=SimpleNamespace(resumed_req_ids=())
+    )
+    rec.update_done(so, DECODE)  # type: ignore[arg-type]
+    marks = rec.finish
+    marks.open(DECODE, Phase.READ_BACK)
+    clocks.tick(60)
+    marks.mark(Phase.OUTPUT_BUILD)
+    clocks.tick(15)
+    marks.close()
+    t = clocks.table
+    assert t.get_ns(DECODE, Phase.STATE_UPDATE) == 25
+    assert t.get_cpu_ns(DECODE, Part.PLUGIN) == 9
+    assert (t.get_ns(DECODE, Phase.READ_BACK), t.get_ns(DECODE, Phase.OUTPUT_BUILD)) == (60, 15)
