@@ -2,7 +2,8 @@
 
 The platform plans a launch from the model class (launch_plan.py). A few facts exist only once
 the worker has loaded the instance: its ``decode_input_update_contract`` (an instance may set
-it), whether it has the read-back hooks, whether it allocates KV per layer. The worker builds
+it) is the one decisions depend on here (the adapter keeps the instance's hooks and allocator in
+its own facts, ``model_adapter.instance_facts``). The worker builds
 one frozen :class:`ServedModel` right after load; the runner, the block stepper and warm-up read
 their effective values from it (overlap, resident inputs, slot remaps, legacy reload, page-table
 width, canvas) instead of combining plan and instance facts themselves.
@@ -17,9 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vllm_tt_plugin.launch_plan import LaunchPlan, StepPlan
+from vllm_tt_plugin.launch_plan import LaunchPlan
 from vllm_tt_plugin.model_adapter import ModelContractError
-from vllm_tt_plugin.step_kind import StepKind
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,6 @@ class ServedModel:
     plan: LaunchPlan
     class_name: str
     contract_version: int  # the instance's decode_input_update_contract
-    read_back_hooks: bool  # the instance splits decode into submit and read-back hooks
-    per_layer_allocation: bool  # the instance has allocate_kv_cache_per_layer
     block_size: int  # tokens per KV block (settled by the platform)
 
     @classmethod
@@ -38,8 +36,6 @@ class ServedModel:
         *,
         class_name: str,
         contract_version: int,
-        read_back_hooks: bool,
-        per_layer_allocation: bool,
         block_size: int,
     ) -> ServedModel:
         """The served model of a loaded instance, refused when the instance contradicts a
@@ -56,8 +52,6 @@ class ServedModel:
             plan=plan,
             class_name=class_name,
             contract_version=contract_version,
-            read_back_hooks=read_back_hooks,
-            per_layer_allocation=per_layer_allocation,
             block_size=block_size,
         )
 
@@ -94,6 +88,3 @@ class ServedModel:
         """Blocks one request can hold: the width of a decode row's page table. Warm-up traces
         with it and serving runs with it, so both take it from here."""
         return math.ceil(max_model_len / self.block_size)
-
-    def step(self, kind: StepKind) -> StepPlan:
-        return self.plan.step(kind)

@@ -127,8 +127,6 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.plan,
             class_name=self.adapter.profile.class_name,
             contract_version=facts.decode_contract,
-            read_back_hooks=facts.read_back_hooks,
-            per_layer_allocation=facts.per_layer_allocation,
             block_size=self.cache_config.block_size,
         )
         self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.served)

@@ -126,8 +126,6 @@ def _served(plan: Any, contract_version: int) -> ServedModel:
         plan,
         class_name="Model",
         contract_version=contract_version,
-        read_back_hooks=True,
-        per_layer_allocation=False,
         block_size=64,
     )
 
