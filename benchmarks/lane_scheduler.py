@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,8 @@ def segment_targets() -> list[tuple[Any, str, str, str | None]]:
         (TTSchedulerBase, "steady_decode", "steady_check", None),
         (TTSchedulerBase, "readiness", "readiness", None),
         (TTSchedulerBase, "work_facts", "work_facts", None),
-        (TTSchedulerBase, "_vllm_schedule", "pass_glue", "vllm_ns"),
-        (TTLaneCoordinator, "_steady_passes", "pass_glue", "_vllm_ns"),
+        (TTSchedulerBase, "_vllm_schedule", "pass_glue", "timer.vllm_ns"),
+        (TTLaneCoordinator, "_steady_passes", "pass_glue", "timer.vllm_ns"),
         (lane_module, "merge_outputs", "merge_outputs", None),
         (TTLaneCoordinator, "_merge_results", "merge_results", None),
     ]
@@ -211,14 +212,14 @@ def timed_segments(sched: Any, steps: int) -> SegmentSample:
     def wrap(name: str, fn: Any, vllm_count: str | None) -> Any:
         def timed_call(*args: Any, **kwargs: Any) -> Any:
             owner = args[0]
-            vllm_before = getattr(owner, vllm_count) if vllm_count else 0
+            vllm_before = attrgetter(vllm_count)(owner) if vllm_count else 0
             start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
                 spent = clock() - start
                 if vllm_count:
-                    spent -= getattr(owner, vllm_count) - vllm_before
+                    spent -= attrgetter(vllm_count)(owner) - vllm_before
                 ns[name] += spent
                 calls[name] += 1
 

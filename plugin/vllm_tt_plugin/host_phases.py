@@ -26,9 +26,13 @@ from __future__ import annotations
 import enum
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.step_kind import StepKind
+
+_T = TypeVar("_T")
 
 
 class Phase(str, enum.Enum):
@@ -175,3 +179,63 @@ CLOCK = PhaseClock()
 tt_metrics.at_publish(CLOCK.touch)
 now = time.perf_counter_ns
 cpu_now = time.thread_time_ns  # this thread's CPU time (a syscall, ~0.3 us: a few per step)
+
+
+class ScheduleTimer:
+    """A scheduler's step split between vLLM's calls and the plugin's work around them.
+
+    ``begin`` starts a span; each call into vLLM's scheduler runs through ``vllm`` (its wall and
+    CPU time are summed); ``absorb`` adds another timer's sums (the lane coordinator's lanes).
+    ``finish`` charges a ``schedule()`` span to ``CLOCK`` (vLLM's sum as ``VLLM_SCHEDULE``, the
+    rest as ``SCHEDULE_POLICY``), ``finish_output`` an ``update_from_output()`` span (vLLM's sum
+    as ``VLLM_OUTPUT``, the rest, merging lanes' outputs, as ``OUTPUT_BUILD``;
+    ``finish_vllm_output``: all of it as ``VLLM_OUTPUT``); CPU time the
+    same way into ``Part.VLLM`` and ``Part.PLUGIN``. Two clock pairs per call into vLLM and per
+    span, nothing per row."""
+
+    __slots__ = ("_cpu_start", "_start", "vllm_cpu_ns", "vllm_ns")
+
+    def __init__(self) -> None:
+        self.vllm_ns = 0
+        self.vllm_cpu_ns = 0
+        self._start = 0
+        self._cpu_start = 0
+
+    def begin(self) -> None:
+        self._start, self._cpu_start = now(), cpu_now()
+        self.vllm_ns = self.vllm_cpu_ns = 0
+
+    def clear(self) -> None:
+        """Zero the sums without starting a span (a lane, whose coordinator times the step)."""
+        self.vllm_ns = self.vllm_cpu_ns = 0
+
+    def vllm(self, run: Callable[..., _T], *args: Any) -> _T:
+        """``run(*args)``, a call into vLLM's scheduler, with its time added to the sums."""
+        start, cpu_start = now(), cpu_now()
+        result = run(*args)
+        self.vllm_ns += now() - start
+        self.vllm_cpu_ns += cpu_now() - cpu_start
+        return result
+
+    def absorb(self, other: ScheduleTimer) -> None:
+        self.vllm_ns += other.vllm_ns
+        self.vllm_cpu_ns += other.vllm_cpu_ns
+
+    def finish(self, kind: StepKind) -> None:
+        self._charge(kind, Phase.VLLM_SCHEDULE, Phase.SCHEDULE_POLICY)
+
+    def finish_output(self, kind: StepKind) -> None:
+        self._charge(kind, Phase.VLLM_OUTPUT, Phase.OUTPUT_BUILD)
+
+    def finish_vllm_output(self, kind: StepKind) -> None:
+        """Charge the whole span to ``VLLM_OUTPUT``: a lone scheduler's ``update_from_output``
+        is vLLM's own, with nothing of the plugin's to split off (and no ``vllm`` wrapper)."""
+        CLOCK.add(kind, Phase.VLLM_OUTPUT, now() - self._start)
+        CLOCK.add_cpu(kind, Part.VLLM, cpu_now() - self._cpu_start)
+
+    def _charge(self, kind: StepKind, vllm_phase: Phase, own_phase: Phase) -> None:
+        wall, cpu = now() - self._start, cpu_now() - self._cpu_start
+        CLOCK.add(kind, vllm_phase, self.vllm_ns)
+        CLOCK.add(kind, own_phase, wall - self.vllm_ns)
+        CLOCK.add_cpu(kind, Part.VLLM, self.vllm_cpu_ns)
+        CLOCK.add_cpu(kind, Part.PLUGIN, cpu - self.vllm_cpu_ns)

@@ -160,8 +160,8 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         self.connector = None
         self.last_step_kind = StepKind.IDLE
         self._pending: dict[int, list[SchedulerOutput]] = {}
-        self._vllm_ns = 0  # vLLM's time in the steady passes of the current schedule()
-        self._vllm_cpu_ns = 0  # and its CPU time
+        # The step against vLLM's passes: its own steady passes, plus each lane's (absorbed).
+        self.timer = host_phases.ScheduleTimer()
         logger.info(
             "TT lane coordinator: %d lanes x %d sequences, %d KV blocks per lane",
             self.layout.lanes,
@@ -197,20 +197,13 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
 
     # --- steps --------------------------------------------------------------------------------
     def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        self._vllm_ns = self._vllm_cpu_ns = 0
+        self.timer.begin()
         for lane in self.lanes:
-            lane.reset_vllm_time()
+            lane.timer.clear()
         merged = self._schedule_lanes(throttle_prefills)
-        kind = merged.step_kind
-        clock = host_phases.CLOCK
-        vllm_ns = self._vllm_ns + sum(lane.vllm_ns for lane in self.lanes)
-        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, vllm_ns)
-        clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, host_phases.now() - start - vllm_ns)
-        vllm_cpu = self._vllm_cpu_ns + sum(lane.vllm_cpu_ns for lane in self.lanes)
-        clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu)
-        policy_cpu = host_phases.cpu_now() - cpu_start - vllm_cpu
-        clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
+        for lane in self.lanes:
+            self.timer.absorb(lane.timer)
+        self.timer.finish(merged.step_kind)
         return merged
 
     def _steady_passes(self, throttle_prefills: bool) -> list[SchedulerOutput] | None:
@@ -221,11 +214,10 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
         for lane in self.lanes:
             if not lane.steady_decode() and (lane.running or lane.waiting or lane.skipped_waiting):
                 return None
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        outputs = [lane.vllm_pass(throttle_prefills) for lane in self.lanes]
-        self._vllm_ns += host_phases.now() - start
-        self._vllm_cpu_ns += host_phases.cpu_now() - cpu_start
-        return outputs
+        return self.timer.vllm(self._lane_passes, throttle_prefills)
+
+    def _lane_passes(self, throttle_prefills: bool) -> list[SchedulerOutput]:
+        return [lane.vllm_pass(throttle_prefills) for lane in self.lanes]
 
     def _schedule_lanes(self, throttle_prefills: bool) -> TTSchedulerOutput:
         steady = self._steady_passes(throttle_prefills)
@@ -273,26 +265,25 @@ class TTLaneCoordinator(SchedulerInterface):  # type: ignore[misc]
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        self.timer.begin()
         # Each lane reads only its own requests' rows (the runner output is indexed by id).
         lane_outputs = self._pending.pop(id(scheduler_output))
-        results = [
-            lane.vllm_update(lane_output, model_runner_output)
-            for lane, lane_output in zip(self.lanes, lane_outputs, strict=True)
-        ]
         # vLLM's share is the lanes' updates, timed as one block; the merge is the plugin's.
-        vllm_end, vllm_cpu_end = host_phases.now(), host_phases.cpu_now()
+        results = self.timer.vllm(self._lane_updates, lane_outputs, model_runner_output)
         merged = self._merge_results(scheduler_output, results)
-        kind = tt_step(scheduler_output).step_kind
-        clock = host_phases.CLOCK
-        clock.add(kind, host_phases.Phase.VLLM_OUTPUT, vllm_end - start)
-        clock.add(kind, host_phases.Phase.OUTPUT_BUILD, host_phases.now() - vllm_end)
-        clock.add_cpu(kind, host_phases.Part.VLLM, vllm_cpu_end - cpu_start)
-        clock.add_cpu(kind, host_phases.Part.PLUGIN, host_phases.cpu_now() - vllm_cpu_end)
+        self.timer.finish_output(tt_step(scheduler_output).step_kind)
         if any(lane.finished_req_ids for lane in self.lanes):
             # A request finished: its client may scrape /metrics as soon as it has the output.
             tt_metrics.flush()
         return merged
+
+    def _lane_updates(
+        self, lane_outputs: list[SchedulerOutput], model_runner_output: ModelRunnerOutput
+    ) -> list[dict[int, EngineCoreOutputs]]:
+        return [
+            lane.vllm_update(lane_output, model_runner_output)
+            for lane, lane_output in zip(self.lanes, lane_outputs, strict=True)
+        ]
 
     def _merge_results(
         self, scheduler_output: SchedulerOutput, results: list[dict[int, EngineCoreOutputs]]

@@ -110,9 +110,9 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         self.step_policy = StepPolicy(plan.interleave)
         self.last_step_kind = StepKind.IDLE
         register_served_model(plan)
-        # vLLM's own scheduling time within the current step, and its CPU time (reset_vllm_time).
-        self.vllm_ns = 0
-        self.vllm_cpu_ns = 0
+        # vLLM's passes within the current step against the policy around them; the lane
+        # coordinator clears and absorbs each lane's instead (host_phases.ScheduleTimer).
+        self.timer = host_phases.ScheduleTimer()
         # Running requests found decode-ready, with their num_preemptions then (readiness()).
         self._known_ready: dict[Request, int] = {}
         # Every running request was found ready and no pass admitted one since (readiness()).
@@ -173,28 +173,18 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         return WorkFacts(prefill_ready=continuing or admissible, decode_ready=decode_ready)
 
     def schedule(self, throttle_prefills: bool = False) -> TTSchedulerOutput:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        self.vllm_ns = self.vllm_cpu_ns = 0
+        self.timer.begin()
         vllm_output = self._schedule_step(throttle_prefills)  # sets last_step_kind
         output = TTSchedulerOutput.of(vllm_output, self.last_step_kind)
-        kind = output.step_kind
-        clock = host_phases.CLOCK
-        clock.add(kind, host_phases.Phase.VLLM_SCHEDULE, self.vllm_ns)
-        policy_ns = host_phases.now() - start - self.vllm_ns
-        clock.add(kind, host_phases.Phase.SCHEDULE_POLICY, policy_ns)
-        clock.add_cpu(kind, host_phases.Part.VLLM, self.vllm_cpu_ns)
-        policy_cpu = host_phases.cpu_now() - cpu_start - self.vllm_cpu_ns
-        clock.add_cpu(kind, host_phases.Part.PLUGIN, policy_cpu)
+        self.timer.finish(output.step_kind)
         return output
 
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> dict[int, EngineCoreOutputs]:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
+        self.timer.begin()
         outputs = self.vllm_update(scheduler_output, model_runner_output)
-        kind = tt_step(scheduler_output).step_kind
-        host_phases.CLOCK.add(kind, host_phases.Phase.VLLM_OUTPUT, host_phases.now() - start)
-        host_phases.CLOCK.add_cpu(kind, host_phases.Part.VLLM, host_phases.cpu_now() - cpu_start)
+        self.timer.finish_vllm_output(tt_step(scheduler_output).step_kind)
         if self.finished_req_ids:
             # A request finished: its client may scrape /metrics as soon as it has the output.
             tt_metrics.flush()
@@ -202,13 +192,8 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
 
     # --- the lane API: TTLaneCoordinator (lane_scheduler.py) drives its lanes through these ----
     # Its own step (schedule / update_from_output) uses them too; the coordinator times and
-    # merges its lanes' work itself, so none of them reports to host_phases.
-    def reset_vllm_time(self) -> None:
-        """Zero ``vllm_ns`` and ``vllm_cpu_ns``, the time of vLLM's passes that
-        ``schedule_only`` runs from here on: the coordinator calls it on each lane before a
-        step and adds the lanes' counts to its own."""
-        self.vllm_ns = self.vllm_cpu_ns = 0
-
+    # merges its lanes' work itself (``timer``: it clears each lane's before a step and absorbs
+    # them after), so none of them reports to host_phases.
     def vllm_pass(self, throttle_prefills: bool) -> SchedulerOutput:
         """vLLM's scheduling pass over every request, untimed: the coordinator calls it on each
         lane in its steady decode step (every lane ``steady_decode()`` or empty), timed as one
@@ -222,7 +207,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
         self, mode: StepKind, throttle_prefills: bool, ready: list[bool] | None = None
     ) -> SchedulerOutput:
         """vLLM's scheduling pass over the requests of one step kind only, timed into
-        ``vllm_ns`` (``ready``: this pass's ``readiness()``, when already derived). The
+        ``timer`` (``ready``: this pass's ``readiness()``, when already derived). The
         coordinator calls it on every lane with the step kind it chose for all of them."""
         want_decode = mode is StepKind.DECODE
         ready = self.readiness() if ready is None else ready
@@ -288,11 +273,7 @@ class TTSchedulerBase(Scheduler):  # type: ignore[misc]
 
     # --- one scheduler's step -----------------------------------------------------------------
     def _vllm_schedule(self, throttle_prefills: bool) -> SchedulerOutput:
-        start, cpu_start = host_phases.now(), host_phases.cpu_now()
-        output = self.vllm_pass(throttle_prefills)
-        self.vllm_ns += host_phases.now() - start
-        self.vllm_cpu_ns += host_phases.cpu_now() - cpu_start
-        return output
+        return self.timer.vllm(self.vllm_pass, throttle_prefills)
 
     def _schedule_step(self, throttle_prefills: bool) -> SchedulerOutput:
         if self.steady_decode():

@@ -1,4 +1,5 @@
-"""The runner's step recorder (step_recorder.py) on a scripted clock: what each mark, drain and
+"""The runner's step recorder (step_recorder.py) and the schedulers' timer
+(host_phases.ScheduleTimer) on a scripted clock: what each mark, drain and
 model call adds to the phase table, the step's CPU time and the decode intervals."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def clocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clocks]:
     monkeypatch.setattr(host_phases, "now", lambda: c.wall)
     monkeypatch.setattr(host_phases, "cpu_now", lambda: c.cpu)
     monkeypatch.setattr("vllm_tt_plugin.step_recorder.CLOCK", c.table)
+    monkeypatch.setattr(host_phases, "CLOCK", c.table)  # the schedulers' ScheduleTimer
     yield c
 
 
@@ -123,3 +125,55 @@ def test_the_update_and_a_finish_count_their_own_phases(clocks: Clocks) -> None:
     assert t.get_ns(DECODE, Phase.STATE_UPDATE) == 25
     assert t.get_cpu_ns(DECODE, Part.PLUGIN) == 9
     assert (t.get_ns(DECODE, Phase.READ_BACK), t.get_ns(DECODE, Phase.OUTPUT_BUILD)) == (60, 15)
+
+
+def test_a_schedule_span_charges_vllm_calls_and_absorbed_lanes_to_vllm_the_rest_to_policy(
+    clocks: Clocks,
+) -> None:
+    timer, lane_a, lane_b = (host_phases.ScheduleTimer() for _ in range(3))
+    lane_a.vllm_ns = lane_b.vllm_ns = 999  # left over from an earlier step: cleared below
+    timer.begin()
+    for lane in (lane_a, lane_b):
+        lane.clear()
+    clocks.tick(5, 2)
+    got = timer.vllm(lambda n: clocks.tick(100, 40) or n * 2, 21)  # a steady pass
+    assert got == 42
+    lane_a.vllm(lambda: clocks.tick(50, 20))
+    lane_b.vllm(lambda: clocks.tick(30, 10))
+    clocks.tick(7, 3)
+    for lane in (lane_a, lane_b):
+        timer.absorb(lane)
+    timer.finish(DECODE)
+    table = clocks.table
+    assert table.get_ns(DECODE, Phase.VLLM_SCHEDULE) == 180
+    assert table.get_ns(DECODE, Phase.SCHEDULE_POLICY) == 12
+    assert table.get_cpu_ns(DECODE, Part.VLLM) == 70
+    assert table.get_cpu_ns(DECODE, Part.PLUGIN) == 5
+    assert table.get_ns(PREFILL, Phase.VLLM_SCHEDULE) == 0
+
+
+def test_an_output_span_charges_vllm_updates_to_vllm_output_and_the_merge_to_output_build(
+    clocks: Clocks,
+) -> None:
+    timer = host_phases.ScheduleTimer()
+    timer.vllm(lambda: clocks.tick(1_000, 1_000))  # an earlier span's call: begin zeroes it
+    timer.begin()
+    timer.vllm(lambda: clocks.tick(60, 25))
+    clocks.tick(9, 4)  # the coordinator merging its lanes' outputs
+    timer.finish_output(PREFILL)
+    table = clocks.table
+    assert table.get_ns(PREFILL, Phase.VLLM_OUTPUT) == 60
+    assert table.get_ns(PREFILL, Phase.OUTPUT_BUILD) == 9
+    assert table.get_cpu_ns(PREFILL, Part.VLLM) == 25
+    assert table.get_cpu_ns(PREFILL, Part.PLUGIN) == 4
+
+
+def test_a_lone_schedulers_output_span_is_all_vllm(clocks: Clocks) -> None:
+    timer = host_phases.ScheduleTimer()
+    timer.begin()
+    clocks.tick(80, 30)
+    timer.finish_vllm_output(DECODE)
+    assert clocks.table.get_ns(DECODE, Phase.VLLM_OUTPUT) == 80
+    assert clocks.table.get_ns(DECODE, Phase.OUTPUT_BUILD) == 0
+    assert clocks.table.get_cpu_ns(DECODE, Part.VLLM) == 30
+    assert clocks.table.get_cpu_ns(DECODE, Part.PLUGIN) == 0
