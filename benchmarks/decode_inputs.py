@@ -3,7 +3,7 @@
 In continuous batching a request joins or leaves the decode batch almost every step at high
 concurrency, and every such step used to rebuild the whole slot-indexed batch: every page-table
 row and every row's encoded sampling parameters (``from_scratch`` below: the same operations the
-runner ran before ``decode_inputs.py`` wrote by change). Now a join or a leave writes one row.
+runner ran before ``step/decode_inputs.py`` wrote by change). Now a join or a leave writes one row.
 For 32, 128 and 256 slots, all taken by requests with mixed sampling parameters, this times:
 
 - ``join``: one slot's request leaves and another takes the slot (page tables and sampling
@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO / "plugin"))
 
 from vllm.sampling_params import SamplingParams  # noqa: E402
 
-from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs  # noqa: E402
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams  # noqa: E402
 from vllm_tt_plugin.input_batch import TTRequestState, device_rows  # noqa: E402
-from vllm_tt_plugin.sampling_params import TTSamplingParams  # noqa: E402
+from vllm_tt_plugin.step.decode_inputs import PersistentDecodeInputs  # noqa: E402
 
 VOCAB = 128256  # Llama 3's
 WIDTH = 64  # blocks per request: 4096 tokens of 64-token blocks

@@ -67,8 +67,8 @@ class Snapshot:
 
     @classmethod
     def now(cls, clock: Any, decode_steps: float, output_ns: int) -> Snapshot:
-        from vllm_tt_plugin import host_phases as hp
-        from vllm_tt_plugin.step_kind import StepKind
+        from vllm_tt_plugin.observability import host_phases as hp
+        from vllm_tt_plugin.policy.step_kind import StepKind
 
         decode = StepKind.DECODE
         return cls(
@@ -82,7 +82,7 @@ class Snapshot:
 
 
 def per_decode_step(before: Snapshot, after: Snapshot) -> dict[str, float]:
-    from vllm_tt_plugin import host_phases as hp
+    from vllm_tt_plugin.observability import host_phases as hp
 
     steps = max(after.decode_steps - before.decode_steps, 1.0)
     periods = max(after.intervals - before.intervals, 1)
@@ -134,9 +134,9 @@ def measure(
 ) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
-    from vllm_tt_plugin import host_phases as hp
-    from vllm_tt_plugin import tt_metrics
     from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, DEFAULT_TT_OPTIONS
+    from vllm_tt_plugin.observability import host_phases as hp
+    from vllm_tt_plugin.observability import tt_metrics
 
     llm = LLM(
         model=str(BUNDLED_MODEL),

@@ -12,9 +12,9 @@ requests long enough to decode for ~2 s, measured from 25 % to 85 % of their dec
 request is decoding (no intake, prefill, first-token burst or finish in the window), best of
 ``--repeats``. In it: the decode step time is the engine's mean period between consecutive
 decode steps (``tt_decode_interval_seconds_total`` / ``tt_decode_intervals_total``); the ratio
-to the device-bound limit is S / step; ``host_ms`` = step - S (without async all of it is host
-time nothing overlaps; with async it is the host time the overlap did not hide). The plugin's
-phase times (``tt_host_seconds_total`` on /metrics, host_phases.py) per decode step give
+to the device-bound limit is S / step; ``host_ms`` = step - S (without async all of it is host time
+nothing overlaps; with async it is the host time the overlap did not hide). The plugin's phase times
+(``tt_host_seconds_total`` on /metrics, observability/host_phases.py) per decode step give
 ``plugin_ms`` (scheduling policy, state update, input building, sampling route, output building)
 and ``vllm_ms`` (vLLM's scheduling pass and update_from_output in the engine); those are wall
 time, which grows whenever the engine thread is descheduled (the API server, the client and the
@@ -82,7 +82,7 @@ from vllm_tt_plugin.emulation.server import (  # noqa: E402
     EmulatedServer,
     vllm_command,
 )
-from vllm_tt_plugin.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
+from vllm_tt_plugin.observability.host_phases import PLUGIN_PHASES, VLLM_PHASES, Phase  # noqa: E402
 
 PROMPT = "1 2 3 4"
 LANES_VARIANT = (

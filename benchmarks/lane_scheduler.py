@@ -63,8 +63,8 @@ def build_scheduler(lanes: int, seqs: int) -> Any:
     from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
     from vllm.v1.structured_output import StructuredOutputManager
 
+    from vllm_tt_plugin.adapter.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
     from vllm_tt_plugin.emulation.server import BUNDLED_MODEL, DEFAULT_TT_OPTIONS
-    from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
     from vllm_tt_plugin.model_registry import reset_registry
 
     os.environ["MESH_DEVICE"] = "TG" if lanes > 1 else "N150"
@@ -151,8 +151,8 @@ class Sample:
 
 
 def timed(sched: Any, steps: int) -> Sample:
-    from vllm_tt_plugin import host_phases as hp
-    from vllm_tt_plugin.step_kind import StepKind
+    from vllm_tt_plugin.observability import host_phases as hp
+    from vllm_tt_plugin.policy.step_kind import StepKind
 
     clock, decode = hp.CLOCK, StepKind.DECODE
     before = {p: clock.get_ns(decode, hp.Phase(p)) for p in PHASES}

@@ -84,7 +84,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def metrics_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private directory for this process's plugin metrics files (tests/unit/metrics_files.py
     reads it as a scrape does)."""
-    from vllm_tt_plugin import tt_metrics
+    from vllm_tt_plugin.observability import tt_metrics
 
     monkeypatch.setenv(tt_metrics.ENV_METRICS_DIR, str(tmp_path))
     monkeypatch.delenv(tt_metrics.PROM_MULTIPROC_ENV, raising=False)

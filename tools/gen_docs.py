@@ -3,7 +3,7 @@
 Each table sits between `<!-- BEGIN GENERATED <name> ... -->` and `<!-- END GENERATED <name> -->`
 markers and is rewritten in place:
 
-- `envs`: every environment variable the plugin reads (`vllm_tt_plugin.envs.REGISTRY`), with
+- `envs`: every environment variable the plugin reads (`vllm_tt_plugin.launch.envs.REGISTRY`), with
   the family selectors' defaults and values taken from the model registry;
 - `selectors`: what each family selector value serves (`model_registry.selector_table()`);
 - `tt_options`: every `--additional-config '{"tt": {...}}'` option (`config.option_specs()`),
@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tt_conformance import envs as harness_envs
-from vllm_tt_plugin import config, envs, model_registry
+from vllm_tt_plugin import config, model_registry
+from vllm_tt_plugin.launch import envs
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -1,8 +1,8 @@
 """Every environment variable the harness reads or sets: name, type, default and one line of doc.
 
-The same shape as the plugin's registry (``vllm_tt_plugin/envs.py``), kept separate because the
-harness never imports the plugin. Read a variable through ``VAR.get(env=None)``: ``env`` is the
-mapping to read (``os.environ`` when None; tests pass their own); unset or blank -> the default.
+The same shape as the plugin's registry (``vllm_tt_plugin/launch/envs.py``), kept separate because
+the harness never imports the plugin. Read a variable through ``VAR.get(env=None)``: ``env`` is
+the mapping to read (``os.environ`` when None; tests pass their own); unset or blank -> the default.
 The harness's variables are text whose meaning another module owns (a URL, a device name, a
 token), so each rule stays where it is parsed. Variables set for a library the harness calls
 are set with `scoped`, which restores the environment afterwards.

@@ -61,7 +61,7 @@ OTHER_MARKERS: dict[str, str] = {
 # (rows x cols), plus the MESH_DEVICE spellings tt-metal and the plugin accept as aliases. Names
 # are matched case-insensitively and reports carry the canonical (upper-case) name, so T3K and
 # t3k are one matrix column. tests/conformance/test_devices.py keeps this in step with the
-# plugin's own list (plugin/vllm_tt_plugin/mesh_spec.py) without the harness importing it.
+# plugin's own list (plugin/vllm_tt_plugin/launch/mesh_spec.py) without the harness importing it.
 KNOWN_MESH_SHAPES: dict[str, str] = {
     "N150": "1x1",
     "N150X4": "1x4",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 
@@ -40,8 +40,9 @@ def register() -> None:
     collector that brings the engine processes' TT metrics to ``/metrics``.
     Idempotent: vLLM may load general plugins more than once per process.
     """
-    from vllm_tt_plugin import tt_metrics, vllm_patches
+    from vllm_tt_plugin.launch import vllm_patches
     from vllm_tt_plugin.model_registry import get_registry, register_with_vllm
+    from vllm_tt_plugin.observability import tt_metrics
 
     if not ttnn_importable():
         return

@@ -16,7 +16,12 @@ import torch
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
 
-from vllm_tt_plugin.sampling_params import EMPTY_ROW, DeviceSamplingRow, EncodedRow, encode_row
+from vllm_tt_plugin.contract.sampling_params import (
+    EMPTY_ROW,
+    DeviceSamplingRow,
+    EncodedRow,
+    encode_row,
+)
 
 # Range of seeds drawn for requests without one (device sampling needs a seed per request).
 _SEED_BOUND = 2**31 - 1
@@ -37,7 +42,7 @@ class TTRequestState:
     output_token_ids: list[int] = field(default_factory=list)
     slot: int | None = None  # lane-local decode slot
     mm_features: list[Any] = field(default_factory=list)
-    rope_delta: int | None = None  # mRoPE models: set by prefill (multimodal.py)
+    rope_delta: int | None = None  # mRoPE models: set by prefill (step/multimodal.py)
     # Bumped when block_ids is replaced rather than grown (replace_blocks): readers that kept
     # a copy of the old list (the decode page tables) then rewrite it instead of appending.
     block_epoch: int = 0

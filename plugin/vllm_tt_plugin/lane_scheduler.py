@@ -31,13 +31,13 @@ from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_tt_plugin import host_phases, tt_metrics
-from vllm_tt_plugin.launch_plan import read_plan
-from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.launch.launch_plan import read_plan
+from vllm_tt_plugin.observability import host_phases, tt_metrics
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.policy.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
 from vllm_tt_plugin.scheduler import scheduled_kind, scheduler_class
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
-from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

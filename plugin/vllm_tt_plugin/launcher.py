@@ -4,7 +4,7 @@ tt-metal launches multi-process (and multi-host) programs with ``tt-run``, which
 rank per entry of a *rank binding* file and gives each rank its own environment (its device
 group in ``TT_VISIBLE_DEVICES``, its mesh). Earlier plugin versions started vLLM's data-parallel
 ranks this way. vLLM 0.26.0 starts DP ranks itself (one engine-core process per rank, see
-``data_parallel.py``) and offers no hook for an external launcher, and the platform refuses
+``launch/data_parallel.py``) and offers no hook for an external launcher, and the platform refuses
 multi-host DP. This module keeps the launch description so the path can be wired again when
 vLLM offers a hook: it builds the rank binding from the same device groups standard DP
 discovers, and the ``tt-run`` command line for it. Nothing in the serving path calls it.
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.mesh_spec import MeshSpec, parse_mesh_device
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.mesh_spec import MeshSpec, parse_mesh_device
 from vllm_tt_plugin.utils.device_discovery import DeviceGroups, discover_in_process
 
 

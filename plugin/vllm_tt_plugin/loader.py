@@ -6,16 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vllm_tt_plugin.call_types import LoadCall
+from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.model_adapter import ModelAdapter
+from vllm_tt_plugin.contract.call_types import LoadCall
 from vllm_tt_plugin.model_registry import ModelTarget, get_registry, register_with_vllm
+from vllm_tt_plugin.utils.log import get_logger
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
-    from vllm_tt_plugin.launch_plan import LaunchPlan
+    from vllm_tt_plugin.launch.launch_plan import LaunchPlan
 
 logger = get_logger(__name__)
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

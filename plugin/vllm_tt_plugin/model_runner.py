@@ -21,12 +21,17 @@ from vllm.config import VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, LogprobsTensors, ModelRunnerOutput
 
+from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
+from vllm_tt_plugin.adapter.served_model import ServedModel
 from vllm_tt_plugin.async_decode import InflightQueue, PendingStep, TTAsyncModelRunnerOutput
-from vllm_tt_plugin.block_runner import BlockStepper
-from vllm_tt_plugin.call_types import DecodeCall, DecodeSubmission, ModelOutput, PrefillCall
-from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
-from vllm_tt_plugin.host_phases import Phase
-from vllm_tt_plugin.host_sampler import HostSampler
+from vllm_tt_plugin.contract.call_types import (
+    DecodeCall,
+    DecodeSubmission,
+    ModelOutput,
+    PrefillCall,
+)
+from vllm_tt_plugin.contract.reload_contract import DecodeStep, Layout, ReloadCommand, ReloadPlanner
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams
 from vllm_tt_plugin.input_batch import (
     TTInputBatch,
     TTRequestState,
@@ -34,17 +39,17 @@ from vllm_tt_plugin.input_batch import (
     make_request_state,
     padded_token_lists,
 )
-from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.model_adapter import ModelAdapter
-from vllm_tt_plugin.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
-from vllm_tt_plugin.reload_contract import DecodeStep, Layout, ReloadCommand, ReloadPlanner
-from vllm_tt_plugin.runner_outputs import build_output, logprobs_rows_from_device
-from vllm_tt_plugin.sampling_params import TTSamplingParams
-from vllm_tt_plugin.sampling_route import RouteDecision, decide_route, row_feature
-from vllm_tt_plugin.served_model import ServedModel
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
-from vllm_tt_plugin.step_recorder import StepRecorder, cpu_counted
+from vllm_tt_plugin.observability.host_phases import Phase
+from vllm_tt_plugin.observability.step_recorder import StepRecorder, cpu_counted
+from vllm_tt_plugin.policy.sampling_route import RouteDecision, decide_route, row_feature
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.step.block_runner import BlockStepper
+from vllm_tt_plugin.step.decode_inputs import PersistentDecodeInputs
+from vllm_tt_plugin.step.host_sampler import HostSampler
+from vllm_tt_plugin.step.multimodal import decode_rope_deltas, prefill_multimodal_kwargs
+from vllm_tt_plugin.step.runner_outputs import build_output, logprobs_rows_from_device
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

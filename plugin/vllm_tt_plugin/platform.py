@@ -2,8 +2,8 @@
 
 ``check_and_update_config`` validates the launch (TT options, operational constraints, model
 capabilities), rewrites checkpoint architectures to their TT-prefixed names, resolves the launch
-plan (launch_plan.py: every launch-time decision, stored on the config for every process), and
-installs the TT-owned worker and scheduler classes -- all before any device is opened, so bad
+plan (launch/launch_plan.py: every launch-time decision, stored on the config for every process),
+and installs the TT-owned worker and scheduler classes -- all before any device is opened, so bad
 input fails with a clear message instead of on the device.
 """
 
@@ -14,25 +14,25 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.block_output import (
+from vllm_tt_plugin.config import TTOptions, get_tt_options
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.vllm_patches import pin_v1_model_runner, reserve_shutdown_teardown
+from vllm_tt_plugin.policy.block_output import (
     check_block_launch,
     is_block_model,
     remember_served,
     validate_block_request,
 )
-from vllm_tt_plugin.config import TTOptions, get_tt_options
-from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.vllm_patches import pin_v1_model_runner, reserve_shutdown_teardown
+from vllm_tt_plugin.utils.log import get_logger
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from vllm_tt_plugin.capabilities import ModelCapabilities
-    from vllm_tt_plugin.data_parallel import DataParallelLayout
-    from vllm_tt_plugin.launch_plan import LaunchPlan
-    from vllm_tt_plugin.model_adapter import AdapterProfile
+    from vllm_tt_plugin.adapter.model_adapter import AdapterProfile
+    from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+    from vllm_tt_plugin.launch.data_parallel import DataParallelLayout
+    from vllm_tt_plugin.launch.launch_plan import LaunchPlan
     from vllm_tt_plugin.model_registry import ModelTarget
 
 logger = get_logger(__name__)
@@ -115,7 +115,7 @@ class TTPlatform(Platform):  # type: ignore[misc]
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         pin_v1_model_runner()
-        from vllm_tt_plugin.launch_plan import find_plan, store_plan
+        from vllm_tt_plugin.launch.launch_plan import find_plan, store_plan
 
         options = get_tt_options(vllm_config)
         # A config that already carries a plan was resolved in another process (and is
@@ -139,7 +139,7 @@ class TTPlatform(Platform):  # type: ignore[misc]
             _install_classes(vllm_config, resolved)
             return
         target, profile = _resolve_model(vllm_config, options)
-        from vllm_tt_plugin import data_parallel
+        from vllm_tt_plugin.launch import data_parallel
 
         layout = data_parallel.configure(vllm_config, target, profile.capabilities, options)
         _configure_block_size(vllm_config)
@@ -196,9 +196,9 @@ def _resolve_plan(
     layout: DataParallelLayout,
 ) -> LaunchPlan:
     """The launch plan over the gated config (the scheduler and cache switches are final)."""
-    from vllm_tt_plugin.launch_plan import resolve_plan
-    from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
-    from vllm_tt_plugin.model_adapter import LogprobsForm
+    from vllm_tt_plugin.adapter.model_adapter import LogprobsForm
+    from vllm_tt_plugin.launch.launch_plan import resolve_plan
+    from vllm_tt_plugin.launch.mesh_spec import mesh_spec_from_env
 
     if layout.device_groups is not None:
         rows, cols = layout.device_groups.submesh_shape
@@ -300,7 +300,7 @@ def _resolve_model(
     vllm_config: VllmConfig, options: TTOptions
 ) -> tuple[ModelTarget, AdapterProfile]:
     """The one place a checkpoint's serving class is chosen (the plan carries it on)."""
-    from vllm_tt_plugin.model_adapter import AdapterProfile
+    from vllm_tt_plugin.adapter.model_adapter import AdapterProfile
     from vllm_tt_plugin.model_registry import (
         get_registry,
         launch_refusal,

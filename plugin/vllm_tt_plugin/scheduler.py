@@ -1,7 +1,7 @@
 """The TT schedulers: vLLM's scheduler, constrained to prefill-only or decode-only steps.
 
 vLLM's scheduler mixes prefill chunks and decodes in one step; TT executes them as different
-programs. Each step, a pure policy (step_policy.py) picks the step kind; the requests of the
+programs. Each step, a pure policy (policy/step_policy.py) picks the step kind; the requests of the
 other kind are hidden from vLLM's scheduling pass, which then runs unchanged (KV allocation,
 preemption, prefix caching, chunking, structured output, stats). A prefill step that admits
 nothing (no KV room, blocked grammar) falls back to a decode step.
@@ -26,13 +26,13 @@ from vllm.v1.engine import EngineCoreOutputs
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
-from vllm_tt_plugin import host_phases, tt_metrics
-from vllm_tt_plugin.launch_plan import LaunchPlan, read_plan
+from vllm_tt_plugin.launch.launch_plan import LaunchPlan, read_plan
 from vllm_tt_plugin.loader import register_served_model
-from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_output import TTSchedulerOutput, tt_step
-from vllm_tt_plugin.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
+from vllm_tt_plugin.observability import host_phases, tt_metrics
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_output import TTSchedulerOutput, tt_step
+from vllm_tt_plugin.policy.step_policy import DECODE_ONLY, StepPolicy, WorkFacts
+from vllm_tt_plugin.utils.log import get_logger
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

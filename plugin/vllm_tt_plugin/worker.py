@@ -18,11 +18,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
-from vllm_tt_plugin import envs, tt_metrics
-from vllm_tt_plugin.call_types import KVSizingCall, WarmupPlan
-from vllm_tt_plugin.data_parallel import rank_devices
-from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh, visible_device_ids
-from vllm_tt_plugin.kv_cache import (
+from vllm_tt_plugin.adapter.kv_cache import (
     BlockBudget,
     compute_block_budget,
     kv_tp_width,
@@ -32,14 +28,19 @@ from vllm_tt_plugin.kv_cache import (
     sliding_windows,
     uniform_kv_cache_spec,
 )
-from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
+from vllm_tt_plugin.adapter.served_model import ServedModel
+from vllm_tt_plugin.contract.call_types import KVSizingCall, WarmupPlan
+from vllm_tt_plugin.device.mesh import OpenedMesh, close_mesh, open_mesh, visible_device_ids
+from vllm_tt_plugin.device.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.data_parallel import rank_devices
+from vllm_tt_plugin.launch.launch_plan import read_plan
+from vllm_tt_plugin.launch.mesh_spec import MeshSpec, mesh_spec_from_env
 from vllm_tt_plugin.loader import ResolvedModel, load_model, load_served_class
-from vllm_tt_plugin.log import get_logger
-from vllm_tt_plugin.mesh_spec import MeshSpec, mesh_spec_from_env
-from vllm_tt_plugin.model_adapter import ModelAdapter
 from vllm_tt_plugin.model_runner import TTModelRunner
-from vllm_tt_plugin.served_model import ServedModel
-from vllm_tt_plugin.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
+from vllm_tt_plugin.observability import tt_metrics
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tt_conformance.names import DEVICE_ALIASES, KNOWN_MESH_SHAPES, mesh_shape_for, normalize_device
-from vllm_tt_plugin.mesh_spec import NAMED_MESHES, parse_mesh_device
+from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES, parse_mesh_device
 
 
 @pytest.mark.parametrize("name", sorted(NAMED_MESHES))

@@ -102,7 +102,7 @@ def test_unknown_device_names_are_refused() -> None:
 
 def test_device_list_agrees_with_the_plugin_mesh_spec() -> None:
     # One list per side (the harness never imports the plugin at run time); they must agree.
-    from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+    from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES
 
     for name, spec in NAMED_MESHES.items():
         canonical = normalize_device(name)

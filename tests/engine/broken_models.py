@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.sampling_params import (
+from vllm_tt_plugin.contract.sampling_params import (
     NEUTRAL_FREQUENCY,
     NEUTRAL_PRESENCE,
     NEUTRAL_REPETITION,

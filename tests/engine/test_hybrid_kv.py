@@ -31,7 +31,7 @@ from tests.engine.harness import (
     serve,
     text_id_end,
 )
-from vllm_tt_plugin.kv_cache import compute_block_budget
+from vllm_tt_plugin.adapter.kv_cache import compute_block_budget
 
 # Engine tests may point at another hybrid checkpoint (same format) while developing.
 MODEL = Path(

@@ -13,7 +13,7 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.harness import complete_many, metric, serve, vocab_size
-from vllm_tt_plugin.host_phases import MODEL_PHASES, PLUGIN_PHASES, VLLM_PHASES
+from vllm_tt_plugin.observability.host_phases import MODEL_PHASES, PLUGIN_PHASES, VLLM_PHASES
 from vllm_tt_plugin.test_models import timing_only
 
 

@@ -57,11 +57,11 @@ def test_open_mesh_on_a_chipless_host_raises_the_one_line_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _real_ttnn()
-    from vllm_tt_plugin.capabilities import ModelCapabilities
     from vllm_tt_plugin.config import parse_tt_options
-    from vllm_tt_plugin.device import open_mesh
-    from vllm_tt_plugin.mesh_open import MeshOpenError
-    from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+    from vllm_tt_plugin.device.mesh import open_mesh
+    from vllm_tt_plugin.device.mesh_open import MeshOpenError
+    from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+    from vllm_tt_plugin.launch.mesh_spec import mesh_spec_from_env
 
     monkeypatch.setenv("MESH_DEVICE", "N300")
     with pytest.raises(MeshOpenError) as raised:

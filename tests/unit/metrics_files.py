@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_tt_plugin import tt_metrics
+from vllm_tt_plugin.observability import tt_metrics
 
 
 def scrape(directory: Path, flush: bool = True) -> dict[tuple[str, frozenset], float]:

@@ -22,25 +22,25 @@ from typing import Any
 import pytest
 import torch
 
-from vllm_tt_plugin.call_plan import METHODS, ServedFacts, plan_calls
-from vllm_tt_plugin.call_types import (
+from vllm_tt_plugin.adapter.kv_cache import KVLayerEntry
+from vllm_tt_plugin.adapter.model_adapter import ModelAdapter, ModelContractError
+from vllm_tt_plugin.contract.call_plan import METHODS, ServedFacts, plan_calls
+from vllm_tt_plugin.contract.call_types import (
     DecodeCall,
     KVSizingCall,
     LoadCall,
     PrefillCall,
     WarmupPlan,
 )
-from vllm_tt_plugin.contract_signatures import (
+from vllm_tt_plugin.contract.reload_contract import FULL_RELOAD, STEADY
+from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.contract.signatures import (
     ContractMismatch,
     FamilyProfile,
     bind_call,
     load_profiles,
     parse_signature,
 )
-from vllm_tt_plugin.kv_cache import KVLayerEntry
-from vllm_tt_plugin.model_adapter import ModelAdapter, ModelContractError
-from vllm_tt_plugin.reload_contract import FULL_RELOAD, STEADY
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
 
 PROFILES = load_profiles()
 # Profiles the fixture pins no methods for (checked against a checkout only) have nothing to bind.

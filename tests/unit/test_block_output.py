@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
-from vllm_tt_plugin import block_output
-from vllm_tt_plugin.block_output import (
+from vllm_tt_plugin.adapter.kv_cache import compute_block_budget
+from vllm_tt_plugin.platform import TTPlatform
+from vllm_tt_plugin.policy import block_output
+from vllm_tt_plugin.policy.block_output import (
     BlockLaunchError,
     BlockRequestError,
     output_capacity,
     physical_tokens,
 )
-from vllm_tt_plugin.kv_cache import compute_block_budget
-from vllm_tt_plugin.platform import TTPlatform
 
 BLOCK = "vllm_tt_plugin.test_models.reference_block:ReferenceBlockForCausalLM"
 FAKES = "tests.unit.fakes.models"
@@ -103,7 +103,7 @@ def test_launch_errors_are_value_errors() -> None:
 
 # --- KV rules -------------------------------------------------------------------------------------
 def _worker(config: Any) -> Any:
-    from vllm_tt_plugin.model_adapter import ModelAdapter
+    from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
     from vllm_tt_plugin.test_models.reference_block import ReferenceBlockForCausalLM
     from vllm_tt_plugin.worker import TTWorker
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.call_plan import METHODS, ServedFacts, plan_calls
-from vllm_tt_plugin.call_types import DecodeCall, LoadCall, WarmupPlan
-from vllm_tt_plugin.contract_parity import CheckoutReader, Finding, check, failures, plan_facts
-from vllm_tt_plugin.contract_signatures import FamilyProfile, profiles_from_mapping
-from vllm_tt_plugin.model_adapter import ModelAdapter
-from vllm_tt_plugin.reload_contract import FULL_RELOAD
+from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
+from vllm_tt_plugin.contract.call_plan import METHODS, ServedFacts, plan_calls
+from vllm_tt_plugin.contract.call_types import DecodeCall, LoadCall, WarmupPlan
+from vllm_tt_plugin.contract.parity import CheckoutReader, Finding, check, failures, plan_facts
+from vllm_tt_plugin.contract.reload_contract import FULL_RELOAD
+from vllm_tt_plugin.contract.signatures import FamilyProfile, profiles_from_mapping
 
 TARGET = "models.demo.tt.generator_vllm:DemoForCausalLM"
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from vllm_tt_plugin import contract_parity
-from vllm_tt_plugin.contract_parity import CheckoutReader, FixtureSource, check, failures
-from vllm_tt_plugin.contract_signatures import (
+from vllm_tt_plugin.contract import parity as contract_parity
+from vllm_tt_plugin.contract.parity import CheckoutReader, FixtureSource, check, failures
+from vllm_tt_plugin.contract.signatures import (
     ContractMismatch,
     FixtureError,
     bind_call,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from vllm_tt_plugin.contract_parity import CheckoutReader, check, failures, registry_targets
-from vllm_tt_plugin.contract_signatures import load_profiles
+from vllm_tt_plugin.contract.parity import CheckoutReader, check, failures, registry_targets
+from vllm_tt_plugin.contract.signatures import load_profiles
 
 SKELETONS = Path(__file__).resolve().parents[2] / "fixtures" / "tt_metal" / "skeletons"
 EXPECTED: dict[str, dict[str, dict[str, dict[str, str]]]] = {

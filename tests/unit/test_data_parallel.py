@@ -19,13 +19,13 @@ from tests.unit.test_tt_scheduler import (
     trace_steps,
     workload,
 )
-from vllm_tt_plugin.data_parallel import LaneLayout, rank_devices
 from vllm_tt_plugin.lane_scheduler import TTLaneCoordinator, merge_outputs
-from vllm_tt_plugin.launch_plan import read_plan
-from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.launch.data_parallel import LaneLayout, rank_devices
+from vllm_tt_plugin.launch.launch_plan import read_plan
+from vllm_tt_plugin.launch.mesh_spec import MeshSpec
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_output import TTSchedulerOutput
 from vllm_tt_plugin.scheduler import TTAsyncScheduler, TTScheduler, scheduler_class
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_output import TTSchedulerOutput
 from vllm_tt_plugin.utils.device_discovery import (
     GROUPS_ENV,
     DeviceDiscoveryError,
@@ -65,7 +65,7 @@ def test_lane_model_converts_dp_to_lanes(make_config: Any) -> None:
     ],
 )
 def test_which_registry_targets_are_lane_models(env: dict[str, str], lanes: bool) -> None:
-    from vllm_tt_plugin.data_parallel import is_lane_model
+    from vllm_tt_plugin.launch.data_parallel import is_lane_model
     from vllm_tt_plugin.model_registry import TTModelRegistry
 
     target = TTModelRegistry.from_env(env).resolve("TTLlamaForCausalLM")
@@ -452,8 +452,8 @@ def test_lane_results_merge_per_client_in_lane_order() -> None:
 def test_kv_budget_is_per_lane(make_config: Any) -> None:
     """Each lane has its own KV pool: headroom is one block per sequence of a lane."""
     from tests.unit.fakes.models import LaneModel
+    from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
     from vllm_tt_plugin.loader import ResolvedModel
-    from vllm_tt_plugin.model_adapter import ModelAdapter
     from vllm_tt_plugin.model_registry import ModelTarget
     from vllm_tt_plugin.worker import TTWorker
 

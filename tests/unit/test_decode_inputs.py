@@ -7,9 +7,9 @@ import random
 import torch
 from vllm.sampling_params import SamplingParams
 
-from vllm_tt_plugin.decode_inputs import PersistentDecodeInputs
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams
 from vllm_tt_plugin.input_batch import TTRequestState, device_rows
-from vllm_tt_plugin.sampling_params import TTSamplingParams
+from vllm_tt_plugin.step.decode_inputs import PersistentDecodeInputs
 
 VOCAB = 100
 WIDTH = 6

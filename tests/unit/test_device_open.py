@@ -1,4 +1,5 @@
-"""The real (non-emulated) mesh open/close path of device.py, against a recording fake ``ttnn``.
+"""The real (non-emulated) mesh open/close path of device/mesh.py, against a recording fake
+``ttnn``.
 
 The fake sits at the device boundary only: it reuses the host stub's enums and MeshShape (real
 ttnn's names and values), binds every call against the stub's signature (so a keyword real ttnn
@@ -20,12 +21,11 @@ from typing import Any
 import pytest
 import ttnn as stub_ttnn
 
-from vllm_tt_plugin import startup_reason
-from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions, parse_tt_options
-from vllm_tt_plugin.device import OpenedMesh, close_mesh, open_mesh
-from vllm_tt_plugin.mesh_open import MeshOpenError
-from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+from vllm_tt_plugin.device.mesh import OpenedMesh, close_mesh, open_mesh, startup_reason
+from vllm_tt_plugin.device.mesh_open import MeshOpenError
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.mesh_spec import mesh_spec_from_env
 
 FabricConfig = stub_ttnn.FabricConfig
 FabricReliabilityMode = stub_ttnn.FabricReliabilityMode
@@ -88,7 +88,7 @@ class FakeTTNN:
         assert len(found) == 1, f"expected one {name} call, got {self.names()}"
         return found[0]
 
-    # --- the ttnn API device.py may call --------------------------------------------------
+    # --- the ttnn API device/mesh.py may call --------------------------------------------------
     def get_cluster_type(self) -> Any:
         self.calls.append(Call("cluster.get_cluster_type", {}))
         if self.probe_error is not None:
@@ -595,7 +595,7 @@ def test_the_host_stub_gets_the_same_line(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_reason_reaches_the_process_that_started_this_one() -> None:
     # A child records its reason; this process (its parent, as the API server is the engine
     # core's) collects it once, and the file is gone.
-    code = "from vllm_tt_plugin import startup_reason; startup_reason.record('TT: reason')"
+    code = "from vllm_tt_plugin.device import startup_reason; startup_reason.record('TT: reason')"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert startup_reason.collect() == ["TT: reason"]
     assert startup_reason.collect() == []

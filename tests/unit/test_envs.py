@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from vllm_tt_plugin import envs
 from vllm_tt_plugin.emulation.mesh import step_time_from_env
-from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.mesh_spec import mesh_spec_from_env
 from vllm_tt_plugin.model_registry import RegistryError, TTModelRegistry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,12 +98,11 @@ def test_export_sets_the_variable_for_later_processes(monkeypatch: pytest.Monkey
     assert envs.VLLM_USE_V2_MODEL_RUNNER.get() is False
 
 
-# Modules that still touch os.environ directly, and why. The first two are being rewritten on
-# another branch and convert to envs.py after it merges (then this test names them).
+# Modules that touch os.environ directly, and why.
 DIRECT_ENVIRON_USERS = {
     "emulation/server.py": "copies the whole environment for the server it starts",
     "utils/hostless.py": "prepends host_stubs to PYTHONPATH (Python's variable, not ours)",
-    "envs.py": "the registry itself",
+    "launch/envs.py": "the registry itself",
 }
 
 
@@ -131,7 +130,7 @@ def test_only_the_registry_reads_the_environment() -> None:
         if (lines := _environ_uses(path))
     }
     unexpected = {p: lines for p, lines in users.items() if p not in DIRECT_ENVIRON_USERS}
-    assert unexpected == {}, f"read these through vllm_tt_plugin.envs: {unexpected}"
+    assert unexpected == {}, f"read these through vllm_tt_plugin.launch.envs: {unexpected}"
     # An entry whose module no longer touches os.environ must go (the list cannot go stale).
     stale = set(DIRECT_ENVIRON_USERS) - set(users)
     assert stale == set(), f"remove from DIRECT_ENVIRON_USERS: {sorted(stale)}"

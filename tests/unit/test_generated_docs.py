@@ -9,7 +9,8 @@ import pytest
 
 from tests.tool_modules import load_tool
 from tt_conformance import envs as harness_envs
-from vllm_tt_plugin import config, envs
+from vllm_tt_plugin import config
+from vllm_tt_plugin.launch import envs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import torch
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
 
-from vllm_tt_plugin.host_sampler import HostSampler
 from vllm_tt_plugin.input_batch import TTRequestState
+from vllm_tt_plugin.step.host_sampler import HostSampler
 
 VOCAB = 256
 

@@ -1,4 +1,4 @@
-"""Import boundaries between the layers (docs/ARCHITECTURE.md, "Layers and what each may import").
+"""Import boundaries between the layers (docs/ARCHITECTURE.md, "Folders and layers").
 
 - Serving code never imports the reference test models (``vllm_tt_plugin.test_models``: vLLM
   reaches them only through the registry's string targets, with ``register_test_models``) nor
@@ -36,15 +36,15 @@ EMULATION = f"{PLUGIN}.emulation"
 # The functions that act on the emulated-mesh selection (options.emulated_mesh): the only
 # places serving code may import the emulation package.
 EMULATION_SELECTION_POINTS = {
-    (f"{PLUGIN}.device", "open_mesh"),
+    (f"{PLUGIN}.device.mesh", "open_mesh"),
     (f"{PLUGIN}.utils.device_discovery", "discover_in_process"),
 }
-SCHEDULING = (f"{PLUGIN}.scheduler", f"{PLUGIN}.lane_scheduler", f"{PLUGIN}.step_policy")
+SCHEDULING = (f"{PLUGIN}.scheduler", f"{PLUGIN}.lane_scheduler", f"{PLUGIN}.policy.step_policy")
 WORKER_SIDE = (
     f"{PLUGIN}.worker",
     f"{PLUGIN}.model_runner",
-    f"{PLUGIN}.block_runner",
-    f"{PLUGIN}.device",
+    f"{PLUGIN}.step.block_runner",
+    f"{PLUGIN}.device.mesh",
 )
 HARNESS_FORBIDDEN = (PLUGIN, "vllm", "torch")
 SUBPROCESS_TIMEOUT_S = 180
@@ -221,10 +221,10 @@ from vllm.platforms import current_platform
 platform = type(current_platform).__qualname__
 import vllm_tt_plugin.platform, vllm_tt_plugin.worker, vllm_tt_plugin.model_runner
 import vllm_tt_plugin.scheduler, vllm_tt_plugin.lane_scheduler, vllm_tt_plugin.loader
-from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import parse_tt_options
-from vllm_tt_plugin.device import close_mesh, open_mesh
-from vllm_tt_plugin.mesh_spec import mesh_spec_from_env
+from vllm_tt_plugin.device.mesh import close_mesh, open_mesh
+from vllm_tt_plugin.launch.mesh_spec import mesh_spec_from_env
 out = {{"platform": platform, "imported": loaded({TEST_MODELS!r}, {EMULATION!r})}}
 try:
     open_mesh(mesh_spec_from_env(), parse_tt_options({{}}), ModelCapabilities())
@@ -295,7 +295,7 @@ def test_importing_the_schedulers_loads_no_worker_module() -> None:
     result = run_python(
         LOADED
         + f"""
-import vllm_tt_plugin.scheduler, vllm_tt_plugin.lane_scheduler, vllm_tt_plugin.step_policy
+import vllm_tt_plugin.scheduler, vllm_tt_plugin.lane_scheduler, vllm_tt_plugin.policy.step_policy
 print(json.dumps({{"imported": loaded(*{WORKER_SIDE!r})}}))
 """
     )
@@ -364,7 +364,7 @@ def test_the_block_stepper_sees_the_runner_only_through_its_host_protocol() -> N
     found = [
         i.where()
         for i in PLUGIN_IMPORTS
-        if i.importer == f"{PLUGIN}.block_runner" and i.imported == f"{PLUGIN}.model_runner"
+        if i.importer == f"{PLUGIN}.step.block_runner" and i.imported == f"{PLUGIN}.model_runner"
     ]
     assert not found, found
 

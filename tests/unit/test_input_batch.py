@@ -6,6 +6,8 @@ import pytest
 import torch
 from vllm.sampling_params import SamplingParams
 
+from vllm_tt_plugin.contract.reload_contract import apply_remap
+from vllm_tt_plugin.contract.sampling_params import EMPTY_ROW, TTSamplingParams
 from vllm_tt_plugin.input_batch import (
     LaneSlots,
     TTInputBatch,
@@ -13,8 +15,6 @@ from vllm_tt_plugin.input_batch import (
     device_rows,
     padded_token_lists,
 )
-from vllm_tt_plugin.reload_contract import apply_remap
-from vllm_tt_plugin.sampling_params import EMPTY_ROW, TTSamplingParams
 
 
 def state(req_id: str, blocks: list[int], lane: int = 0, **params: object) -> TTRequestState:

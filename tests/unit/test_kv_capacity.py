@@ -10,7 +10,7 @@ import pytest
 from vllm.v1.core.kv_cache_utils import get_kv_cache_configs
 
 from tests.conftest import write_checkpoint_config
-from vllm_tt_plugin.kv_cache import (
+from vllm_tt_plugin.adapter.kv_cache import (
     compute_block_budget,
     pool_bytes_per_block,
     uniform_kv_cache_spec,

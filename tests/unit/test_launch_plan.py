@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from vllm.sampling_params import SamplingParams
 
-from vllm_tt_plugin import block_output
-from vllm_tt_plugin.launch_plan import (
+from vllm_tt_plugin.launch.launch_plan import (
     PLAN_KEY,
     LaunchPlan,
     LaunchPlanError,
@@ -21,8 +20,9 @@ from vllm_tt_plugin.launch_plan import (
     read_plan,
 )
 from vllm_tt_plugin.platform import TTPlatform
-from vllm_tt_plugin.sampling_route import Route, choose_route
-from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.policy import block_output
+from vllm_tt_plugin.policy.sampling_route import Route, choose_route
+from vllm_tt_plugin.policy.step_kind import StepKind
 from vllm_tt_plugin.utils.device_discovery import GROUPS_ENV
 
 FAKES = "tests.unit.fakes.models"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from vllm_tt_plugin.launch.mesh_spec import parse_mesh_device
 from vllm_tt_plugin.launcher import (
     main,
     rank_bindings,
     render_rank_binding,
     tt_run_command,
 )
-from vllm_tt_plugin.mesh_spec import parse_mesh_device
 from vllm_tt_plugin.utils.device_discovery import discover_in_process
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import ttnn
 
-from vllm_tt_plugin.fabric import HARDWARE_DEFAULTS, resolve_fabric_kwargs
-from vllm_tt_plugin.mesh_spec import HardwareFamily, MeshSpecError, parse_mesh_device
+from vllm_tt_plugin.device.fabric import HARDWARE_DEFAULTS, resolve_fabric_kwargs
+from vllm_tt_plugin.launch.mesh_spec import HardwareFamily, MeshSpecError, parse_mesh_device
 
 
 @pytest.mark.parametrize(

@@ -18,23 +18,23 @@ from vllm.v1.kv_cache_interface import (
     UniformTypeKVCacheSpecs,
 )
 
-from vllm_tt_plugin.call_types import (
+from vllm_tt_plugin.adapter.kv_cache import KVLayoutError, layer_specs_for_model
+from vllm_tt_plugin.adapter.model_adapter import (
+    HybridTables,
+    LogprobsForm,
+    ModelAdapter,
+    ModelContractError,
+)
+from vllm_tt_plugin.contract.call_types import (
     DecodeCall,
     KVSizingCall,
     LoadCall,
     PrefillCall,
     WarmupPlan,
 )
-from vllm_tt_plugin.kv_cache import KVLayoutError, layer_specs_for_model
-from vllm_tt_plugin.model_adapter import (
-    HybridTables,
-    LogprobsForm,
-    ModelAdapter,
-    ModelContractError,
-)
-from vllm_tt_plugin.reload_contract import FULL_RELOAD, STEADY, ReloadCommand
-from vllm_tt_plugin.runner_outputs import UNKNOWN_RANK, logprobs_rows_from_device
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.contract.reload_contract import FULL_RELOAD, STEADY, ReloadCommand
+from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.step.runner_outputs import UNKNOWN_RANK, logprobs_rows_from_device
 
 B, V = 4, 64
 
@@ -545,15 +545,9 @@ def test_no_module_but_the_adapter_calls_the_model() -> None:
     source calls no model method on anything but the adapter and never probes with hasattr."""
     import re
 
-    from vllm_tt_plugin import (
-        async_decode,
-        kv_cache,
-        loader,
-        model_runner,
-        multimodal,
-        runner_outputs,
-        worker,
-    )
+    from vllm_tt_plugin import async_decode, loader, model_runner, worker
+    from vllm_tt_plugin.adapter import kv_cache
+    from vllm_tt_plugin.step import multimodal, runner_outputs
 
     methods = "|".join((
         "prefill_forward", "decode_forward", "read_decode_output", "process_decode_output_host",

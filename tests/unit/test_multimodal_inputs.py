@@ -33,8 +33,8 @@ from tests.unit.tiny_checkpoint import (
     start_worker_and_scheduler,
     write_tiny_checkpoint,
 )
-from vllm_tt_plugin.model_adapter import ModelContractError, _split_mrope
-from vllm_tt_plugin.multimodal import (
+from vllm_tt_plugin.adapter.model_adapter import ModelContractError, _split_mrope
+from vllm_tt_plugin.step.multimodal import (
     decode_rope_deltas,
     prefill_multimodal_kwargs,
 )

@@ -156,7 +156,7 @@ def test_no_enable_chunked_prefill_raises_small_budget(make_config: Any) -> None
 def test_shutdown_timeout_keeps_time_for_the_device_teardown(make_config: Any) -> None:
     # vLLM's default 0 s kills the engine core at once on SIGTERM, before the mesh is closed;
     # TT raises it to the teardown reserve (ledger P7). A longer timeout is left as given.
-    from vllm_tt_plugin.vllm_patches import SHUTDOWN_TEARDOWN_S
+    from vllm_tt_plugin.launch.vllm_patches import SHUTDOWN_TEARDOWN_S
 
     assert make_config().shutdown_timeout == SHUTDOWN_TEARDOWN_S > 0
     assert make_config(shutdown_timeout=2).shutdown_timeout == SHUTDOWN_TEARDOWN_S
@@ -201,7 +201,7 @@ def test_the_scheduler_class_follows_the_plans_async_overlap(
     core resolves it through vLLM's own SchedulerConfig.get_scheduler_cls."""
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
-    from vllm_tt_plugin.launch_plan import read_plan
+    from vllm_tt_plugin.launch.launch_plan import read_plan
     from vllm_tt_plugin.scheduler import TTAsyncScheduler, TTScheduler
 
     config = make_config(model_class=f"{FAKES}:{model}", async_scheduling=async_scheduling)

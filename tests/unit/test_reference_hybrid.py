@@ -29,10 +29,10 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
 from tests.tool_modules import load_tool
+from vllm_tt_plugin.adapter.kv_cache import compute_block_budget, layer_name, sliding_windows
+from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow, TTSamplingParams
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
-from vllm_tt_plugin.kv_cache import compute_block_budget, layer_name, sliding_windows
-from vllm_tt_plugin.mesh_spec import NAMED_MESHES
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
+from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.test_models.hybrid import vllm_layer_groups
 from vllm_tt_plugin.test_models.inputs import ContractInputError
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError
@@ -491,7 +491,7 @@ def hybrid_vllm_config(checkpoint, clean_registry):
 def test_kv_cache_spec_per_layer_and_vllm_groups(hybrid_vllm_config):
     from vllm.v1.core import kv_cache_utils
 
-    from vllm_tt_plugin.kv_cache import layer_specs_for_model
+    from vllm_tt_plugin.adapter.kv_cache import layer_specs_for_model
 
     config = hybrid_vllm_config(max_model_len=MAX_LEN, max_num_seqs=4)
     specs = ReferenceHybridForCausalLM.get_kv_cache_spec(config)
@@ -527,7 +527,7 @@ def test_without_vllm_hybrid_manager_one_group_carries_no_window(hybrid_vllm_con
     and the plugin passes sliding_window=None, which the model accepts (see the model test)."""
     from vllm.v1.core import kv_cache_utils
 
-    from vllm_tt_plugin.kv_cache import layer_specs_for_model
+    from vllm_tt_plugin.adapter.kv_cache import layer_specs_for_model
 
     config = hybrid_vllm_config(
         max_model_len=MAX_LEN, max_num_seqs=4, disable_hybrid_kv_cache_manager=True

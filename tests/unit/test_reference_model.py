@@ -19,13 +19,13 @@ import pytest
 import torch
 from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
 
-from vllm_tt_plugin.capabilities import ModelCapabilities
-from vllm_tt_plugin.contract import decode_contract_version
+from vllm_tt_plugin.contract.protocols import decode_contract_version
+from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow, TTSamplingParams
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
-from vllm_tt_plugin.envs import TT_REFERENCE_MAX_TOKENS_ALL_USERS
-from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.envs import TT_REFERENCE_MAX_TOKENS_ALL_USERS
+from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.sampling_params import DeviceSamplingRow, TTSamplingParams
 from vllm_tt_plugin.test_models import variants
 from vllm_tt_plugin.test_models.core import ReferenceModelError
 from vllm_tt_plugin.test_models.inputs import UnexpectedArgumentError

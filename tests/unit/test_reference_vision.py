@@ -16,7 +16,7 @@ from tests.checkpoint_files import assert_same_checkpoint
 from tests.conftest import REPO
 from tests.tool_modules import load_tool
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
-from vllm_tt_plugin.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES
 from vllm_tt_plugin.test_models.core import ReferenceModelError
 from vllm_tt_plugin.test_models.inputs import PrefillRow
 from vllm_tt_plugin.test_models.reference_vision import ReferenceLlavaForConditionalGeneration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_tt_plugin.reload_contract import (
+from vllm_tt_plugin.contract.reload_contract import (
     FULL_RELOAD,
     HOST_STEP_RELOAD,
     PAGE_TABLE_ONLY,
@@ -15,7 +15,7 @@ from vllm_tt_plugin.reload_contract import (
     ReloadPlanner,
     apply_remap,
 )
-from vllm_tt_plugin.sampling_route import Route
+from vllm_tt_plugin.policy.sampling_route import Route
 
 AB = ("a", "b", None, None)
 

@@ -15,8 +15,8 @@ from vllm.v1.request import Request
 
 from tests.unit.test_runner_steps import prompt, serving
 from tests.unit.tiny_checkpoint import BLOCK_HASHER, write_tiny_checkpoint
-from vllm_tt_plugin.runner_outputs import UNKNOWN_RANK
-from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.step.runner_outputs import UNKNOWN_RANK
 
 GPT_OSS = "vllm_tt_plugin.test_models.variants:GptOssForCausalLM"
 

@@ -36,11 +36,11 @@ from tests.unit.tiny_checkpoint import (
     start_worker_and_scheduler,
     write_tiny_checkpoint,
 )
-from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.model_runner import TTModelRunner
+from vllm_tt_plugin.observability import host_phases
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_output import TTSchedulerOutput, UnscheduledStepError
 from vllm_tt_plugin.scheduler import TTSchedulerBase
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_output import TTSchedulerOutput, UnscheduledStepError
 from vllm_tt_plugin.test_models.calls import CallRecord
 from vllm_tt_plugin.test_models.core import ReferenceLlamaCore
 from vllm_tt_plugin.worker import TTWorker

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
-from vllm_tt_plugin.capabilities import ModelCapabilities
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.data_parallel import LaneLayout
-from vllm_tt_plugin.device_logprobs import DeviceLogprobSupport
-from vllm_tt_plugin.launch_plan import LaunchPlan, resolve_plan
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.data_parallel import LaneLayout
+from vllm_tt_plugin.launch.launch_plan import LaunchPlan, resolve_plan
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.sampling_route import (
+from vllm_tt_plugin.policy.device_logprobs import DeviceLogprobSupport
+from vllm_tt_plugin.policy.sampling_route import (
     Route,
     StepKind,
     choose_route,

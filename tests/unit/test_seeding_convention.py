@@ -14,9 +14,9 @@ import torch
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
 
-from vllm_tt_plugin.host_sampler import HostSampler
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams, seeded_draw_seed
 from vllm_tt_plugin.input_batch import TTRequestState, device_rows
-from vllm_tt_plugin.sampling_params import TTSamplingParams, seeded_draw_seed
+from vllm_tt_plugin.step.host_sampler import HostSampler
 from vllm_tt_plugin.test_models.sampling import sample as device_sample
 from vllm_tt_plugin.test_models.sampling import tensors_from_params
 

@@ -1,4 +1,5 @@
-"""The served model (served_model.py): the plan plus the loaded instance's facts, derived once.
+"""The served model (adapter/served_model.py): the plan plus the loaded instance's facts,
+derived once.
 
 The platform parses a class's capability declaration once; the worker, adapter and runner read
 the plan and the served model built after load. A version-0 decode never overlaps, so the
@@ -15,13 +16,13 @@ from typing import Any
 import pytest
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
-from vllm_tt_plugin.capabilities import ModelCapabilities
+from vllm_tt_plugin.adapter.model_adapter import ModelContractError
+from vllm_tt_plugin.adapter.served_model import ServedModel
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.data_parallel import LaneLayout
-from vllm_tt_plugin.launch_plan import read_plan, resolve_plan
-from vllm_tt_plugin.model_adapter import ModelContractError
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.data_parallel import LaneLayout
+from vllm_tt_plugin.launch.launch_plan import read_plan, resolve_plan
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.served_model import ServedModel
 
 LEGACY_MODEL = "vllm_tt_plugin.test_models.variants:LegacyDecodeContract"
 ASYNC_CAPS = ModelCapabilities(supports_async_decode=True, supports_sample_on_device=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_policy import InterleaveConfig, StepPolicy, WorkFacts
+from vllm_tt_plugin.policy.step_kind import StepKind
+from vllm_tt_plugin.policy.step_policy import InterleaveConfig, StepPolicy, WorkFacts
 
 BOTH = WorkFacts(prefill_ready=True, decode_ready=True)
 

@@ -1,4 +1,4 @@
-"""The runner's step recorder (step_recorder.py) and the schedulers' timer
+"""The runner's step recorder (observability/step_recorder.py) and the schedulers' timer
 (host_phases.ScheduleTimer) on a scripted clock: what each mark, drain and
 model call adds to the phase table, the step's CPU time and the decode intervals."""
 
@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_tt_plugin import host_phases
-from vllm_tt_plugin.host_phases import Part, Phase
-from vllm_tt_plugin.reload_contract import ReloadCommand
-from vllm_tt_plugin.sampling_route import Route, RouteDecision
-from vllm_tt_plugin.step_kind import StepKind
-from vllm_tt_plugin.step_recorder import StepRecorder
+from vllm_tt_plugin.contract.reload_contract import ReloadCommand
+from vllm_tt_plugin.observability import host_phases
+from vllm_tt_plugin.observability.host_phases import Part, Phase
+from vllm_tt_plugin.observability.step_recorder import StepRecorder
+from vllm_tt_plugin.policy.sampling_route import Route, RouteDecision
+from vllm_tt_plugin.policy.step_kind import StepKind
 
 PREFILL, DECODE = StepKind.PREFILL, StepKind.DECODE
 
@@ -38,7 +38,7 @@ def clocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clocks]:
     c = Clocks()
     monkeypatch.setattr(host_phases, "now", lambda: c.wall)
     monkeypatch.setattr(host_phases, "cpu_now", lambda: c.cpu)
-    monkeypatch.setattr("vllm_tt_plugin.step_recorder.CLOCK", c.table)
+    monkeypatch.setattr("vllm_tt_plugin.observability.step_recorder.CLOCK", c.table)
     monkeypatch.setattr(host_phases, "CLOCK", c.table)  # the schedulers' ScheduleTimer
     yield c
 

@@ -9,7 +9,7 @@ from vllm import SamplingParams
 
 from vllm_tt_plugin.input_batch import TTRequestState
 from vllm_tt_plugin.model_runner import _ScheduledRow, misfit_rows
-from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.policy.step_kind import StepKind
 
 PROMPT = 10
 

@@ -24,10 +24,10 @@ from tests.unit.test_reference_model import (
     prefill,
     prompts,
 )
-from vllm_tt_plugin import host_phases
 from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice, StepFile
-from vllm_tt_plugin.mesh_spec import NAMED_MESHES
-from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.launch.mesh_spec import NAMED_MESHES
+from vllm_tt_plugin.observability import host_phases
+from vllm_tt_plugin.policy.step_kind import StepKind
 from vllm_tt_plugin.test_models import timing_only
 from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM
 
@@ -120,7 +120,7 @@ def test_resident_async_decode_equals_sync_reloads_and_keeps_the_state(
 
 def test_device_logprobs_are_the_closed_form_distribution(checkpoint, timing_t3k) -> None:
     from tests.unit.test_reference_model import decode_args
-    from vllm_tt_plugin.sampling_params import DeviceSamplingRow
+    from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow
 
     config, _ = checkpoint
     model, kv = build(ReferenceLlamaForCausalLM, config, timing_t3k)
@@ -249,7 +249,7 @@ def test_the_greedy_fast_path_gives_the_full_paths_tokens_and_resident_state(
     checkpoint, timing_mesh, monkeypatch
 ) -> None:
     from tests.unit.test_reference_model import FULL_RELOAD, encode
-    from vllm_tt_plugin.sampling_params import DeviceSamplingRow
+    from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow
 
     config, _ = checkpoint
     rng = random.Random(11)
@@ -306,7 +306,7 @@ def test_a_row_needing_a_distribution_takes_the_full_path(
 ) -> None:
     """On T3K, whose 8 devices per lane compute device logprobs."""
     from tests.unit.test_reference_model import FULL_RELOAD
-    from vllm_tt_plugin.sampling_params import DeviceSamplingRow
+    from vllm_tt_plugin.contract.sampling_params import DeviceSamplingRow
 
     config, _ = checkpoint
     rng = random.Random(4)

@@ -11,11 +11,16 @@ from pathlib import Path
 import pytest
 
 from tests.unit.metrics_files import scrape, value
-from vllm_tt_plugin import tt_metrics
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.mesh_spec import parse_mesh_device
-from vllm_tt_plugin.reload_contract import FULL_RELOAD, PAGE_TABLE_ONLY, STEADY, ReloadCommand
-from vllm_tt_plugin.sampling_route import Route, RouteDecision
+from vllm_tt_plugin.contract.reload_contract import (
+    FULL_RELOAD,
+    PAGE_TABLE_ONLY,
+    STEADY,
+    ReloadCommand,
+)
+from vllm_tt_plugin.launch.mesh_spec import parse_mesh_device
+from vllm_tt_plugin.observability import tt_metrics
+from vllm_tt_plugin.policy.sampling_route import Route, RouteDecision
 
 DEVICE = RouteDecision(Route.DEVICE, "device sampling")
 HOST = RouteDecision(Route.HOST, "min_p")
@@ -75,7 +80,7 @@ def test_increments_reach_the_file_at_a_flush_and_new_series_at_once(metrics_dir
 
 
 def test_the_host_phase_publisher_flushes_the_step_counters(metrics_dir: Path) -> None:
-    from vllm_tt_plugin import host_phases
+    from vllm_tt_plugin.observability import host_phases
 
     tt_metrics.observe_prefill(DEVICE)
     host_phases.PhaseClock().publish()  # what its thread does every FLUSH_INTERVAL_S
@@ -87,7 +92,7 @@ def test_publishing_starts_the_host_phase_series_at_zero(metrics_dir: Path) -> N
     """host_phases registers its series with tt_metrics (the metrics module never imports it):
     once the worker publishes, a scrape shows every phase of both step kinds at zero."""
     code = (
-        "from vllm_tt_plugin import host_phases, tt_metrics as m\n"
+        "from vllm_tt_plugin.observability import host_phases, tt_metrics as m\n"
         "m.publish_info(m.PluginInfo(*'1 c 0.26 2 3 N300 1x2 pkg.Cls 1 4 64 {} w t t f'.split()))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
@@ -102,8 +107,8 @@ def test_publishing_starts_the_host_phase_series_at_zero(metrics_dir: Path) -> N
 def test_processes_sum_and_the_info_appears_once(metrics_dir: Path) -> None:
     """Two engine processes (DP ranks): counters add up, identical info labels merge."""
     code = (
-        "from vllm_tt_plugin import tt_metrics as m\n"
-        "from vllm_tt_plugin.sampling_route import Route, RouteDecision\n"
+        "from vllm_tt_plugin.observability import tt_metrics as m\n"
+        "from vllm_tt_plugin.policy.sampling_route import Route, RouteDecision\n"
         "m.observe_prefill(RouteDecision(Route.DEVICE, 'device sampling'))\n"
         "m.publish_info(m.PluginInfo(*'1 c 0.26 2 3 N300 1x2 pkg.Cls 1 4 64 {} w t t f'.split()))\n"
     )

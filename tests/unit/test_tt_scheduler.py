@@ -24,8 +24,9 @@ from vllm.v1.structured_output import StructuredOutputManager
 
 from tests.unit.metrics_files import scrape, value
 from tests.unit.tiny_checkpoint import BLOCK_HASHER
-from vllm_tt_plugin.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
-from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.adapter.kv_cache import pool_bytes_per_block, uniform_kv_cache_spec
+from vllm_tt_plugin.launch.launch_plan import read_plan
+from vllm_tt_plugin.policy.step_kind import StepKind
 from vllm_tt_plugin.scheduler import (
     SchedulerClassError,
     TTAsyncScheduler,
@@ -34,7 +35,6 @@ from vllm_tt_plugin.scheduler import (
     is_decode_ready,
     scheduler_class,
 )
-from vllm_tt_plugin.step_kind import StepKind
 
 _ids = itertools.count()
 
@@ -506,7 +506,7 @@ def test_engine_core_scheduler_forces_compact_json(make_config: Any) -> None:
 def test_a_finished_request_flushes_the_metrics(make_config: Any, metrics_dir: Path) -> None:
     # Counters reach the metrics file at a flush; the update that finishes a request flushes, so
     # a client that scrapes /metrics once it has the last output sees that request's steps.
-    from vllm_tt_plugin import tt_metrics
+    from vllm_tt_plugin.observability import tt_metrics
 
     def steps_in_file() -> float:
         samples = scrape(metrics_dir, flush=False)

@@ -283,12 +283,13 @@ def test_the_code_scan_finds_the_known_private_names() -> None:
         assert name in found
 
 
-# --- every patch lives in vllm_patches.py -----------------------------------------------------
+# --- every patch lives in launch/vllm_patches.py --------------------------------------------------
 # A patch: code that assigns to, deletes from or mutates an object reached from an imported vLLM
 # (or torch / transformers) name, directly or through a local alias, or that registers a chat
 # parser (the plugin's parsers take vLLM's own names). Config objects a hook receives as a
 # parameter are not reached from an import, so the platform's config edits are not patches.
-PATCH_MODULE = Path(vllm_tt_plugin.__file__).parent / "vllm_patches.py"
+PLUGIN_ROOT = Path(vllm_tt_plugin.__file__).parent
+PATCH_MODULE = PLUGIN_ROOT / "launch" / "vllm_patches.py"
 PATCHED_PACKAGES = ("vllm", "torch", "transformers")
 MUTATING_METHODS = {"append", "clear", "extend", "insert", "pop", "popitem", "remove"}
 MUTATING_METHODS |= {"setdefault", "update", "__setitem__", "__delitem__"}
@@ -355,12 +356,12 @@ def patches_in(source: str) -> list[str]:
 
 def test_every_vllm_patch_lives_in_vllm_patches() -> None:
     outside = {
-        str(path.relative_to(PATCH_MODULE.parent)): found
-        for path in sorted(PATCH_MODULE.parent.rglob("*.py"))
+        str(path.relative_to(PLUGIN_ROOT)): found
+        for path in sorted(PLUGIN_ROOT.rglob("*.py"))
         if path != PATCH_MODULE and (found := patches_in(path.read_text()))
     }
     assert not outside, (
-        f"move these into vllm_patches.py with a ledger entry ({LEDGER.name}): {outside}"
+        f"move these into launch/vllm_patches.py with a ledger entry ({LEDGER.name}): {outside}"
     )
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from tests.unit.test_contract_parity_checker import GENERATOR, edit, run, tree
 from tests.unit.test_model_adapter import Recorder, loaded, plan
-from vllm_tt_plugin.call_plan import WARMUP_DECODE_KEYWORDS, WARMUP_PREFILL_KEYWORDS
+from vllm_tt_plugin.adapter.model_adapter import AdapterProfile, ModelContractError
 from vllm_tt_plugin.config import TTOptions
-from vllm_tt_plugin.model_adapter import AdapterProfile, ModelContractError
+from vllm_tt_plugin.contract.call_plan import WARMUP_DECODE_KEYWORDS, WARMUP_PREFILL_KEYWORDS
 from vllm_tt_plugin.platform import TTConfigurationError, _resolve_model
 from vllm_tt_plugin.test_models import warmup_forms
 from vllm_tt_plugin.test_models.reference_llama import ReferenceLlamaForCausalLM

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from vllm_tt_plugin.device import OpenedMesh, close_mesh
-from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
-from vllm_tt_plugin.mesh_spec import parse_mesh_device
-from vllm_tt_plugin.watchdog import (
+from vllm_tt_plugin.device.mesh import OpenedMesh, close_mesh
+from vllm_tt_plugin.device.watchdog import (
     DeviceCall,
     DeviceFailedError,
     DeviceTimeoutError,
@@ -21,6 +19,8 @@ from vllm_tt_plugin.watchdog import (
     arm_exit_fallback,
     run_bounded,
 )
+from vllm_tt_plugin.emulation.mesh import EmulatedMeshDevice
+from vllm_tt_plugin.launch.mesh_spec import parse_mesh_device
 
 DECODE = DeviceCall("decode", "Model.decode_forward", 3, 0.3)
 
@@ -269,8 +269,8 @@ def test_a_mesh_that_cannot_close_is_logged_within_the_bound(
 
 
 def test_adapter_calls_run_under_the_serving_bound() -> None:
-    from vllm_tt_plugin.call_types import DecodeSubmission
-    from vllm_tt_plugin.model_adapter import ModelAdapter
+    from vllm_tt_plugin.adapter.model_adapter import ModelAdapter
+    from vllm_tt_plugin.contract.call_types import DecodeSubmission
 
     class Hangs:
         @classmethod
@@ -309,7 +309,8 @@ def test_the_device_timeout_reaches_the_api_servers_engine_dead_error(
     from vllm.v1.engine.core_client import BackgroundResources
     from vllm.v1.engine.exceptions import EngineDeadError
 
-    from vllm_tt_plugin import vllm_patches, watchdog
+    from vllm_tt_plugin.device import watchdog
+    from vllm_tt_plugin.launch import vllm_patches
 
     vllm_patches.apply()
     monkeypatch.setattr(watchdog, "_fatal_reason", [])

@@ -46,7 +46,7 @@ import importlib.metadata as md, json, sys
 import tt_conformance
 import vllm_tt_plugin
 from tt_conformance.schema import load_schema
-from vllm_tt_plugin.contract_signatures import FixtureError, load_profiles
+from vllm_tt_plugin.contract.signatures import FixtureError, load_profiles
 from vllm_tt_plugin.utils.checkout import checkout_root
 
 with_ttnn = sys.argv[1] == "ttnn"
@@ -214,7 +214,7 @@ def test_repository_only_defaults_name_what_to_pass_instead(installed: Installed
     assert server.returncode == 2, server.stdout + server.stderr
     assert "bundled reference checkpoint" in server.stderr
     assert "--model DIR" in server.stderr
-    parity = installed.run(installed.python, "-m", "vllm_tt_plugin.contract_parity")
+    parity = installed.run(installed.python, "-m", "vllm_tt_plugin.contract.parity")
     assert parity.returncode == 2, parity.stdout + parity.stderr
     assert "--fixture PATH" in parity.stderr
 

@@ -15,8 +15,8 @@ import pytest
 from vllm.sampling_params import SamplingParams
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
-from vllm_tt_plugin.sampling_route import choose_route
-from vllm_tt_plugin.step_kind import StepKind
+from vllm_tt_plugin.policy.sampling_route import choose_route
+from vllm_tt_plugin.policy.step_kind import StepKind
 from vllm_tt_plugin.worker import TTWorker
 
 
@@ -158,7 +158,7 @@ def test_block_budget_is_published_as_override_and_bytes(
 
 
 def test_adapter_checks_the_contract_surface() -> None:
-    from vllm_tt_plugin.model_adapter import ModelAdapter, ModelContractError
+    from vllm_tt_plugin.adapter.model_adapter import ModelAdapter, ModelContractError
 
     class NotAModel:
         pass

@@ -16,7 +16,7 @@ from vllm.v1.core.kv_cache_utils import (
 )
 from vllm.v1.structured_output import StructuredOutputManager
 
-from vllm_tt_plugin.launch_plan import read_plan
+from vllm_tt_plugin.launch.launch_plan import read_plan
 from vllm_tt_plugin.scheduler import TTSchedulerBase, scheduler_class
 from vllm_tt_plugin.worker import TTWorker
 

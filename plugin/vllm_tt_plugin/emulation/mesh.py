@@ -18,8 +18,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.mesh_spec import MeshSpec
 
 T = TypeVar("T")
 

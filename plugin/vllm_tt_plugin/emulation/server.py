@@ -29,7 +29,7 @@ from typing import Any
 
 import requests
 
-from vllm_tt_plugin import envs
+from vllm_tt_plugin.launch import envs
 from vllm_tt_plugin.utils.checkout import CheckoutFileError, checkout_path
 from vllm_tt_plugin.utils.hostless import NO_TTNN_REMEDY
 

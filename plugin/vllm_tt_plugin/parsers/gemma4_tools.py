@@ -18,7 +18,6 @@ from vllm.entrypoints.openai.engine.protocol import (
 from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.tool_parsers import ToolParser
 
-from vllm_tt_plugin.log import get_logger
 from vllm_tt_plugin.parsers.gemma4_format import (
     TOOL_CALL_END,
     TOOL_CALL_START,
@@ -26,6 +25,7 @@ from vllm_tt_plugin.parsers.gemma4_format import (
     arguments_json,
     scan_tool_calls,
 )
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

@@ -58,11 +58,11 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.capabilities import ModelCapabilities
-from vllm_tt_plugin.contract import decode_contract_version
-from vllm_tt_plugin.kv_cache import kv_tp_width
-from vllm_tt_plugin.sampling_params import TTSamplingParams
+from vllm_tt_plugin.adapter.kv_cache import kv_tp_width
+from vllm_tt_plugin.contract.protocols import decode_contract_version
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.test_models import timing_only
 from vllm_tt_plugin.test_models.calls import CallRecord, DecodeHandle
 from vllm_tt_plugin.test_models.inputs import (

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
 
-from vllm_tt_plugin.kv_cache import DEFAULT_KV_DTYPE, layer_index, layer_name
+from vllm_tt_plugin.adapter.kv_cache import DEFAULT_KV_DTYPE, layer_index, layer_name
 from vllm_tt_plugin.test_models.llama import ReferenceModelConfigError
 
 if TYPE_CHECKING:

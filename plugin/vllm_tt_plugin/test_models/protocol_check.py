@@ -1,4 +1,4 @@
-"""The reference models satisfy the TT model contract Protocols (``contract.py``).
+"""The reference models satisfy the TT model contract Protocols (``contract/protocols.py``).
 
 Never called: strict mypy (``tox -e lint``, docs/TYPING.md) checks these conversions, so a
 reference class whose signature drifts from the contract fails the type check, as a tt-metal
@@ -7,7 +7,7 @@ class would fail the adapter's binding.
 
 from __future__ import annotations
 
-from vllm_tt_plugin.contract import (
+from vllm_tt_plugin.contract.protocols import (
     TTAsyncReadback,
     TTHybridModelClass,
     TTKVAllocator,

@@ -26,8 +26,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.log import get_logger
+from vllm_tt_plugin.launch import envs
 from vllm_tt_plugin.test_models.llama import (
     LlamaDecoder,
     LlamaDims,
@@ -35,6 +34,7 @@ from vllm_tt_plugin.test_models.llama import (
     load_weights,
     read_safetensors,
 )
+from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 

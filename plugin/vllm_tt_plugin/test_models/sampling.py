@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from vllm_tt_plugin.model_adapter import FLAT_LOGPROB_DEVICES
-from vllm_tt_plugin.sampling_params import TTSamplingParams, seeded_draw_seed
+from vllm_tt_plugin.adapter.model_adapter import FLAT_LOGPROB_DEVICES
+from vllm_tt_plugin.contract.sampling_params import TTSamplingParams, seeded_draw_seed
 
 SAMPLING_EPS = 1e-5  # vLLM's threshold below which a temperature means greedy
 

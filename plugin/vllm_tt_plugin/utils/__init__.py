@@ -1,1 +1,2 @@
-"""Common helpers (device discovery, hostless set-up)."""
+"""Common helpers: device discovery for data parallelism, hostless set-up, repository files
+reached from a checkout, weight identities and the plugin loggers."""

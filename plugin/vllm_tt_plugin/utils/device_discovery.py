@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_tt_plugin import envs
-from vllm_tt_plugin.mesh_spec import MeshSpec
+from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.mesh_spec import MeshSpec
 
 GROUPS_ENV = envs.TT_DP_DEVICE_GROUPS.name
 DISCOVERY_TIMEOUT_S = 300
