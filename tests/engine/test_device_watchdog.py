@@ -42,7 +42,7 @@ def _one_timeout_line(log: Path, *parts: str) -> str:
     lines = [
         line
         for line in log.read_text(errors="replace").splitlines()
-        if "ERROR" in line and "TT device timeout:" in line and "[device/watchdog.py" in line
+        if "ERROR" in line and "TT device timeout:" in line and "[watchdog.py" in line
     ]
     assert len(lines) == 1, "\n".join(lines)
     for part in ("did not return within", "elapsed", *parts):
