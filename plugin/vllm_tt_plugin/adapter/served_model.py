@@ -2,11 +2,11 @@
 
 The platform plans a launch from the model class (launch/launch_plan.py). A few facts exist only
 once the worker has loaded the instance: its ``decode_input_update_contract`` (an instance may set
-it) is the one decisions depend on here (the adapter keeps the instance's hooks and allocator in
-its own facts, ``model_adapter.instance_facts``). The worker builds
-one frozen :class:`ServedModel` right after load; the runner, the block stepper and warm-up read
-their effective values from it (overlap, resident inputs, slot remaps, legacy reload, page-table
-width, canvas) instead of combining plan and instance facts themselves.
+it) is the one decisions depend on here (the adapter keeps the instance's hooks and allocator in its
+own facts, ``model_adapter.instance_facts``). The worker builds one frozen :class:`ServedModel`
+right after load; the runner, the block stepper and warm-up read their effective values from it
+(overlap, resident inputs, slot remaps, legacy reload, page-table width, canvas) instead of
+combining plan and instance facts themselves.
 
 A decision the platform already acted on in another process (the scheduler class follows
 ``plan.async_overlap``) cannot change after load: an instance that contradicts it is refused

@@ -184,14 +184,13 @@ cpu_now = time.thread_time_ns  # this thread's CPU time (a syscall, ~0.3 us: a f
 class ScheduleTimer:
     """A scheduler's step split between vLLM's calls and the plugin's work around them.
 
-    ``begin`` starts a span; each call into vLLM's scheduler runs through ``vllm`` (its wall and
-    CPU time are summed); ``absorb`` adds another timer's sums (the lane coordinator's lanes).
-    ``finish`` charges a ``schedule()`` span to ``CLOCK`` (vLLM's sum as ``VLLM_SCHEDULE``, the
-    rest as ``SCHEDULE_POLICY``), ``finish_output`` an ``update_from_output()`` span (vLLM's sum
-    as ``VLLM_OUTPUT``, the rest, merging lanes' outputs, as ``OUTPUT_BUILD``;
-    ``finish_vllm_output``: all of it as ``VLLM_OUTPUT``); CPU time the
-    same way into ``Part.VLLM`` and ``Part.PLUGIN``. Two clock pairs per call into vLLM and per
-    span, nothing per row."""
+    ``begin`` starts a span; each call into vLLM's scheduler runs through ``vllm`` (its wall and CPU
+    time are summed); ``absorb`` adds another timer's sums (the lane coordinator's lanes).
+    ``finish`` charges a ``schedule()`` span to ``CLOCK`` (vLLM's sum as ``VLLM_SCHEDULE``, the rest
+    as ``SCHEDULE_POLICY``), ``finish_output`` an ``update_from_output()`` span (vLLM's sum as
+    ``VLLM_OUTPUT``, the rest, merging lanes' outputs, as ``OUTPUT_BUILD``; ``finish_vllm_output``:
+    all of it as ``VLLM_OUTPUT``); CPU time the same way into ``Part.VLLM`` and ``Part.PLUGIN``. Two
+    clock pairs per call into vLLM and per span, nothing per row."""
 
     __slots__ = ("_cpu_start", "_start", "vllm_cpu_ns", "vllm_ns")
 
