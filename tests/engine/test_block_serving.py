@@ -17,6 +17,9 @@ import requests
 from tests.engine.harness import MODEL_DIR, hf_greedy, log_lines, serve, settled_log_count
 from vllm_tt_plugin.emulation.server import EmulatedServer
 
+# One server for the module: its tests stay on one xdist worker (tests/engine/conftest.py).
+pytestmark = pytest.mark.xdist_group("block_serving")
+
 CANVAS = 256
 MAX_MODEL_LEN = 1024
 BLOCK_ARGS = [

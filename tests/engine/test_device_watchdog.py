@@ -20,6 +20,9 @@ import pytest
 from tests.engine.harness import Stream, health_non_200_at, log_lines, serve
 from vllm_tt_plugin.emulation.server import ServerStartError
 
+# The watchdog's bounds are measured with no other engine test alongside (tests/engine/conftest.py).
+pytestmark = pytest.mark.solo
+
 BOUND_S = 3.0
 # Engine-dead propagation, the bounded mesh close and process exit on a shared 2-core host.
 SLACK_S = 12.0

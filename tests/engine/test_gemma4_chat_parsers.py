@@ -23,6 +23,9 @@ from tests.engine.harness import serve
 from tests.engine.scripted_models import SCRIPT_ENV
 from tests.gemma4_checkpoint import build_gemma4_checkpoint
 
+# One server for the module: its tests stay on one xdist worker (tests/engine/conftest.py).
+pytestmark = pytest.mark.xdist_group("gemma4_chat_parsers")
+
 Q = '<|"|>'
 SCRIPT = (
     "<|channel>thought\nThe user asks about Paris.<channel|>Let me check."

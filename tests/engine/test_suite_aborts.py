@@ -11,9 +11,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.engine.harness import metric, run_suite, serve
+
+# The stop bound is measured with no other engine test alongside (tests/engine/conftest.py).
+pytestmark = pytest.mark.solo
 
 KILL_AFTER_REQUESTS = 20  # completed requests before the kill: the suite is under way
 STOPPED_WITHIN_S = 30.0  # pytest's own teardown and the report on a shared 2-core host
