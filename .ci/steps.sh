@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-art=${CI_ARTIFACTS:-reports/artifacts/ci}
+art=${CI_ARTIFACTS:-$PWD/reports/artifacts/ci}
 junit="$art/junit"
 mkdir -p "$junit"
 
@@ -68,7 +68,7 @@ step_stub_parity() {
     local py
     py=$(python_of 3.12)
     if [ -z "$py" ]; then echo "stub-parity skipped: no Python 3.12 on this host"; return; fi
-    tox -e stub-parity --discover "$py" -- --junitxml="$PWD/$junit/stub-parity.xml"
+    tox -e stub-parity --discover "$py" -- --junitxml="$junit/stub-parity.xml"
 }
 
 # The tt-host environment (Python 3.10, the real ttnn, PyPI's torch): built ahead, while the unit
@@ -89,7 +89,7 @@ step_tt_host() {
     local py
     py=$(python_of 3.10)
     if [ -z "$py" ]; then echo "tt-host skipped: no Python 3.10 on this host"; return; fi
-    tox -e tt-host --discover "$py" -- --junitxml="$PWD/$junit/tt-host.xml"
+    tox -e tt-host --discover "$py" -- --junitxml="$junit/tt-host.xml"
 }
 
 # The emulated end-to-end runs: the conformance suite on a live emulated server, gated against the
@@ -110,7 +110,7 @@ step_emu_smoke() {
 
 # The real vLLM engine and OpenAI server on the host-emulated mesh.
 step_engine() {
-    tox -e engine -- --junitxml="$PWD/$junit/engine.xml"
+    tox -e engine -- --junitxml="$junit/engine.xml"
 }
 
 if [ $# -ne 1 ] || ! declare -F "step_${1//-/_}" >/dev/null; then
