@@ -67,7 +67,7 @@ step_contract_parity() {
 step_stub_parity() {
     local py
     py=$(python_of 3.12)
-    if [ -z "$py" ]; then echo "stub-parity skipped: no Python 3.12 on this host"; return; fi
+    if [ -z "$py" ]; then echo "stub-parity needs Python 3.12 (pyenv install 3.12)" >&2; exit 1; fi
     tox -e stub-parity --discover "$py" -- --junitxml="$junit/stub-parity.xml"
 }
 
@@ -77,7 +77,7 @@ step_stub_parity() {
 step_tt_host_env() {
     local py
     py=$(python_of 3.10)
-    if [ -z "$py" ]; then echo "tt-host-env skipped: no Python 3.10 on this host"; return; fi
+    if [ -z "$py" ]; then echo "tt-host-env needs Python 3.10 (pyenv install 3.10)" >&2; exit 1; fi
     tox -e tt-host --discover "$py" --notest
     .tox/tt-host/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
         -r requirements/torch-tt-host.txt
@@ -88,7 +88,7 @@ step_tt_host_env() {
 step_tt_host() {
     local py
     py=$(python_of 3.10)
-    if [ -z "$py" ]; then echo "tt-host skipped: no Python 3.10 on this host"; return; fi
+    if [ -z "$py" ]; then echo "tt-host needs Python 3.10 (pyenv install 3.10)" >&2; exit 1; fi
     tox -e tt-host --discover "$py" -- --junitxml="$junit/tt-host.xml"
 }
 

@@ -4,28 +4,33 @@ one, and fails naming the step that ran past its recorded budget.
     python3 tools/ci_run.py [--plan .ci/plan.json] [--only STEP ...] [--out DIR]
     python3 tools/ci_run.py --record DIR/ci-times.json [--plan .ci/plan.json]
 
-The plan lists each step (`bash .ci/steps.sh STEP` runs it), the steps it needs, how many cores
-it keeps busy (`cpu`: 0 for a step that mostly waits on the network or a disk) and its budget in
-seconds. The driver starts a step once its needs have passed and its cores are free (the machine's
-`cores`, from the plan), so downloads and installs overlap the CPU-bound test steps; it never
-oversubscribes the cores, because on a 2-core machine two CPU-bound steps at once take as long as
-one after the other and make both of them noisy.
+The plan (tools/ci_plan.py reads and checks it) lists each step (`bash .ci/steps.sh STEP` runs
+it, in the tree that holds the plan), the steps it needs, how many cores it keeps busy (`cpu`: 0
+for a step that mostly waits on the network or a disk) and its budget in seconds. The driver starts
+a step once its needs have passed and its cores are free, so downloads and installs overlap the
+CPU-bound test steps; it never oversubscribes the cores, because on a 2-core machine two CPU-bound
+steps at once take as long as one after the other and make both noisy.
 
-Each step's output goes to DIR/logs/STEP.log (default DIR: reports/artifacts/ci); a finished step
-prints its tail, a failed one its last 300 lines. At the end the driver writes DIR/ci-times.json
-(every step's start, end and seconds, and every test's time from the JUnit files the steps name)
-and prints the step table and the slowest tests.
+Each step's output goes to DIR/logs/STEP.log (default DIR: reports/artifacts/ci; cleared at the
+start); a finished step prints its tail, a failed one its last 300 lines. At the end the driver
+writes DIR/ci-times.json (every step's window and seconds, and every test's time from the JUnit
+files the steps name) and prints the step table and the slowest tests.
 
-The budget check: a step whose time exceeds ``budget_s + max(margin.ratio * budget_s,
-margin.min_s)`` fails the run, naming the step, its time and its allowance, even when its own
-command passed; so does a run past ``total_budget_s``. A step still running at twice its
-allowance is stopped (its whole process group) and fails, so a hang is named long before CI's hard
-limit. ``--record`` rewrites each step's ``budget_s`` from a ci-times.json (rounded up to 10 s):
-run it on a representative machine after a deliberate change of a step's cost, and commit the
-plan with the change that caused it.
+What fails the run (exit 1), each named on a ``CI FAILED:`` line:
+- a step that exits non-zero, or never ran (a need failed);
+- a step that declares JUnit files but wrote none during its own run, ran no test, or has a
+  failing test in them (a step's exit status alone can hide both);
+- the budget check: a step whose time exceeds ``budget_s + max(margin.ratio * budget_s,
+  margin.min_s)``, even when its own command passed, and a run past ``total_budget_s``; a step
+  still running at twice its allowance is stopped (SIGTERM to its process group, SIGKILL 20 s
+  later), so a hang is named long before CI's hard limit;
+- a driver error (printed as such, with every step's process group stopped).
+A step's leftover processes are killed when it ends and noted. ``--record`` rewrites each step's
+``budget_s`` from the ci-times.json of a whole passing run (rounded up to 10 s): run it after a
+deliberate change of a step's cost and commit the plan with that change.
 
-Exit status: 0 when every step passed within its budget, 1 otherwise, 2 for a bad plan or
-arguments. The last line is the tests' total across the steps' JUnit files
+Exit status: 0 when every step passed within its budget, 1 otherwise, 2 for a bad plan, times
+file or arguments. The last line is the tests' total across the steps' JUnit files
 ("ci: N passed, N failed, N skipped").
 """
 
@@ -37,15 +42,19 @@ import glob
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ci_plan import Plan, PlanError, Step, load_plan, record, select
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PLAN = REPO / ".ci" / "plan.json"
@@ -53,143 +62,23 @@ DEFAULT_OUT = REPO / "reports" / "artifacts" / "ci"
 POLL_S = 0.25
 TAIL_OK = 12
 TAIL_FAILED = 300
+TAIL_BYTES = 256 * 1024
+LINE_CHARS = 2000
 HARD_STOP_FACTOR = 2.0
-EXIT_BAD_PLAN = 2
+KILL_AFTER_S = 20.0
+EXIT_BAD_INPUT = 2
 
 
-class PlanError(ValueError):
-    """The plan cannot be run as written; the message names the step and field."""
-
-
-@dataclass(frozen=True)
-class Margin:
-    ratio: float
-    min_s: float
-
-    def allowance(self, budget_s: float) -> float:
-        """How long a step with this budget may take before the run fails."""
-        return budget_s + max(self.ratio * budget_s, self.min_s)
+class Stopped(Exception):
+    """The driver itself was told to stop (SIGTERM / SIGINT)."""
 
 
 @dataclass(frozen=True)
-class Step:
-    name: str
-    budget_s: float
-    cpu: int = 1
-    needs: tuple[str, ...] = ()
-    junit: tuple[str, ...] = ()  # glob patterns, relative to the repository
-    why: str = ""
-
-
-@dataclass(frozen=True)
-class Plan:
-    steps: tuple[Step, ...]
-    margin: Margin
-    total_budget_s: float
-    cores: int
-    script: Path
-
-    def step(self, name: str) -> Step:
-        for step in self.steps:
-            if step.name == name:
-                return step
-        raise PlanError(f"no step named {name!r} in the plan")
-
-
-def _number(raw: dict[str, Any], key: str, where: str, minimum: float = 0.0) -> float:
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise PlanError(f"{where}: {key!r} must be a number >= {minimum:g}, got {value!r}")
-    return float(value)
-
-
-def _names(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
-    value = raw.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise PlanError(f"{where}: {key!r} must be a list of non-empty strings, got {value!r}")
-    return tuple(value)
-
-
-def parse_plan(data: Any, script: Path) -> Plan:
-    """A plan from its JSON form, refused with the offending step and field named."""
-    if not isinstance(data, dict):
-        raise PlanError("the plan must be a JSON object")
-    margin_raw = data.get("margin")
-    if not isinstance(margin_raw, dict):
-        raise PlanError("'margin' must be an object with 'ratio' and 'min_s'")
-    margin = Margin(_number(margin_raw, "ratio", "margin"), _number(margin_raw, "min_s", "margin"))
-    cores = int(_number(data, "cores", "plan", minimum=1))
-    total = _number(data, "total_budget_s", "plan", minimum=1)
-    raw_steps = data.get("steps")
-    if not isinstance(raw_steps, list) or not raw_steps:
-        raise PlanError("'steps' must be a non-empty list")
-    steps: list[Step] = []
-    known = {"name", "budget_s", "cpu", "needs", "junit", "why"}
-    for i, raw in enumerate(raw_steps):
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
-            raise PlanError(f"steps[{i}]: each step needs a non-empty 'name'")
-        where = f"step {raw['name']!r}"
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise PlanError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
-        cpu = raw.get("cpu", 1)
-        if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu <= cores:
-            raise PlanError(f"{where}: 'cpu' must be an integer from 0 to {cores}, got {cpu!r}")
-        steps.append(
-            Step(
-                name=raw["name"],
-                budget_s=_number(raw, "budget_s", where, minimum=1),
-                cpu=cpu,
-                needs=_names(raw, "needs", where),
-                junit=_names(raw, "junit", where),
-                why=str(raw.get("why", "")),
-            )
-        )
-    names = [s.name for s in steps]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise PlanError(f"step names must be unique: {dupes}")
-    for step in steps:
-        for need in step.needs:
-            if need not in names:
-                raise PlanError(f"step {step.name!r} needs {need!r}, which is not a step")
-            if names.index(need) > names.index(step.name):
-                raise PlanError(
-                    f"step {step.name!r} needs {need!r}, listed after it: list steps in an "
-                    "order that runs (this also rules out cycles)"
-                )
-    return Plan(tuple(steps), margin, total, cores, script)
-
-
-def load_plan(path: Path) -> Plan:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PlanError(f"cannot read the plan {path}: {exc}") from exc
-    return parse_plan(data, path.parent / "steps.sh")
-
-
-def select(plan: Plan, only: Sequence[str]) -> Plan:
-    """The named steps and everything they need (for a local run of part of CI)."""
-    if not only:
-        return plan
-    wanted: set[str] = set()
-    todo = list(only)
-    while todo:
-        name = todo.pop()
-        if name not in wanted:
-            wanted.add(name)
-            todo.extend(plan.step(name).needs)
-    return Plan(
-        tuple(s for s in plan.steps if s.name in wanted),
-        plan.margin,
-        plan.total_budget_s,
-        plan.cores,
-        plan.script,
-    )
-
-
-# --- running ---------------------------------------------------------------------------------
+class TestTime:
+    step: str
+    id: str
+    seconds: float
+    outcome: str  # passed | failed | skipped
 
 
 @dataclass
@@ -200,9 +89,11 @@ class StepRun:
     rc: int | None = None
     started: float = 0.0  # seconds since the run began
     ended: float = 0.0
-    note: str = ""
-    log: str = ""
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    tests: list[TestTime] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    term_at: float | None = None  # when SIGTERM went to a hung step's group
 
     @property
     def seconds(self) -> float:
@@ -214,22 +105,59 @@ class StepRun:
 
 
 def _tail(path: Path, lines: int) -> str:
+    """The last LINES lines of a log, reading at most its last TAIL_BYTES, each line capped."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - TAIL_BYTES))
+            text = handle.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    kept = text.splitlines()[-lines:]
+    return "\n".join(ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + " [...]" for ln in kept)
+
+
+def _signal_group(pid: int, sig: int) -> bool:
+    """Send SIG to the process group PID leads; False when none of it is left."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _seconds(raw: str | None) -> float:
+    try:
+        value = float(raw or 0.0)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) and value >= 0 else 0.0
+
+
+def read_junit(step: str, path: Path) -> list[TestTime]:
+    """The test cases of one JUnit file (pytest's --junitxml); raises ET.ParseError / OSError."""
+    found = []
+    for case in ET.parse(path).iter("testcase"):
+        outcome = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        ident = f"{case.get('classname', '')}::{case.get('name', '')}"
+        found.append(TestTime(step, ident, _seconds(case.get("time")), outcome))
+    return found
 
 
 class Runner:
-    def __init__(self, plan: Plan, out: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, plan: Plan, out: Path) -> None:
         self.plan = plan
         self.out = out
         self.logs = out / "logs"
-        self.env = {**os.environ, **(env or {}), "CI_ARTIFACTS": str(out)}
+        self.env = {**os.environ, "CI_ARTIFACTS": str(out)}
         self.runs = {s.name: StepRun(s, plan.margin.allowance(s.budget_s)) for s in plan.steps}
         self.t0 = time.monotonic()
         self.wall0 = time.time()
+        self.claimed: set[Path] = set()  # JUnit files already counted for a step
+        self.driver_error = ""
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -237,56 +165,101 @@ class Runner:
     def say(self, text: str) -> None:
         print(f"[ci {self.now():6.0f}s] {text}", flush=True)
 
-    def busy_cores(self) -> int:
-        return sum(r.step.cpu for r in self.runs.values() if r.status == "running")
+    def running(self) -> list[StepRun]:
+        return [r for r in self.runs.values() if r.status == "running"]
+
+    def junit_files(self, step: Step) -> list[Path]:
+        files: set[Path] = set()
+        for pattern in step.junit:
+            base = pattern if os.path.isabs(pattern) else str(self.plan.repo / pattern)
+            files.update(Path(p).resolve() for p in glob.glob(base, recursive=True))
+        return sorted(files)
 
     def _start(self, run: StepRun) -> None:
-        run.log = str(self.logs / f"{run.step.name}.log")
-        handle = open(run.log, "wb")  # noqa: SIM115  (closed when the step ends)
-        run.proc = subprocess.Popen(
-            ["bash", str(self.plan.script), run.step.name],
-            cwd=REPO,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.env,
-            start_new_session=True,
-        )
-        handle.close()
+        for stale in self.junit_files(run.step):  # only this run's files may count
+            stale.unlink(missing_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with (self.logs / f"{run.step.name}.log").open("wb") as handle:
+            run.proc = subprocess.Popen(
+                ["bash", str(self.plan.script), run.step.name],
+                cwd=self.plan.repo,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        others = [r.step.name for r in self.running()]
         run.status, run.started = "running", self.now()
-        others = [r.step.name for r in self.runs.values() if r.status == "running" and r is not run]
         alongside = f", alongside {', '.join(others)}" if others else ""
         budget = f"budget {run.step.budget_s:.0f} s"
         self.say(f"start {run.step.name} (cpu {run.step.cpu}, {budget}{alongside})")
 
-    def _stop(self, run: StepRun) -> None:
+    def _watch(self, run: StepRun) -> None:
+        """Stop a step running past twice its allowance, without blocking the others."""
         assert run.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.proc.pid, signal.SIGTERM)
-        try:
-            run.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(run.proc.pid, signal.SIGKILL)
-            run.proc.wait()
+        elapsed = self.now() - run.started
+        if run.term_at is None and elapsed > HARD_STOP_FACTOR * run.allowed_s:
+            self.say(
+                f"stopping {run.step.name}: still running at {HARD_STOP_FACTOR:g} x its "
+                f"allowance ({run.allowed_s:.0f} s)"
+            )
+            run.failures.append(f"stopped at {HARD_STOP_FACTOR:g} x its allowance")
+            run.term_at = self.now()
+            _signal_group(run.proc.pid, signal.SIGTERM)
+        elif run.term_at is not None and self.now() - run.term_at > KILL_AFTER_S:
+            _signal_group(run.proc.pid, signal.SIGKILL)
 
     def _finish(self, run: StepRun, rc: int) -> None:
+        assert run.proc is not None
         run.rc, run.ended = rc, self.now()
-        run.status = "passed" if rc == 0 else "failed"
+        if _signal_group(run.proc.pid, signal.SIGKILL):
+            run.notes.append("left processes running when it ended (killed)")
+        if rc != 0:
+            run.failures.insert(0, f"exit {rc}")
+        elif run.step.junit:
+            self._judge_junit(run)
+        run.status = "failed" if run.failures else "passed"
         if run.over_budget:
-            run.note = (
+            run.failures.append(
                 f"over budget: {run.seconds:.0f} s > {run.allowed_s:.0f} s allowed "
                 f"(budget {run.step.budget_s:.0f} s + margin)"
             )
-        verdict = run.status.upper() if run.status == "failed" else "ok"
+        verdict = "FAILED" if run.failures else "ok"
+        said = "; ".join([*run.failures, *run.notes])
         self.say(
             f"end {run.step.name}: {verdict} in {run.seconds:.0f} s "
             f"(budget {run.step.budget_s:.0f} s, allowed {run.allowed_s:.0f} s)"
-            + (f" -- {run.note}" if run.note else "")
+            + (f" -- {said}" if said else "")
         )
-        tail = _tail(Path(run.log), TAIL_FAILED if rc else TAIL_OK)
+        tail = _tail(self.logs / f"{run.step.name}.log", TAIL_FAILED if run.failures else TAIL_OK)
         if tail:
             print(tail, flush=True)
+
+    def _judge_junit(self, run: StepRun) -> None:
+        """A step declaring JUnit files must have written them during its run, with tests in
+        them, none failing."""
+        lo = self.wall0 + run.started - 1.0
+        hi = self.wall0 + run.ended + 1.0
+        files = [
+            p
+            for p in self.junit_files(run.step)
+            if p not in self.claimed and lo <= p.stat().st_mtime <= hi
+        ]
+        if not files:
+            run.failures.append(f"wrote no JUnit file ({', '.join(run.step.junit)})")
+            return
+        for path in files:
+            self.claimed.add(path)
+            try:
+                run.tests.extend(read_junit(run.step.name, path))
+            except (OSError, ET.ParseError) as exc:
+                run.failures.append(f"unreadable JUnit file {path}: {exc}")
+        failed = [t.id for t in run.tests if t.outcome == "failed"]
+        if failed:
+            run.failures.append(f"{len(failed)} test(s) failed, first: {failed[0]}")
+        elif not any(t.outcome == "passed" for t in run.tests):
+            run.failures.append("ran no test (no passing test case in its JUnit files)")
 
     def _skip_blocked(self) -> None:
         for run in self.runs.values():
@@ -294,11 +267,11 @@ class Runner:
                 continue
             broken = [n for n in run.step.needs if self.runs[n].status in ("failed", "skipped")]
             if broken:
-                run.status, run.note = "skipped", f"not run: it needs {', '.join(broken)}"
-                self.say(f"skip {run.step.name}: {run.note}")
+                run.status = "skipped"
+                run.failures.append(f"not run: it needs {', '.join(broken)}")
+                self.say(f"skip {run.step.name}: it needs {', '.join(broken)}")
 
-    def run(self) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
+    def _loop(self) -> None:
         while True:
             self._skip_blocked()
             for run in self.runs.values():
@@ -306,75 +279,66 @@ class Runner:
                     continue
                 if any(self.runs[n].status != "passed" for n in run.step.needs):
                     continue
-                busy = self.busy_cores()
+                busy = sum(r.step.cpu for r in self.running())
                 # A step wider than the machine still runs, alone.
-                if busy and busy + run.step.cpu > self.plan.cores:
+                if self.running() and busy + run.step.cpu > self.plan.cores:
                     continue
                 self._start(run)
-            running = [r for r in self.runs.values() if r.status == "running"]
+            running = self.running()
             if not running:
-                break
+                return
             time.sleep(POLL_S)
             for run in running:
                 assert run.proc is not None
                 rc = run.proc.poll()
-                if rc is None and self.now() - run.started > HARD_STOP_FACTOR * run.allowed_s:
-                    self.say(
-                        f"stopping {run.step.name}: still running at {HARD_STOP_FACTOR:g} x its "
-                        f"allowance ({run.allowed_s:.0f} s)"
-                    )
-                    self._stop(run)
-                    rc = 124
-                if rc is not None:
+                if rc is None:
+                    self._watch(run)
+                else:
                     self._finish(run, rc)
+
+    def run(self) -> None:
+        shutil.rmtree(self.logs, ignore_errors=True)  # an earlier run's logs are not this run's
+        self.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            with _stop_on_signals():
+                self._loop()
+        except Exception as exc:  # named in the verdict, never a bare traceback
+            self.driver_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            for run in self.running():
+                assert run.proc is not None
+                _signal_group(run.proc.pid, signal.SIGKILL)
+                run.proc.wait()
+                run.status, run.ended = "failed", self.now()
+                run.failures.append("stopped: the driver ended while it ran")
+        for run in self.runs.values():
+            if run.status == "pending":
+                run.failures.append("never ran")
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(f"the driver got signal {signum}")
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 # --- results ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TestTime:
-    step: str
-    id: str
-    seconds: float
-    outcome: str  # passed | failed | skipped
-
-
-def junit_tests(
-    step: str, patterns: Sequence[str], since: float = 0.0, root: Path = REPO
-) -> list[TestTime]:
-    """Every test case of the step's JUnit files (pytest's --junitxml) written at or after
-    ``since`` (a file an earlier run left in the tree is not this run's)."""
-    found: list[TestTime] = []
-    for pattern in patterns:
-        for name in sorted(glob.glob(str(root / pattern), recursive=True)):
-            if os.path.getmtime(name) < since:
-                continue
-            try:
-                tree = ET.parse(name)
-            except (OSError, ET.ParseError):
-                continue
-            for case in tree.iter("testcase"):
-                outcome = "passed"
-                if case.find("failure") is not None or case.find("error") is not None:
-                    outcome = "failed"
-                elif case.find("skipped") is not None:
-                    outcome = "skipped"
-                ident = f"{case.get('classname', '')}::{case.get('name', '')}"
-                found.append(TestTime(step, ident, float(case.get("time") or 0.0), outcome))
-    return found
-
-
 def verdict(runner: Runner) -> list[str]:
     """Why the run fails (empty when it passes)."""
     reasons = []
+    if runner.driver_error:
+        reasons.append(f"driver error: {runner.driver_error}")
     for run in runner.runs.values():
-        if run.status == "failed":
-            reasons.append(f"step {run.step.name} failed (exit {run.rc})")
-        elif run.status == "skipped":
-            reasons.append(f"step {run.step.name} {run.note}")
-        if run.over_budget:
-            reasons.append(f"step {run.step.name} is {run.note}")
+        reasons.extend(f"step {run.step.name}: {failure}" for failure in run.failures)
     total = runner.now()
     if total > runner.plan.total_budget_s:
         reasons.append(
@@ -384,10 +348,19 @@ def verdict(runner: Runner) -> list[str]:
     return reasons
 
 
-def write_times(runner: Runner, tests: list[TestTime], reasons: list[str]) -> Path:
+def all_tests(runner: Runner) -> list[TestTime]:
+    return [t for r in runner.runs.values() for t in r.tests]
+
+
+def write_times(runner: Runner, reasons: list[str]) -> Path:
     commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
+        ["git", "rev-parse", "HEAD"],
+        cwd=runner.plan.repo,
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.strip()
+    tests = all_tests(runner)
     data = {
         "commit": commit or None,
         "cores": runner.plan.cores,
@@ -407,19 +380,22 @@ def write_times(runner: Runner, tests: list[TestTime], reasons: list[str]) -> Pa
                 "budget_s": r.step.budget_s,
                 "allowed_s": r.allowed_s,
                 "cpu": r.step.cpu,
-                "note": r.note,
-                "tests": sum(1 for t in tests if t.step == r.step.name),
+                "failures": r.failures,
+                "notes": r.notes,
+                "tests": len(r.tests),
             }
             for r in runner.runs.values()
         ],
         "tests": [asdict(t) for t in sorted(tests, key=lambda t: -t.seconds)],
     }
+    runner.out.mkdir(parents=True, exist_ok=True)
     path = runner.out / "ci-times.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
     return path
 
 
-def print_summary(runner: Runner, tests: list[TestTime], reasons: list[str]) -> None:
+def print_summary(runner: Runner, reasons: list[str]) -> None:
+    tests = all_tests(runner)
     print("\nstep                 status    seconds  budget  allowed  cpu  window", flush=True)
     for r in runner.runs.values():
         flag = "  OVER" if r.over_budget else ""
@@ -438,23 +414,6 @@ def print_summary(runner: Runner, tests: list[TestTime], reasons: list[str]) -> 
     print(f"ci: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 
 
-def record(plan_path: Path, times_path: Path) -> list[str]:
-    """Rewrite the plan's budgets from a ci-times.json; returns the changed lines."""
-    data = json.loads(plan_path.read_text())
-    times = {s["name"]: s for s in json.loads(times_path.read_text())["steps"]}
-    changes = []
-    for raw in data["steps"]:
-        got = times.get(raw["name"])
-        if got is None or got["status"] != "passed":
-            continue
-        budget = max(10, math.ceil(got["seconds"] / 10.0) * 10)
-        if budget != raw["budget_s"]:
-            changes.append(f"{raw['name']}: {raw['budget_s']} -> {budget} s")
-            raw["budget_s"] = budget
-    plan_path.write_text(json.dumps(data, indent=1) + "\n")
-    return changes
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", type=Path, default=DEFAULT_PLAN)
@@ -463,22 +422,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--record", type=Path, metavar="CI_TIMES_JSON")
     args = parser.parse_args(argv)
     try:
-        plan = load_plan(args.plan)
         if args.record:
+            if args.only:
+                raise PlanError("--record takes a whole run's times; --only does not apply")
             for line in record(args.plan, args.record):
                 print(line)
             return 0
-        plan = select(plan, args.only)
+        plan = select(load_plan(args.plan), args.only)
     except PlanError as exc:
-        print(f"ci: bad plan: {exc}", file=sys.stderr)
-        return EXIT_BAD_PLAN
+        print(f"ci: bad input: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     runner = Runner(plan, args.out.resolve())
     runner.run()
-    tests = [t for s in plan.steps for t in junit_tests(s.name, s.junit, runner.wall0)]
     reasons = verdict(runner)
-    path = write_times(runner, tests, reasons)
+    path = write_times(runner, reasons)
     print(f"\ntimes: {path}")
-    print_summary(runner, tests, reasons)
+    print_summary(runner, reasons)
     return 1 if reasons else 0
 
 
