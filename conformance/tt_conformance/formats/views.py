@@ -49,6 +49,7 @@ __all__ = [
     "run_context",
     "run_href",
     "sparkline",
+    "story_text",
     "trend_change",
     "unknown_versions",
 ]
@@ -133,7 +134,9 @@ class Pivot:
     cells: dict[tuple[str, str], list[PivotCell]]
 
     def regressed(self, model: str, device: str) -> bool:
-        return any(p.story is not None and p.story.regressed for p in self.cells[(model, device)])
+        """The column's leading setup (its newest run) dropped and has not recovered."""
+        lead = self.cells[(model, device)][0]
+        return lead.story is not None and lead.story.regressed
 
 
 def pivot(
@@ -147,7 +150,8 @@ def pivot(
     for c in cells:
         (apart if perf_is_informational(c.report.device) else hardware).add(c.device)
     grid: dict[tuple[str, str], list[PivotCell]] = {}
-    for c in cells:
+    # The newest setup leads each cell; superseded setups follow, marked.
+    for c in sorted(cells, key=lambda c: c.superseded_by is not None):
         story = (stories or {}).get((c.model, c.device, profile_key(c.report)))
         href = run_href(c.report) if links else None
         grid.setdefault((c.model, c.device), []).append(PivotCell(c, story, href))
@@ -157,6 +161,34 @@ def pivot(
         apart=tuple(sorted(apart)),
         cells=grid,
     )
+
+
+def story_text(cell: MatrixCell, story: CellStory | None) -> str:
+    """A pivot cell in words (the Markdown matrix): status, drop, since, last good, setup."""
+    parts = [cell.status]
+    if story is not None:
+        if story.dropped_from is not None:
+            parts[0] += f" ↓ from {story.dropped_from}"
+        if story.perf_drops:
+            parts.append("perf ↓ " + "; ".join(story.perf_drops))
+        since = story.since.report
+        parts.append(
+            f"since tt-metal {since.versions.tt_metal}, ttnn "
+            f"{since.versions.ttnn} ({since.finished_at[:10]})"
+        )
+        good = story.last_good
+        parts.append(
+            "last good: "
+            + (
+                f"{good.report.finished_at[:10]}, tt-metal {good.report.versions.tt_metal}"
+                if good
+                else "none"
+            )
+        )
+    if cell.superseded_by is not None:
+        parts.append(f"superseded by {cell.superseded_by}")
+    parts.append(cell.profile)
+    return "; ".join(parts)
 
 
 def run_context(run: Run, generated_at: str) -> dict[str, Any]:
