@@ -30,7 +30,7 @@ from tt_conformance.report import (
     Tier,
     load_report,
 )
-from tt_conformance.selection import derive_coverage
+from tt_conformance.selection import derive_coverage, skip_kind
 from tt_conformance.tiers import derive_tier
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "CONCERN_PARTIAL",
     "CONCERN_PASS",
     "CONCERN_STATES",
+    "CONCERN_WAIVED",
     "KEY_PERF",
     "STATUS_ABORTED",
     "STATUS_COMPLETE",
@@ -173,21 +174,34 @@ def not_run_concerns(report: Report) -> tuple[str, ...]:
 CONCERN_PASS = "pass"
 CONCERN_EXPECTED = "pass with expected failures"
 CONCERN_PARTIAL = "pass, some not run"
+CONCERN_WAIVED = "pass with waivers"
 CONCERN_FAIL = "fail"
 CONCERN_NOT_RUN = "not run"
-CONCERN_STATES = (CONCERN_PASS, CONCERN_EXPECTED, CONCERN_PARTIAL, CONCERN_FAIL, CONCERN_NOT_RUN)
+CONCERN_STATES = (
+    CONCERN_PASS,
+    CONCERN_EXPECTED,
+    CONCERN_WAIVED,
+    CONCERN_PARTIAL,
+    CONCERN_FAIL,
+    CONCERN_NOT_RUN,
+)
 
 
 def concern_status(report: Report, concern: str) -> str:
     """fail if any check of the concern failed or errored; not run when the report has none of
     its checks or all of them were skipped (not exercised, not applicable, needs lanes); pass
-    with expected failures when some xfailed; pass, some not run when some were skipped: a
+    with waivers when some were skipped by the expectations; pass with expected failures when
+    some xfailed; pass, some not run when some were skipped: a
     skipped check never reads as a plain pass."""
-    outcomes = {c.outcome for c in report.checks if c.concern == concern}
+    members = [c for c in report.checks if c.concern == concern]
+    outcomes = {c.outcome for c in members}
     if outcomes & set(FAILING):
         return CONCERN_FAIL
     if not outcomes - {"skip"}:
         return CONCERN_NOT_RUN
+    lanes = report.server.lanes
+    if any(c.outcome == "skip" and skip_kind(c, report.device, lanes) == "waived" for c in members):
+        return CONCERN_WAIVED
     if "xfail" in outcomes:
         return CONCERN_EXPECTED
     if "skip" in outcomes:
