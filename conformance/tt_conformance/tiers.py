@@ -14,10 +14,11 @@ performance evidence.
                   not run, e.g. waived by the expectations): not a tier, and never certified
     emulated      nothing failed on a host-emulated mesh: no TT hardware, so no TT tier; the
                   reason says whether accuracy passed
-    experimental  the checks pass, but accuracy has no passing verdict, or there is no
-                  hardware performance evidence (no perf targets, or one below its functional
-                  fraction), or the server is not a TT server (device ``not-tt``), or the device
-                  is not a TT system (cpu, gpu, unknown)
+    experimental  the checks pass, but accuracy has no passing verdict (its check an expected
+                  failure; a run where the accuracy concern did not run is partial), or no
+                  hardware performance evidence (no perf targets, or one below its
+                  functional fraction), or the server is not a TT server (device
+                  ``not-tt``), or the device is not a TT system (cpu, gpu, unknown)
     functional    checks pass (expected failures allowed), accuracy passes, and every perf
                   target reaches its functional fraction on TT hardware
     complete      functional, with no expected failures, no waivers (checks skipped by the
