@@ -4,10 +4,11 @@
                                     [--write-todo-entries] [--allow-older]
 
 copies the run to <baselines>/<model>/<device>/baseline.json and writes (or extends)
-expectations.json there. It refuses an aborted, incomplete, partial or inconsistent run, a run older than the baseline
-it would replace (unless --allow-older) and a run with failing, expected-failing or flaky checks
-the expectations do not cover, unless --write-todo-entries: then each gets an entry whose reason
-is a ``TODO`` placeholder, and the gate refuses the file, naming them, until each is written.
+expectations.json there. It refuses an aborted, incomplete, partial or inconsistent run, a run
+older than the baseline it would replace (unless --allow-older) and a run with failing,
+expected-failing or flaky checks the expectations do not cover, unless --write-todo-entries:
+then each gets an entry whose reason is a ``TODO`` placeholder, and the gate refuses the file,
+naming them, until each is written.
 
     tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
                            [--out FILE]
