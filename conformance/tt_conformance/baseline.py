@@ -165,13 +165,6 @@ def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) 
         )
     if not report.checks:
         raise PromoteError(f"{path}: the run has no checks; it cannot be a baseline")
-    coverage = derive_coverage(report)  # from the checks, never the stored "full"
-    if coverage is not None and not coverage.full and not allow_partial:
-        why = "; ".join(coverage.partial_because)
-        raise PromoteError(
-            f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
-            "it did not select would pass every later gate"
-        )
     if report.collection_errors:
         first = report.collection_errors[0].nodeid
         raise PromoteError(
@@ -189,6 +182,13 @@ def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) 
         raise PromoteError(
             f"{path}: field 'totals': all {counts['total']} checks were skipped, none ran; it "
             "cannot be a baseline"
+        )
+    coverage = derive_coverage(report)  # from the checks, never the stored "full"
+    if (coverage is None or not coverage.full) and not allow_partial:
+        why = "coverage not recorded" if coverage is None else "; ".join(coverage.partial_because)
+        raise PromoteError(
+            f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
+            "it did not select would pass every later gate"
         )
 
 

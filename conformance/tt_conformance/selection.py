@@ -50,6 +50,7 @@ __all__ = [
     "concern_coverage",
     "coverage_of",
     "derive_coverage",
+    "installed_files",
     "installed_suite",
     "manifest_text",
     "read_manifest",
@@ -76,8 +77,9 @@ def _file_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _installed_files() -> dict[str, bytes]:
-    """The check modules in the installed package, by module name, with their bytes."""
+def installed_files() -> dict[str, bytes]:
+    """The check modules in the installed package, by module name, with their bytes (what
+    `installed_suite` holds against the manifest)."""
     out: dict[str, bytes] = {}
     for entry in resources.files(CHECKS_PACKAGE).iterdir():
         if entry.name.startswith("test_") and entry.name.endswith(".py"):
@@ -88,7 +90,7 @@ def _installed_files() -> dict[str, bytes]:
 def manifest_text() -> str:
     """The manifest of the check modules as they are now (``python -m tt_conformance.schema``
     writes it; a test fails while the shipped one is stale)."""
-    modules = {name: _file_digest(data) for name, data in _installed_files().items()}
+    modules = {name: _file_digest(data) for name, data in installed_files().items()}
     return json.dumps({"kind": MANIFEST_KIND, "modules": modules}, indent=2) + "\n"
 
 
@@ -116,7 +118,7 @@ class SuiteState:
 def installed_suite() -> SuiteState:
     """The manifest against the installed check files."""
     shipped = read_manifest()
-    files = _installed_files()
+    files = installed_files()
     modified = []
     for name, digest in shipped.items():
         data = files.get(name)

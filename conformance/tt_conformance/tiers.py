@@ -148,14 +148,11 @@ def derive_tier(report: Report) -> Tier:
     coverage = derive_coverage(report)
     if coverage is not None:
         partial_because, waived = coverage.partial_because, coverage.waived
-    else:  # no selection recorded (before schema 4): the concerns are still judged
-        concerns = concern_coverage(report.checks, report.device, report.server.lanes)
-        waived = concerns.waived
-        partial_because = (
-            ("concerns that apply here did not run: " + ", ".join(concerns.not_run),)
-            if concerns.not_run
-            else ()
-        )
+    else:
+        # No selection recorded (a report before schema 4, or one whose coverage was removed):
+        # what was selected is unknown, so nothing is certified.
+        waived = concern_coverage(report.checks, report.device, report.server.lanes).waived
+        partial_because = ("coverage not recorded (-k, -m and the suite unknown)",)
     if partial_because:
         return Tier(
             tier="partial",

@@ -50,6 +50,7 @@ from tt_conformance.report import (
 )
 from tt_conformance.selection import coverage_of, installed_suite
 from tt_conformance.tiers import derive_tier
+from tt_conformance.ttmetrics import NOT_APPLICABLE
 from tt_conformance.writers import write_matrix, write_report
 
 FIGURE = "tps_user_median@i128o128c1"
@@ -179,12 +180,12 @@ def test_a_deleted_or_edited_check_module_makes_the_run_partial(
 ) -> None:
     """The suite is the shipped manifest, not the installed directory."""
     assert installed_suite().modified == ()  # the checkout matches its manifest
-    files = selection._installed_files()
+    files = selection.installed_files()
     gone = "tt_conformance.checks.test_lanes"
     edited = "tt_conformance.checks.test_seeding"
     changed = {k: (v + b"\n# edited\n" if k == edited else v) for k, v in files.items()
                if k != gone}  # fmt: skip
-    monkeypatch.setattr(selection, "_installed_files", lambda: changed)
+    monkeypatch.setattr(selection, "installed_files", lambda: changed)
     state = installed_suite()
     assert f"{gone} (deleted)" in state.modified and f"{edited} (edited)" in state.modified
     assert gone in state.modules  # still part of the suite: missing from any run
@@ -198,7 +199,7 @@ def test_a_deleted_or_edited_check_module_makes_the_run_partial(
 def test_not_applicable_is_decided_by_the_server_identity(honest: Any) -> None:
     """A "no TT plugin" skip on a T3K, or a "needs lanes" skip on a 4-lane server, is no
     reason the server gives: the concern did not run."""
-    no_tt = f"{selection.NOT_APPLICABLE} the server exposes no TT plugin metrics"
+    no_tt = f"{NOT_APPLICABLE} the server exposes no TT plugin metrics"
     checks = tuple(
         c.model_copy(update={"outcome": "skip", "reason": no_tt}) if c.concern == "seeding" else c
         for c in honest().checks
@@ -291,6 +292,22 @@ def test_an_old_schema_report_is_re_derived_not_trusted(honest: Any) -> None:
     report = report_from_dict(data, "old.json")
     assert report.tier is None and tier_of(report).tier == "fail"
     assert inconsistencies(report) == []
+    # All passing, its stored "functional" is not kept either: what it selected is unknown.
+    data["checks"][0].update(outcome="pass", reason="")
+    passing = report_from_dict(data, "old.json")
+    tier = tier_of(passing)
+    assert tier.tier == "partial" and "coverage not recorded" in tier.reason
+
+
+def test_a_report_stripped_of_its_coverage_certifies_nothing(honest: Any, tmp_path: Path) -> None:
+    """Removing the coverage record (a -k run made to look like an old report) gives no tier."""
+    stripped = honest().replace(coverage=None)
+    assert tier_of(stripped).tier == "partial"
+    assert any(f.startswith("field 'tier.tier'") for f in inconsistencies(stripped))
+    resealed = stripped.replace(tier=derive_tier(stripped))
+    path = write_report(resealed, tmp_path / "run").json
+    code = cli.main(["baseline", "promote", str(path), "--baselines-dir", str(tmp_path / "b")])
+    assert code == cli.EXIT_BAD_INPUT
 
 
 def write_report_text(report: Report) -> str:
