@@ -540,3 +540,16 @@ def test_trends_and_compares_never_print_a_change_across_unlike_runs(make_report
     html = render_history_html(context)
     assert "300*" in html and "* flagged unreliable, not comparable: burst delivery" in html
     assert "informational" in html
+
+
+def test_the_gate_says_emulated_figures_are_informational(make_report: Any) -> None:
+    from tt_conformance.formats.text import render_gate
+
+    perf = {"tt_tps@i128o128c8": (100.0, "tok/s", "higher")}
+    base = make_report({"m::a": "pass"}, device="emulated-T3K", perf=perf)
+    cand = make_report({"m::a": "pass"}, device="emulated-T3K", tt_metal="v2",
+                       perf={"tt_tps@i128o128c8": (50.0, "tok/s", "higher")})  # fmt: skip
+    text = render_gate(compare(base, cand), base, cand)
+    assert "informational: emulated-T3K is not TT hardware" in text
+    hardware = [make_report({"m::a": "pass"}, device="T3K", perf=perf) for _ in range(2)]
+    assert "informational" not in render_gate(compare(*hardware), *hardware)
