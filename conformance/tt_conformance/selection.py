@@ -245,18 +245,20 @@ def coverage_of(
 def derive_coverage(report: Report) -> Coverage | None:
     """The report's coverage rebuilt from its checks and its stored selection (what pytest was
     asked: deselected count, -k, -m, arguments; the suite and the modified modules the run
-    saw). A report from before the suite was recorded is judged against this harness's
-    manifest. None when the report recorded no selection (before schema version 4)."""
+    saw). A report written before the suite was recorded is judged against the suite it
+    implies (its modules and its missing ones): this harness's manifest may have grown since.
+    None when the report recorded no selection (before schema version 4)."""
     stored = report.coverage
     if stored is None:
         return None
+    implied = sorted({_module_of(c.id) for c in report.checks} | set(stored.missing_modules))
     return coverage_of(
         report.checks,
         deselected=stored.deselected,
         keyword=stored.keyword,
         markers=stored.markers,
         args=stored.args,
-        suite=stored.suite or suite_modules(),
+        suite=stored.suite or implied,
         modified=stored.modified_modules,
         device=report.device,
         lanes=report.server.lanes,

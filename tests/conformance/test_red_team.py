@@ -553,3 +553,16 @@ def test_the_gate_says_emulated_figures_are_informational(make_report: Any) -> N
     assert "informational: emulated-T3K is not TT hardware" in text
     hardware = [make_report({"m::a": "pass"}, device="T3K", perf=perf) for _ in range(2)]
     assert "informational" not in render_gate(compare(*hardware), *hardware)
+
+
+def test_the_committed_reports_stay_consistent_when_the_suite_grows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reports written before the suite was recorded are judged on the suite they imply, so
+    a check module added later does not turn the committed baselines inconsistent."""
+    reports = Path(__file__).resolve().parents[2] / "reports"
+    grown = (*selection.suite_modules(), "tt_conformance.checks.test_new_concern")
+    monkeypatch.setattr(selection, "suite_modules", lambda: grown)
+    found = find_reports(reports, include_baselines=True)  # refuses an inconsistent one
+    assert len(found) >= 6
+    assert {tier_of(r).tier for _, r in found} <= {"emulated", "partial"}
