@@ -6,7 +6,7 @@ only the ones above it:
     foundation   names, envs, datafile, numfmt
     data model   report, expectations, tiers, matrix, gate, history, provenance, ttmetrics,
                  server, rawhttp, perfshapes, perfstats, benchimport, accuracy, longtasks,
-                 chisquare, fisher, identity, selection
+                 chisquare, fisher, identity, selection, rederive
                  (no output format)
     formats      formats.json, formats.markdown, formats.junit, formats.html, formats.text
     writers      writers (every file written), baseline (promote, gate a run)

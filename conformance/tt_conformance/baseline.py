@@ -39,6 +39,7 @@ from tt_conformance.gate import (
 )
 from tt_conformance.identity import DEFAULT_AXES
 from tt_conformance.matrix import column_dir
+from tt_conformance.rederive import require_consistent
 from tt_conformance.report import (
     FAILING,
     CheckResult,
@@ -46,6 +47,7 @@ from tt_conformance.report import (
     ReportError,
     load_report,
 )
+from tt_conformance.selection import derive_coverage
 from tt_conformance.writers import atomic_write_text
 
 __all__ = [
@@ -109,7 +111,8 @@ def promote(
     """Make the run the baseline of its model/device; PromoteError says why it cannot be.
     ``allow_partial``: only for a baseline whose gate always runs the same selection (the
     emulated lanes run, ``-m lanes``), where the unselected checks are no one's baseline."""
-    report = load_report(report_path)
+    # A report whose stored verdicts disagree with its checks is never a baseline (rederive.py).
+    report = require_consistent(load_report(report_path), str(report_path))
     _refuse_incomplete(report, report_path, allow_partial)
     target = baseline_dir_of(baselines_dir, report)
     baseline = target / BASELINE_NAME
@@ -162,12 +165,6 @@ def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) 
         )
     if not report.checks:
         raise PromoteError(f"{path}: the run has no checks; it cannot be a baseline")
-    if report.coverage is not None and not report.coverage.full and not allow_partial:
-        why = "; ".join(report.coverage.partial_because)
-        raise PromoteError(
-            f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
-            "it did not select would pass every later gate"
-        )
     if report.collection_errors:
         first = report.collection_errors[0].nodeid
         raise PromoteError(
@@ -185,6 +182,13 @@ def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) 
         raise PromoteError(
             f"{path}: field 'totals': all {counts['total']} checks were skipped, none ran; it "
             "cannot be a baseline"
+        )
+    coverage = derive_coverage(report)  # from the checks, never the stored "full"
+    if (coverage is None or not coverage.full) and not allow_partial:
+        why = "coverage not recorded" if coverage is None else "; ".join(coverage.partial_because)
+        raise PromoteError(
+            f"{path}: field 'coverage': a partial run ({why}) cannot be a baseline: every check "
+            "it did not select would pass every later gate"
         )
 
 

@@ -11,7 +11,9 @@ Exit codes
        perf figure is worse than its tolerance (or missing); an accuracy score is lower than
        chance explains (Fisher's exact test on both runs' counts, p < ACCURACY_ALPHA); or the
        candidate run was aborted (the server under test died or turned unhealthy mid-run)
-    2  bad input: a report or the expectations file is missing or malformed, the baseline has
+    2  bad input: a report or the expectations file is missing or malformed, a report is
+       inconsistent (its stored tier, coverage or verdicts disagree with its own checks and
+       figures: rederive.py), the baseline has
        no checks, the two runs' identities differ outside the axes under test (identity.py:
        tt-metal and ttnn by default; model, weights, device, mesh, configuration profile, TT
        options and the other versions must match unless named by --allow-difference), or a
@@ -45,6 +47,7 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.fisher import fisher_lower
 from tt_conformance.identity import DEFAULT_AXES, differences
 from tt_conformance.numfmt import format_number, pct
+from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import FAILING, PASSING, TIERS, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
 
@@ -125,6 +128,14 @@ def compare(
     axes: frozenset[str] = DEFAULT_AXES,
     allowed: frozenset[str] = frozenset(),
 ) -> GateResult:
+    for side, report in (("baseline", baseline), ("candidate", candidate)):
+        # A report whose stored tier or coverage its own checks contradict is never gated.
+        found = inconsistencies(report)
+        if found:
+            raise GateInputError(
+                f"the {side} {report.run_id} is inconsistent (its stored verdicts disagree with "
+                "its own checks and figures; regenerate it, never edit it): " + "; ".join(found)
+            )
     if not baseline.checks:
         # Nothing to compare against would let any candidate through: fail closed instead.
         raise GateInputError(

@@ -6,11 +6,12 @@ model/device directory, kind ``tt-conformance-run-index``, formats/json.py) is r
 ``writers.write_report`` after each run and by the site build from whatever report files it finds
 (runs, latest, baselines, reports/history).
 
-The store (``reports/history/``, committed) keeps finished runs so the published history grows
-beyond the newest run: ``<store>/<model>/<device>/<run_id>.json``, a lane-DP run under
-``<device>-lanes<N>`` like its baseline. Its directories are only a filing order: a series is
-keyed by the report's own model and matrix column (`Run.key`). `add_run` files a run
-(``tt-conformance history add``).
+The store (``reports/history/``, committed) keeps every run, aborted ones too (a crash or a hang
+under a new tt-metal is part of the story), so the published history grows beyond the newest
+run: ``<store>/<model>/<device>/<run_id>.json``, a lane-DP run under ``<device>-lanes<N>`` like
+its baseline. Its directories are only a filing order: a column is keyed by the report's own
+model and matrix column (`Run.key`), a series by the column and the setup (`Run.series`:
+identity.profile_key). `add_run` files a run (``tt-conformance history add``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tt_conformance.datafile import DataFileError, read_json_file
+from tt_conformance.gate import HARDWARE_PERF_TOLERANCE
 from tt_conformance.identity import differences, profile_key, profile_label, unlike
 from tt_conformance.matrix import (
+    KEY_PERF,
     STATUS_ABORTED,
     MatrixError,
     column_dir,
@@ -33,7 +36,10 @@ from tt_conformance.matrix import (
     find_reports,
     status_of,
 )
+from tt_conformance.numfmt import format_number, pct
+from tt_conformance.rederive import require_consistent
 from tt_conformance.report import REPORT_KIND, TIERS, Report, ReportError, report_from_dict
+from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
     "HISTORY_STORE",
@@ -57,6 +63,7 @@ __all__ = [
     "group_by_commit",
     "run_files",
     "store_dir",
+    "stories",
     "trends",
 ]
 
@@ -219,23 +226,50 @@ def _rank(status: str) -> int:
 
 @dataclass(frozen=True)
 class CellStory:
-    """A model x device column's status over its history: what the site's pivot cell says
-    besides the status itself. Partial runs are left out: they certify nothing."""
+    """A model x device column's status over its history: what the pivot cell says besides the
+    status itself. Partial runs are left out (they certify nothing); aborted runs are in (a
+    crash or a hang under a new tt-metal is the news)."""
 
     status: str
     since: Run  # the first run of the newest unbroken streak at this status
     last_good: Run | None  # the newest run that neither failed nor was aborted
     previous: str | None  # the status of the run before the newest
+    # The status the cell dropped from, while it has not recovered to it (None: no drop): a
+    # drop stays marked over every later run below that status.
+    dropped_from: str | None = None
+    # Key figures worse than before the drop by more than the hardware tolerance, while they
+    # stay so ("T/S @i128o128c32: 412 -> 350 (15 % worse)"); never on emulated or other
+    # non-TT devices, whose figures are informational.
+    perf_drops: tuple[str, ...] = ()
 
     @property
     def regressed(self) -> bool:
-        return self.previous is not None and _rank(self.status) < _rank(self.previous)
+        return self.dropped_from is not None or bool(self.perf_drops)
+
+
+def _perf_drops(newer: Report, reference: Report) -> list[str]:
+    out = []
+    for label, prefix in KEY_PERF:
+        for name, fig in sorted(newer.perf.items()):
+            base = reference.perf.get(name)
+            if not name.startswith(prefix) or base is None or fig.flag or base.flag:
+                continue
+            if base.value <= 0 or fig.unit != base.unit or fig.better != base.better:
+                continue
+            worse = (fig.value - base.value) / base.value
+            worse = -worse if fig.better == "higher" else worse
+            if worse > HARDWARE_PERF_TOLERANCE:
+                out.append(
+                    f"{label} @{name.partition('@')[2]}: {format_number(base.value)} -> "
+                    f"{format_number(fig.value)} ({pct(worse)} worse)"
+                )
+    return out
 
 
 def cell_story(runs: Sequence[Run]) -> CellStory | None:
-    """The story of one column's runs (time order) in the newest run's configuration (runs on
-    another mesh, profile or weights measure something else: identity.unlike); None when no
-    run covered the suite."""
+    """The story of one series' runs (time order) in the newest run's setup (runs on another
+    mesh, profile or weights measure something else: identity.unlike); None when no run covered
+    the suite or was aborted."""
     covered = [r for r in runs if coverage_rank(r.report) > 0]
     if not covered:
         return None
@@ -246,21 +280,48 @@ def cell_story(runs: Sequence[Run]) -> CellStory | None:
     while first > 0 and statuses[first - 1] == statuses[-1]:
         first -= 1
     good = [r for r, s in zip(certified, statuses, strict=True) if s not in _NOT_GOOD]
+    # Walk the series: a run below the reference status is a drop (the reference stays until a
+    # run reaches it again); the same for the key figures against the last run without a drop.
+    reference: str | None = None
+    dropped: str | None = None
+    perf_ref: Report | None = None
+    drops: list[str] = []
+    hardware = not perf_is_informational(newest.device)
+    for run, status in zip(certified, statuses, strict=True):
+        if reference is not None and _rank(status) < _rank(reference):
+            dropped = reference
+        else:
+            reference, dropped = status, None
+        if not hardware or status == STATUS_ABORTED:
+            continue  # an aborted run measured nothing to compare
+        drops = _perf_drops(run.report, perf_ref) if perf_ref is not None else []
+        if not drops:
+            perf_ref = run.report
+    if statuses[-1] == STATUS_ABORTED:
+        drops = []
     return CellStory(
         status=statuses[-1],
         since=certified[first],
         last_good=good[-1] if good else None,
         previous=statuses[-2] if len(statuses) > 1 else None,
+        dropped_from=dropped,
+        perf_drops=tuple(drops),
     )
 
 
 def compare_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    """Each run against the one before it in its series (same model, device column and
-    configuration profile; time order)."""
+    """Each run against the one before it in its model and device column (time order). Runs
+    of another setup are paired too: the compare page names the differences and gives no
+    percentage between unlike runs (formats/views.comparisons)."""
     pairs = []
-    for runs_of in by_series(runs).values():
+    for runs_of in by_model_device(runs).values():
         pairs += [(runs_of[i - 1], runs_of[i]) for i in range(1, len(runs_of))]
     return sorted(pairs, key=lambda pair: (pair[1].report.finished_at, pair[1].report.run_id))
+
+
+def stories(runs: Sequence[Run]) -> dict[tuple[str, str, str], CellStory | None]:
+    """Each history series' story (by Run.series: model, column, setup key)."""
+    return {key: cell_story(series) for key, series in by_series(runs).items()}
 
 
 class HistoryError(Exception):
@@ -280,9 +341,11 @@ def store_dir(store: Path, report: Report) -> Path:
 
 
 def add_run(report_path: Path, store: Path, *, replace: bool = False) -> Stored:
-    """File a finished run in the store. The same run again is a no-op (CI may retry a step);
-    the same run_id with other content (amended by import-bench since) needs ``replace``."""
-    report = _finished_run(report_path)
+    """File a run in the store, aborted ones too (a crash or a hang is history); an
+    inconsistent report (rederive.py) is refused. The same run again is a no-op (CI may retry
+    a step); the same run_id with other content (amended by import-bench since) needs
+    ``replace``."""
+    report = _run_report(report_path)
     existing = _stored(store, report.run_id)
     target = store_dir(store, report) / f"{report.run_id}.json"
     if existing is not None:
@@ -308,7 +371,7 @@ def add_run(report_path: Path, store: Path, *, replace: bool = False) -> Stored:
     return Stored(target, added=True, replaced=existing is not None)
 
 
-def _finished_run(path: Path) -> Report:
+def _run_report(path: Path) -> Report:
     try:
         data = read_json_file(path, "report")
     except DataFileError as exc:
@@ -321,17 +384,10 @@ def _finished_run(path: Path) -> Report:
             "a run's report JSON goes into the history"
         )
     try:
-        report = report_from_dict(data, str(path))
+        # An aborted run (the server crashed or hung) is kept: it is what a bump did.
+        return require_consistent(report_from_dict(data, str(path)), str(path))
     except ReportError as exc:
         raise HistoryError(str(exc)) from None
-    if report.aborted is not None:
-        gone = report.aborted
-        during = f" during {gone.during}" if gone.during else ""
-        raise HistoryError(
-            f"{path}: field 'aborted': the run was aborted{during} ({gone.reason}); the history "
-            "keeps finished runs only"
-        )
-    return report
 
 
 def _stored(store: Path, run_id: str) -> tuple[Path, Report] | None:

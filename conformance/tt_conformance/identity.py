@@ -17,8 +17,13 @@ Axes (the report fields behind them):
 The harness's own version is recorded but is not an axis: it is the instrument, and what it
 changes shows up check by check (a new check is a note, a missing one a regression).
 
-The configuration profile also keys the matrix and the history (`profile_key`): runs of one
-model on one device with another max_num_seqs are different rows, never one series.
+"Same setup" has one definition (`setup_options`, `profile_key`), shared by the gate, the
+matrix rows and the history series: every axis but the versions, the TT options compared after
+dropping those at their default value (`TT_OPTION_DEFAULTS`: a release that adds an option at
+its default, or a report that spells a default out, is the same setup) and those that cannot
+change a result (`RESULT_NEUTRAL_OPTIONS`: watchdog timeouts). Any other difference splits: runs
+of one model on one device with another max_num_seqs, mesh, weights or TT option are different
+rows and series, never one, and the difference is named (`differences`).
 """
 
 from __future__ import annotations
@@ -34,11 +39,16 @@ from tt_conformance.report import Report
 __all__ = [
     "AXES",
     "DEFAULT_AXES",
+    "RESULT_NEUTRAL_OPTIONS",
+    "SETUP_AXES",
+    "TT_OPTION_DEFAULTS",
     "Difference",
     "differences",
     "identity_rows",
+    "ignored_options",
     "profile_key",
     "profile_label",
+    "setup_options",
     "unknown_axes",
     "unlike",
 ]
@@ -60,6 +70,34 @@ AXES: tuple[str, ...] = (
     *PROFILE_AXES,
     "tt_options",
     *VERSION_AXES,
+)
+# The plugin's TT options at their defaults (vllm_tt_plugin.config.TTOptions; the harness does
+# not import the plugin: tests/conformance/test_red_team.py keeps this in step). An option at its
+# default, or absent, or null where the default is null, is not part of the setup.
+TT_OPTION_DEFAULTS: dict[str, Any] = {
+    "sample_on_device_mode": None,
+    "trace_mode": "all",
+    "enable_model_warmup": True,
+    "trace_region_size": None,
+    "worker_l1_size": None,
+    "l1_small_size": None,
+    "fabric_config": None,
+    "fabric_reliability_mode": None,
+    "dispatch_core_axis": None,
+    "always_compat_sampling": False,
+    "decode_interleave_enabled": True,
+    "decode_interleave_prefill_steps": 2,
+    "decode_interleave_decode_steps": 1,
+    "optimizations": None,
+    "register_test_models": False,
+    "device_timeout_s": 120.0,
+    "warmup_timeout_s": 1800.0,
+    "emulated_mesh": False,
+}
+# Options that cannot change what a run measures (how long the watchdog waits before declaring
+# the device hung): ignored by every comparison, whatever their value.
+RESULT_NEUTRAL_OPTIONS: frozenset[str] = frozenset(
+    {"device_timeout_s", "warmup_timeout_s", "log_level"}
 )
 # What a tt-metal bump changes: the gate's default axes under test.
 DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
@@ -123,20 +161,47 @@ def identity_rows(report: Report) -> list[tuple[str, Any]]:
     ]
 
 
-def _options(report: Report) -> dict[str, Any]:
+def setup_options(report: Report) -> dict[str, Any]:
+    """The TT options that make the run's setup: without the result-neutral ones and those at
+    their default (null counts as absent for an option whose default is null, and for one the
+    harness does not know). Free text (not a JSON object) is kept whole under ""."""
     options = report.server.tt_options
-    return dict(options) if isinstance(options, dict) else {"": options}
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        return {"": options}
+    return {
+        name: value
+        for name, value in sorted(options.items())
+        if name not in RESULT_NEUTRAL_OPTIONS and value != TT_OPTION_DEFAULTS.get(name)
+    }
+
+
+def ignored_options(baseline: Report, candidate: Report) -> list[Difference]:
+    """Option differences the comparisons ignore (result-neutral options), for the record."""
+    before, after = (
+        r.server.tt_options if isinstance(r.server.tt_options, dict) else {}
+        for r in (baseline, candidate)
+    )
+    return [
+        Difference(f"tt_options.{name}", before.get(name), after.get(name))
+        for name in sorted(RESULT_NEUTRAL_OPTIONS)
+        if before.get(name) != after.get(name)
+    ]
 
 
 def differences(baseline: Report, candidate: Report) -> list[Difference]:
-    """Every axis on which the two reports differ (a value one side did not record differs)."""
+    """Every axis on which the two reports differ (a value one side did not record differs);
+    TT options as `setup_options` keeps them (defaults and result-neutral options do not
+    differ)."""
     a, b = _fields(baseline), _fields(candidate)
     out = [Difference(axis, a[axis], b[axis]) for axis in AXES if axis in a and a[axis] != b[axis]]
-    before, after = _options(baseline), _options(candidate)
+    before, after = setup_options(baseline), setup_options(candidate)
     for name in sorted(set(before) | set(after)):
         if before.get(name) != after.get(name):
             axis = f"tt_options.{name}" if name else "tt_options"
-            out.append(Difference(axis, before.get(name), after.get(name)))
+            default = TT_OPTION_DEFAULTS.get(name)  # a dropped option is at its default
+            out.append(Difference(axis, before.get(name, default), after.get(name, default)))
     order = {axis: i for i, axis in enumerate(AXES)}
     return sorted(out, key=lambda d: order[d.axis.partition(".")[0]])
 
@@ -152,13 +217,18 @@ def unknown_axes(names: Iterable[str]) -> list[str]:
     return [n for n in names if n.partition(".")[0] not in AXES or n == "tt_options."]
 
 
+SETUP_AXES: tuple[str, ...] = ("model", "weights", "device", "mesh_shape", *PROFILE_AXES)
+
+
 def _profile(report: Report) -> dict[str, Any]:
     fields = _fields(report)
-    return {**{k: fields[k] for k in PROFILE_AXES}, "tt_options": report.server.tt_options}
+    return {**{k: fields[k] for k in SETUP_AXES}, "tt_options": setup_options(report)}
 
 
 def profile_key(report: Report) -> str:
-    """A short stable key of the configuration profile (matrix rows, history series)."""
+    """A short stable key of the run's setup: every axis but the versions, the TT options as
+    `setup_options` keeps them. Two reports with one key are the same setup for the matrix
+    (one row), the history (one series) and the gate (no difference outside the versions)."""
     text = json.dumps(_profile(report), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 

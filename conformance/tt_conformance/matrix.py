@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from html.parser import HTMLParser
 from pathlib import Path
 
-from tt_conformance.identity import profile_key, profile_label
+from tt_conformance.identity import differences, profile_key, profile_label, unlike
 from tt_conformance.names import path_component
+from tt_conformance.rederive import require_consistent
 from tt_conformance.report import (
     FAILING,
     REPORT_KIND,
@@ -28,6 +30,7 @@ from tt_conformance.report import (
     Tier,
     load_report,
 )
+from tt_conformance.selection import derive_coverage, skip_kind
 from tt_conformance.tiers import derive_tier
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "CONCERN_PARTIAL",
     "CONCERN_PASS",
     "CONCERN_STATES",
+    "CONCERN_WAIVED",
     "KEY_PERF",
     "STATUS_ABORTED",
     "STATUS_COMPLETE",
@@ -107,6 +111,10 @@ class MatrixCell:
     not_run: tuple[str, ...] = ()  # "<check>: <reason>"
     targets: tuple[PerfTargetResult, ...] = ()  # the perf targets on TT's T/S/U (TARGET_PERF)
     profile: str = ""  # the configuration profile (identity.profile_label): part of the row
+    # A newer run of the same model and column has another setup: this row is superseded; the
+    # newer row's profile and how the setups differ (identity.differences), for the reader.
+    superseded_by: str | None = None
+    superseded_because: tuple[str, ...] = ()
 
     @property
     def target_text(self) -> str:
@@ -145,8 +153,9 @@ def column_dir(root: Path, model: str, device: str, lanes: int = 1) -> Path:
 
 
 def tier_of(report: Report) -> Tier:
-    """The report's stored tier; derived for reports written before tiers existed."""
-    return report.tier or derive_tier(report)
+    """The report's tier, always derived from its checks (a stored tier is never read: the
+    readers that publish refuse a report whose stored tier disagrees, rederive.py)."""
+    return derive_tier(report)
 
 
 def status_of(report: Report) -> str:
@@ -165,21 +174,34 @@ def not_run_concerns(report: Report) -> tuple[str, ...]:
 CONCERN_PASS = "pass"
 CONCERN_EXPECTED = "pass with expected failures"
 CONCERN_PARTIAL = "pass, some not run"
+CONCERN_WAIVED = "pass with waivers"
 CONCERN_FAIL = "fail"
 CONCERN_NOT_RUN = "not run"
-CONCERN_STATES = (CONCERN_PASS, CONCERN_EXPECTED, CONCERN_PARTIAL, CONCERN_FAIL, CONCERN_NOT_RUN)
+CONCERN_STATES = (
+    CONCERN_PASS,
+    CONCERN_EXPECTED,
+    CONCERN_WAIVED,
+    CONCERN_PARTIAL,
+    CONCERN_FAIL,
+    CONCERN_NOT_RUN,
+)
 
 
 def concern_status(report: Report, concern: str) -> str:
     """fail if any check of the concern failed or errored; not run when the report has none of
     its checks or all of them were skipped (not exercised, not applicable, needs lanes); pass
-    with expected failures when some xfailed; pass, some not run when some were skipped: a
+    with waivers when some were skipped by the expectations; pass with expected failures when
+    some xfailed; pass, some not run when some were skipped: a
     skipped check never reads as a plain pass."""
-    outcomes = {c.outcome for c in report.checks if c.concern == concern}
+    members = [c for c in report.checks if c.concern == concern]
+    outcomes = {c.outcome for c in members}
     if outcomes & set(FAILING):
         return CONCERN_FAIL
     if not outcomes - {"skip"}:
         return CONCERN_NOT_RUN
+    lanes = report.server.lanes
+    if any(c.outcome == "skip" and skip_kind(c, report.device, lanes) == "waived" for c in members):
+        return CONCERN_WAIVED
     if "xfail" in outcomes:
         return CONCERN_EXPECTED
     if "skip" in outcomes:
@@ -201,6 +223,8 @@ def all_concerns(reports: Sequence[Report]) -> tuple[str, ...]:
 
 
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
+    """Every report under ``root``; MatrixError for an unreadable or inconsistent one (its
+    stored verdicts disagree with its checks: rederive.py), which is never published."""
     if not root.is_dir():
         raise MatrixError(f"{root}: report directory does not exist")
     found: list[tuple[Path, Report]] = []
@@ -214,18 +238,22 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
         if not isinstance(data, dict) or data.get("kind") != REPORT_KIND:
             continue  # expectations files and other JSON live in the same tree
         try:
-            found.append((path, load_report(path)))
+            found.append((path, require_consistent(load_report(path), str(path))))
         except ReportError as exc:
             raise MatrixError(str(exc)) from None
     return found
 
 
 def coverage_rank(report: Report) -> int:
-    """2 for a full run, 1 when coverage was not recorded (reports before version 4), 0 for a
-    partial run (selection.py): a partial run never displaces a fuller one."""
-    if report.coverage is None:
+    """2 for a full run or an aborted one (a crash is news: it always enters the story), 1 when
+    coverage was not recorded (reports before version 4), 0 for a partial run (selection.py,
+    re-derived from the checks): a partial run never displaces a fuller one."""
+    if report.aborted is not None:
+        return 2
+    coverage = derive_coverage(report)
+    if coverage is None:
         return 1
-    return 2 if report.coverage.full else 0
+    return 2 if coverage.full else 0
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
@@ -248,7 +276,22 @@ def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
         current = newest.get(key)
         if current is None or rank(path, report) > rank(*current):
             newest[key] = (path, report)
-    return [_cell(path, report) for _, (path, report) in sorted(newest.items())]
+    # Per model and column, the row of the newest run leads; rows of other setups are marked
+    # superseded by it, naming how the setups differ.
+    leader: dict[tuple[str, str], Report] = {}
+    for (model, column, _), (path, report) in newest.items():
+        best = leader.get((model, column))
+        if best is None or rank(path, report)[:3] > rank(path, best)[:3]:
+            leader[(model, column)] = report
+    cells = []
+    for (model, column, _), (path, report) in sorted(newest.items()):
+        cell = _cell(path, report)
+        lead = leader[(model, column)]
+        if lead.run_id != report.run_id:
+            why = tuple(str(d) for d in unlike(differences(report, lead)))
+            cell = replace(cell, superseded_by=profile_label(lead), superseded_because=why)
+        cells.append(cell)
+    return cells
 
 
 def _cell(path: Path, report: Report) -> MatrixCell:
@@ -298,12 +341,44 @@ def _unescape(cell: str) -> str:
     return cell.strip().replace("\\|", "|")  # the template's `md` filter escapes pipes
 
 
+_HTML_TITLE = "<title>Model support matrix</title>"
+
+
+class _RowParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "tr" and found.get("class") == "model-row":
+            self.rows.append(
+                (found.get("data-model") or "", found.get("data-device") or "",
+                 found.get("data-profile") or "")
+            )  # fmt: skip
+
+
+def _published_html_rows(path: Path) -> list[tuple[str, str, str]]:
+    """The rows of a matrix.html this command wrote (the concern table's model rows)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(f"{path}: cannot read the published matrix: {exc}") from None
+    if _HTML_TITLE not in text:
+        raise MatrixError(f"{path}: not a support matrix page (no {_HTML_TITLE!r})")
+    parser = _RowParser()
+    parser.feed(text)
+    return parser.rows
+
+
 def published_rows(path: Path) -> list[tuple[str, str, str]]:
-    """The (model, device column, configuration) rows of a MATRIX.md this command wrote (none
-    if absent; configuration "" in an older matrix). MatrixError for a file that is not one:
-    overwriting it is the caller's decision."""
+    """The (model, device column, configuration) rows of a MATRIX.md or matrix.html this
+    command wrote (none if absent; configuration "" in an older MATRIX.md). MatrixError for a
+    file that is not one: overwriting it is the caller's decision."""
     if not path.is_file():
         return []
+    if path.suffix.lower() in (".html", ".htm"):
+        return _published_html_rows(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -336,8 +411,9 @@ def _row_key(*parts: str) -> tuple[str, ...]:
 
 
 def dropped_rows(cells: Sequence[MatrixCell], published: Iterable[Path]) -> dict[Path, list[str]]:
-    """Per published MATRIX.md, its rows ("model / device / configuration") the new cells would
-    drop; a row of an older matrix (no configuration) by model and device alone."""
+    """Per published MATRIX.md or matrix.html, its rows ("model / device / configuration")
+    the new cells would drop; a row of an older matrix (no configuration) by model and device
+    alone."""
     kept = {_row_key(c.model, c.device, c.profile) for c in cells}
     kept_columns = {key[:2] for key in kept}
     out: dict[Path, list[str]] = {}

@@ -114,7 +114,7 @@ from tt_conformance.fixtures import (
 )
 from tt_conformance.names import CONCERN_MARKERS, OTHER_MARKERS
 from tt_conformance.reporting import SessionReporter
-from tt_conformance.selection import DESELECTED_KEY, NEEDS_LANES
+from tt_conformance.selection import DESELECTED_KEY, NEEDS_LANES, WAIVED
 from tt_conformance.serverlock import ServerLockPlugin
 from tt_conformance.state import STATE_KEY, WORKERINPUT_KEY, build_state, harness_state
 from tt_conformance.ttmetrics import NOT_APPLICABLE
@@ -372,7 +372,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = state.expectations.skip_entry(check_id)
         if skip is not None:
             # Must not run on this model: skipped before any fixture touches the server.
-            item.add_marker(pytest.mark.skip(reason=f"skipped by expectations: {skip.reason}"))
+            item.add_marker(pytest.mark.skip(reason=f"{WAIVED} {skip.reason}"))
             continue
         entry = state.expectations.expected_failure(check_id)
         if entry is not None:

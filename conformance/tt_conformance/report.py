@@ -214,6 +214,18 @@ class Coverage(Strict):
     not_applicable: int = Field(ge=0, description="checks skipped: not applicable here")
     skipped_other: int = Field(ge=0, description="checks skipped for another reason")
     partial_because: tuple[str, ...] = Field(default=(), description="why the run is partial")
+    suite: tuple[str, ...] = Field(
+        default=(), description="the check modules of the harness's manifest (empty: not recorded)"
+    )
+    modified_modules: tuple[str, ...] = Field(
+        default=(), description="check modules deleted or edited since the manifest was written"
+    )
+    waived: tuple[str, ...] = Field(
+        default=(), description="checks skipped by the expectations file: waivers, not coverage"
+    )
+    concerns_not_run: tuple[str, ...] = Field(
+        default=(), description="concerns that apply to this server and had no check run"
+    )
 
 
 class Aborted(Strict):
@@ -336,12 +348,16 @@ def iso_utc(moment: datetime | float) -> str:
 
 def migrate_report(data: Any) -> Any:
     """Bring an older report to the current schema; unknown versions are left for validation
-    to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier;
-    version 2 had no aborted status (a version 2 run was never aborted); version 3 had no
-    coverage, commits or configuration profile (they read as not recorded)."""
+        to refuse. Version 1 had no ttnn version, run info, accuracy, perf targets or tier;
+        version 2 had no aborted status (a version 2 run was never aborted); version 3 had no
+        coverage, commits or configuration profile (they read as not recorded). Their stored tier is
+    dropped: it was decided by older rules, and the tier is derived from the checks again."""
     if not isinstance(data, dict) or data.get("schema_version") not in (1, 2, 3):
         return data
     out = {**data, "schema_version": SCHEMA_VERSION}
+    # A tier stored by an older harness was decided by older rules: never trusted, re-derived
+    # from the checks on reading (rederive.py).
+    out.pop("tier", None)
     if data["schema_version"] == 1 and isinstance(out.get("versions"), dict):
         out["versions"] = {"ttnn": "unknown", **out["versions"]}
     return out

@@ -11,7 +11,7 @@ from tt_conformance.baseline import gate_run
 from tt_conformance.names import harness_commit, installed_version
 from tt_conformance.provenance import run_info
 from tt_conformance.report import Aborted, Report, ServerSnapshot, Versions, utc_now_iso
-from tt_conformance.selection import DESELECTED_KEY, coverage_of
+from tt_conformance.selection import DESELECTED_KEY, coverage_of, installed_suite
 from tt_conformance.state import HarnessState
 from tt_conformance.tiers import derive_tier, evaluate_targets
 from tt_conformance.writers import write_report
@@ -81,6 +81,7 @@ class SessionReporter:
                 not_run=None if collected is None else max(0, collected - len(checks)),
             )
         facts = state.facts
+        suite = installed_suite()
         # The server's own facts first (a not-TT server's warning leads), then the run's.
         warnings[:0] = facts.warnings
         if state.setup_error:
@@ -145,6 +146,10 @@ class SessionReporter:
                 keyword=selection[0],
                 markers=selection[1],
                 args=selection[2],
+                suite=suite.modules,
+                modified=suite.modified,
+                device=state.device,
+                lanes=facts.lanes,
             ),
         )
         report = report.replace(perf_targets=evaluate_targets(report, state.expectations))

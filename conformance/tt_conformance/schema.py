@@ -3,8 +3,10 @@
     python -m tt_conformance.schema [--check] [DIR ...]
 
 writes ``report.schema.json`` and ``expectations.schema.json`` into this package's ``schemas/``
-directory and each DIR (the repository passes ``docs/``); ``--check`` only compares and exits 1
-when a file is stale (tests run it, so the shipped schemas never drift from the models).
+directory and each DIR (the repository passes ``docs/``), and the check modules' manifest
+(``checks/MANIFEST.json``, selection.py: what coverage counts as the suite, each module's
+digest); ``--check`` only compares and exits 1 when a file is stale (tests run it, so the
+shipped schemas and manifest never drift from the models and the check modules).
 
 The shipped files are read through ``importlib.resources`` (:func:`load_schema`), so they load
 from an installed wheel as from the checkout.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tt_conformance.expectations import Expectations
 from tt_conformance.report import Report
+from tt_conformance.selection import CHECKS_PACKAGE, MANIFEST_NAME, manifest_text
 from tt_conformance.writers import atomic_write_text
 
 if TYPE_CHECKING:
@@ -89,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
                 # Writing needs a real directory: a checkout's package or a DIR argument.
                 atomic_write_text(Path(str(path)), text)
                 print(f"wrote {path}")
+    manifest = resources.files(CHECKS_PACKAGE) / MANIFEST_NAME
+    current = manifest.read_text(encoding="utf-8") if manifest.is_file() else None
+    if current != manifest_text():
+        if args.check:
+            stale.append(str(manifest))
+        else:
+            atomic_write_text(Path(str(manifest)), manifest_text())
+            print(f"wrote {manifest}")
     if stale:
         print("stale schema files (run python -m tt_conformance.schema docs): " + ", ".join(stale))
         return 1

@@ -1,43 +1,179 @@
-"""Coverage: what a run selected of the harness's suite, and whether that is the whole suite.
+"""Coverage: what a run selected of the harness's suite, and whether that covers the suite.
 
-A run is *full* when every check module the harness ships ran at least one check and pytest
-deselected nothing (no ``-k``/``-m`` that dropped a check, no ``--deselect``, no single test
-picked by node id). Anything less is *partial*: tiers.py gives it no TT tier, the matrix never
-lets it displace a full run, and ``baseline promote`` refuses it. Skips are not a selection:
-a check skipped as not applicable to this server (a non-TT server, too few lanes) or for
-another reason still ran and says why, so it is counted, not held against coverage.
+A run is *full* when
 
-Data only: the pytest side (reporting.py) hands in what pytest was asked and what ran.
+- every check module of the shipped manifest (``checks/MANIFEST.json``: each module's name and
+  the SHA-256 of its file) ran at least one check, and none was deleted or edited since the
+  manifest was written (``modified_modules``: an installed harness whose checks were changed
+  certifies nothing);
+- pytest deselected nothing (no ``-k``/``-m`` that dropped a check, no ``--deselect``) and no
+  single check was picked by node id;
+- every *applicable* concern ran: a concern whose checks were all skipped counts only when the
+  harness itself ruled it out from the server's identity (`skip_kind`: no TT plugin on a
+  ``not-tt`` server, too few lanes, not a block-output model). A check skipped by the
+  expectations file is a *waiver*, never coverage: a concern left with waivers and other skips
+  only is not run, and the run is partial.
+
+Anything less is *partial*: tiers.py gives it no TT tier, the matrix never lets it displace a
+full run, and ``baseline promote`` refuses it. Waivers in a concern that ran are listed
+(``waived``) and cap the tier below complete (tiers.py).
+
+`coverage_of` builds the record when a run ends; `derive_coverage` rebuilds it from a report's
+own checks and stored selection (rederive.py compares the two). Data only: the pytest side
+(reporting.py) hands in what pytest was asked and what ran.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
+from typing import Literal
 
-from tt_conformance.report import CheckResult, Coverage
+from tt_conformance.names import NOT_TT_DEVICE
+from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.ttmetrics import NOT_APPLICABLE
 
-__all__ = ["CHECKS_PACKAGE", "DESELECTED_KEY", "NEEDS_LANES", "coverage_of", "suite_modules"]
+__all__ = [
+    "BLOCK_OUTPUT_ABSENT",
+    "CHECKS_PACKAGE",
+    "DESELECTED_KEY",
+    "MANIFEST_KIND",
+    "MANIFEST_NAME",
+    "NEEDS_LANES",
+    "WAIVED",
+    "SkipKind",
+    "SuiteState",
+    "concern_coverage",
+    "coverage_of",
+    "derive_coverage",
+    "installed_files",
+    "installed_suite",
+    "manifest_text",
+    "read_manifest",
+    "skip_kind",
+    "suite_modules",
+]
 
 CHECKS_PACKAGE = "tt_conformance.checks"
 DESELECTED_KEY = "tt_conformance_deselected"  # an xdist worker's count, in its workeroutput
+MANIFEST_NAME = "MANIFEST.json"
+MANIFEST_KIND = "tt-conformance-suite-manifest"
 # The requires_lanes skip's reason starts so (pytest_plugin.py): the server cannot run it.
 NEEDS_LANES = "needs a server serving"
+# The expectations' skips (pytest_plugin.py): a waiver, decided by a file, not by the server.
+WAIVED = "skipped by expectations:"
+# test_block_output's module fixture: the model is no block-output model (a capability probe).
+BLOCK_OUTPUT_ABSENT = "not a block-output server"
+_LANES_NEEDED = re.compile(re.escape(NEEDS_LANES) + r" >= (\d+)")
+
+SkipKind = Literal["not_applicable", "waived", "other"]
+
+
+def _file_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def installed_files() -> dict[str, bytes]:
+    """The check modules in the installed package, by module name, with their bytes (what
+    `installed_suite` holds against the manifest)."""
+    out: dict[str, bytes] = {}
+    for entry in resources.files(CHECKS_PACKAGE).iterdir():
+        if entry.name.startswith("test_") and entry.name.endswith(".py"):
+            out[f"{CHECKS_PACKAGE}.{entry.name.removesuffix('.py')}"] = entry.read_bytes()
+    return dict(sorted(out.items()))
+
+
+def manifest_text() -> str:
+    """The manifest of the check modules as they are now (``python -m tt_conformance.schema``
+    writes it; a test fails while the shipped one is stale)."""
+    modules = {name: _file_digest(data) for name, data in installed_files().items()}
+    return json.dumps({"kind": MANIFEST_KIND, "modules": modules}, indent=2) + "\n"
+
+
+def read_manifest() -> dict[str, str]:
+    """The shipped manifest: check module -> digest of its file."""
+    text = (resources.files(CHECKS_PACKAGE) / MANIFEST_NAME).read_text(encoding="utf-8")
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+        raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: not a suite manifest")
+    return {str(k): str(v) for k, v in data["modules"].items()}
 
 
 def suite_modules() -> tuple[str, ...]:
-    """The check modules this harness ships (``tt_conformance.checks.test_*``)."""
-    names = (
-        entry.name.removesuffix(".py")
-        for entry in resources.files(CHECKS_PACKAGE).iterdir()
-        if entry.name.startswith("test_") and entry.name.endswith(".py")
-    )
-    return tuple(sorted(f"{CHECKS_PACKAGE}.{name}" for name in names))
+    """The check modules this harness ships, from its manifest (not from the directory: a
+    deleted module is still part of the suite, and missing from the run)."""
+    return tuple(sorted(read_manifest()))
+
+
+@dataclass(frozen=True)
+class SuiteState:
+    modules: tuple[str, ...]  # the manifest's modules
+    modified: tuple[str, ...]  # "<module> (deleted|edited|not in the manifest)"
+
+
+def installed_suite() -> SuiteState:
+    """The manifest against the installed check files."""
+    shipped = read_manifest()
+    files = installed_files()
+    modified = []
+    for name, digest in shipped.items():
+        data = files.get(name)
+        if data is None:
+            modified.append(f"{name} (deleted)")
+        elif _file_digest(data) != digest:
+            modified.append(f"{name} (edited)")
+    modified += [f"{name} (not in the manifest)" for name in files if name not in shipped]
+    return SuiteState(suite_modules(), tuple(modified))
 
 
 def _module_of(check_id: str) -> str:
     return check_id.partition("::")[0]
+
+
+def skip_kind(check: CheckResult, device: str, lanes: int) -> SkipKind:
+    """Why a skipped check did not run, as the harness judges it from the server's identity:
+    not applicable only when the identity bears the reason out (a "no TT plugin" skip on a
+    server recorded as TT, or a "needs lanes" skip on a server with enough lanes, is not)."""
+    reason = check.reason
+    if reason.startswith(WAIVED):
+        return "waived"
+    if reason.startswith(NOT_APPLICABLE):
+        return "not_applicable" if device == NOT_TT_DEVICE else "other"
+    needed = _LANES_NEEDED.match(reason)
+    if needed is not None:
+        return "not_applicable" if lanes < int(needed.group(1)) else "other"
+    if reason.startswith(BLOCK_OUTPUT_ABSENT):
+        return "not_applicable"
+    return "other"
+
+
+@dataclass(frozen=True)
+class ConcernCoverage:
+    waived: tuple[str, ...]  # check ids skipped by the expectations
+    not_run: tuple[str, ...]  # applicable concerns none of whose checks ran
+
+
+def concern_coverage(checks: Sequence[CheckResult], device: str, lanes: int) -> ConcernCoverage:
+    by_concern: dict[str, list[CheckResult]] = {}
+    for c in checks:
+        by_concern.setdefault(c.concern, []).append(c)
+    not_run = []
+    for concern, members in sorted(by_concern.items()):
+        if any(c.outcome != "skip" for c in members):
+            continue
+        if all(skip_kind(c, device, lanes) == "not_applicable" for c in members):
+            continue
+        not_run.append(concern or "(no concern)")
+    waived = tuple(
+        sorted(
+            c.id for c in checks if c.outcome == "skip" and skip_kind(c, device, lanes) == "waived"
+        )
+    )
+    return ConcernCoverage(waived, tuple(not_run))
 
 
 def coverage_of(
@@ -48,13 +184,18 @@ def coverage_of(
     markers: str | None,
     args: Iterable[str],
     suite: Sequence[str] | None = None,
+    modified: Sequence[str] = (),
+    device: str = "unknown",
+    lanes: int = 1,
 ) -> Coverage:
-    """The run's coverage from the checks that ran and how pytest was asked to select them."""
+    """The run's coverage from the checks that ran, how pytest was asked to select them and
+    the server's identity (device, lanes: what is applicable)."""
     modules = suite_modules() if suite is None else tuple(suite)
     ran = {_module_of(c.id) for c in checks}
     missing = tuple(m for m in modules if m not in ran)
     given = tuple(str(a) for a in args)
     picked = tuple(a for a in given if "::" in a)
+    concerns = concern_coverage(checks, device, lanes)
     why: list[str] = []
     if deselected:
         how = ", ".join(
@@ -69,7 +210,19 @@ def coverage_of(
             f"{len(missing)} of {len(modules)} check modules did not run: {', '.join(short[:4])}"
             + (" …" if len(short) > 4 else "")
         )
+    if modified:
+        why.append(
+            f"the harness's check modules differ from its manifest: {', '.join(modified[:3])}"
+            + (" …" if len(modified) > 3 else "")
+        )
+    if concerns.not_run:
+        why.append(
+            "concerns that apply here did not run (skipped, waived by the expectations or not "
+            f"exercised): {', '.join(concerns.not_run)}"
+        )
     skipped = [c for c in checks if c.outcome == "skip"]
+    # The counts keep their first meaning: skips the harness reports as not applicable by
+    # their reason (no TT plugin, too few lanes), and the rest.
     not_applicable = sum(1 for c in skipped if c.reason.startswith((NOT_APPLICABLE, NEEDS_LANES)))
     return Coverage(
         full=not why,
@@ -82,4 +235,31 @@ def coverage_of(
         not_applicable=not_applicable,
         skipped_other=len(skipped) - not_applicable,
         partial_because=tuple(why),
+        suite=tuple(modules),
+        modified_modules=tuple(modified),
+        waived=concerns.waived,
+        concerns_not_run=concerns.not_run,
+    )
+
+
+def derive_coverage(report: Report) -> Coverage | None:
+    """The report's coverage rebuilt from its checks and its stored selection (what pytest was
+    asked: deselected count, -k, -m, arguments; the suite and the modified modules the run
+    saw). A report written before the suite was recorded is judged against the suite it
+    implies (its modules and its missing ones): this harness's manifest may have grown since.
+    None when the report recorded no selection (before schema version 4)."""
+    stored = report.coverage
+    if stored is None:
+        return None
+    implied = sorted({_module_of(c.id) for c in report.checks} | set(stored.missing_modules))
+    return coverage_of(
+        report.checks,
+        deselected=stored.deselected,
+        keyword=stored.keyword,
+        markers=stored.markers,
+        args=stored.args,
+        suite=stored.suite or implied,
+        modified=stored.modified_modules,
+        device=report.device,
+        lanes=report.server.lanes,
     )

@@ -10,33 +10,42 @@ performance evidence.
     fail          a check failed or errored, a check module did not collect, the accuracy
                   verdict is fail, or the run was aborted
     partial       nothing failed, but the run did not cover the suite (selection.py: -k, -m,
-                  a node id, a missing check module): not a tier, and never certified
+                  a node id, a missing or edited check module, an applicable concern that did
+                  not run, e.g. waived by the expectations): not a tier, and never certified
     emulated      nothing failed on a host-emulated mesh: no TT hardware, so no TT tier; the
                   reason says whether accuracy passed
-    experimental  the checks pass, but accuracy has no passing verdict, or there is no
-                  hardware performance evidence (no perf targets, or one below its functional
-                  fraction), or the server is not a TT server (device ``not-tt``), or the device
-                  is not a TT system (cpu, gpu, unknown)
+    experimental  the checks pass, but accuracy has no passing verdict (its check an expected
+                  failure; a run where the accuracy concern did not run is partial), or no
+                  hardware performance evidence (no perf targets, or one below its
+                  functional fraction), or the server is not a TT server (device
+                  ``not-tt``), or the device is not a TT system (cpu, gpu, unknown)
     functional    checks pass (expected failures allowed), accuracy passes, and every perf
                   target reaches its functional fraction on TT hardware
-    complete      functional, with no expected failures and every perf target at its complete
-                  fraction
+    complete      functional, with no expected failures, no waivers (checks skipped by the
+                  expectations) and every perf target at its complete fraction
 
 Every tier comes with the reason and what blocks the next tier, for the report and the matrix.
 Perf targets are evaluated against the expectations once, when a report is written
 (`evaluate_targets`), and stored in the report; the tier is then a function of the report.
+Coverage is never taken from the report: it is rebuilt from the checks (selection.py), so a
+stored ``full`` cannot lift a run out of partial, and a stored tier is never read
+(rederive.py refuses a report whose stored tier disagrees with this one).
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
 from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, is_emulated
-from tt_conformance.report import FAILING, PerfMet, PerfTargetResult, Report, Tier
+from tt_conformance.report import FAILING, PerfFigure, PerfMet, PerfTargetResult, Report, Tier
+from tt_conformance.selection import concern_coverage, derive_coverage
 
 __all__ = [
     "INFORMATIONAL_DEVICES",
     "derive_tier",
+    "evaluate_fraction",
     "evaluate_targets",
     "perf_is_informational",
 ]
@@ -53,28 +62,38 @@ def perf_is_informational(device: str) -> bool:
     return device in INFORMATIONAL_DEVICES or is_emulated(device)
 
 
+class _Levels(Protocol):
+    reference: float
+    functional: float
+    complete: float
+    target: float
+
+
+def evaluate_fraction(fig: PerfFigure | None, target: _Levels) -> tuple[float | None, PerfMet]:
+    """A figure's fraction of a target's reference (direction-aware, 4 places) and the level
+    it meets: the one rule for writing a report's targets and re-deriving them (rederive.py)."""
+    if fig is None:
+        return None, "missing"
+    if fig.flag:
+        return None, "unreliable"
+    if fig.better == "higher":
+        fraction: float | None = fig.value / target.reference
+    else:
+        fraction = target.reference / fig.value if fig.value > 0 else None
+    met: PerfMet = "below"
+    if fraction is not None:
+        for level in _MET_LEVELS:
+            if fraction >= getattr(target, level):
+                met = level
+                break
+    return (None if fraction is None else round(fraction, 4)), met
+
+
 def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTargetResult, ...]:
     """Each perf target of the expectations against the report's figure of the same name."""
     out = []
     for name, target in sorted(expectations.perf_targets.items()):
-        fig = report.perf.get(name)
-        fraction: float | None = None
-        met: PerfMet
-        if fig is None:
-            met = "missing"
-        elif fig.flag:
-            met = "unreliable"
-        else:
-            if fig.better == "higher":
-                fraction = fig.value / target.reference
-            else:
-                fraction = target.reference / fig.value if fig.value > 0 else None
-            met = "below"
-            if fraction is not None:
-                for level in _MET_LEVELS:
-                    if fraction >= getattr(target, level):
-                        met = level
-                        break
+        fraction, met = evaluate_fraction(report.perf.get(name), target)
         out.append(
             PerfTargetResult(
                 figure=name,
@@ -83,7 +102,7 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
                 functional=target.functional,
                 complete=target.complete,
                 target=target.target,
-                fraction=None if fraction is None else round(fraction, 4),
+                fraction=fraction,
                 met=met,
             )
         )
@@ -126,11 +145,20 @@ def derive_tier(report: Report) -> Tier:
         )
     if not report.checks:
         return Tier(tier="fail", reason="no checks ran", next_blocker="run the suite")
-    if report.coverage is not None and not report.coverage.full:
+    coverage = derive_coverage(report)
+    if coverage is not None:
+        partial_because, waived = coverage.partial_because, coverage.waived
+    else:
+        # No selection recorded (a report before schema 4, or one whose coverage was removed):
+        # what was selected is unknown, so nothing is certified.
+        waived = concern_coverage(report.checks, report.device, report.server.lanes).waived
+        partial_because = ("coverage not recorded (-k, -m and the suite unknown)",)
+    if partial_because:
         return Tier(
             tier="partial",
-            reason="partial run, not certified: " + "; ".join(report.coverage.partial_because),
-            next_blocker="a tier needs the whole suite: run it without -k, -m or node ids",
+            reason="partial run, not certified: " + "; ".join(partial_because),
+            next_blocker="a tier needs the whole suite, every applicable concern run: no -k, "
+            "-m or node ids, no concern skipped away by the expectations",
         )
     if report.device == NOT_TT_DEVICE:
         return Tier(
@@ -148,9 +176,11 @@ def derive_tier(report: Report) -> Tier:
             if measured
             else "accuracy not measured"
         )
+        waivers = f", {len(waived)} check(s) waived by the expectations" if waived else ""
         return Tier(
             tier="emulated",
-            reason=f"checks pass, {accuracy_text}, on a host-emulated mesh: no TT hardware tier",
+            reason=f"checks pass{waivers}, {accuracy_text}, on a host-emulated mesh: no TT "
+            "hardware tier",
             next_blocker="a TT hardware run: functional needs accuracy and perf targets met on "
             "TT hardware",
         )
@@ -189,12 +219,15 @@ def derive_tier(report: Report) -> Tier:
         )
     short = [t for t in report.perf_targets if _RANK[t.met] < _RANK["complete"]]
     xfails = sorted(c.id for c in report.checks_with("xfail"))
-    if short or xfails:
+    if short or xfails or waived:
         blockers = []
         if short:
             blockers.append(f"perf at the complete fraction ({_targets_text(short)})")
         if xfails:
             blockers.append(f"no expected failures ({len(xfails)}: {', '.join(xfails[:2])})")
+        if waived:
+            # A waiver is an expected failure that was not even run: never complete.
+            blockers.append(f"no waived checks ({len(waived)}: {', '.join(waived[:2])})")
         return Tier(
             tier="functional",
             reason=f"{reason}; perf targets at the functional fraction",

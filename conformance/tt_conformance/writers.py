@@ -43,14 +43,18 @@ from tt_conformance.formats.views import (
 from tt_conformance.history import (
     INDEX_NAME,
     by_model_device,
-    by_series,
-    cell_story,
     distinct_runs,
+    stories,
 )
 from tt_conformance.matrix import MatrixCell, fold
 from tt_conformance.report import Report
 
+# The file that marks a directory as a site this command built: --site refuses to write into
+# a directory that has files but not this one (an unrelated index.html stays untouched).
+SITE_MARKER = ".tt-conformance-site"
+
 __all__ = [
+    "SITE_MARKER",
     "WrittenReport",
     "atomic_write_text",
     "build_site",
@@ -148,11 +152,17 @@ def write_index(path: Path, model: str, device: str, entries: Sequence[dict[str,
 
 
 def write_matrix(
-    cells: Sequence[MatrixCell], generated_at: str, out_md: Path, out_html: Path
-) -> None:
-    """The standalone matrix: Markdown and a self-contained HTML page, without site links."""
-    atomic_write_text(out_md, render_matrix_markdown(cells, generated_at))
-    atomic_write_text(out_html, render_matrix_html(cells, generated_at, links=False))
+    found: Sequence[tuple[Path, Report]], generated_at: str, out_md: Path, out_html: Path
+) -> list[MatrixCell]:
+    """The standalone matrix (the committed MATRIX.md and matrix.html): Markdown and a
+    self-contained HTML page without site links, with each cell's story (since, last good,
+    drops) from every run found; returns the cells."""
+    runs = distinct_runs(found)
+    cells = fold([(r.path, r.report) for r in runs])
+    told = stories(runs)
+    atomic_write_text(out_md, render_matrix_markdown(cells, generated_at, stories=told))
+    atomic_write_text(out_html, render_matrix_html(cells, generated_at, links=False, stories=told))
+    return cells
 
 
 def build_site(
@@ -171,13 +181,16 @@ def build_site(
     cells = fold([(r.path, r.report) for r in runs])
     written: dict[str, list[Path]] = {"matrix": [], "history": [], "compare": [], "runs": []}
     by_column = by_model_device(runs)
-    stories = {key: cell_story(series) for key, series in by_series(runs).items()}
+    told = stories(runs)
+    atomic_write_text(out / SITE_MARKER, "written by tt-conformance-matrix --site\n")
     matrix_html = out / "index.html"
     atomic_write_text(
-        matrix_html, render_matrix_html(cells, generated_at, links=True, stories=stories)
+        matrix_html, render_matrix_html(cells, generated_at, links=True, stories=told)
     )
     matrix_md = out / "MATRIX.md"
-    atomic_write_text(matrix_md, render_matrix_markdown(cells, generated_at, links=True))
+    atomic_write_text(
+        matrix_md, render_matrix_markdown(cells, generated_at, links=True, stories=told)
+    )
     written["matrix"] += [matrix_html, matrix_md]
     all_comparisons: list[Comparison] = []
     for run in runs:

@@ -270,6 +270,7 @@ def harness_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def make_report() -> Any:
     """Factory for small valid Report objects: make_report({"m::t": "pass"}, perf={...})."""
     from tt_conformance.report import CheckResult, PerfFigure, Report, ServerSnapshot, Versions
+    from tt_conformance.selection import coverage_of
 
     counter = iter(range(1, 10_000))
 
@@ -283,9 +284,10 @@ def make_report() -> Any:
         tt_metal: str = "v1",
         collection_errors: tuple[Any, ...] = (),
         accuracy: tuple[Any, ...] = (),
+        coverage: Any = "whole",
     ) -> Report:
         n = next(counter)
-        return Report(
+        report = Report(
             run_id=f"20250101T000000Z-{n:08x}",
             started_at="2025-01-01T00:00:00Z",
             finished_at=finished_at,
@@ -325,6 +327,13 @@ def make_report() -> Any:
             collection_errors=collection_errors,
             accuracy=accuracy,
         )
+        if coverage == "whole":
+            # A full run of a suite made of the modules of these checks (coverage is always
+            # derived from the checks; a report without it certifies nothing).
+            suite = sorted({c.id.partition("::")[0] for c in report.checks}) or ["m"]
+            coverage = coverage_of(report.checks, deselected=0, keyword=None, markers=None,
+                                   args=(), suite=suite, device=device, lanes=1)  # fmt: skip
+        return report.replace(coverage=coverage)
 
     return build
 
@@ -334,7 +343,7 @@ def passing_accuracy() -> Any:
     from tt_conformance.report import AccuracyResult
 
     return AccuracyResult(
-        task="tt-patterns", check="m::acc", score=0.9, ci_low=0.83, ci_high=0.94,
+        task="tt-patterns", check="m::acc", score=0.897196, ci_low=0.83, ci_high=0.94,
         num_samples=107, correct=96, reference=0.9, tolerance=0.02, verdict="pass",
     )  # fmt: skip
 

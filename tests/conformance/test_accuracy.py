@@ -193,10 +193,13 @@ def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harne
     assert report.coverage is not None and not report.coverage.full
     assert "tt_conformance.checks.test_accuracy" not in report.coverage.missing_modules
     assert report.tier is not None and report.tier.tier == "partial"
-    whole = report.replace(
-        coverage=report.coverage.model_copy(update={"full": True, "partial_because": ()})
-    )
-    tier = derive_tier(whole)  # the same results from a full run: emulated, accuracy passes
+    # The same results from a suite of this one module: a full run (coverage is re-derived from
+    # the checks and the suite the run recorded, never read from "full").
+    suite = ("tt_conformance.checks.test_accuracy",)
+    whole = report.replace(coverage=report.coverage.model_copy(update={"suite": suite}))
+    assert derive_tier(report.replace(coverage=report.coverage.model_copy(
+        update={"full": True, "partial_because": ()}))).tier == "partial"  # fmt: skip
+    tier = derive_tier(whole)  # emulated, accuracy passes
     assert tier.tier == "emulated" and "accuracy passes (task.jsonl 1.000)" in tier.reason
     completions = [p for m, p in fake_server.state.requests if p == "/v1/completions"]
     assert len(completions) == 5  # num_samples, not the whole file
@@ -224,10 +227,13 @@ def test_without_an_accuracy_entry_the_check_skips(
     report = load_report(pytester.path / "out" / "latest.json")
     assert report.accuracy == () and report.tier.tier == "partial"
     assert report.coverage is not None and report.coverage.skipped_other == 1
-    whole = report.replace(
-        coverage=report.coverage.model_copy(update={"full": True, "partial_because": ()})
-    )
-    assert derive_tier(whole).tier == "experimental"  # no TT plugin on the fake server
+    # Even with the suite this one module, the accuracy concern did not run: its one check
+    # skipped for want of an expectations entry, which is no reason the server gives. A tier
+    # needs every applicable concern run, so the run stays partial, naming the concern.
+    suite = ("tt_conformance.checks.test_accuracy",)
+    whole = report.replace(coverage=report.coverage.model_copy(update={"suite": suite}))
+    tier = derive_tier(whole)
+    assert tier.tier == "partial" and "did not run" in tier.reason and "accuracy" in tier.reason
 
 
 REPO = Path(__file__).resolve().parents[2]

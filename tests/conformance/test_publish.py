@@ -42,7 +42,7 @@ def test_ok(tt_server):
 def test_broken(tt_server):
     assert False, "broken on this device"
 
-@pytest.mark.lanes
+@pytest.mark.isolation
 def test_must_not_run(tt_server):
     assert False, "would hang this model"
 """
@@ -82,6 +82,11 @@ def test_promote_an_emulated_run_and_gate_against_it(
     skipped = load_report(run_dir / "latest.json").check("test_pub::test_must_not_run")
     assert skipped is not None and skipped.outcome == "skip"
     assert "skipped by expectations: hangs the model" in skipped.reason
+    # A waiver, listed as one: its concern ran (another check of it did), so the run is full.
+    first_report = load_report(run_dir / "latest.json")
+    assert first_report.coverage is not None
+    assert first_report.coverage.waived == ("test_pub::test_must_not_run",)
+    assert first_report.coverage.full
 
     assert cli.main(["baseline", "promote", str(run_dir / "latest.json"),
                      "--baselines-dir", str(baselines), "--write-todo-entries"]) == 0  # fmt: skip

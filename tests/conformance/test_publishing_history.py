@@ -14,6 +14,7 @@ from tt_conformance import history
 from tt_conformance.cli import conformance as cli
 from tt_conformance.matrix import find_reports
 from tt_conformance.report import Aborted, Report, load_report
+from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
 
@@ -85,17 +86,18 @@ def test_a_stored_run_amended_since_needs_replace(
     assert load_report(only).warnings == ("perf figures imported later",)
 
 
-def test_an_aborted_run_is_refused(
+def test_an_aborted_run_enters_the_history(
     tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 44 item 4: a bump that crashes or hangs the server is history, not nothing."""
     gone = Aborted(reason="GET /health: connection refused", at="2025-01-01T00:10:00Z",
                    during="m::b", not_run=40)  # fmt: skip
     report = make_report({"m::a": "pass"}).replace(aborted=gone, exit_status=2)
+    report = report.replace(tier=derive_tier(report))
     path = write_report(report, tmp_path / "ci").json
-    assert _add(path, tmp_path / "history") == cli.EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    assert f"{path}: field 'aborted': the run was aborted during m::b" in err
-    assert _stored(tmp_path / "history") == []
+    assert _add(path, tmp_path / "history") == cli.EXIT_OK
+    (stored,) = _stored(tmp_path / "history")
+    assert load_report(stored).aborted == gone
 
 
 @pytest.mark.parametrize(

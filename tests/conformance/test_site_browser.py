@@ -109,7 +109,16 @@ def test_matrix_page_lists_every_model_and_concern(page: Page, base_url: str, bu
     reports = [r for _, r in found]
     assert headers == list(all_concerns(reports))
     columns = {(r.model, column_of(r)) for r in reports}  # a lane-DP server: its own column
-    assert sorted((m, d) for m, d, _ in rows) == sorted(columns)
+    assert {(m, d) for m, d, _ in rows} == columns
+    # One row per setup (identity.profile_key): an older setup of a column (the llama runs of
+    # the checkpoint before its retraining) is marked superseded, the newest leads.
+    cells = fold(found)
+    assert sorted((m, d) for m, d, _ in rows) == sorted((c.model, c.device) for c in cells)
+    superseded = page.evaluate(
+        "[...document.querySelectorAll('#matrix tr.model-row')].filter(r =>"
+        " r.querySelector('.superseded')).length"
+    )
+    assert superseded == sum(1 for c in cells if c.superseded_by)
     for _, _, cells in rows:
         assert [c for c, _ in cells] == headers
         assert {s for _, s in cells} <= set(CONCERN_STATES)
@@ -217,4 +226,15 @@ def test_at_1400_px_the_pivot_and_grid_fit_and_each_cell_leads_to_its_run(
         )
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
         page.goto(f"{base_url}/index.html")
+    # The details table scrolls in its own box; its cells keep a readable width (no check id
+    # wrapped a letter per line) and the configuration of each row is shown.
+    headers = page.evaluate(
+        "[...document.querySelectorAll('#details th')].map(th => th.textContent.trim())"
+    )
+    assert headers[:4] == ["model", "device", "configuration", "tier"]
+    narrowest = page.evaluate(
+        "Math.min(...[...document.querySelectorAll('#details td')].map(td =>"
+        " td.getBoundingClientRect().width))"
+    )
+    assert narrowest >= 64, f"a details cell is {narrowest:.0f} px wide"
     page.screenshot(_artifacts() / "site-matrix-1400.png")

@@ -7,21 +7,49 @@ from pathlib import Path
 from typing import Any
 
 from tt_conformance import history
-from tt_conformance.report import Coverage, Report, Tier
+from tt_conformance.report import AccuracyResult, Coverage, PerfTargetResult, Report
+from tt_conformance.tiers import derive_tier
 
-FULL = Coverage(full=True, selected=1, deselected=0, not_applicable=0, skipped_other=0)
-PARTIAL = FULL.model_copy(update={"full": False, "partial_because": ("-k x",)})
+# A suite of one module, "m", which every run here ran whole (coverage is re-derived from the
+# checks and the recorded suite: a stored tier or "full" is never read).
+FULL = Coverage(
+    full=True, selected=1, deselected=0, not_applicable=0, skipped_other=0, suite=("m",)
+)
+PARTIAL = FULL.model_copy(update={"deselected": 3, "keyword": "x"})
+ACCURACY = AccuracyResult(
+    task="t", check="m::acc", score=0.9, ci_low=0.8, ci_high=0.95, num_samples=10, correct=9,
+    threshold=0.5, verdict="pass",
+)  # fmt: skip
+FIGURE = "tps_user_median@i128o128c1"
+# The T/S/U each tier needs on N150 against a reference of 100 (functional 0.1, complete 0.5).
+TPS = {"experimental": 5.0, "functional": 30.0, "complete": 90.0, "fail": 30.0}
 
 
 def _run(make_report: Any, i: int, tier: str, tt_metal: str, **changes: Any) -> history.Run:
+    """A run whose checks and figures give ``tier`` (derived, as every reader derives it)."""
+    value = TPS[tier]
     report: Report = make_report(
-        {"m::a": "pass"}, finished_at=f"2025-01-{i:02d}T00:00:00Z", tt_metal=tt_metal
+        {"m::a": "fail" if tier == "fail" else "pass"},
+        finished_at=f"2025-01-{i:02d}T00:00:00Z",
+        tt_metal=tt_metal,
+        perf={FIGURE: (value, "tok/s/u", "higher")},
+        accuracy=(ACCURACY,),
     )
+    met = {
+        "experimental": "below",
+        "functional": "functional",
+        "complete": "target",
+        "fail": "functional",
+    }
+    target = PerfTargetResult(
+        figure=FIGURE, reference=100.0, source="published", functional=0.1, complete=0.5,
+        target=0.8, fraction=value / 100, met=met.get(tier, "target"),  # type: ignore[arg-type]
+    )  # fmt: skip
     report = report.replace(
-        tier=Tier(tier=tier, reason="r", next_blocker=None),  # type: ignore[arg-type]
-        coverage=changes.pop("coverage", FULL),
-        **changes,
+        coverage=changes.pop("coverage", FULL), perf_targets=(target,), **changes
     )
+    if report.coverage is not None and report.coverage.full:
+        assert derive_tier(report).tier == tier
     return history.Run(Path(f"{i}.json"), report)
 
 
@@ -46,9 +74,18 @@ def test_a_drop_is_a_regression_and_last_good_names_the_run_before(make_report: 
     runs = [_run(make_report, 1, "complete", "v1"), _run(make_report, 2, "fail", "v2")]
     story = history.cell_story(runs)
     assert story is not None and story.regressed and story.previous == "complete"
+    assert story.dropped_from == "complete"
     assert story.since is runs[1] and story.last_good is runs[0]
+    # A drop stays marked until the cell recovers: a second failing run, then functional, are
+    # still below complete; complete again clears it.
+    again = history.cell_story([*runs, _run(make_report, 3, "fail", "v3")])
+    assert again is not None and again.dropped_from == "complete"
     better = history.cell_story([*runs, _run(make_report, 3, "functional", "v3")])
-    assert better is not None and not better.regressed  # fail -> functional rises
+    assert better is not None and better.regressed and better.dropped_from == "complete"
+    back = history.cell_story(
+        [*runs, _run(make_report, 3, "functional", "v3"), _run(make_report, 4, "complete", "v4")]
+    )
+    assert back is not None and not back.regressed and back.dropped_from is None
 
 
 def test_partial_and_unlike_runs_tell_no_story(make_report: Any) -> None:
@@ -80,8 +117,11 @@ def test_a_history_series_is_one_configuration(make_report: Any) -> None:
     lines = history.trends(runs)
     assert sorted(t.values() for t in lines) == [[100.0, 105.0], [180.0, 175.0]]
     assert all("seqs" in t.label for t in lines)  # which configuration each line is
+    # Compare pages pair consecutive runs of the column; between the unlike ones (another
+    # max_num_seqs) they name the difference and print no percentage (views.comparisons).
     pairs = history.compare_pairs(runs)
     assert [(a.report.finished_at[8:10], b.report.finished_at[8:10]) for a, b in pairs] == [
-        ("01", "03"),
-        ("02", "04"),
+        ("01", "02"),
+        ("02", "03"),
+        ("03", "04"),
     ]

@@ -64,6 +64,10 @@ if with_ttnn:
     out["gemma4_parser"] = ReasoningParserManager.lazy_parsers["gemma4"][0]
 out["checkout_root"] = checkout_root() and str(checkout_root())
 out["schema_id"] = load_schema("report.schema.json")["$id"]  # package data, from the wheel
+from tt_conformance.selection import installed_suite
+
+suite = installed_suite()  # the check modules' manifest (package data) against the files
+out["suite"] = [len(suite.modules), list(suite.modified)]
 try:
     load_profiles()
 except FixtureError as exc:
@@ -180,6 +184,7 @@ def _probe(installed: Installed, with_ttnn: bool) -> dict[str, Any]:
         assert Path(call["dist"]).resolve() == installed.site_packages, call
     assert out["checkout_root"] is None
     assert out["schema_id"].endswith("/schemas/report.schema.json")
+    assert out["suite"][0] >= 10 and out["suite"][1] == []  # the manifest ships, and matches
     assert "--fixture PATH" in out["fixture_error"]
     assert "source checkout" in out["fixture_error"]
     return out

@@ -5,7 +5,8 @@ Records score, 95 % Wilson interval, sample count and verdict in the report's ``
 section (the tier needs a passing verdict for "functional"); a failing verdict fails the check.
 Greedy completions, sent at the server's capacity. Nothing downloads: bundled and JSONL tasks
 are local files, lm-eval tasks run offline from the local cache. Without an accuracy entry
-the check is skipped (and the tier stays experimental).
+the check is skipped, and with it the accuracy concern: the run is partial, with no tier
+(selection.py: a tier needs every applicable concern run).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def test_accuracy(
     if entry is None:
         pytest.skip(
             "no accuracy entry in the expectations (task, reference or threshold, tolerance, "
-            "num_samples): the tier stays experimental"
+            "num_samples): the accuracy concern does not run, so the run gets no tier"
         )
     expectations = harness_state(pytestconfig).expectations
     if entry.task.startswith(LM_EVAL_PREFIX):

@@ -4,10 +4,11 @@
                                     [--write-todo-entries] [--allow-older]
 
 copies the run to <baselines>/<model>/<device>/baseline.json and writes (or extends)
-expectations.json there. It refuses an aborted or incomplete run, a run older than the baseline
-it would replace (unless --allow-older) and a run with failing, expected-failing or flaky checks
-the expectations do not cover, unless --write-todo-entries: then each gets an entry whose reason
-is a ``TODO`` placeholder, and the gate refuses the file, naming them, until each is written.
+expectations.json there. It refuses an aborted, incomplete, partial or inconsistent run, a run
+older than the baseline it would replace (unless --allow-older) and a run with failing,
+expected-failing or flaky checks the expectations do not cover, unless --write-todo-entries:
+then each gets an entry whose reason is a ``TODO`` placeholder, and the gate refuses the file,
+naming them, until each is written.
 
     tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
                            [--out FILE]
@@ -30,9 +31,10 @@ the problem).
 
     tt-conformance history add REPORT.json [--history reports/history] [--replace]
 
-files a finished run in the published history store (<history>/<model>/<device>/<run_id>.json,
-history.py). It refuses (exit 2, naming the field) a file that is not a report and an aborted
-run; a run already in the store is a no-op (exit 0, said so), unless the stored copy differs:
+files a run in the published history store (<history>/<model>/<device>/<run_id>.json,
+history.py), an aborted one too (a crash or a hang is history). It refuses (exit 2, naming the
+field) a file that is not a report and an inconsistent report (rederive.py); a run already in
+the store is a no-op (exit 0, said so), unless the stored copy differs:
 then --replace overwrites it.
 
     tt-conformance report-dir --model MODEL [--device D]

@@ -8,16 +8,25 @@ as expectations, is ignored; so is the ``baselines/`` subtree unless --include-b
 newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
 Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html.
 
-The published matrix never shrinks by accident: when the MATRIX.md it would overwrite (--out-md,
-and --site's) holds rows (model, device) the new inputs lack, nothing is written and the rows
-are named (e.g. a bare run without --include-baselines, the published rows being baselines);
---replace drops them. Exit codes: 0 written, 2 bad input (missing directory, malformed report,
-rows that would disappear, an output that is not a matrix this command wrote).
+Only committed runs are published unless --include-uncommitted: in a git work tree a report
+file must be tracked and unmodified, and no run of a ``+dirty`` checkout is shown (each report
+left out is named on stderr). An inconsistent report (its stored tier or coverage disagrees
+with its checks, rederive.py) is refused, never published.
+
+Every output is guarded the same way: the MATRIX.md and matrix.html it would overwrite
+(--out-md, --out-html, and --site's MATRIX.md and index.html) must be matrices this command
+wrote, holding no row (model, device, configuration) the new inputs lack (e.g. a bare run
+without --include-baselines, the published rows being baselines), and --site must be a new or
+empty directory or one this command built (its .tt-conformance-site marker); otherwise nothing
+is written and the command says why. --replace overrides both. Exit codes: 0 written, 2 bad
+input (missing directory, malformed or inconsistent report, rows that would disappear, an
+output that is not a matrix this command wrote).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,13 +39,76 @@ from tt_conformance.matrix import (
     find_reports,
     fold,
 )
-from tt_conformance.report import utc_now_iso
-from tt_conformance.writers import build_site, write_matrix
+from tt_conformance.report import Report, utc_now_iso
+from tt_conformance.writers import SITE_MARKER, build_site, write_matrix
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "committed_only", "main"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+
+def _git_files(root: Path) -> tuple[set[Path], set[Path]] | None:
+    """(tracked, changed) files under ``root`` when it is inside a git work tree, else None."""
+    git = ["git", "-C", str(root)]
+    try:
+        top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+        if top.returncode != 0:
+            return None
+        base = Path(top.stdout.strip())
+        tracked = subprocess.run([*git, "ls-files", "-z", "--full-name", "."],
+                                 capture_output=True, text=True, check=True)  # fmt: skip
+        changed = subprocess.run([*git, "diff", "--name-only", "-z", "HEAD", "--", "."],
+                                 capture_output=True, text=True, check=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+    def paths(out: str) -> set[Path]:
+        return {(base / p).resolve() for p in out.split("\0") if p}
+
+    return paths(tracked.stdout), paths(changed.stdout)
+
+
+def committed_only(
+    found: list[tuple[Path, Report]],
+) -> tuple[list[tuple[Path, Report]], list[tuple[Path, str]]]:
+    """The reports a published matrix may show: committed files (in a git work tree: tracked
+    and unmodified) of runs from a clean checkout (no ``+dirty`` commit); the rest, with why."""
+    kept: list[tuple[Path, Report]] = []
+    left: list[tuple[Path, str]] = []
+    git: dict[Path, tuple[set[Path], set[Path]] | None] = {}
+    for path, report in found:
+        where = path.resolve().parent
+        if where not in git:
+            git[where] = _git_files(where)
+        files = git[where]
+        v = report.versions
+        dirty = [name for name, value in (("plugin", v.plugin_commit),
+                                          ("harness", v.harness_commit))
+                 if value.endswith("+dirty")]  # fmt: skip
+        if files is not None and path.resolve() not in files[0]:
+            left.append((path, "not committed to git (pass --include-uncommitted)"))
+        elif files is not None and path.resolve() in files[1]:
+            left.append((path, "modified since its commit (pass --include-uncommitted)"))
+        elif dirty:
+            left.append(
+                (path, f"a run of a modified checkout ({', '.join(dirty)} commit +dirty; pass "
+                       "--include-uncommitted)")
+            )  # fmt: skip
+        else:
+            kept.append((path, report))
+    return kept, left
+
+
+def _site_guard(site: Path) -> None:
+    """--site writes only into a new or empty directory, or one this command built."""
+    if site.exists() and not site.is_dir():
+        raise MatrixError(f"--site {site}: exists and is not a directory")
+    if site.is_dir() and any(site.iterdir()) and not (site / SITE_MARKER).is_file():
+        raise MatrixError(
+            f"--site {site}: the directory holds files this command did not write (no "
+            f"{SITE_MARKER}); choose another directory, or pass --replace to write into it"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,14 +135,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--replace",
         action="store_true",
-        help="write even when the new matrix drops rows (model, device) the existing one has",
+        help="write even when the new matrix drops rows (model, device) the existing one has, "
+        "or into a --site directory this command did not build",
+    )
+    parser.add_argument(
+        "--include-uncommitted",
+        action="store_true",
+        help="also publish reports not committed to git (untracked or modified files, runs "
+        "of a +dirty checkout); by default only committed runs are published",
     )
     args = parser.parse_args(argv)
     out_md = args.out_md or args.report_dir / "MATRIX.md"
     out_html = args.out_html or args.report_dir / "matrix.html"
-    published = [out_md] + ([args.site / "MATRIX.md"] if args.site is not None else [])
+    published = [out_md, out_html]
+    if args.site is not None:
+        published += [args.site / "MATRIX.md", args.site / "index.html"]
     try:
+        if out_md.resolve() == out_html.resolve():
+            raise MatrixError(f"--out-md and --out-html are the same file: {out_md}")
+        if args.site is not None and not args.replace:
+            _site_guard(args.site)
         found = find_reports(args.report_dir, args.include_baselines)
+        if not args.include_uncommitted:
+            found, left_out = committed_only(found)
+            for path, why in left_out:
+                print(f"tt-conformance-matrix: left out {path}: {why}", file=sys.stderr)
         cells = fold(found)
     except MatrixError as exc:
         print(f"tt-conformance-matrix: error: {exc}", file=sys.stderr)
@@ -91,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return EXIT_BAD_INPUT
     generated = utc_now_iso()
-    write_matrix(cells, generated, out_md, out_html)
+    write_matrix(found, generated, out_md, out_html)
     failing = sum(1 for c in cells if c.status in (STATUS_FAIL, STATUS_ABORTED))
     print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
     print(f"markdown: {out_md}\nhtml: {out_html}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tt_conformance.report import PerfFigure
@@ -13,6 +14,7 @@ OUTCOME_ORDER: dict[str, int] = {
     o: i for i, o in enumerate(("fail", "error", "xpass", "flaky", "xfail", "skip", "pass"))
 }
 MAX_CELL = 300
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def md_cell(value: Any, limit: int = MAX_CELL) -> str:
@@ -21,7 +23,9 @@ def md_cell(value: Any, limit: int = MAX_CELL) -> str:
     text = " ".join(text.split())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    # Only a "<" that could open a tag is escaped: a bare ">" or "<=" reads as itself.
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return _TAG_OPEN.sub("&lt;", text)
 
 
 def shape_text(fig: PerfFigure) -> str:

@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tt_conformance.history import INDEX_KIND, UNKNOWN
+from tt_conformance.history import INDEX_KIND
+from tt_conformance.matrix import tier_of
 from tt_conformance.report import Report
 
 __all__ = ["index_entry", "index_json", "report_json", "report_to_dict"]
@@ -37,7 +38,7 @@ def index_entry(report: Report, file: str) -> dict[str, object]:
         "plugin": v.plugin,
         "vllm": v.vllm,
         "ttnn": v.ttnn,
-        "tier": report.tier.tier if report.tier else UNKNOWN,
+        "tier": tier_of(report).tier,
         "totals": dict(report.counts),
     }
 

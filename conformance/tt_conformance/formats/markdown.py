@@ -15,8 +15,11 @@ from tt_conformance.formats.views import (
     Comparison,
     check_counts,
     matrix_rows,
+    pivot,
+    story_text,
     unknown_versions,
 )
+from tt_conformance.history import CellStory
 from tt_conformance.matrix import (
     KEY_PERF,
     MatrixCell,
@@ -237,9 +240,14 @@ def _accuracy_text(cell: MatrixCell) -> str:
 
 
 def render_matrix_markdown(
-    cells: Sequence[MatrixCell], generated_at: str, links: bool = False
+    cells: Sequence[MatrixCell],
+    generated_at: str,
+    links: bool = False,
+    stories: dict[tuple[str, str, str], CellStory | None] | None = None,
 ) -> str:
-    """The concern table (templates/matrix.md.jinja), then the details per model and device."""
+    """The concern table (templates/matrix.md.jinja), then the tier per model and device with
+    each cell's story (``stories``: since, last good, drops; history.stories), then the
+    details per row."""
     concerns = all_concerns([c.report for c in cells])
     head = render_template(
         "matrix.md.jinja",
@@ -251,17 +259,29 @@ def render_matrix_markdown(
     if not cells:
         return head
     lines = [head.rstrip("\n")]
-    # Tier per model x device column at a glance (a lane-DP server is its own column).
-    models = sorted({c.model for c in cells})
-    devices = sorted({c.device for c in cells})
-    by_key = {(c.model, c.device): c for c in cells}
+    # Tier per model x device column at a glance (a lane-DP server is its own column): the
+    # newest run's setup, with its story; superseded setups are marked in the rows above.
+    grid = pivot(cells, stories)
     lines += ["", "## Tier by device", ""]
+    lines.append(
+        "The newest run of each model and device, with since (the first run of its current "
+        "streak), last good (the newest run that neither failed nor was aborted) and ↓ (a "
+        "drop, marked until the cell recovers; perf ↓: a key figure more than 10 % worse on "
+        "TT hardware)."
+    )
+    lines.append("")
+    devices = [*grid.hardware, *grid.apart]
     lines.append(
         tabulate(
             [
                 [md_cell(m)]
-                + [md_cell(by_key[(m, d)].status) if (m, d) in by_key else "—" for d in devices]
-                for m in models
+                + [
+                    md_cell(story_text(grid.cells[(m, d)][0].cell, grid.cells[(m, d)][0].story))
+                    if (m, d) in grid.cells
+                    else "—"
+                    for d in devices
+                ]
+                for m in grid.models
             ],
             headers=["model", *[md_cell(d) for d in devices]],
             tablefmt="github",
@@ -275,6 +295,9 @@ def render_matrix_markdown(
             [
                 md_cell(c.model),
                 md_cell(c.device),
+                md_cell(
+                    c.profile + (f" (superseded by {c.superseded_by})" if c.superseded_by else "")
+                ),
                 md_cell(c.status),
                 md_cell(c.tier.reason, 400),
                 md_cell(c.tier.next_blocker or "—", 400),
@@ -301,6 +324,7 @@ def render_matrix_markdown(
             headers=[
                 "model",
                 "device",
+                "configuration",
                 "tier",
                 "why",
                 "next tier needs",
@@ -330,6 +354,17 @@ def render_matrix_markdown(
         f"{md_cell(', '.join(c.improvements))}"
         for c in cells
         if c.improvements
+    ]
+    notes += [
+        f"- {md_cell(c.model)} on {md_cell(c.device)} ({md_cell(c.profile)}): superseded by "
+        f"the newer setup {md_cell(c.superseded_by)}"
+        + (
+            f"; the setups differ: {md_cell('; '.join(c.superseded_because))}"
+            if c.superseded_because
+            else ""
+        )
+        for c in cells
+        if c.superseded_by
     ]
     notes += [
         f"- {md_cell(c.model)} on {md_cell(c.device)}: not run: {md_cell(line, 300)}"

@@ -7,7 +7,7 @@ import functools
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from tt_conformance.history import UNKNOWN
-from tt_conformance.matrix import CONCERN_STATES, short_check
+from tt_conformance.matrix import CONCERN_STATES, short_check, tier_of
 from tt_conformance.names import path_component
 from tt_conformance.numfmt import format_number
 
@@ -16,6 +16,7 @@ __all__ = ["CONCERN_CLASS", "OUTCOME_CLASS", "TIER_CLASS", "environment", "rende
 CONCERN_CLASS = {
     "pass": "c-pass",
     "pass with expected failures": "c-expected",
+    "pass with waivers": "c-waived",
     "pass, some not run": "c-partial",
     "fail": "c-fail",
     "not run": "c-notrun",
@@ -52,6 +53,7 @@ def _environment() -> Environment:
     )
     env.filters["num"] = lambda v: "—" if v is None else format_number(float(v))
     env.filters["short"] = short_check
+    env.filters["tier"] = lambda report: tier_of(report).tier  # derived, never the stored one
     env.filters["slug"] = path_component
     env.filters["md"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     env.globals["UNKNOWN"] = UNKNOWN

@@ -7,6 +7,7 @@ from tabulate import tabulate
 from tt_conformance.gate import GateResult
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import Report
+from tt_conformance.tiers import perf_is_informational
 
 __all__ = ["change_text", "render_gate"]
 
@@ -54,7 +55,14 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
             lines += [f"  {marker} {item}" for item in items]
             lines.append("")
     if result.perf:
-        lines.append("Performance:")
+        informational = perf_is_informational(candidate.device)
+        # Emulated (and other non-TT) figures measure no TT hardware: say so where they show.
+        lines.append(
+            f"Performance (informational: {candidate.device} is not TT hardware; a figure is "
+            "gated only where a tolerance is set):"
+            if informational
+            else "Performance:"
+        )
         lines.append(
             tabulate(
                 [

@@ -32,6 +32,7 @@ from tt_conformance.matrix import (
 )
 from tt_conformance.names import path_component
 from tt_conformance.report import Report
+from tt_conformance.selection import derive_coverage, skip_kind
 from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "check_counts",
     "compare_slug",
     "comparisons",
+    "flag_legend",
     "history_context",
     "history_slug",
     "matrix_rows",
@@ -49,6 +51,7 @@ __all__ = [
     "run_context",
     "run_href",
     "sparkline",
+    "story_text",
     "trend_change",
     "unknown_versions",
 ]
@@ -66,7 +69,16 @@ def check_counts(cell: MatrixCell) -> str:
     t = cell.report.counts
     passed = t["pass"] + t["flaky"] + t["xpass"]
     text = f"{passed}/{t['total']} passed"
-    extras = [(t["xfail"], "expected failures"), (t["skip"], "not run")]
+    waived = sum(
+        1
+        for c in cell.report.checks_with("skip")
+        if skip_kind(c, cell.report.device, cell.report.server.lanes) == "waived"
+    )
+    extras = [
+        (t["xfail"], "expected failures"),
+        (waived, "waived by the expectations"),
+        (t["skip"] - waived, "not run"),
+    ]
     not_run = not_run_concerns(cell.report)
     tail = f"; not run: {', '.join(not_run)}" if not_run else ""
     return text + "".join(f", {n} {label}" for n, label in extras if n) + tail
@@ -133,7 +145,9 @@ class Pivot:
     cells: dict[tuple[str, str], list[PivotCell]]
 
     def regressed(self, model: str, device: str) -> bool:
-        return any(p.story is not None and p.story.regressed for p in self.cells[(model, device)])
+        """The column's leading setup (its newest run) dropped and has not recovered."""
+        lead = self.cells[(model, device)][0]
+        return lead.story is not None and lead.story.regressed
 
 
 def pivot(
@@ -147,7 +161,8 @@ def pivot(
     for c in cells:
         (apart if perf_is_informational(c.report.device) else hardware).add(c.device)
     grid: dict[tuple[str, str], list[PivotCell]] = {}
-    for c in cells:
+    # The newest setup leads each cell; superseded setups follow, marked.
+    for c in sorted(cells, key=lambda c: c.superseded_by is not None):
         story = (stories or {}).get((c.model, c.device, profile_key(c.report)))
         href = run_href(c.report) if links else None
         grid.setdefault((c.model, c.device), []).append(PivotCell(c, story, href))
@@ -157,6 +172,34 @@ def pivot(
         apart=tuple(sorted(apart)),
         cells=grid,
     )
+
+
+def story_text(cell: MatrixCell, story: CellStory | None) -> str:
+    """A pivot cell in words (the Markdown matrix): status, drop, since, last good, setup."""
+    parts = [cell.status]
+    if story is not None:
+        if story.dropped_from is not None:
+            parts[0] += f" ↓ from {story.dropped_from}"
+        since = story.since.report
+        parts[0] += (
+            f" since tt-metal {since.versions.tt_metal}, ttnn {since.versions.ttnn} "
+            f"({since.finished_at[:10]})"
+        )
+        if story.perf_drops:
+            parts.append("perf ↓ " + "; ".join(story.perf_drops))
+        good = story.last_good
+        parts.append(
+            "last good: "
+            + (
+                f"{good.report.finished_at[:10]}, tt-metal {good.report.versions.tt_metal}"
+                if good
+                else "none"
+            )
+        )
+    if cell.superseded_by is not None:
+        parts.append(f"superseded by {cell.superseded_by}")
+    parts.append(cell.profile)
+    return "; ".join(parts)
 
 
 def run_context(run: Run, generated_at: str) -> dict[str, Any]:
@@ -171,6 +214,7 @@ def run_context(run: Run, generated_at: str) -> dict[str, Any]:
     return {
         "r": report,
         "tier": tier_of(report),
+        "coverage": derive_coverage(report),
         "identity": identity_rows(report),
         "tt_figures": tt_figures,
         "history": f"history/{history_slug(*run.key)}.html",
@@ -209,6 +253,17 @@ class Comparison:
     newer: Run
     result: GateResult
 
+    @property
+    def informational(self) -> bool:
+        """Figures of an emulated or non-TT device: shown, never a verdict."""
+        return perf_is_informational(self.newer.report.device) or perf_is_informational(
+            self.older.report.device
+        )
+
+    @property
+    def unlike(self) -> bool:
+        return bool(unlike(differences(self.older.report, self.newer.report)))
+
 
 def comparisons(runs: Sequence[Run]) -> list[Comparison]:
     """Consecutive runs side by side. The site shows differences, not a verdict: no
@@ -245,5 +300,17 @@ def history_context(
         "trends": [(t, sparkline(t), trend_change(t)) for t in trends(history)],
         "compare_of": {c.newer.report.run_id: c.slug for c in pairs},
         "unknown_of": {r.report.run_id: unknown_versions(r.report) for r in history},
+        "flags": flag_legend(history),
+        "informational": any(perf_is_informational(r.report.device) for r in history),
         "generated_at": generated_at,
     }
+
+
+def flag_legend(history: Sequence[Run]) -> list[str]:
+    """Why the values marked * in a history's trends are unreliable (each reason once)."""
+    seen: dict[str, None] = {}
+    for run in history:
+        for fig in run.report.perf.values():
+            if fig.flag:
+                seen.setdefault(fig.flag, None)
+    return list(seen)

@@ -1,0 +1,107 @@
+"""Re-derive, never trust: a report's verdicts recomputed from its own checks and figures.
+
+A report file carries its tier, its coverage, its totals and its perf-target and accuracy
+verdicts, all decided when the run was written. Whatever reads a report to publish, promote or
+gate it recomputes them here: tier (tiers.derive_tier), coverage (selection.derive_coverage),
+each perf target's fraction and level from the figure it names, each accuracy verdict from its
+score and bar (and the score from its counts). A stored value that disagrees makes the report
+*inconsistent* (edited by hand, written by a careless tool, or forged): `inconsistencies` names
+every such field, and `require_consistent` refuses the report (the commands exit 2). Totals are
+checked on reading already (report.py). Reports older than schema version 4 carry no tier to
+compare (report.migrate_report drops theirs: it is derived again).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tt_conformance.report import Coverage, Report, ReportError
+from tt_conformance.selection import derive_coverage
+from tt_conformance.tiers import derive_tier, evaluate_fraction
+
+__all__ = ["InconsistentReport", "inconsistencies", "require_consistent"]
+
+# Stored figures are rounded (fractions to 4 places, scores to 6).
+_FRACTION_SLACK = 1e-3
+_SCORE_SLACK = 1e-5
+
+
+class InconsistentReport(ReportError):
+    """A report whose stored verdicts disagree with what its checks and figures give."""
+
+
+def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
+    out = []
+    names = ["full", "selected", "missing_modules", "not_applicable", "skipped_other"]
+    if stored.suite:  # written by a harness that records the suite, waivers and concerns
+        names += ["suite", "modified_modules", "waived", "concerns_not_run"]
+    for name in names:
+        got, want = getattr(stored, name), getattr(derived, name)
+        if got != want:
+            out.append(
+                f"field 'coverage.{name}': stored {_short(got)}, the checks give {_short(want)}"
+            )
+    return out
+
+
+def _short(value: object) -> str:
+    text = repr(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def inconsistencies(report: Report) -> list[str]:
+    """Every stored verdict of the report that its own checks and figures contradict."""
+    out: list[str] = []
+    derived_tier = derive_tier(report)
+    if report.tier is not None and report.tier.tier != derived_tier.tier:
+        out.append(
+            f"field 'tier.tier': stored {report.tier.tier!r}, the checks give "
+            f"{derived_tier.tier!r} ({derived_tier.reason})"
+        )
+    if report.coverage is not None:
+        derived = derive_coverage(report)
+        assert derived is not None
+        out += _coverage_fields(report.coverage, derived)
+    for i, target in enumerate(report.perf_targets):
+        fig = report.perf.get(target.figure)
+        fraction, met = evaluate_fraction(fig, target)
+        where = f"field 'perf_targets[{i}]' ({target.figure})"
+        if met != target.met:
+            out.append(f"{where}.met: stored {target.met!r}, the figure gives {met!r}")
+        if (fraction is None) != (target.fraction is None) or (
+            fraction is not None
+            and target.fraction is not None
+            and not math.isclose(fraction, target.fraction, abs_tol=_FRACTION_SLACK)
+        ):
+            out.append(f"{where}.fraction: stored {target.fraction}, the figure gives {fraction}")
+    for i, acc in enumerate(report.accuracy):
+        where = f"field 'accuracy[{i}]' ({acc.task})"
+        if acc.correct is not None and acc.num_samples > 0 and acc.correct <= acc.num_samples:
+            score = acc.correct / acc.num_samples
+            if abs(score - acc.score) > _SCORE_SLACK:
+                out.append(
+                    f"{where}.score: stored {acc.score}, its counts give {acc.correct}/"
+                    f"{acc.num_samples} = {score:.6f}"
+                )
+        if not acc.ci_low - _SCORE_SLACK <= acc.score <= acc.ci_high + _SCORE_SLACK:
+            out.append(
+                f"{where}.score: {acc.score} outside its interval [{acc.ci_low}, {acc.ci_high}]"
+            )
+        bar = acc.threshold if acc.reference is None else max(0.0, acc.reference - acc.tolerance)
+        if bar is not None:
+            if acc.verdict == "pass" and acc.score < bar - _SCORE_SLACK:
+                out.append(f"{where}.verdict: stored 'pass', score {acc.score} is below {bar:.6f}")
+            elif acc.verdict == "fail" and acc.score >= bar + _SCORE_SLACK:
+                out.append(f"{where}.verdict: stored 'fail', score {acc.score} reaches {bar:.6f}")
+    return out
+
+
+def require_consistent(report: Report, source: str) -> Report:
+    """The report, or InconsistentReport naming the file and every field that disagrees."""
+    found = inconsistencies(report)
+    if found:
+        raise InconsistentReport(
+            f"{source}: inconsistent report, refused (its stored verdicts disagree with its own "
+            "checks and figures; regenerate it, never edit it): " + "; ".join(found)
+        )
+    return report
