@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
         (
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
             "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
-            "longtasks", "chisquare", "identity", "selection", "fisher",
+            "longtasks", "chisquare", "identity", "selection", "fisher", "mcnemar", "paired",
         ),
         MODEL,
     ),
