@@ -232,6 +232,8 @@ def _shape_relabelled(
 
 def _date_apart(data: dict[str, Any], report: Report) -> list[str]:
     raw = data.get("date")
+    if raw is None or raw == "":
+        return ["field 'date': missing, so the result cannot be placed next to the run"]
     try:
         when = datetime.strptime(str(raw), "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc)
         start, end = (_utc(report.started_at), _utc(report.finished_at))

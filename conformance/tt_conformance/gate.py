@@ -49,7 +49,14 @@ import math
 from dataclasses import dataclass, field
 
 from tt_conformance.expectations import Expectations
-from tt_conformance.identity import DEFAULT_AXES, NEWER_AXES, Difference, differences
+from tt_conformance.identity import (
+    AXES,
+    DEFAULT_AXES,
+    NEWER_AXES,
+    Difference,
+    differences,
+    field_of,
+)
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.paired import (
     ACCURACY_ALPHA,
@@ -213,6 +220,15 @@ def _compare_identity(
         if d.axis in NEWER_AXES and d.candidate_recorded and not d.baseline_recorded
     ]
     found = [d for d in found if d not in predates]
+
+    # Neither run recorded an axis under test ("unknown" against nothing): no bump to judge on
+    # it, and the verdict says so rather than "alike".
+    def unrecorded_by_both(axis: str) -> bool:
+        d = Difference(axis, field_of(baseline, axis), field_of(candidate, axis))
+        return not d.baseline_recorded and not d.candidate_recorded
+
+    neither = sorted(a for a in axes if a in AXES and a != "tt_options" and unrecorded_by_both(a))
+    found = [d for d in found if d.baseline_recorded or d.candidate_recorded]
     unrecorded = [d for d in found if d.matches(axes) and not d.recorded]
     if unrecorded and floors:
         raise GateInputError(
@@ -229,7 +245,11 @@ def _compare_identity(
             + ". Gate like with like, name the axis under test with --axis, or accept a "
             "difference with --allow-difference NAME (the verdict records it)"
         )
-    lines = [f"under test: {d}" for d in found if d.matches(axes)]
+    lines = [
+        f"not recorded by either run: {axis} (the gate cannot tell whether it changed)"
+        for axis in neither
+    ]
+    lines += [f"under test: {d}" for d in found if d.matches(axes)]
     lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
     lines += [
         f"recorded by the candidate only: {d} (the baseline predates it; regenerate the "

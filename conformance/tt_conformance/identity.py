@@ -43,6 +43,7 @@ __all__ = [
     "NEWER_AXES",
     "Difference",
     "differences",
+    "field_of",
     "identity_rows",
     "profile_key",
     "profile_label",
@@ -154,6 +155,11 @@ def _fields(report: Report) -> dict[str, Any]:
 def _parallelism(report: Report) -> str | None:
     tp, dp = report.server.tensor_parallel, report.server.data_parallel
     return None if tp is None or dp is None else f"TP {tp} x DP {dp}"
+
+
+def field_of(report: Report, axis: str) -> Any:
+    """The value a report records on an axis (None for a name that is no axis)."""
+    return _fields(report).get(axis)
 
 
 def identity_rows(report: Report) -> list[tuple[str, Any]]:

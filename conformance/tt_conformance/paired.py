@@ -5,8 +5,9 @@ The gate's accuracy decision (gate.py calls `compare_task` per task both runs sc
 - both runs stored per-item outcomes on the same items: McNemar's exact test on the discordant
   items (mcnemar.py). Greedy decoding on the same prompts is paired data; Fisher's test on the
   totals would call twelve items lost and none gained "within chance";
-- one run stored only totals (a report written before per-item outcomes): Fisher's exact test
-  on the totals (fisher.py), and the verdict says which report to regenerate;
+- the baseline stored only totals (a report written before per-item outcomes): Fisher's exact
+  test on the totals (fisher.py), and the verdict says to regenerate it; a candidate without
+  items against a baseline with them is refused (it would trade McNemar for the laxer Fisher);
 - a run stored no correct count (an lm-eval result written before per-item outcomes): a lower
   score cannot be judged, so the gate fails closed; an equal or higher one is a note;
 - another item set or sample count is an identity difference (`ItemSetChanged`, exit 2), unless
@@ -93,6 +94,11 @@ def compare_task(
         if cand.score < base.score:
             raise AccuracyNotComparable(f"{change}: lower, and {why}: {REGENERATE}")
         return AccuracyChange(task, "note", f"{change}: not compared, {why}: {REGENERATE}")
+    if base.items is not None and cand.items is None:
+        raise AccuracyNotComparable(
+            f"{change}: the baseline stored every item's outcome, the candidate none (not a run of "
+            "this harness, or its items were removed): gate a run that records them"
+        )
     moved = _item_difference(base, cand)
     identity = None
     if moved is not None:

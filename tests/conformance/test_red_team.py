@@ -117,6 +117,17 @@ def test_twelve_items_lost_on_the_same_greedy_prompts_is_a_regression(
     assert "0.925 (99/107) -> 0.925 (99/107): within chance" in capsys.readouterr().out
 
 
+def test_a_candidate_stripped_of_its_items_cannot_trade_mcnemar_for_fisher(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _acc("tt-patterns", [True] * 99 + [False] * 8)
+    cand = _acc("tt-patterns", [True] * 87 + [False] * 20).model_copy(update={"items": None})
+    assert _gate(tmp_path, *_pair(make_report, base, cand)) == gate.EXIT_BAD_INPUT
+    assert "the baseline stored every item's outcome, the candidate none" in (
+        capsys.readouterr().err
+    )
+
+
 def test_3_of_3_to_0_of_3_is_never_within_chance(
     tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -249,6 +260,12 @@ def test_a_bump_to_not_recorded_versions_is_refused(
     assert "an axis under test is not recorded by both runs" in err
     assert "ttnn: '0.62.0' -> not recorded" in err
     assert "tt_metal: 'v0.62.0-rc35' -> not recorded" in err
+    # Recorded by neither run: no bump to refuse, and the verdict does not call them alike.
+    neither = make_report({"m::a": "pass"}, tt_metal="unknown")
+    assert _gate(tmp_path / "n", cand, neither) == gate.EXIT_OK
+    out = capsys.readouterr().out
+    assert "not recorded by either run: tt_metal (the gate cannot tell whether it changed)" in out
+    assert "alike on every axis" not in out
 
 
 def test_an_8b_n150_baseline_never_gates_a_70b_galaxy_run(
@@ -350,6 +367,8 @@ def test_a_result_dated_a_year_before_the_run_cannot_raise_its_tier(
     )
     assert _import(tmp_path, report, device="T3K", date="not a date") == 2
     assert "field 'date': 'not a date' is not" in capsys.readouterr().err
+    assert _import(tmp_path, report, device="T3K", date=None) == 2
+    assert "field 'date': missing" in capsys.readouterr().err
 
 
 def test_numbers_of_no_established_device_stay_out_of_a_hardware_report(
