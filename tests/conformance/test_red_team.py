@@ -17,8 +17,9 @@ from tests.conformance.test_benchimport import BENCH
 from tt_conformance import accuracy, gate
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
+from tt_conformance.expectations import AccuracyExpectation, load_expectations
 from tt_conformance.fisher import fisher_lower
-from tt_conformance.identity import identity_rows
+from tt_conformance.identity import DEFAULT_AXES, identity_rows
 from tt_conformance.provenance import Flags, discover
 from tt_conformance.report import AccuracyResult, ItemOutcome, Report, RunInfo, load_report
 from tt_conformance.server import ServedModel, ServerProbe
@@ -74,7 +75,7 @@ def test_lm_eval_0_80_to_0_60_on_1319_samples_is_a_regression(
 
     def recorded(right: int) -> AccuracyResult:
         got = accuracy.pick_lm_eval_metric(results(right), "gsm8k")
-        entry = accuracy.AccuracyExpectation(task="lm-eval:gsm8k", threshold=0.5)
+        entry = AccuracyExpectation(task="lm-eval:gsm8k", threshold=0.5)
         return accuracy.verdict(entry, got.score, got.n, (0.0, 1.0), got.correct, got.items)
 
     before, after = recorded(1055), recorded(791)  # 0.80 -> 0.60
@@ -211,10 +212,8 @@ def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regener
             for a in baseline.accuracy
         ),
     )
-    from tt_conformance.expectations import load_expectations
-
     exp = load_expectations(EMU_BASELINE / "expectations.json")
-    result = gate.compare(baseline, candidate, exp, axes=gate.DEFAULT_AXES | {"plugin"})
+    result = gate.compare(baseline, candidate, exp, axes=DEFAULT_AXES | {"plugin"})
     assert result.exit_code == gate.EXIT_OK, result.regressions
     notes = [n for n in result.notes if n.startswith("accuracy on tt-patterns")]
     assert notes and "the baseline records no per-item outcomes" in notes[0]
@@ -301,7 +300,7 @@ def test_an_explicit_null_option_is_a_value_not_a_gap(make_report: Any) -> None:
     result = gate.compare(
         base,
         with_options(sample_on_device_mode=None),
-        axes=gate.DEFAULT_AXES | {"tt_options.sample_on_device_mode"},
+        axes=DEFAULT_AXES | {"tt_options.sample_on_device_mode"},
     )
     assert "under test: tt_options.sample_on_device_mode: 'all' -> null" in result.identity
 
