@@ -77,7 +77,7 @@ def bench_shape(
     concurrency: int | None = None,
 ) -> BenchShape:
     completed = data.get("completed")
-    if not isinstance(completed, int) or completed < 1:
+    if not isinstance(completed, int) or isinstance(completed, bool) or completed < 1:
         raise BenchImportError("'completed' is missing or 0: the benchmark served no request")
 
     def mean_len(key: str, given: int | None, flag: str) -> int:

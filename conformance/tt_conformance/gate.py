@@ -252,8 +252,8 @@ def _compare_identity(
     lines += [f"under test: {d}" for d in found if d.matches(axes)]
     lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
     lines += [
-        f"recorded by the candidate only: {d} (the baseline predates it; regenerate the "
-        "baseline to compare it)"
+        f"recorded by the candidate only: {d} (the baseline did not record it: written before "
+        "it was recorded, or by a build without it; regenerate the baseline to compare it)"
         for d in predates
     ]
     return lines

@@ -50,6 +50,8 @@ def test_bad_bench_files_are_refused() -> None:
     assert bench_shape({**BENCH, "max_concurrency": None}, concurrency=8).concurrency == 8
     with pytest.raises(BenchImportError, match="served no request"):
         bench_shape({**BENCH, "completed": 0})
+    with pytest.raises(BenchImportError, match="served no request"):
+        bench_shape({**BENCH, "completed": True})  # JSON true is no request count
     with pytest.raises(BenchImportError, match="no TTFT/TPOT figures"):
         bench_figures({"completed": 1}, bench_shape(BENCH))
 
