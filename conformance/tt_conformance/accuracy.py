@@ -19,13 +19,20 @@ A task is one of
 
 Greedy decoding (temperature 0) throughout, so a score is reproducible and comparable with the
 reference measured with transformers on the same checkpoint (tools/measure_accuracy_reference.py).
+
+Every result stores its items' outcomes (`ItemOutcome`: an id digesting the item, correct or
+not), for every task kind: the gate pairs two runs item by item (paired.py). An lm-eval item's
+id digests its ``doc_id`` and lm-eval's ``doc_hash``; its outcome is the headline metric of the
+sample (a metric that is not 0 or 1 per sample gives no items and no correct count).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -36,7 +43,7 @@ from pydantic import Field, ValidationError, model_validator
 from tt_conformance import envs
 from tt_conformance.datafile import Strict, describe
 from tt_conformance.expectations import AccuracyExpectation
-from tt_conformance.report import AccuracyResult
+from tt_conformance.report import AccuracyResult, ItemOutcome
 
 __all__ = [
     "BUNDLED_TASKS",
@@ -48,6 +55,8 @@ __all__ = [
     "bundled_task_path",
     "dump_result",
     "extract",
+    "item_id",
+    "item_outcomes",
     "lm_eval_model_args",
     "load_task",
     "normalise",
@@ -87,6 +96,10 @@ class TaskItem(Strict):
                 raise ValueError(f"pattern {self.pattern!r} is not a regex: {exc}") from None
         return self
 
+    @property
+    def id(self) -> str:
+        return item_id(self.prompt, self.expected)
+
     def score(self, completion: str) -> bool:
         if self.scoring == "contains":
             return self.expected in completion
@@ -95,6 +108,24 @@ class TaskItem(Strict):
         assert self.pattern is not None
         found = extract(self.pattern, completion, self.group)
         return found is not None and normalise(found) == normalise(self.expected)
+
+
+def item_id(*parts: object) -> str:
+    """A short digest naming an item by its content (prompt and answer), so two runs pair the
+    same items and an edited item is another item."""
+    text = json.dumps([str(p) for p in parts], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def item_outcomes(scored: Iterable[tuple[str, bool]]) -> tuple[ItemOutcome, ...]:
+    """(id, correct) pairs as the report stores them; a repeated item gets ``#2``, ``#3``."""
+    seen: dict[str, int] = {}
+    out = []
+    for ident, correct in scored:
+        seen[ident] = seen.get(ident, 0) + 1
+        name = ident if seen[ident] == 1 else f"{ident}#{seen[ident]}"
+        out.append(ItemOutcome(id=name, correct=bool(correct)))
+    return tuple(out)
 
 
 def normalise(text: str) -> str:
@@ -173,6 +204,7 @@ def verdict(
     n: int,
     interval: tuple[float, float],
     correct: int | None = None,
+    items: tuple[ItemOutcome, ...] | None = None,
 ) -> AccuracyResult:
     passed = score >= entry.bar - 1e-12
     if entry.reference is not None:
@@ -192,6 +224,7 @@ def verdict(
         tolerance=entry.tolerance,
         verdict="pass" if passed else "fail",
         reason=f"score {score:.3f} {'>=' if passed else '<'} {bar}",
+        items=items,
     )
 
 
@@ -204,6 +237,11 @@ class LmEvalScore:
     score: float
     stderr: float | None
     n: int
+    items: tuple[ItemOutcome, ...] | None = None  # None: lm-eval logged no 0/1 sample values
+
+    @property
+    def correct(self) -> int | None:
+        return None if self.items is None else sum(i.correct for i in self.items)
 
 
 def lm_eval_model_args(
@@ -236,6 +274,7 @@ def run_lm_eval(
             model_args=lm_eval_model_args(api_base, model, concurrency, api_key),
             tasks=[task],
             limit=limit,
+            log_samples=True,  # per-item outcomes: the gate pairs runs by item
         )
     return pick_lm_eval_metric(results, task)
 
@@ -256,9 +295,28 @@ def pick_lm_eval_metric(results: dict[str, Any], task: str) -> LmEvalScore:
     stderr = metrics.get(f"{base}_stderr,{flt}" if flt else f"{base}_stderr")
     n_samples = results.get("n-samples", {}).get(task, {})
     n = int(n_samples.get("effective", n_samples.get("original", 0)) or 0)
+    items = _lm_eval_items(results.get("samples", {}).get(task), base, flt)
+    if items is not None and len(items) != n:
+        items = None  # not the samples the score counts: no pairing rather than a wrong one
     return LmEvalScore(
-        name, numeric[name], float(stderr) if isinstance(stderr, (int, float)) else None, n
+        name, numeric[name], float(stderr) if isinstance(stderr, (int, float)) else None, n, items
     )
+
+
+def _lm_eval_items(samples: Any, metric: str, flt: str) -> tuple[ItemOutcome, ...] | None:
+    """Each logged sample's outcome on ``metric`` under filter ``flt`` (lm-eval's
+    ``log_samples``: one entry per document and filter, the metric's value under its name)."""
+    if not isinstance(samples, list):
+        return None
+    scored = []
+    for sample in samples:
+        if not isinstance(sample, dict) or (flt and sample.get("filter", flt) != flt):
+            continue
+        value = sample.get(metric)
+        if not isinstance(value, (bool, int, float)) or value not in (0, 1):
+            return None  # not a right-or-wrong metric: no items
+        scored.append((item_id(sample.get("doc_id"), sample.get("doc_hash", "")), value == 1))
+    return item_outcomes(scored) if scored else None
 
 
 def dump_result(result: AccuracyResult) -> str:

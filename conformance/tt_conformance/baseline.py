@@ -10,7 +10,8 @@ the baseline it would replace (``allow_older`` overrides). With ``write_todo_ent
 uncovered checks get entries whose reasons are placeholders (``TODO: ...``); the gate refuses the
 file, naming the entries, until a person has written why each check fails on that model and
 device (Mesa's deqp-runner model: the failures file is checked in as the next baseline,
-reviewed).
+reviewed). TODO entries the promoted run does not need (written for the baseline it replaces,
+e.g. a newer one replaced with ``allow_older``) are removed and listed.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class Promoted:
     expectations: Path
     added: tuple[str, ...]  # check ids given a placeholder entry by this promotion
     replaced_run: str | None  # run id of the baseline this one replaced
+    # Placeholder (TODO) entries of the replaced baseline this run does not need: removed, so a
+    # stale TODO neither blocks the gate nor excuses a later failure of that check.
+    dropped: tuple[str, ...] = ()
 
 
 def baseline_dir(baselines_dir: Path, model: str, device: str, lanes: int = 1) -> Path:
@@ -132,6 +136,7 @@ def promote(
             "for TODO placeholders (the gate refuses them until each reason is written)"
         )
     data, added = _skeleton(report, existing, exp_path, uncovered)
+    dropped = _drop_stale_placeholders(data, report)
     target.mkdir(parents=True, exist_ok=True)
     # The report first: a crash before the expectations leaves a baseline the gate can still
     # read with the old expectations (or none).
@@ -140,7 +145,7 @@ def promote(
     tmp.replace(baseline)
     atomic_write_text(exp_path, json.dumps(data, indent=2) + "\n")
     replaced = replaced_report.run_id if replaced_report is not None else None
-    return Promoted(baseline, exp_path, tuple(added), replaced)
+    return Promoted(baseline, exp_path, tuple(added), replaced, dropped)
 
 
 # pytest's exit codes (pytest.ExitCode) other than OK and TESTS_FAILED: the run did not finish.
@@ -231,6 +236,30 @@ def _uncovered(report: Report, covered: Expectations) -> list[tuple[str, CheckRe
         if known is None:
             out.append((key, check))
     return out
+
+
+def _drop_stale_placeholders(data: dict[str, object], report: Report) -> tuple[str, ...]:
+    """Remove TODO entries (expected failures, flaky) whose check the promoted run does not
+    fail, expect to fail or retry: they were written for the baseline being replaced."""
+    needed = {
+        "expected_failures": {c.id for c in report.checks if c.outcome in FAILING | {"xfail"}},
+        "flaky": {c.id for c in report.checks if c.outcome == "flaky"},
+    }
+    dropped: list[str] = []
+    for key, ids in needed.items():
+        entries = data.get(key)
+        if not isinstance(entries, list):
+            continue
+        kept = []
+        for entry in entries:
+            reason = str(entry.get("reason", "")) if isinstance(entry, dict) else ""
+            check = entry.get("check") if isinstance(entry, dict) else None
+            if reason.upper().startswith(PLACEHOLDER_PREFIX) and check not in ids:
+                dropped.append(str(check))
+            else:
+                kept.append(entry)
+        data[key] = kept
+    return tuple(dropped)
 
 
 def _skeleton(

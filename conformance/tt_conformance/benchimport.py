@@ -12,8 +12,12 @@ inter-token gaps are checked for burst delivery like the harness's own streams.
 Before anything is folded in, ``result_mismatches`` checks the result measured the report's
 server: ``model_id`` (the ``--model`` given to the benchmark, or the server's first model) must
 be the report's model, the concurrency must fit the server's capacity the report recorded
-(``server.max_num_seqs`` x ``server.lanes``), and a ``device`` / ``mesh_device`` key (vLLM
-writes none; ``--metadata device=N300`` adds one) must agree with the report.
+(``server.max_num_seqs`` x ``server.lanes``), a ``--input-len`` / ``--output-len`` must be the
+result's own per-request token totals (within `SHAPE_TOLERANCE`), its ``date`` must be within
+`MAX_HOURS_APART` of the run, and its ``device`` key must name the report's device: vLLM writes
+none, so ``vllm bench serve --metadata device=N300`` (``device=emulated-T3K`` for an emulated
+run) establishes it; without it the numbers could come from any machine, hardware or emulated.
+A ``mesh_device`` key, when present, must agree with the report's too.
 ``own_figures_replaced`` names the harness's own figures an import would overwrite.
 """
 
@@ -21,16 +25,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tt_conformance.names import normalize_device
+from tt_conformance.names import EMULATED_DEVICE, is_emulated, normalize_device
 from tt_conformance.perfshapes import figure_key
 from tt_conformance.perfstats import StreamTiming, delivery_problems
 from tt_conformance.report import Better, PerfFigure, Report
 
 __all__ = [
     "BENCH_CHECK",
+    "MAX_HOURS_APART",
     "METRICS",
+    "SHAPE_TOLERANCE",
     "STATS",
     "BenchImportError",
     "BenchShape",
@@ -44,6 +51,12 @@ __all__ = [
 BENCH_CHECK = "vllm bench serve"
 METRICS = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "p99")
+# A given --input-len / --output-len may differ from the result's per-request mean by this much
+# (re-tokenised prompts move by a token or two), never relabel a 100-token run as 128.
+SHAPE_TOLERANCE = 0.05
+# vLLM writes the result's date in the benchmark host's local time, zone unknown (+-14 h): a
+# result more than a day from the run is another session, maybe another build.
+MAX_HOURS_APART = 24
 
 
 class BenchImportError(ValueError):
@@ -64,7 +77,7 @@ def bench_shape(
     concurrency: int | None = None,
 ) -> BenchShape:
     completed = data.get("completed")
-    if not isinstance(completed, int) or completed < 1:
+    if not isinstance(completed, int) or isinstance(completed, bool) or completed < 1:
         raise BenchImportError("'completed' is missing or 0: the benchmark served no request")
 
     def mean_len(key: str, given: int | None, flag: str) -> int:
@@ -146,10 +159,15 @@ def bench_figures(
 
 
 def result_mismatches(
-    data: dict[str, Any], report: Report, shape: BenchShape, concurrency_given: int | None = None
+    data: dict[str, Any],
+    report: Report,
+    shape: BenchShape,
+    concurrency_given: int | None = None,
+    input_given: int | None = None,
+    output_given: int | None = None,
 ) -> list[str]:
     """Why the result cannot be figures of the report's run (empty: it can); each problem names
-    the field and both values. ``concurrency_given`` is --concurrency, when passed."""
+    the field and both values. ``*_given`` are --concurrency, --input-len, --output-len."""
     problems: list[str] = []
     model = data.get("model_id")
     if not isinstance(model, str) or not model:
@@ -173,6 +191,7 @@ def result_mismatches(
             f"--concurrency {concurrency_given} contradicts the result's field "
             f"'max_concurrency': {measured}"
         )
+    problems += _shape_relabelled(data, input_given, output_given)
     server = report.server
     capacity = server.max_num_seqs * server.lanes
     if shape.concurrency > capacity:
@@ -183,16 +202,88 @@ def result_mismatches(
             f"{capacity} (server.max_num_seqs {server.max_num_seqs} x server.lanes "
             f"{server.lanes})"
         )
-    # An emulated report's server names the mesh it emulates (mesh_device) while its device is
-    # "emulated": each key is compared with its own counterpart.
-    for key, ours in (("device", report.device), ("mesh_device", server.mesh_device)):
-        theirs = data.get(key)
-        if theirs is None or theirs == "":
-            continue
-        ours = ours if ours is not None else report.device
-        if _device(str(theirs)) != _device(ours):
-            problems.append(f"field '{key}': the result ran on {theirs!r}, the report on {ours!r}")
+    problems += _date_apart(data, report)
+    problems += _device_unestablished(data, report)
     return problems
+
+
+def _shape_relabelled(
+    data: dict[str, Any], input_given: int | None, output_given: int | None
+) -> list[str]:
+    completed = data.get("completed")
+    if not isinstance(completed, int) or isinstance(completed, bool) or completed < 1:
+        return []  # bench_shape refuses it
+    out = []
+    for flag, given, key in (
+        ("--input-len", input_given, "total_input_tokens"),
+        ("--output-len", output_given, "total_output_tokens"),
+    ):
+        total = data.get(key)
+        if given is None or isinstance(total, bool) or not isinstance(total, (int, float)):
+            continue
+        mean = total / completed
+        if abs(given - mean) > max(1.0, SHAPE_TOLERANCE * given):
+            out.append(
+                f"{flag} {given} contradicts the result's field '{key}': {total} over "
+                f"{completed} requests is {mean:.4g} per request"
+            )
+    return out
+
+
+def _date_apart(data: dict[str, Any], report: Report) -> list[str]:
+    raw = data.get("date")
+    if raw is None or raw == "":
+        return ["field 'date': missing, so the result cannot be placed next to the run"]
+    try:
+        when = datetime.strptime(str(raw), "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc)
+        start, end = (_utc(report.started_at), _utc(report.finished_at))
+    except ValueError:
+        return [
+            f"field 'date': {raw!r} is not vllm bench serve's YYYYMMDD-HHMMSS (or the report's "
+            "started_at / finished_at is not ISO 8601), so the result cannot be placed next to "
+            "the run"
+        ]
+    slack = timedelta(hours=MAX_HOURS_APART)
+    if start - slack <= when <= end + slack:
+        return []
+    return [
+        f"field 'date': the result is dated {raw}, more than {MAX_HOURS_APART} h from the run "
+        f"({report.started_at} .. {report.finished_at}): another session, not this run's server"
+    ]
+
+
+def _utc(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _device_unestablished(data: dict[str, Any], report: Report) -> list[str]:
+    """The result must say where it ran (its ``device`` key), and agree with the report."""
+    problems = []
+    theirs = data.get("device")
+    if theirs is None or theirs == "":
+        problems.append(
+            f"field 'device': missing, so nothing says the numbers were measured on "
+            f"{report.device!r} (hardware or emulated); run vllm bench serve with --metadata "
+            f"device={report.device}"
+        )
+    elif not _same_device(str(theirs), report.device):
+        problems.append(
+            f"field 'device': the result ran on {theirs!r}, the report on {report.device!r}"
+        )
+    # An emulated report's server names the mesh it emulates (mesh_device) while its device is
+    # "emulated-<mesh>": the mesh key is compared with that.
+    mesh = data.get("mesh_device")
+    ours = report.server.mesh_device or report.device
+    if mesh not in (None, "") and _device(str(mesh)) != _device(ours):
+        problems.append(f"field 'mesh_device': the result ran on {mesh!r}, the report on {ours!r}")
+    return problems
+
+
+def _same_device(theirs: str, ours: str) -> bool:
+    a, b = _device(theirs), _device(ours)
+    # A bare "emulated" names no mesh: it matches any emulated report (mesh_device checks it).
+    return a == b or (a == EMULATED_DEVICE and is_emulated(b))
 
 
 def _device(name: str) -> str:

@@ -1,7 +1,8 @@
 """Fisher's exact test for two proportions, one-sided: is the candidate's rate lower?
 
 The gate compares two runs' accuracy (correct of n on the same task) with it: a drop is a
-regression only when chance cannot explain it (`gate.ACCURACY_ALPHA`). Exact, so it holds for
+regression only when chance cannot explain it (`paired.ACCURACY_ALPHA`); runs that both
+stored per-item outcomes are paired instead (mcnemar.py). Exact, so it holds for
 the small sample counts accuracy tasks use, where a normal approximation does not. Pure Python
 (log-factorials by ``math.lgamma``), as chisquare.py beside it.
 """

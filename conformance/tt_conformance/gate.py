@@ -9,8 +9,10 @@ Exit codes
        baseline check is missing from the candidate; it is an expected failure (xfail) now
        although the expectations do not list it; the candidate has collection errors; a gated
        perf figure is worse than its tolerance (or missing); an accuracy score is lower than
-       chance explains (Fisher's exact test on both runs' counts, p < ACCURACY_ALPHA); or the
-       candidate run was aborted (the server under test died or turned unhealthy mid-run)
+       chance explains (paired.py: McNemar's exact test on the items both runs scored, Fisher's
+       on the totals where a run stored none, p < ACCURACY_ALPHA), or lower on a task too small
+       to call any drop chance, or a task the baseline scored is missing; or the candidate run
+       was aborted (the server under test died or turned unhealthy mid-run)
     2  bad input: a report or the expectations file is missing or malformed, a report is
        inconsistent (its stored tier, coverage or verdicts disagree with its own checks and
        figures: rederive.py), the baseline has
@@ -19,6 +21,11 @@ Exit codes
        options and the other versions must match unless named by --allow-difference), or a
        perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
        it could not compare.
+       Floors no option lowers: a run gated against itself (the same run id, or the same start
+       and end), a difference on an axis under test that one run did not record (a "bump" to or
+       from "unknown" tests nothing), a model, weights, device or mesh difference (never under
+       test, never allowed: another model or machine is another baseline), and an accuracy
+       task scored on other items or another sample count (unless ``accuracy`` is allowed).
 
 Expectations default to ``expectations.json`` next to the baseline when that file exists.
 A check the expectations list as an expected failure is not a regression when it fails; one
@@ -44,11 +51,24 @@ import math
 from dataclasses import dataclass, field
 
 from tt_conformance.expectations import Expectations
-from tt_conformance.fisher import fisher_lower
-from tt_conformance.identity import DEFAULT_AXES, differences
+from tt_conformance.identity import (
+    AXES,
+    DEFAULT_AXES,
+    NEWER_AXES,
+    Difference,
+    differences,
+    field_of,
+)
 from tt_conformance.numfmt import format_number, pct
+from tt_conformance.paired import (
+    ACCURACY_ALPHA,
+    ACCURACY_AXIS,
+    AccuracyNotComparable,
+    ItemSetChanged,
+    compare_task,
+)
 from tt_conformance.rederive import inconsistencies
-from tt_conformance.report import FAILING, PASSING, TIERS, PerfFigure, Report
+from tt_conformance.report import FAILING, PASSING, TIERS, AccuracyResult, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
@@ -57,6 +77,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_OK",
     "EXIT_REGRESSION",
+    "FIXED_AXES",
     "GATED_MIN_SAMPLES",
     "GATED_STATS",
     "HARDWARE_PERF_TOLERANCE",
@@ -66,6 +87,7 @@ __all__ = [
     "PerfComparison",
     "compare",
     "default_gating",
+    "derived_from",
 ]
 
 EXIT_OK = 0
@@ -83,9 +105,8 @@ HARDWARE_PERF_TOLERANCE = 0.10
 GATED_STATS = frozenset({"median", "value"})
 GATED_MIN_SAMPLES = 8
 P99_MIN_SAMPLES = 100
-# Accuracy: a lower score is a regression when Fisher's exact test says chance explains it
-# less than once in a hundred runs (fisher.py).
-ACCURACY_ALPHA = 0.01
+# What a gate never tests nor allows: another model or machine is another baseline.
+FIXED_AXES: frozenset[str] = frozenset({"model", "weights", "device", "mesh_shape"})
 
 
 class GateInputError(Exception):
@@ -127,7 +148,11 @@ def compare(
     default_tolerance: float | None = DEFAULT_PERF_TOLERANCE,
     axes: frozenset[str] = DEFAULT_AXES,
     allowed: frozenset[str] = frozenset(),
+    floors: bool = True,
 ) -> GateResult:
+    """The gate's verdict. ``floors=False`` is for the site's compare pages, which list the
+    differences of two consecutive runs whatever they are and give no verdict: no floor (self,
+    fixed axes, unrecorded axes, other accuracy items) refuses them there."""
     for side, report in (("baseline", baseline), ("candidate", candidate)):
         # A report whose stored tier or coverage its own checks contradict is never gated.
         found = inconsistencies(report)
@@ -150,8 +175,12 @@ def compare(
             f"expectations {exp.source or ''} still have placeholder reasons (write why, then "
             f"gate): {names}"
         )
+    if floors:
+        _refuse_self_compare(baseline, candidate)
+    else:
+        allowed = allowed | {ACCURACY_AXIS}
     result = GateResult()
-    result.identity = _compare_identity(baseline, candidate, axes, allowed)
+    result.identity = _compare_identity(baseline, candidate, axes, allowed, floors)
     if candidate.aborted is not None:
         # An aborted run proves nothing about the checks it never ran: always a failure.
         missed = candidate.aborted.not_run
@@ -173,17 +202,52 @@ def compare(
     for name in sorted(set(candidate.perf) - set(baseline.perf)):
         fig = candidate.perf[name]
         result.notes.append(f"new perf figure {name} = {format_number(fig.value)} {fig.unit}")
-    _compare_accuracy(baseline, candidate, result)
+    _one_cause_once(result)
+    _compare_accuracy(baseline, candidate, result, allowed, floors)
     _compare_tier(baseline, candidate, result)
     return result
 
 
 def _compare_identity(
-    baseline: Report, candidate: Report, axes: frozenset[str], allowed: frozenset[str]
+    baseline: Report,
+    candidate: Report,
+    axes: frozenset[str],
+    allowed: frozenset[str],
+    floors: bool = True,
 ) -> list[str]:
     """The identity lines of the verdict; GateInputError naming every difference the caller
     neither tests nor allows (a bump is judged with everything else held equal)."""
+    fixed = sorted(n for n in axes | allowed if Difference(n, None, None).matches(FIXED_AXES))
+    if fixed and floors:
+        raise GateInputError(
+            f"{', '.join(fixed)} cannot be under test or an allowed difference: another model, "
+            "weights, device or mesh is another baseline (gate against its own)"
+        )
     found = differences(baseline, candidate)
+    # A baseline written before an identity word existed lacks it: said, not held against it.
+    predates = [
+        d
+        for d in found
+        if d.axis in NEWER_AXES and d.candidate_recorded and not d.baseline_recorded
+    ]
+    found = [d for d in found if d not in predates]
+
+    # Neither run recorded an axis under test ("unknown" against nothing): no bump to judge on
+    # it, and the verdict says so rather than "alike".
+    def unrecorded_by_both(axis: str) -> bool:
+        d = Difference(axis, field_of(baseline, axis), field_of(candidate, axis))
+        return not d.baseline_recorded and not d.candidate_recorded
+
+    neither = sorted(a for a in axes if a in AXES and a != "tt_options" and unrecorded_by_both(a))
+    found = [d for d in found if d.baseline_recorded or d.candidate_recorded]
+    unrecorded = [d for d in found if d.matches(axes) and not d.recorded]
+    if unrecorded and floors:
+        raise GateInputError(
+            "an axis under test is not recorded by both runs, so the gate cannot tell what "
+            "changed: "
+            + "; ".join(str(d) for d in unrecorded)
+            + ". Record it (the server's tt_plugin_info, or --tt-tt-metal-version) and re-run"
+        )
     blocking = [d for d in found if not d.matches(axes | allowed)]
     if blocking:
         raise GateInputError(
@@ -192,9 +256,41 @@ def _compare_identity(
             + ". Gate like with like, name the axis under test with --axis, or accept a "
             "difference with --allow-difference NAME (the verdict records it)"
         )
-    lines = [f"under test: {d}" for d in found if d.matches(axes)]
+    lines = [
+        f"not recorded by either run: {axis} (the gate cannot tell whether it changed)"
+        for axis in neither
+    ]
+    lines += [f"under test: {d}" for d in found if d.matches(axes)]
     lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
+    lines += [
+        f"recorded by the candidate only: {d} (the baseline did not record it: written before "
+        "it was recorded, or by a build without it; regenerate the baseline to compare it)"
+        for d in predates
+    ]
     return lines
+
+
+def _refuse_self_compare(baseline: Report, candidate: Report) -> None:
+    """A run gated against itself always passes: the same run id, or a copy under another id
+    (the same start, end, host, command and every check's measured duration)."""
+
+    def fingerprint(r: Report) -> tuple[object, ...] | None:
+        timed = tuple((c.id, c.outcome, c.duration_s) for c in r.checks)
+        return None if r.run is None else (r.started_at, r.finished_at, r.run, timed)
+
+    if baseline.run_id == candidate.run_id:
+        what = f"run id {baseline.run_id}"
+    elif fingerprint(baseline) is not None and fingerprint(baseline) == fingerprint(candidate):
+        what = (
+            f"run {baseline.run_id} renamed {candidate.run_id}: the same start, end, host, "
+            "command and check durations"
+        )
+    else:
+        return
+    raise GateInputError(
+        f"the candidate is the baseline's own run ({what}): a run gated against itself always "
+        "passes; gate a new run"
+    )
 
 
 def _compare_tier(baseline: Report, candidate: Report, out: GateResult) -> None:
@@ -318,9 +414,43 @@ def _compare_perf(
     )
 
 
+def derived_from(name: str) -> str | None:
+    """The figure ``name`` is computed from (tokens/s/user is 1000 / TPOT of the same statistic,
+    TT's t/s is 1000 / median TPOT x batch), None for a measured one: one slower TPOT moves all
+    three, and the verdict names that cause once."""
+    head, _, key = name.partition("@")
+    if head.startswith("tps_user_"):
+        return f"tpot_{head.removeprefix('tps_user_')}@{key}"
+    if head == "tt_tps":
+        return f"tpot_median@{key}"
+    return None
+
+
+def _one_cause_once(result: GateResult) -> None:
+    """A derived figure that moved with its source is folded into the source's line."""
+    verdict = {p.name: p.verdict for p in result.perf}
+    for kind, lines in (("regression", result.regressions), ("improvement", result.improvements)):
+        followers: dict[str, list[str]] = {}
+        for p in result.perf:
+            source = derived_from(p.name)
+            if p.verdict == kind and source is not None and verdict.get(source) == kind:
+                followers.setdefault(source, []).append(p.name)
+        derived = {name for names in followers.values() for name in names}
+        kept = [ln for ln in lines if not any(ln.startswith(f"perf {n}: ") for n in derived)]
+        for i, line in enumerate(kept):
+            for source, names in followers.items():
+                if line.startswith(f"perf {source}: "):
+                    kept[i] = f"{line}; the same cause moves {', '.join(names)} (computed from it)"
+        lines[:] = kept
+
+
 def default_gating(fig: PerfFigure) -> str | None:
     """Why a default tolerance does not gate this figure (None: it does)."""
     stat, n = fig.stat, fig.samples
+    if stat == "p99" and (fig.metric == "itl" or fig.name.startswith("itl_")):
+        # A request's gaps move together (its decode steps, its batch's stalls): their p99 rests
+        # on the slowest few requests, however many gaps there are (test_gate_statistics.py).
+        return "p99 of inter-token gaps, correlated within each request; medians are gated"
     if stat == "p99":
         if n is None or n < P99_MIN_SAMPLES:
             got = "an unknown number of" if n is None else str(n)
@@ -333,25 +463,44 @@ def default_gating(fig: PerfFigure) -> str | None:
     return None
 
 
-def _compare_accuracy(baseline: Report, candidate: Report, out: GateResult) -> None:
-    """Each task both runs scored, by counts: lower with p < ACCURACY_ALPHA regresses."""
-    before = {a.task: a for a in baseline.accuracy}
-    for after in candidate.accuracy:
-        base = before.get(after.task)
-        if base is None or base.correct is None or after.correct is None:
+def _compare_accuracy(
+    baseline: Report,
+    candidate: Report,
+    out: GateResult,
+    allowed: frozenset[str],
+    floors: bool = True,
+) -> None:
+    """Each task the baseline scored (paired.py decides); a task it scored that the candidate
+    did not is a regression, a task scored twice in one report bad input."""
+    sides: dict[str, dict[str, AccuracyResult]] = {}
+    for name, report in (("baseline", baseline), ("candidate", candidate)):
+        tasks = [a.task for a in report.accuracy]
+        twice = sorted({t for t in tasks if tasks.count(t) > 1})
+        if twice:
+            raise GateInputError(f"{name}: field 'accuracy': task(s) scored twice: {twice}")
+        sides[name] = {a.task: a for a in report.accuracy}
+    after = sides["candidate"]
+    for task, base in sorted(sides["baseline"].items()):
+        cand = after.get(task)
+        if cand is None:
+            out.regressions.append(f"accuracy on {task}: scored in the baseline, not now")
             continue
-        change = (
-            f"accuracy on {after.task}: {base.score:.3f} ({base.correct}/{base.num_samples}) "
-            f"-> {after.score:.3f} ({after.correct}/{after.num_samples})"
-        )
-        lower = fisher_lower(base.correct, base.num_samples, after.correct, after.num_samples)
-        higher = fisher_lower(after.correct, after.num_samples, base.correct, base.num_samples)
-        if lower < ACCURACY_ALPHA:
-            out.regressions.append(f"{change}: lower, p = {lower:.2g} (Fisher's exact test)")
-        elif higher < ACCURACY_ALPHA:
-            out.improvements.append(f"{change}: higher, p = {higher:.2g}")
-        elif after.score != base.score:
-            out.notes.append(f"{change}: within chance (p = {min(lower, higher):.2g})")
+        try:
+            change = compare_task(base, cand, allowed)
+        except (ItemSetChanged, AccuracyNotComparable) as exc:
+            if floors:
+                raise GateInputError(str(exc)) from None
+            out.notes.append(str(exc))
+            continue
+        if change is None:
+            continue
+        if change.identity is not None:
+            out.identity.append(f"allowed difference: {change.identity}")
+        {"regression": out.regressions, "improvement": out.improvements, "note": out.notes}[
+            change.verdict
+        ].append(change.text)
+    for task in sorted(set(after) - set(sides["baseline"])):
+        out.notes.append(f"accuracy on {task}: new task, {after[task].score:.3f}")
 
 
 def _worse_by(baseline: float, candidate: float, better: str) -> float:

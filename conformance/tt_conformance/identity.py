@@ -8,11 +8,17 @@ difference, unless the caller allows it by name, and the gate's output says what
 Axes (the report fields behind them):
     model, weights                       what is served (server.weights: repository@revision or
                                          a digest, utils/weights_identity.py in the plugin)
-    device, mesh_shape                   where
+    device, mesh_shape, parallelism      where, and TT's TP x DP on it (devices per instance x
+                                         instances)
     max_num_seqs, max_model_len, lanes,  the configuration profile: vLLM's switches the plugin
     async_scheduling, chunked_prefill,   publishes in tt_plugin_info, and every TT option
     prefix_caching, tt_options.<name>    (``tt_options`` names them all)
-    vllm, plugin, ttnn, tt_metal         versions (plugin: version and git commit)
+    vllm, vllm.commit, plugin, ttnn,     versions (plugin: version and git commit; vllm.commit:
+    tt_metal                             the commit vLLM's build recorded, under ``vllm``;
+                                         tt_metal: git describe --tags --dirty)
+
+`NEWER_AXES` are recorded since issue 44: a baseline written before lacks them, and the gate
+says so instead of calling the runs unlike.
 
 The harness's own version is recorded but is not an axis: it is the instrument, and what it
 changes shows up check by check (a new check is a note, a missing one a regression).
@@ -39,11 +45,13 @@ from tt_conformance.report import Report
 __all__ = [
     "AXES",
     "DEFAULT_AXES",
+    "NEWER_AXES",
     "RESULT_NEUTRAL_OPTIONS",
     "SETUP_AXES",
     "TT_OPTION_DEFAULTS",
     "Difference",
     "differences",
+    "field_of",
     "identity_rows",
     "ignored_options",
     "profile_key",
@@ -67,6 +75,7 @@ AXES: tuple[str, ...] = (
     "weights",
     "device",
     "mesh_shape",
+    "parallelism",
     *PROFILE_AXES,
     "tt_options",
     *VERSION_AXES,
@@ -101,7 +110,26 @@ RESULT_NEUTRAL_OPTIONS: frozenset[str] = frozenset(
 )
 # What a tt-metal bump changes: the gate's default axes under test.
 DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
-_NOT_RECORDED = (None, "unknown", "")
+# Identity words reports carry since issue 44 (older reports read them as not recorded).
+NEWER_AXES: frozenset[str] = frozenset({"parallelism", "vllm.commit"})
+
+
+class _Absent:
+    """An option a run's tt_options do not name (an explicit ``null`` is a value, shown so)."""
+
+    def __repr__(self) -> str:
+        return "not recorded"
+
+
+_ABSENT: Any = _Absent()
+
+
+def _unrecorded(axis: str, value: Any) -> bool:
+    if value is _ABSENT:
+        return True
+    if axis.startswith("tt_options."):
+        return False  # the option is named: null is its value
+    return value is None or (isinstance(value, str) and value in ("unknown", ""))
 
 
 @dataclass(frozen=True)
@@ -116,21 +144,38 @@ class Difference:
 
     def __str__(self) -> str:
         def shown(value: Any) -> str:
-            return "not recorded" if value in _NOT_RECORDED else repr(value)
+            if _unrecorded(self.axis, value):
+                return "not recorded"
+            return "null" if value is None else repr(value)
 
         return f"{self.axis}: {shown(self.baseline)} -> {shown(self.candidate)}"
+
+    @property
+    def baseline_recorded(self) -> bool:
+        """The baseline recorded a value (an explicit null TT option is a value)."""
+        return not _unrecorded(self.axis, self.baseline)
+
+    @property
+    def candidate_recorded(self) -> bool:
+        return not _unrecorded(self.axis, self.candidate)
+
+    @property
+    def recorded(self) -> bool:
+        """Both runs recorded a value."""
+        return self.baseline_recorded and self.candidate_recorded
 
 
 def _fields(report: Report) -> dict[str, Any]:
     server = report.server
     plugin = report.versions.plugin
-    if report.versions.plugin_commit not in _NOT_RECORDED:
+    if not _unrecorded("plugin", report.versions.plugin_commit):
         plugin = f"{plugin} ({report.versions.plugin_commit})"
     return {
         "model": report.model,
         "weights": server.weights,
         "device": report.device,
         "mesh_shape": report.mesh_shape,
+        "parallelism": _parallelism(report),
         "max_num_seqs": server.max_num_seqs,
         "max_model_len": server.max_model_len,
         "lanes": server.lanes,
@@ -138,16 +183,28 @@ def _fields(report: Report) -> dict[str, Any]:
         "chunked_prefill": server.chunked_prefill,
         "prefix_caching": server.prefix_caching,
         "vllm": report.versions.vllm,
+        "vllm.commit": report.versions.vllm_commit,
         "plugin": plugin,
         "ttnn": report.versions.ttnn,
         "tt_metal": report.versions.tt_metal,
     }
 
 
+def _parallelism(report: Report) -> str | None:
+    tp, dp = report.server.tensor_parallel, report.server.data_parallel
+    return None if tp is None or dp is None else f"TP {tp} x DP {dp}"
+
+
+def field_of(report: Report, axis: str) -> Any:
+    """The value a report records on an axis (None for a name that is no axis)."""
+    return _fields(report).get(axis)
+
+
 def identity_rows(report: Report) -> list[tuple[str, Any]]:
     """Every axis with its value, then what is recorded but not compared (a run's page)."""
     fields = _fields(report)
     rows: list[tuple[str, Any]] = [(axis, fields[axis]) for axis in AXES if axis in fields]
+    rows.insert(rows.index(("vllm", fields["vllm"])) + 1, ("vllm.commit", fields["vllm.commit"]))
     rows.insert(
         rows.index(("vllm", fields["vllm"])),
         ("tt_options", json.dumps(report.server.tt_options, sort_keys=True, default=str)),
@@ -195,12 +252,14 @@ def differences(baseline: Report, candidate: Report) -> list[Difference]:
     TT options as `setup_options` keeps them (defaults and result-neutral options do not
     differ)."""
     a, b = _fields(baseline), _fields(candidate)
-    out = [Difference(axis, a[axis], b[axis]) for axis in AXES if axis in a and a[axis] != b[axis]]
+    named = [*AXES, "vllm.commit"]
+    out = [Difference(axis, a[axis], b[axis]) for axis in named if axis in a and a[axis] != b[axis]]
     before, after = setup_options(baseline), setup_options(candidate)
     for name in sorted(set(before) | set(after)):
-        if before.get(name) != after.get(name):
+        if before.get(name, _ABSENT) != after.get(name, _ABSENT):
             axis = f"tt_options.{name}" if name else "tt_options"
-            default = TT_OPTION_DEFAULTS.get(name)  # a dropped option is at its default
+            # A dropped option is at its default; one the harness does not know is not recorded.
+            default = TT_OPTION_DEFAULTS.get(name, _ABSENT)
             out.append(Difference(axis, before.get(name, default), after.get(name, default)))
     order = {axis: i for i, axis in enumerate(AXES)}
     return sorted(out, key=lambda d: order[d.axis.partition(".")[0]])

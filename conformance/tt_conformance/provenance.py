@@ -72,6 +72,9 @@ class Discovered:
     discovered: tuple[str, ...]
     # Identity besides the versions above (tt_plugin_info; None when the server does not say).
     plugin_commit: str = "unknown"
+    vllm_commit: str = "unknown"
+    tensor_parallel: int | None = None
+    data_parallel: int | None = None
     weights: str | None = None
     async_scheduling: bool | None = None
     chunked_prefill: bool | None = None
@@ -145,10 +148,20 @@ def discover(
             if flag is not None and flag != server:
                 warnings.append(f"{key}: the flag says {flag!r}, the server reports {server!r}")
         versions[key] = server or flag or "unknown"
+    if not_tt and flags.tt_metal_version is not None:
+        # No TT plugin answered: a typed tt-metal version would label a CPU or GPU run as TT.
+        versions["tt_metal_version"] = "unknown"
+        warnings.append(
+            f"--tt-tt-metal-version {flags.tt_metal_version!r} ignored: not a TT server, so no "
+            "tt-metal served this run"
+        )
     ttnn = info.info("ttnn_version")
     if ttnn is not None:
         found.append("ttnn_version")
-    for key in ("mesh_device", "model_class", "tt_options", "plugin_commit", "weights"):
+    for key in (
+        "mesh_device", "model_class", "tt_options", "plugin_commit", "weights", "vllm_commit",
+        "tensor_parallel", "data_parallel",
+    ):  # fmt: skip
         if info.info(key) is not None:
             found.append(key)
     profile = {k: info.info_bool(k) for k in PROFILE_SWITCHES}
@@ -162,8 +175,8 @@ def discover(
         warnings.insert(
             0,
             f"not a TT server: {tt.absent_reason}; not certified: TT-path checks not "
-            "applicable, the report is not labelled as TT hardware; plugin/ttnn/tt-metal "
-            "versions and max_num_seqs/lanes come from flags",
+            "applicable, the report is not labelled as TT hardware; the plugin version and "
+            "max_num_seqs/lanes come from flags, tt-metal and ttnn are not recorded",
         )
     return Discovered(
         device=NOT_TT_DEVICE if not_tt else device,
@@ -181,9 +194,16 @@ def discover(
         discovered=tuple(found),
         warnings=tuple(warnings),
         plugin_commit=info.info("plugin_commit") or "unknown",
+        vllm_commit=info.info("vllm_commit") or "unknown",
+        tensor_parallel=_positive(info.info_int("tensor_parallel")),
+        data_parallel=_positive(info.info_int("data_parallel")),
         weights=info.info("weights"),
         **profile,
     )
+
+
+def _positive(value: int | None) -> int | None:
+    return value if value is not None and value >= 1 else None
 
 
 def run_info(args: tuple[str, ...] | list[str], cwd: str) -> RunInfo:

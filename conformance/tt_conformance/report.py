@@ -42,6 +42,7 @@ __all__ = [
     "CollectionError",
     "Coverage",
     "ExpectedBy",
+    "ItemOutcome",
     "Outcome",
     "PerfFigure",
     "PerfMet",
@@ -136,7 +137,11 @@ class Versions(Strict):
     plugin: str = "unknown"
     plugin_commit: str = Field(default="unknown", description="the plugin's git commit")
     ttnn: str = "unknown"
-    tt_metal: str = Field(default="unknown", description="tt-metal commit or release tag")
+    tt_metal: str = Field(
+        default="unknown",
+        description="git describe --tags --dirty of tt-metal (older reports: the commit)",
+    )
+    vllm_commit: str = Field(default="unknown", description="the commit vLLM's build recorded")
     harness: str = "unknown"
     harness_commit: str = Field(default="unknown", description="the harness's git commit")
 
@@ -156,6 +161,12 @@ class ServerSnapshot(Strict):
     async_scheduling: bool | None = None
     chunked_prefill: bool | None = None
     prefix_caching: bool | None = None
+    tensor_parallel: int | None = Field(
+        default=None, ge=1, description="TT's TP: devices per model instance"
+    )
+    data_parallel: int | None = Field(
+        default=None, ge=1, description="TT's DP: model instances (lanes or DP ranks)"
+    )
     discovered: tuple[str, ...] = Field(
         default=(), description="fields read from the server (tt_plugin_info, /v1/models)"
     )
@@ -165,6 +176,13 @@ class RunInfo(Strict):
     command: tuple[str, ...]
     host: str
     cwd: str
+
+
+class ItemOutcome(Strict):
+    """One scored item of an accuracy task: the gate pairs two runs' items by ``id``."""
+
+    id: str = Field(min_length=1, description="a digest of the item (prompt and answer)")
+    correct: bool
 
 
 class AccuracyResult(Strict):
@@ -180,6 +198,32 @@ class AccuracyResult(Strict):
     tolerance: float = Field(default=0.0, ge=0)
     verdict: Literal["pass", "fail"]
     reason: str = ""
+    items: tuple[ItemOutcome, ...] | None = Field(
+        default=None,
+        description="every scored item with its outcome (null in reports written before them)",
+    )
+
+    @model_validator(mode="after")
+    def _counts(self) -> AccuracyResult:
+        # The gate reads these counts: a forged or garbled one is bad input (exit 2) here, never
+        # an exception inside the gate (which would exit with the regression code).
+        n, correct = self.num_samples, self.correct
+        if correct is not None:
+            if correct > n:
+                raise ValueError(f"field 'correct': {correct} correct of {n} samples")
+            if n and abs(self.score - correct / n) > 1e-6:
+                raise ValueError(
+                    f"field 'score': {self.score} is not correct / num_samples = {correct}/{n}"
+                )
+        if self.items is not None:
+            if len(self.items) != n:
+                raise ValueError(f"field 'items': {len(self.items)} items for {n} samples")
+            if len({i.id for i in self.items}) != len(self.items):
+                raise ValueError("field 'items': duplicate item ids")
+            right = sum(i.correct for i in self.items)
+            if correct is None or right != correct:
+                raise ValueError(f"field 'correct': is {correct} but {right} items are correct")
+        return self
 
 
 class PerfTargetResult(Strict):

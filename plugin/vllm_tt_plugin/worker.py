@@ -276,6 +276,10 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
                     chunked_prefill=bool(self.scheduler_config.enable_chunked_prefill),
                     prefix_caching=bool(self.cache_config.enable_prefix_caching),
                 ),
+                # Model instances: lanes, or vLLM's standard DP ranks (the platform's own max).
+                data_parallel=max(
+                    self.vllm_config.parallel_config.data_parallel_size, self.layout.lanes
+                ),
             )
         )
 

@@ -343,8 +343,8 @@ def passing_accuracy() -> Any:
     from tt_conformance.report import AccuracyResult
 
     return AccuracyResult(
-        task="tt-patterns", check="m::acc", score=0.897196, ci_low=0.83, ci_high=0.94,
-        num_samples=107, correct=96, reference=0.9, tolerance=0.02, verdict="pass",
+        task="tt-patterns", check="m::acc", score=0.9, ci_low=0.83, ci_high=0.94,
+        num_samples=100, correct=90, reference=0.9, tolerance=0.02, verdict="pass",
     )  # fmt: skip
 
 

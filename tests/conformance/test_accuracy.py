@@ -6,6 +6,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,6 +151,40 @@ def test_lm_eval_path_runs_local_completions_offline(monkeypatch: pytest.MonkeyP
     assert "OPENAI_API_KEY" not in os.environ  # restored afterwards
 
 
+def test_lm_eval_samples_become_item_outcomes_only_when_right_or_wrong() -> None:
+    def results(values: list[Any], effective: int = 3) -> dict[str, Any]:
+        samples = [
+            {"doc_id": i, "doc_hash": f"h{i}", "filter": "strict-match", "exact_match": v}
+            for i, v in enumerate(values)
+        ]  # fmt: skip
+        samples += [{**s, "filter": "flexible-extract", "exact_match": 0.0} for s in samples]
+        return {
+            "results": {"gsm8k": {"exact_match,strict-match": sum(values) / len(values)}},
+            "n-samples": {"gsm8k": {"effective": effective}},
+            "samples": {"gsm8k": samples},
+        }
+
+    got = accuracy.pick_lm_eval_metric(results([1.0, 0.0, 1.0]), "gsm8k")
+    assert got.items is not None and [i.correct for i in got.items] == [True, False, True]
+    assert got.correct == 2 and len({i.id for i in got.items}) == 3
+    # The same document always gets the same id; another document another one.
+    again = accuracy.pick_lm_eval_metric(results([0.0, 0.0, 1.0]), "gsm8k")
+    assert again.items is not None
+    assert [i.id for i in again.items] == [i.id for i in got.items]
+    # A graded metric, or samples that are not the ones scored: no items, no count.
+    assert accuracy.pick_lm_eval_metric(results([0.5, 1.0, 1.0]), "gsm8k").items is None
+    assert accuracy.pick_lm_eval_metric(results([1.0, 0.0, 1.0], 4), "gsm8k").correct is None
+    assert accuracy.pick_lm_eval_metric({**results([1.0]), "samples": {}}, "gsm8k").items is None
+
+
+def test_bundled_items_are_named_by_content() -> None:
+    item = accuracy.TaskItem(prompt="Q: 2 plus 3?\nA:", expected="5")
+    assert item.id == accuracy.TaskItem(prompt="Q: 2 plus 3?\nA:", expected="5").id
+    assert item.id != accuracy.TaskItem(prompt="Q: 2 plus 3?\nA:", expected="6").id
+    repeated = accuracy.item_outcomes([("a", True), ("a", False), ("b", True)])
+    assert [i.id for i in repeated] == ["a", "a#2", "b"]
+
+
 def test_lm_eval_missing_raises_import_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "lm_eval", None)
     with pytest.raises(ImportError):
@@ -189,6 +224,9 @@ def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harne
         "task.jsonl", 1.0, 5, 5, "pass",
     )  # fmt: skip
     assert acc.check == "tt_conformance.checks.test_accuracy::test_accuracy[task.jsonl]"
+    # Every item's outcome is stored, named by its content: the gate pairs runs by them.
+    assert acc.items is not None and [i.correct for i in acc.items] == [True] * 5
+    assert [i.id for i in acc.items] == [accuracy.item_id(f"q{i}", "world") for i in range(5)]
     # One check module of the suite ran: the run is partial, whatever its checks say.
     assert report.coverage is not None and not report.coverage.full
     assert "tt_conformance.checks.test_accuracy" not in report.coverage.missing_modules

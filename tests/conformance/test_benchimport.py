@@ -12,9 +12,10 @@ from tt_conformance.cli import conformance as cli
 from tt_conformance.report import load_report
 from tt_conformance.writers import write_report
 
-# The keys vLLM 0.26.0's bench serve saves (vllm/benchmarks/serve.py), trimmed to what matters.
+# The keys vLLM 0.26.0's bench serve saves (vllm/benchmarks/serve.py), trimmed to what matters;
+# dated the day of make_report's runs.
 BENCH = {
-    "date": "20260101-000000", "backend": "openai", "model_id": "org/model-a", "num_prompts": 64,
+    "date": "20250101-000000", "backend": "openai", "model_id": "org/model-a", "num_prompts": 64,
     "max_concurrency": 32, "duration": 10.0, "completed": 64, "failed": 0,
     "total_input_tokens": 64 * 100, "total_output_tokens": 64 * 100,
     "request_throughput": 6.4, "output_throughput": 640.0, "total_token_throughput": 1280.0,
@@ -49,6 +50,8 @@ def test_bad_bench_files_are_refused() -> None:
     assert bench_shape({**BENCH, "max_concurrency": None}, concurrency=8).concurrency == 8
     with pytest.raises(BenchImportError, match="served no request"):
         bench_shape({**BENCH, "completed": 0})
+    with pytest.raises(BenchImportError, match="served no request"):
+        bench_shape({**BENCH, "completed": True})  # JSON true is no request count
     with pytest.raises(BenchImportError, match="no TTFT/TPOT figures"):
         bench_figures({"completed": 1}, bench_shape(BENCH))
 
@@ -63,7 +66,7 @@ def test_cli_folds_figures_into_the_report(tmp_path: Path, make_report, passing_
     write_report(new, tmp_path / "r")
     latest_before = (tmp_path / "r" / "latest.json").read_text()
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps(BENCH))
+    bench.write_text(json.dumps({**BENCH, "device": "N150"}))  # --metadata device=N150
     args = ["import-bench", str(bench), "--report", str(first.json), "--expectations", str(exp)]
     assert cli.main(args) == cli.EXIT_OK
     amended = load_report(first.json)
@@ -86,7 +89,7 @@ def test_cli_default_report_follows_model_and_device(
         tmp_path / "reports" / "org--m" / "T3K",
     )
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps({**BENCH, "model_id": "org/m"}))
+    bench.write_text(json.dumps({**BENCH, "model_id": "org/m", "device": "T3K"}))
     assert cli.main(["import-bench", str(bench)]) == cli.EXIT_OK
     assert "ttft_mean@i100o100c32" in load_report(written.latest_json).perf
     assert "ttft_mean@i100o100c32" in load_report(written.json).perf

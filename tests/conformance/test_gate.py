@@ -302,9 +302,17 @@ def test_cli_bad_expectations_and_mismatch(tmp_path: Path, make_report, capsys) 
     assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "device: 'N150' -> 'T3K'" in err and "--allow-difference" in err
+    # Another device is another baseline: no option accepts it (issue 44, item 8).
     args = ["--baseline", str(b), "--candidate", str(c), "--allow-difference", "device"]
+    assert gate_cli.main(args) == gate.EXIT_BAD_INPUT
+    assert "device cannot be under test or an allowed difference" in capsys.readouterr().err
+    run = make_report(BASE)
+    longer = _write(
+        tmp_path, "long", run.replace(server=run.server.model_copy(update={"max_model_len": 4096}))
+    )
+    args = ["--baseline", str(b), "--candidate", str(longer), "--allow-difference", "max_model_len"]
     assert gate_cli.main(args) == gate.EXIT_OK
-    assert "allowed difference: device: 'N150' -> 'T3K'" in capsys.readouterr().out
+    assert "allowed difference: max_model_len: 2048 -> 4096" in capsys.readouterr().out
     with pytest.raises(SystemExit) as usage:  # not an axis name: argparse's usage error
         gate_cli.main([*args, "--axis", "tt-metal"])
     assert usage.value.code == gate.EXIT_BAD_INPUT

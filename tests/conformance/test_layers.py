@@ -29,7 +29,8 @@ LAYERS: dict[str, int] = {
         (
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
             "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
-            "longtasks", "chisquare", "identity", "selection", "fisher", "rederive",
+            "longtasks", "chisquare", "identity", "selection", "fisher", "rederive", "mcnemar",
+            "paired",
         ),
         MODEL,
     ),

@@ -98,7 +98,7 @@ def test_cli_writes_markdown_and_escaped_html(
     md = (root / "MATRIX.md").read_text()
     page = (root / "matrix.html").read_text()
     assert "| org/a" in md and "fail" in md and "experimental" in md
-    assert "tt-patterns 0.897 [0.83, 0.94] pass" in md
+    assert "tt-patterns 0.900 [0.83, 0.94] pass" in md
     assert "i128o128c1: 40" in md and "i128o128c32: 900" in md
     assert "other_figure" not in md
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page

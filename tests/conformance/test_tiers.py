@@ -68,7 +68,7 @@ def test_tiers(make_report, passing_accuracy, outcomes, accuracy, perf, tier, re
 
 
 def test_failing_accuracy_and_collection_errors_fail(make_report, passing_accuracy) -> None:
-    bad = passing_accuracy.model_copy(update={"verdict": "fail", "score": 0.5})
+    bad = passing_accuracy.model_copy(update={"verdict": "fail", "score": 0.5, "correct": 50})
     assert derive_tier(make_report({"m::a": "pass"}, accuracy=(bad,))).tier == "fail"
     broken = make_report(
         {"m::a": "pass"}, collection_errors=(CollectionError(nodeid="x.py", message="E"),)
@@ -107,7 +107,7 @@ def test_the_passkey_score_alone_is_not_the_accuracy_verdict(make_report, passin
     assert alone.tier == "experimental" and "accuracy not measured" in alone.reason
     both = derive_tier(make_report({"m::a": "pass"}, accuracy=(passing_accuracy, passkey)))
     assert both.tier == "experimental" and "accuracy passes" in both.reason
-    missed = passkey.model_copy(update={"verdict": "fail", "score": 0.5})
+    missed = passkey.model_copy(update={"verdict": "fail", "score": 0.5, "correct": 50})
     assert derive_tier(make_report({"m::a": "pass"}, accuracy=(passing_accuracy, missed))).tier == (
         "fail"
     )
@@ -119,7 +119,13 @@ def test_a_score_recorded_by_an_expected_failure_does_not_fail_the_tier(
     from tt_conformance.longtasks import PASSKEY_TASK
 
     missed = passing_accuracy.model_copy(
-        update={"task": PASSKEY_TASK, "check": "m::passkey", "verdict": "fail", "score": 0.1}
+        update={
+            "task": PASSKEY_TASK,
+            "check": "m::passkey",
+            "verdict": "fail",
+            "score": 0.1,
+            "correct": 10,
+        }
     )
     expected = make_report(
         {"m::a": "pass", "m::passkey": "xfail"}, accuracy=(passing_accuracy, missed)

@@ -198,15 +198,54 @@ def test_info_labels_describe_the_launch(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert labels["vllm_version"] == vllm_version
 
 
-def test_tt_metal_commit_reads_the_git_revision(tmp_path: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(
-        ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit",
-         "-q", "--allow-empty", "-m", "x"],
-        check=True,
-    )  # fmt: skip
-    head = subprocess.run(
-        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    assert tt_metrics.tt_metal_commit({"TT_METAL_HOME": str(tmp_path)}) == head
+def test_tt_metal_commit_is_git_describe_with_the_release_tag_and_dirty_flag(
+    tmp_path: Path,
+) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", *args],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+
+    home = {"TT_METAL_HOME": str(tmp_path)}
+    git("init", "-q")
+    (tmp_path / "setup.py").write_text("v1\n")
+    git("add", "setup.py")
+    git("commit", "-q", "-m", "x")
+    head = git("rev-parse", "HEAD")
+    assert tt_metrics.tt_metal_commit(home) == head[:12]  # no tag yet: the commit itself
+    git("tag", "v0.62.0-rc35")
+    assert tt_metrics.tt_metal_commit(home) == "v0.62.0-rc35"  # TT's release words
+    git("commit", "-q", "--allow-empty", "-m", "y")
+    after = git("rev-parse", "HEAD")
+    assert tt_metrics.tt_metal_commit(home) == f"v0.62.0-rc35-1-g{after[:12]}"
+    (tmp_path / "setup.py").write_text("edited\n")  # a local change to tracked code
+    assert tt_metrics.tt_metal_commit(home) == f"v0.62.0-rc35-1-g{after[:12]}-dirty"
     assert tt_metrics.tt_metal_commit({}) == tt_metrics.UNKNOWN
+
+
+def test_vllm_commit_is_what_the_vllm_build_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm import _version
+
+    recorded = getattr(_version, "__commit_id__", None)
+    got = tt_metrics.vllm_commit()
+    if isinstance(recorded, str) and recorded:
+        assert got in (recorded, recorded.removeprefix("g")) and got != tt_metrics.UNKNOWN
+    else:
+        assert got == tt_metrics.UNKNOWN
+    monkeypatch.setattr(_version, "__commit_id__", "gffd46bfab", raising=False)
+    assert tt_metrics.vllm_commit() == "ffd46bfab"
+    monkeypatch.setattr(_version, "__commit_id__", None, raising=False)
+    assert tt_metrics.vllm_commit() == tt_metrics.UNKNOWN
+
+
+@pytest.mark.parametrize(("lanes", "tp", "dp"), [(1, "8", "1"), (4, "2", "4"), (8, "1", "8")])
+def test_info_labels_carry_tp_x_dp(tmp_path: Path, lanes: int, tp: str, dp: str) -> None:
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    serving = tt_metrics.ServingProfile(str(weights), None, True, False, True)
+    labels = tt_metrics.collect_info(
+        TTOptions(), parse_mesh_device("T3K"), TTOptions, lanes, 4, 1024, serving, lanes
+    ).labels()
+    assert (labels["tensor_parallel"], labels["data_parallel"]) == (tp, dp)

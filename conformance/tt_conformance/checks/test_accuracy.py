@@ -1,8 +1,9 @@
 """Accuracy: score the served model on each task of the expectations' ``accuracy`` entries and
 compare with the entry's reference (minus tolerance) or threshold.
 
-Records score, 95 % Wilson interval, sample count and verdict in the report's ``accuracy``
-section (the tier needs a passing verdict for "functional"); a failing verdict fails the check.
+Records score, 95 % Wilson interval, sample count, every item's outcome and verdict in the
+report's ``accuracy`` section (the tier needs a passing verdict for "functional"; the gate pairs
+runs by item); a failing verdict fails the check.
 Greedy completions, sent at the server's capacity. Nothing downloads: bundled and JSONL tasks
 are local files, lm-eval tasks run offline from the local cache. Without an accuracy entry
 the check is skipped, and with it the accuracy concern: the run is partial, with no tier
@@ -19,6 +20,7 @@ import pytest
 from tt_conformance.accuracy import (
     LM_EVAL_PREFIX,
     TaskError,
+    item_outcomes,
     resolve_task,
     run_lm_eval,
     verdict,
@@ -72,7 +74,7 @@ def test_accuracy(
             pytest.skip(f"{entry.task}: lm-eval is not installed (pip install lm-eval)")
         half = 1.959963984540054 * (got.stderr or 0.0)
         interval = (max(0.0, got.score - half), min(1.0, got.score + half))
-        result = verdict(entry, got.score, got.n, interval)
+        result = verdict(entry, got.score, got.n, interval, got.correct, got.items)
     else:
         try:
             items = resolve_task(entry, expectations.task_path(entry.task))
@@ -93,9 +95,13 @@ def test_accuracy(
             return list(await asyncio.gather(*(one(i) for i in items)))
 
         texts = asyncio.run(run_all())
-        correct = sum(item.score(text) for item, text in zip(items, texts, strict=True))
-        result = verdict(
-            entry, correct / len(items), len(items), wilson_interval(correct, len(items)), correct
+        outcomes = item_outcomes(
+            (item.id, item.score(text)) for item, text in zip(items, texts, strict=True)
         )
+        correct = sum(o.correct for o in outcomes)
+        result = verdict(
+            entry, correct / len(items), len(items), wilson_interval(correct, len(items)),
+            correct, outcomes,
+        )  # fmt: skip
     tt_record_accuracy(result)
     assert result.verdict == "pass", f"accuracy on {entry.task}: {result.reason}"

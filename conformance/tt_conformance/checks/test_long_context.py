@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tt_conformance.accuracy import verdict, wilson_interval
+from tt_conformance.accuracy import item_id, item_outcomes, verdict, wilson_interval
 from tt_conformance.checks._support import PLAIN_PROMPTS, Body, body, greedy
 from tt_conformance.checks.reference import (
     HOST_REASONS,
@@ -173,13 +173,18 @@ def test_passkey_is_retrieved_at_every_depth(
         for (n, task), out in zip(tasks, outputs, strict=True)
         if passkey_answer(out.text) != task.key
     ]
-    correct = len(tasks) - len(misses)
+    outcomes = item_outcomes(
+        (item_id(task.prompt, task.key), passkey_answer(out.text) == task.key)
+        for (_, task), out in zip(tasks, outputs, strict=True)
+    )
+    correct = sum(o.correct for o in outcomes)
     result = verdict(
         AccuracyExpectation(task=PASSKEY_TASK, threshold=PASSKEY_BAR),
         correct / len(tasks),
         len(tasks),
         wilson_interval(correct, len(tasks)),
         correct,
+        outcomes,
     )
     tt_record_accuracy(result)
     assert result.verdict == "pass", (

@@ -25,8 +25,10 @@ like the harness's own, source "vllm-bench"), re-evaluates the perf targets and 
 rewrites the run's .json/.md/.xml (latest.* too when it is the latest run). Without --report the
 report is reports/<model_id of the result>/<device>/latest.json, the device from --device or
 $MESH_DEVICE. It refuses a result for another model, a concurrency above the server's capacity
-in the report, a device the report contradicts, and (unless --replace-own) one that would
-overwrite the harness's own figures. Exit 0 done, 2 bad input (the message names the file and
+in the report, an --input-len / --output-len its own token totals contradict, a date more than
+a day from the run, a result that does not name the report's device (vllm bench serve
+--metadata device=<the report's device>), and (unless --replace-own) one that would overwrite
+the harness's own figures. Exit 0 done, 2 bad input (the message names the file and
 the problem).
 
     tt-conformance history add REPORT.json [--history reports/history] [--replace]
@@ -99,7 +101,9 @@ def import_bench(args: argparse.Namespace) -> int:
             raise BenchImportError(f"no report at {report_path}: pass --report REPORT.json")
     report = load_report(report_path)
     shape = bench_shape(data, args.input_len, args.output_len, args.concurrency)
-    mismatches = result_mismatches(data, report, shape, args.concurrency)
+    mismatches = result_mismatches(
+        data, report, shape, args.concurrency, args.input_len, args.output_len
+    )
     if mismatches:
         raise BenchImportError(
             f"{args.result} does not describe the run of {report_path}: " + "; ".join(mismatches)
@@ -154,6 +158,8 @@ def promote_baseline(args: argparse.Namespace) -> int:
     was = f" (replacing run {done.replaced_run})" if done.replaced_run else ""
     print(f"baseline: {done.baseline}{was}")
     print(f"expectations: {done.expectations}")
+    for check in done.dropped:
+        print(f"  removed the TODO entry for {check}: this run does not fail it")
     if done.added:
         print(f"{len(done.added)} placeholder entries to fill in before the gate accepts the file:")
         for check in done.added:

@@ -18,8 +18,15 @@ from pathlib import Path
 
 from tt_conformance.expectations import ExpectationsError, load_expectations
 from tt_conformance.formats.text import render_gate
-from tt_conformance.gate import DEFAULT_PERF_TOLERANCE, EXIT_BAD_INPUT, GateInputError, compare
+from tt_conformance.gate import (
+    DEFAULT_PERF_TOLERANCE,
+    EXIT_BAD_INPUT,
+    HARDWARE_PERF_TOLERANCE,
+    GateInputError,
+    compare,
+)
 from tt_conformance.identity import AXES, DEFAULT_AXES, unknown_axes
+from tt_conformance.paired import ACCURACY_AXIS
 from tt_conformance.report import ReportError, load_report
 
 __all__ = ["main"]
@@ -44,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         default=DEFAULT_PERF_TOLERANCE,
         help="relative tolerance (e.g. 0.10) for perf figures the expectations give none for "
-        "(default: none, such figures are informational)",
+        f"(default: {HARDWARE_PERF_TOLERANCE * 100:g} %% for a run on TT hardware; none for an "
+        "emulated or non-TT run, whose figures are then informational)",
     )
     parser.add_argument(
         "--axis",
@@ -59,10 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME",
-        help="accept a difference on this identity axis (the verdict lists it)",
+        help="accept a difference on this identity axis (the verdict lists it); never model, "
+        f"weights, device or mesh_shape; {ACCURACY_AXIS} or {ACCURACY_AXIS}.<task> accepts an "
+        "accuracy task scored on other items",
     )
     args = parser.parse_args(argv)
-    bad = unknown_axes([*args.axis, *args.allow_difference])
+    named = [*args.axis, *(n for n in args.allow_difference if not _is_accuracy(n))]
+    bad = unknown_axes(named)
     if bad:
         parser.error(f"unknown identity axis {', '.join(map(repr, bad))}; known: {', '.join(AXES)}")
     try:
@@ -93,6 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"expectations: {exp_path}")
     sys.stdout.write(render_gate(result, baseline, candidate))
     return result.exit_code
+
+
+def _is_accuracy(name: str) -> bool:
+    axis, dot, task = name.partition(".")
+    return axis == ACCURACY_AXIS and (not dot or bool(task))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from tabulate import tabulate
 
 from tt_conformance.formats.cells import OUTCOME_ORDER, md_cell, shape_text
 from tt_conformance.formats.templates import render_template
+from tt_conformance.formats.text import gate_headline
 from tt_conformance.formats.views import (
     Comparison,
     check_counts,
@@ -30,6 +31,7 @@ from tt_conformance.matrix import (
 )
 from tt_conformance.numfmt import format_number
 from tt_conformance.report import OUTCOMES, PerfFigure, Report
+from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
     "render_compare_markdown",
@@ -389,12 +391,19 @@ def render_step_summary(report: Report, gate_text: str | None = None) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate."""
     concerns = all_concerns([report])
     cells = fold([(Path(report.run_id), report)])
+    # tt-metal and ttnn exist only on TT hardware: elsewhere no flag should label them.
+    hardware = not perf_is_informational(report.device)
+    unknown = tuple(
+        v for v in unknown_versions(report) if hardware or v not in ("tt-metal", "ttnn")
+    )
     return render_template(
         "summary.md.jinja",
         r=report,
         cell=cells[0],
         concerns={c: concern_status(report, c) for c in concerns},
-        unknown=unknown_versions(report),
+        unknown=unknown,
+        hardware=hardware,
         key_perf=[label for label, _ in KEY_PERF],
         gate_text=gate_text,
+        gate=gate_headline(gate_text) if gate_text else None,
     )

@@ -9,7 +9,9 @@ from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import Report
 from tt_conformance.tiers import perf_is_informational
 
-__all__ = ["change_text", "render_gate"]
+__all__ = ["GATE_PREFIX", "change_text", "gate_headline", "render_gate"]
+
+GATE_PREFIX = "tt-conformance gate: "
 
 
 def change_text(worse_by: float | None) -> str:
@@ -22,6 +24,21 @@ def change_text(worse_by: float | None) -> str:
     return "unchanged"
 
 
+def gate_headline(text: str) -> str:
+    """The verdict a gate's output states (what `render_gate` and `baseline.gate_run` write),
+    for a title: a text that states none is "not recognised", never taken for a pass."""
+    for line in text.splitlines():
+        if line.startswith(GATE_PREFIX):
+            return "gate " + line.removeprefix(GATE_PREFIX).strip()
+    if "bad input, failing closed" in text:
+        return "gate BAD INPUT (failing closed)"
+    if "ABORTED" in text and "failing the gate" in text:
+        return "gate FAILED (run aborted)"
+    if "not gated" in text:
+        return "not gated (no baseline)"
+    return "gate output not recognised"
+
+
 def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
     """The gate's verdict as plain text (stdout, the pytest summary, the CI step summary)."""
     bv, cv = baseline.versions, candidate.versions
@@ -31,7 +48,7 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
         else "OK (no regression)"
     )
     lines = [
-        f"tt-conformance gate: {verdict}",
+        f"{GATE_PREFIX}{verdict}",
         f"model {candidate.model}, device {candidate.device}",
         f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, plugin {bv.plugin}",
         f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",

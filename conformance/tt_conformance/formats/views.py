@@ -273,7 +273,7 @@ def comparisons(runs: Sequence[Run]) -> list[Comparison]:
     for a, b in compare_pairs(runs):
         if not a.report.checks:
             continue
-        result = compare(a.report, b.report, axes=frozenset(AXES))
+        result = compare(a.report, b.report, axes=frozenset(AXES), floors=False)
         if unlike(differences(a.report, b.report)):
             result.perf = [
                 replace(p, worse_by=None, verdict="unlike runs") if p.candidate is not None else p

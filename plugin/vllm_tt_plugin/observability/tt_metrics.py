@@ -72,6 +72,9 @@ INFO_LABELS = (
     "async_scheduling",
     "chunked_prefill",
     "prefix_caching",
+    "vllm_commit",
+    "tensor_parallel",
+    "data_parallel",
 )
 
 
@@ -401,6 +404,11 @@ class PluginInfo:
     async_scheduling: str  # "true" / "false": the configuration profile a report is keyed by
     chunked_prefill: str
     prefix_caching: str
+    # TT's identity words besides the versions: the vLLM build's commit (when it records one)
+    # and TP x DP (devices per model instance x instances: lanes or standard DP ranks).
+    vllm_commit: str = UNKNOWN
+    tensor_parallel: str = UNKNOWN
+    data_parallel: str = UNKNOWN
 
     def labels(self) -> dict[str, str]:
         return {k: (v or UNKNOWN) for k, v in asdict(self).items()}
@@ -425,15 +433,17 @@ def ttnn_version() -> str:
 
 
 def tt_metal_commit(env: Mapping[str, str] | None = None) -> str:
-    """The git revision of ``TT_METAL_HOME`` (or its ``.git_commit`` / ``VERSION`` file)."""
+    """``git describe --tags --dirty`` of ``TT_METAL_HOME`` (the release tag TT names builds by,
+    commits since it, ``-dirty`` for local changes; the commit itself without a tag), else its
+    ``.git_commit`` / ``VERSION`` file."""
     home = envs.TT_METAL_HOME.get(env)
     if home is None or not home.is_dir():
         return UNKNOWN
     from vllm_tt_plugin.utils.checkout import git_output
 
-    head = git_output(home, "rev-parse", "HEAD")
-    if head:
-        return head
+    described = git_output(home, "describe", "--tags", "--dirty", "--always", "--abbrev=12")
+    if described:
+        return described
     for name in (".git_commit", "VERSION"):
         path = os.path.join(home, name)
         try:
@@ -444,6 +454,19 @@ def tt_metal_commit(env: Mapping[str, str] | None = None) -> str:
         if text:
             return text.splitlines()[0].strip()
     return UNKNOWN
+
+
+def vllm_commit() -> str:
+    """The commit vLLM's build recorded (``vllm._version.__commit_id__``, ``g<hex>``)."""
+    try:
+        from vllm import _version
+    except ImportError:
+        return UNKNOWN
+    commit = getattr(_version, "__commit_id__", None)
+    if not isinstance(commit, str) or not commit:
+        return UNKNOWN
+    bare = commit[1:] if commit.startswith("g") else commit
+    return bare if all(c in "0123456789abcdef" for c in bare) else commit
 
 
 def plugin_version() -> str:
@@ -475,7 +498,10 @@ def collect_info(
     seqs_per_lane: int,
     max_model_len: int,
     serving: ServingProfile,
+    data_parallel: int = 1,
 ) -> PluginInfo:
+    """``data_parallel``: model instances on the mesh (lanes or standard DP ranks); each spans
+    the mesh's devices divided among them (TP)."""
     from vllm import __version__ as vllm_version
 
     from vllm_tt_plugin.utils.checkout import source_commit
@@ -498,6 +524,9 @@ def collect_info(
         async_scheduling=_flag(serving.async_scheduling),
         chunked_prefill=_flag(serving.chunked_prefill),
         prefix_caching=_flag(serving.prefix_caching),
+        vllm_commit=vllm_commit(),
+        tensor_parallel=str(max(1, mesh.rows * mesh.cols // max(1, data_parallel))),
+        data_parallel=str(max(1, data_parallel)),
     )
 
 

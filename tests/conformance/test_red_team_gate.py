@@ -1,0 +1,497 @@
+"""Issue 44, items 3, 8-12: hostile and careless inputs, each built with the harness's own
+writers (write_report, the reports a run writes) and fed to the harness's own commands
+(tt-conformance-gate, tt-conformance import-bench / summary / baseline promote). Every case
+asserts the refusal (exit 2 naming the field) or the honest label; none may end in a gate "OK"
+or a raised tier it does not deserve.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.test_benchimport import BENCH
+from tt_conformance import accuracy, gate
+from tt_conformance.cli import conformance as cli
+from tt_conformance.cli import gate as gate_cli
+from tt_conformance.expectations import AccuracyExpectation, load_expectations
+from tt_conformance.fisher import fisher_lower
+from tt_conformance.identity import DEFAULT_AXES, identity_rows
+from tt_conformance.provenance import Flags, discover
+from tt_conformance.report import AccuracyResult, ItemOutcome, Report, RunInfo, load_report
+from tt_conformance.server import ServedModel, ServerProbe
+from tt_conformance.writers import write_report
+
+REPO = Path(__file__).resolve().parents[2]
+EMU_BASELINE = REPO / "reports" / "baselines" / "tt-reference-llama" / "emulated-T3K"
+
+
+def _acc(task: str, outcomes: list[bool], ids: list[str] | None = None) -> AccuracyResult:
+    """A result as the accuracy check records it: items, their count, score = correct / n."""
+    names = ids or [f"item-{i}" for i in range(len(outcomes))]
+    items = tuple(ItemOutcome(id=n, correct=c) for n, c in zip(names, outcomes, strict=True))
+    correct, n = sum(outcomes), len(outcomes)
+    return AccuracyResult(
+        task=task, check="m::acc", score=correct / n if n else 0.0, ci_low=0.0, ci_high=1.0,
+        num_samples=n, correct=correct, threshold=0.0, verdict="pass", items=items,
+    )  # fmt: skip
+
+
+def _pair(make_report: Any, base: AccuracyResult, cand: AccuracyResult) -> tuple[Report, Report]:
+    return (
+        make_report({"m::acc": "pass"}, accuracy=(base,)),
+        make_report({"m::acc": "pass"}, accuracy=(cand,), tt_metal="v2"),
+    )
+
+
+def _gate(tmp_path: Path, base: Report, cand: Report, *args: str) -> int:
+    b = write_report(base, tmp_path / "base").json
+    c = write_report(cand, tmp_path / "cand").json
+    return gate_cli.main(["--baseline", str(b), "--candidate", str(c), *args])
+
+
+# ----------------------------------------------------------- item 3: accuracy for every kind
+
+
+def test_lm_eval_0_80_to_0_60_on_1319_samples_is_a_regression(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # lm-eval's log_samples, as run_lm_eval asks for it: one entry per document and filter.
+    def results(right: int) -> dict[str, Any]:
+        samples = [
+            {"doc_id": i, "doc_hash": f"h{i}", "filter": "strict-match",
+             "exact_match": 1.0 if i < right else 0.0}
+            for i in range(1319)
+        ]  # fmt: skip
+        samples += [{**s, "filter": "flexible-extract", "exact_match": 1.0} for s in samples]
+        return {
+            "results": {"gsm8k": {"exact_match,strict-match": right / 1319}},
+            "n-samples": {"gsm8k": {"original": 1319, "effective": 1319}},
+            "samples": {"gsm8k": samples},
+        }
+
+    def recorded(right: int) -> AccuracyResult:
+        got = accuracy.pick_lm_eval_metric(results(right), "gsm8k")
+        entry = AccuracyExpectation(task="lm-eval:gsm8k", threshold=0.5)
+        return accuracy.verdict(entry, got.score, got.n, (0.0, 1.0), got.correct, got.items)
+
+    before, after = recorded(1055), recorded(791)  # 0.80 -> 0.60
+    assert (before.correct, before.num_samples, len(before.items or ())) == (1055, 1319, 1319)
+    assert _gate(tmp_path, *_pair(make_report, before, after)) == gate.EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "accuracy on lm-eval:gsm8k: 0.800 (1055/1319) -> 0.600 (791/1319): lower" in out
+    assert "264 lost, 0 gained of 1319 paired items" in out
+
+
+def test_lm_eval_without_counts_cannot_pass_a_lower_score(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A report written before per-item outcomes: lm-eval's score and n, no correct count.
+    old = AccuracyResult(
+        task="lm-eval:gsm8k", check="m::acc", score=0.8, ci_low=0.78, ci_high=0.82,
+        num_samples=1319, threshold=0.5, verdict="pass",
+    )  # fmt: skip
+    lower = old.model_copy(update={"score": 0.6, "ci_low": 0.58, "ci_high": 0.62})
+    assert _gate(tmp_path, *_pair(make_report, old, lower)) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "lower, and the baseline records no correct count" in err and "regenerate" in err
+
+
+def test_twelve_items_lost_on_the_same_greedy_prompts_is_a_regression(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 99/107 -> 87/107: Fisher on the totals says p = 0.012, "within chance"; paired, the
+    # candidate lost 12 items and gained none: p = 0.5 ** 12.
+    base = _acc("tt-patterns", [True] * 99 + [False] * 8)
+    cand = _acc("tt-patterns", [True] * 87 + [False] * 20)
+    assert fisher_lower(99, 107, 87, 107) > gate.ACCURACY_ALPHA
+    assert _gate(tmp_path, *_pair(make_report, base, cand)) == gate.EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "lower, p = 0.00024 (12 lost, 0 gained of 107 paired items)" in out
+    # The same totals reached by swapping items (6 lost, 6 gained) are within chance.
+    swapped = _acc("tt-patterns", [False] * 6 + [True] * 93 + [True] * 6 + [False] * 2)
+    assert swapped.correct == 99
+    assert _gate(tmp_path / "s", *_pair(make_report, base, swapped)) == gate.EXIT_OK
+    assert "0.925 (99/107) -> 0.925 (99/107): within chance" in capsys.readouterr().out
+
+
+def test_a_candidate_stripped_of_its_items_cannot_trade_mcnemar_for_fisher(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _acc("tt-patterns", [True] * 99 + [False] * 8)
+    cand = _acc("tt-patterns", [True] * 87 + [False] * 20).model_copy(update={"items": None})
+    assert _gate(tmp_path, *_pair(make_report, base, cand)) == gate.EXIT_BAD_INPUT
+    assert "the baseline stored every item's outcome, the candidate none" in (
+        capsys.readouterr().err
+    )
+
+
+def test_3_of_3_to_0_of_3_is_never_within_chance(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = _acc("tiny", [True] * 3), _acc("tiny", [False] * 3)
+    assert _gate(tmp_path, *_pair(make_report, base, cand)) == gate.EXIT_REGRESSION
+    assert "too few items to call any drop chance (the least p the test reaches is 0.12" in (
+        capsys.readouterr().out
+    )
+
+
+def test_n_falling_from_107_to_1_is_an_identity_difference(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _acc("tt-patterns", [True] * 99 + [False] * 8)
+    cand = _acc("tt-patterns", [True])
+    assert _gate(tmp_path, *_pair(make_report, base, cand)) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "accuracy.tt-patterns: the runs scored other items (n 107 -> 1, 106 baseline" in err
+    # Accepted by name, it is compared on the totals and listed as an allowed difference.
+    allowed = ("--allow-difference", "accuracy.tt-patterns")
+    assert _gate(tmp_path / "a", *_pair(make_report, base, cand), *allowed) == gate.EXIT_OK
+    out = capsys.readouterr().out
+    assert "allowed difference: accuracy.tt-patterns: n 107 -> 1" in out
+    # Other items of the same count are another task too.
+    other = _acc("tt-patterns", [True] * 99 + [False] * 8, [f"x{i}" for i in range(107)])
+    assert _gate(tmp_path / "o", *_pair(make_report, base, other)) == gate.EXIT_BAD_INPUT
+
+
+@pytest.mark.parametrize(
+    ("field", "forged", "named"),
+    [
+        ("correct", 200, "field 'correct': 200 correct of 107 samples"),
+        ("score", 0.99, "field 'score': 0.99 is not correct / num_samples"),
+        ("num_samples", 108, "is not correct / num_samples = 99/108"),
+    ],
+)
+def test_forged_counts_are_bad_input_never_the_regression_code(
+    tmp_path: Path,
+    make_report: Any,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    forged: Any,
+    named: str,
+) -> None:
+    base, cand = _pair(
+        make_report, _acc("tt-patterns", [True] * 99 + [False] * 8), _acc("t", [True])
+    )
+    b = write_report(base, tmp_path / "base").json
+    data = json.loads(b.read_text())
+    data["accuracy"][0][field] = forged
+    b.write_text(json.dumps(data))
+    c = write_report(cand, tmp_path / "cand").json
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_BAD_INPUT
+    assert named in capsys.readouterr().err
+
+
+def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regenerate(
+    tmp_path: Path,
+) -> None:
+    """`tox -e emu` gates a new emulated run (items recorded) against the committed baseline
+    (written before items): OK, compared by totals, naming what to regenerate."""
+    baseline = load_report(EMU_BASELINE / "baseline.json")
+    assert all(a.items is None for a in baseline.accuracy)  # written before items
+    candidate = baseline.replace(
+        run_id="20991231T000000Z-0badc0de",
+        started_at="2099-12-31T00:00:00Z",
+        finished_at="2099-12-31T00:10:00Z",
+        versions=baseline.versions.model_copy(
+            update={"plugin_commit": "f" * 40, "vllm_commit": "ffd46bfab"}
+        ),
+        server=baseline.server.model_copy(update={"tensor_parallel": 8, "data_parallel": 1}),
+        accuracy=tuple(
+            a.model_copy(
+                update={
+                    "items": tuple(
+                        ItemOutcome(id=f"i{k}", correct=k < (a.correct or 0))
+                        for k in range(a.num_samples)
+                    )
+                }
+            )
+            for a in baseline.accuracy
+        ),
+    )
+    exp = load_expectations(EMU_BASELINE / "expectations.json")
+    result = gate.compare(baseline, candidate, exp, axes=DEFAULT_AXES | {"plugin"})
+    assert result.exit_code == gate.EXIT_OK, result.regressions
+    notes = [n for n in result.notes if n.startswith("accuracy on tt-patterns")]
+    assert notes and "the baseline records no per-item outcomes" in notes[0]
+    assert "tox -e emu -- --update-baseline" in notes[0]
+    assert any(
+        line.startswith("recorded by the candidate only: parallelism") for line in result.identity
+    )
+
+
+# ------------------------------------------------------------------------- item 8: floors
+
+
+def test_a_baseline_gated_against_itself_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_report({"m::a": "pass"}).replace(
+        run=RunInfo(command=("pytest", "tests/tt"), host="tt-host", cwd="/w")
+    )
+    path = write_report(run, tmp_path / "r").json
+    args = ["--baseline", str(path), "--candidate", str(path)]
+    assert gate_cli.main(args) == gate.EXIT_BAD_INPUT
+    assert f"the candidate is the baseline's own run (run id {run.run_id})" in (
+        capsys.readouterr().err
+    )
+    # A copy under a new run id (and a new tt-metal, to look like a bump) is the same run.
+    renamed = run.replace(
+        run_id="20250101T000000Z-0000beef",
+        versions=run.versions.model_copy(update={"tt_metal": "v2"}),
+    )
+    copy = write_report(renamed, tmp_path / "copy").json
+    assert gate_cli.main(["--baseline", str(path), "--candidate", str(copy)]) == 2
+    assert "renamed 20250101T000000Z-0000beef" in capsys.readouterr().err
+
+
+def test_a_bump_to_not_recorded_versions_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::a": "pass"}, tt_metal="v0.62.0-rc35")
+    base = base.replace(versions=base.versions.model_copy(update={"ttnn": "0.62.0"}))
+    cand = make_report({"m::a": "pass"}, tt_metal="unknown")
+    assert _gate(tmp_path, base, cand) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "an axis under test is not recorded by both runs" in err
+    assert "ttnn: '0.62.0' -> not recorded" in err
+    assert "tt_metal: 'v0.62.0-rc35' -> not recorded" in err
+    # Recorded by neither run: no bump to refuse, and the verdict does not call them alike.
+    neither = make_report({"m::a": "pass"}, tt_metal="unknown")
+    assert _gate(tmp_path / "n", cand, neither) == gate.EXIT_OK
+    out = capsys.readouterr().out
+    assert "not recorded by either run: tt_metal (the gate cannot tell whether it changed)" in out
+    assert "alike on every axis" not in out
+
+
+def test_an_8b_n150_baseline_never_gates_a_70b_galaxy_run(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::a": "pass"}, model="meta-llama/Llama-3.1-8B-Instruct")
+    cand = make_report(
+        {"m::a": "pass"}, model="meta-llama/Llama-3.3-70B-Instruct", device="GALAXY",
+        tt_metal="v2",
+    ).replace(mesh_shape="4x8")  # fmt: skip
+    for args in (
+        ("--allow-difference", "model", "--allow-difference", "weights",
+         "--allow-difference", "device", "--allow-difference", "mesh_shape"),
+        ("--axis", "model", "--axis", "device", "--axis", "mesh_shape"),
+    ):  # fmt: skip
+        assert _gate(tmp_path / args[1], base, cand, *args) == gate.EXIT_BAD_INPUT
+        assert "cannot be under test or an allowed difference" in capsys.readouterr().err
+
+
+def test_an_explicit_null_option_is_a_value_not_a_gap(make_report: Any) -> None:
+    def with_options(**options: Any) -> Report:
+        run = make_report({"m::a": "pass"})
+        return run.replace(server=run.server.model_copy(update={"tt_options": options}))
+
+    base = with_options(sample_on_device_mode="all")
+    with pytest.raises(gate.GateInputError) as null:
+        gate.compare(base, with_options(sample_on_device_mode=None))
+    assert "tt_options.sample_on_device_mode: 'all' -> null" in str(null.value)
+    with pytest.raises(gate.GateInputError) as absent:
+        gate.compare(base, with_options())
+    # Absent is at its default (identity.setup_options: one definition of the setup), null here.
+    assert "tt_options.sample_on_device_mode: 'all' -> null" in str(absent.value)
+    # Under test, null against a value is a bump the gate can judge.
+    result = gate.compare(
+        base,
+        with_options(sample_on_device_mode=None),
+        axes=DEFAULT_AXES | {"tt_options.sample_on_device_mode"},
+    )
+    assert "under test: tt_options.sample_on_device_mode: 'all' -> null" in result.identity
+
+
+def test_the_step_summary_title_is_the_gate_verdict(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A hardware run that ranks complete-or-not aside: its title must say REGRESSION.
+    base = make_report({"m::a": "pass"}, device="T3K")
+    cand = make_report({"m::a": "fail"}, device="T3K", tt_metal="v2")
+    baselines = tmp_path / "baselines"
+    b = write_report(base, tmp_path / "b").json
+    assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
+    c = write_report(cand, tmp_path / "c").json
+    capsys.readouterr()
+    assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
+    title = capsys.readouterr().out.splitlines()[0]
+    assert title.startswith("## tt-conformance: org/model-a on T3K — gate REGRESSION (1 found)")
+    # A saved gate output that states no verdict is never read as a pass.
+    saved = tmp_path / "gate.txt"
+    saved.write_text("all good\n")
+    assert cli.main(["summary", str(c), "--gate-output", str(saved)]) == 0
+    assert "— gate output not recognised" in capsys.readouterr().out.splitlines()[0]
+
+
+# ------------------------------------------------------------------- item 9: import-bench
+
+
+def _hardware_run(make_report: Any, tmp_path: Path, device: str = "T3K") -> Path:
+    report = make_report({"m::a": "pass"}, device=device)
+    return write_report(report, tmp_path / "run").json
+
+
+def _import(tmp_path: Path, report: Path, *args: str, **fields: Any) -> int:
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({**BENCH, "model_id": "org/model-a", **fields}))
+    return cli.main(["import-bench", str(bench), "--report", str(report), *args])
+
+
+def test_a_100_100_result_is_not_relabelled_128_128(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _hardware_run(make_report, tmp_path)
+    before = report.read_bytes()
+    code = _import(tmp_path, report, "--input-len", "128", "--output-len", "128", device="T3K")
+    assert code == cli.EXIT_BAD_INPUT and report.read_bytes() == before
+    err = capsys.readouterr().err
+    assert "--input-len 128 contradicts the result's field 'total_input_tokens': 6400" in err
+    assert "--output-len 128 contradicts" in err and "100 per request" in err
+    # The lengths it measured are accepted as given.
+    assert _import(tmp_path, report, "--input-len", "100", device="T3K") == cli.EXIT_OK
+
+
+def test_a_result_dated_a_year_before_the_run_cannot_raise_its_tier(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _hardware_run(make_report, tmp_path)
+    before = report.read_bytes()
+    assert _import(tmp_path, report, device="T3K", date="20240101-000000") == 2
+    assert report.read_bytes() == before
+    assert "field 'date': the result is dated 20240101-000000, more than 24 h" in (
+        capsys.readouterr().err
+    )
+    assert _import(tmp_path, report, device="T3K", date="not a date") == 2
+    assert "field 'date': 'not a date' is not" in capsys.readouterr().err
+    assert _import(tmp_path, report, device="T3K", date=None) == 2
+    assert "field 'date': missing" in capsys.readouterr().err
+
+
+def test_numbers_of_no_established_device_stay_out_of_a_hardware_report(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _hardware_run(make_report, tmp_path)
+    assert _import(tmp_path, report) == cli.EXIT_BAD_INPUT  # vllm bench serve writes no device
+    err = capsys.readouterr().err
+    assert "field 'device': missing" in err and "--metadata device=T3K" in err
+    # mesh_device alone cannot tell a T3K from an emulated T3K.
+    assert _import(tmp_path, report, mesh_device="T3K") == cli.EXIT_BAD_INPUT
+    assert _import(tmp_path, report, device="emulated-T3K") == cli.EXIT_BAD_INPUT
+    assert "the result ran on 'emulated-T3K', the report on 'T3K'" in capsys.readouterr().err
+
+
+def test_hardware_numbers_stay_out_of_an_emulated_report(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _hardware_run(make_report, tmp_path, device="emulated-T3K")
+    assert _import(tmp_path, report, device="T3K") == cli.EXIT_BAD_INPUT
+    assert "the result ran on 'T3K', the report on 'emulated-T3K'" in capsys.readouterr().err
+    assert _import(tmp_path, report) == cli.EXIT_BAD_INPUT
+    assert _import(tmp_path, report, device="emulated-T3K") == cli.EXIT_OK
+
+
+# ------------------------------------------------------- item 11: TT's identity words
+
+
+def test_tp_x_dp_and_the_vllm_commit_reach_the_report_and_the_gate(make_report: Any) -> None:
+    info = {
+        "plugin_version": "0.3.1", "ttnn_version": "0.62.0", "mesh_device": "T3K",
+        "mesh_shape": "1x8", "lanes": "4", "max_num_seqs": "8",
+        "tt_metal_commit": "v0.62.0-rc35-14-g0123456789ab-dirty", "vllm_commit": "ffd46bfab",
+        "tensor_parallel": "2", "data_parallel": "4",
+    }  # fmt: skip
+    probe = ServerProbe(models=(ServedModel("m", 4096, None),), plugin_info=info)
+    found = discover(probe, probe.models[0], Flags(), "T3K")
+    assert (found.tensor_parallel, found.data_parallel) == (2, 4)
+    assert (found.vllm_commit, found.tt_metal_version) == (
+        "ffd46bfab", "v0.62.0-rc35-14-g0123456789ab-dirty",
+    )  # fmt: skip
+    run = make_report({"m::a": "pass"})
+    one = run.replace(
+        server=run.server.model_copy(update={"tensor_parallel": 8, "data_parallel": 1})
+    )
+    rows = dict(identity_rows(one))
+    assert rows["parallelism"] == "TP 8 x DP 1" and "vllm.commit" in rows
+    four = make_report({"m::a": "pass"}, tt_metal="v2")
+    four = four.replace(
+        server=four.server.model_copy(update={"tensor_parallel": 2, "data_parallel": 4})
+    )
+    with pytest.raises(gate.GateInputError, match="parallelism: 'TP 8 x DP 1' -> 'TP 2 x DP 4'"):
+        gate.compare(one, four)
+
+
+# ------------------------------------------------------------------ item 12: smaller points
+
+
+def test_the_default_tolerance_help_says_what_hardware_gets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        gate_cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default: {gate.HARDWARE_PERF_TOLERANCE * 100:g} % for a run on TT hardware" in text
+    assert "default: none, such figures" not in text
+
+
+def test_a_cpu_run_is_never_labelled_with_a_tt_metal_version(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    probe = ServerProbe(models=(ServedModel("m", 2048, None),))  # no tt_plugin_info
+    found = discover(probe, probe.models[0], Flags(tt_metal_version="v0.62.0"), "N150")
+    assert (found.device, found.tt_metal_version) == ("not-tt", "unknown")
+    assert any("--tt-tt-metal-version 'v0.62.0' ignored" in w for w in found.warnings)
+    path = write_report(
+        make_report({"m::a": "pass"}, device="cpu", tt_metal="unknown"), tmp_path
+    ).json
+    assert cli.main(["summary", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "--tt-tt-metal-version" not in text and "tt-metal not applicable" in text
+    assert "No TT hardware (cpu)" in text
+
+
+def test_a_stale_todo_does_not_survive_promote_allow_older(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines = tmp_path / "baselines"
+    newer = make_report({"m::a": "fail", "m::b": "pass"}).replace(
+        started_at="2025-03-01T00:00:00Z", exit_status=1
+    )
+    older = make_report({"m::a": "pass", "m::b": "pass"})
+    new_path = write_report(newer, tmp_path / "new").json
+    args = ["baseline", "promote", "--baselines-dir", str(baselines)]
+    assert cli.main([*args, str(new_path), "--write-todo-entries"]) == 0
+    exp = baselines / "org--model-a" / "N150" / "expectations.json"
+    assert [e["check"] for e in json.loads(exp.read_text())["expected_failures"]] == ["m::a"]
+    old_path = write_report(older, tmp_path / "old").json
+    capsys.readouterr()
+    assert cli.main([*args, str(old_path), "--allow-older"]) == 0
+    assert "removed the TODO entry for m::a" in capsys.readouterr().out
+    assert json.loads(exp.read_text())["expected_failures"] == []
+    # The gate accepts the file again, and m::a failing later is a regression, not excused.
+    cand = make_report({"m::a": "fail", "m::b": "pass"}, tt_metal="v2")
+    c = write_report(cand, tmp_path / "cand").json
+    baseline = baselines / "org--model-a" / "N150" / "baseline.json"
+    assert gate_cli.main(["--baseline", str(baseline), "--candidate", str(c)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("items", "named"),
+    [
+        ([{"id": "a", "correct": True}, {"id": "a", "correct": True}], "duplicate item ids"),
+        ([{"id": "a", "correct": True}, {"id": "b", "correct": True}], "but 2 items are correct"),
+    ],
+)
+def test_forged_items_are_bad_input(
+    tmp_path: Path, make_report: Any, items: list[dict[str, Any]], named: str
+) -> None:
+    run = make_report({"m::acc": "pass"}, accuracy=(_acc("t", [True, False]),))
+    path = write_report(run, tmp_path).json
+    data = json.loads(path.read_text())
+    data["accuracy"][0]["items"] = items
+    path.write_text(json.dumps(data))
+    with pytest.raises(Exception, match=named):
+        load_report(path)
