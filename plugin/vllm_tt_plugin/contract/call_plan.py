@@ -36,6 +36,25 @@ _WARMUP_ESSENTIAL = {
     "warmup_model_prefill": ("kv_cache", "enable_trace"),
     "warmup_model_decode": ("kv_cache", "enable_trace", "max_batch_size", "num_blocks"),
 }
+# What the plugin sends that carries content: an adapter that takes one of these in its
+# ``**kwargs`` and never reads it drops the content silently (images, sampling parameters,
+# penalty histories, per-row mRoPE deltas, hybrid page tables, the slot layout).
+CONTENT_KEYWORDS = frozenset(
+    {
+        "pixel_values",
+        "image_sizes",
+        "image_grid_thw",
+        "pixel_values_videos",
+        "video_grid_thw",
+        "sampling_params",
+        "prompt_tokens",
+        "output_tokens",
+        "rope_deltas_all_users",
+        "page_tables_per_group",
+        "page_tables_per_layer",
+        "slot_remap",
+    }
+)
 DECODE_COMMANDS = (
     "reload_inputs",
     "reload_page_table",

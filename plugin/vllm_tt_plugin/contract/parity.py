@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_tt_plugin.contract.call_plan import (
+    CONTENT_KEYWORDS,
     METHODS,
     PlanFacts,
     ServedFacts,
@@ -57,6 +58,7 @@ from vllm_tt_plugin.contract.signatures import (
 )
 from vllm_tt_plugin.contract.source import (
     CheckoutReader,
+    ClassFacts,
     FixtureSource,
     FoundMethod,
     SignatureSource,
@@ -92,8 +94,16 @@ Status = Literal[
     "unlisted",
     "no_class",
     "unprofiled",
+    "dropped",
 ]
-FAILING: frozenset[str] = frozenset({"broken", "missing", "unresolved", "abstract", "unprofiled"})
+FAILING: frozenset[str] = frozenset(
+    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped"}
+)
+# Worst first: the status a method gets when its variants (environment values) disagree.
+SEVERITY: tuple[str, ...] = (
+    "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
+    "facts", "absent", "unlisted", "no_class", "ok",
+)  # fmt: skip
 FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
 
@@ -107,9 +117,12 @@ class Finding:
     detail: str = ""
 
 
-def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFacts, list[str]]:
+def plan_facts(
+    source: SignatureSource, profile: FamilyProfile, read: ClassFacts | None = None
+) -> tuple[PlanFacts, list[str]]:
     """The planner's facts for ``profile.target`` as the plugin would read them from the
-    source's class, and where the fixture's facts disagree with the class."""
+    source's class (``read``: one variant of them; default the source's first), and where the
+    fixture's facts disagree with the class."""
     target = profile.target
     fixture = profile.facts
 
@@ -124,7 +137,8 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         found = method(name)
         return found.signature if found is not None else None
 
-    read = source.class_facts(target)
+    if read is None:
+        read = source.class_facts(target)
     if read is None:  # the fixture alone: its recorded facts stand for the class's
         return derive_facts(
             decode_contract=fixture.decode_contract,
@@ -145,6 +159,8 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         signature=signature,
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
+    if read.env_vars or read.unknown:
+        return facts, differences  # the variants are described by check_target
     pairs: list[tuple[str, Any, Any]] = [
         ("decode_contract (decode_input_update_contract)", fixture.decode_contract,
          facts.decode_contract),
@@ -164,6 +180,7 @@ class _Walk:
     errors: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     abstract: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # content no method on the path reads
     paths: list[list[FoundMethod]] = field(default_factory=list)
     structure: list[FoundMethod] = field(default_factory=list)  # first forwards, unbound
 
@@ -192,6 +209,7 @@ def _walk(
     except ContractMismatch as exc:
         out.errors.append(f"{variant} call: {exc} [{link.where}]")
         return
+    _check_kwargs(link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
         after = (fwd.after or link.owner) if fwd.how == "super" else None
@@ -212,6 +230,53 @@ def _walk(
         out.paths.append(path)
 
 
+def _check_kwargs(
+    link: FoundMethod,
+    bound: inspect.BoundArguments,
+    variant: str,
+    path: list[FoundMethod],
+    out: _Walk,
+) -> None:
+    """What reaches ``link``'s ``**kwargs``: a key it reads with ``kwargs["key"]`` must be
+    there (a KeyError otherwise), and content the plugin sends (images, sampling parameters,
+    histories, ...) must be read by name, passed on whole, or handed to the next method:
+    otherwise it is silently dropped."""
+    body = link.body
+    var_kw = next(
+        (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
+    )
+    if body is None or var_kw is None:
+        return
+    received: Mapping[str, Any] = bound.arguments.get(var_kw, {})
+    for key in body.kwargs_required:
+        if key not in received:
+            out.errors.append(
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], which the "
+                f"plugin does not send (a KeyError) [{link.where}]"
+            )
+    if body.kwargs_opaque:
+        return
+    passed_on = any(
+        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
+        if key is None
+    )  # fmt: skip
+    if passed_on:
+        return  # the next method decides (its own **kwargs, or its named parameters)
+    unread = [k for k in received if k not in body.kwargs_reads and k in CONTENT_KEYWORDS]
+    if unread:
+        other = [k for k in body.kwargs_reads if k not in received]
+        also = (
+            f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
+            if other
+            else ""
+        )
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
+            f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
+            f"[{link.where}]"
+        )
+
+
 def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> list[FoundMethod]:
     """The call path through each method's first forwarding call, without binding (what the
     fixture's chain is compared with when a call does not bind)."""
@@ -230,16 +295,190 @@ def _signatures(path: Sequence[FoundMethod]) -> list[str]:
     return [format_signature(m.signature) for m in path]
 
 
+_MAX_REACHED = 400
+
+
+def _reach(
+    source: SignatureSource, target: str, family: str, start: FoundMethod, out: _Walk
+) -> None:
+    """Every ``self.m(...)`` / ``cls.m(...)`` / ``super().m(...)`` reachable from ``start``
+    (through the methods they reach, inside the source) must resolve in the MRO, and the
+    arguments of every ``cls(...)`` must bind to the ``__init__`` the MRO finds."""
+    has_attribute: Callable[[str, str], bool] = getattr(
+        source, "has_attribute", lambda target, name: False
+    )
+    foreign: Callable[[str], list[str]] = getattr(source, "foreign_bases", lambda target: [])
+    queue: list[tuple[FoundMethod, list[FoundMethod]]] = [(start, [start])]
+    seen = {(start.owner, start.name)}
+    while queue and len(seen) < _MAX_REACHED:
+        method, chain = queue.pop(0)
+        body = method.body
+        if body is None:
+            continue
+        nexts: list[tuple[str, str | None]] = [
+            (f.method, (f.after or method.owner) if f.how == "super" else None)
+            for f in method.forwards
+        ]
+        for call in body.calls:
+            if call.how == "self" and call.method in body.guarded:
+                continue
+            after = (call.after or method.owner) if call.how == "super" else None
+            nxt = find_method(source, target, call.method, after=after)
+            if nxt is None:
+                if call.how == "self" and has_attribute(target, call.method):
+                    continue  # an attribute holding a callable
+                others = foreign(target)
+                where = f"after {class_label(after)} " if after else ""
+                note = (
+                    f" (or the base {', '.join(others)} from outside tt-metal, which this check "
+                    "does not read)"
+                    if others
+                    else ""
+                )
+                out.missing.append(
+                    f"{describe_chain(chain)} calls {call.describe()}, which no class {where}in "
+                    f"the MRO of {class_label(target)} defines{note} "
+                    f"[{method.where.rpartition(':')[0]}:{call.line}]"
+                )
+                continue
+            nexts.append((nxt.name, after))
+        for construct in body.constructs:
+            _construct(source, target, family, method, chain, construct, out)
+        for name, after in nexts:
+            nxt = find_method(source, target, name, after=after)
+            if nxt is None or (nxt.owner, nxt.name) in seen:
+                continue
+            seen.add((nxt.owner, nxt.name))
+            queue.append((nxt, [*chain, nxt]))
+
+
+def _construct(
+    source: SignatureSource,
+    target: str,
+    family: str,
+    method: FoundMethod,
+    chain: list[FoundMethod],
+    construct: Any,
+    out: _Walk,
+) -> None:
+    where = f"{method.where.rpartition(':')[0]}:{construct.line}"
+    if construct.starred:
+        return  # *x / **x: the arguments cannot be counted here
+    init = find_method(source, target, "__init__")
+    args = tuple(f"arg{i}" for i in range(construct.positional))
+    kwargs = {k: k for k in construct.keywords}
+    if init is None:
+        unresolved = source.unresolved_bases(target)
+        others: list[str] = getattr(source, "foreign_bases", lambda t: [])(target)
+        if (args or kwargs) and not unresolved and not others:
+            out.errors.append(
+                f"{describe_chain(chain)} builds cls(...) with arguments, but no class in the "
+                f"MRO of {class_label(target)} defines __init__ (object() takes none) [{where}]"
+            )
+        return
+    inner = _Walk()
+    _walk(source, target, family, f"cls(...) [{where}]", init, args, kwargs, [], inner)
+    out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
+    out.missing += inner.missing
+    out.abstract += inner.abstract
+
+
+def _block_hooks_without_blocks(
+    source: SignatureSource, target: str, facts: PlanFacts, archs: tuple[str, ...]
+) -> Finding | None:
+    """A class with the block-output hooks but no ``output_tokens_per_step > 1``: the plugin
+    plans it as a token model and keeps one token per row of each block."""
+    if facts.block_output or not source.complete:
+        return None
+    hooks = [m for m in ("release_request", "release_persistent_capture")
+             if find_method(source, target, m) is not None]  # fmt: skip
+    if len(hooks) < 2:
+        return None
+    return Finding(
+        target,
+        archs,
+        "output_tokens_per_step",
+        "broken",
+        "the class defines release_request and release_persistent_capture (the block-output "
+        "hooks) but its model_capabilities declare no output_tokens_per_step > 1: the plugin "
+        "plans a token model, so a block returned per row would be read as one token",
+    )
+
+
 def check_target(
     source: SignatureSource,
     profile: FamilyProfile,
     archs: tuple[str, ...] = (),
 ) -> list[Finding]:
-    """Bind every call the plugin makes to ``profile.target`` against ``source``."""
+    """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
+    value of the facts the class's declarations can take)."""
     target = profile.target
     if not source.has_class(target):
         return [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
-    facts, differences = plan_facts(source, profile)
+    variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
+        source, "class_fact_variants", None
+    )
+    variants: list[ClassFacts | None] = list(variants_of(target)) if variants_of else [None]
+    if len(variants) == 1:
+        findings = _check_variant(source, profile, archs, variants[0])
+    else:
+        per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
+        findings = _merge_variants(target, archs, per_variant)
+    first = variants[0]
+    if first is not None and (first.env_vars or first.unknown):
+        labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
+        read = []
+        if first.env_vars:
+            read.append(f"the class's facts read the environment ({', '.join(first.env_vars)})")
+        if first.unknown:
+            read.append(f"cannot evaluate {', '.join(first.unknown)}")
+        detail = f"{' and '.join(read)}: every call checked for each variant: {labels}"
+        findings.insert(0, Finding(target, archs, FACTS, "facts", detail))
+    unresolved = source.unresolved_bases(target)
+    return [_unresolved(f, unresolved) for f in findings]
+
+
+def _merge_variants(
+    target: str, archs: tuple[str, ...], per_variant: list[tuple[ClassFacts | None, list[Finding]]]
+) -> list[Finding]:
+    """One finding per method: the worst over the variants, naming the variant it comes from."""
+    order: list[str] = []
+    by_method: dict[str, list[tuple[str, Finding]]] = {}
+    for facts, findings in per_variant:
+        label = facts.variant if facts is not None else ""
+        for f in findings:
+            if f.method not in by_method:
+                order.append(f.method)
+            by_method.setdefault(f.method, []).append((label, f))
+    merged: list[Finding] = []
+    for method in order:
+        entries = by_method[method]
+        statuses = {f.status for _, f in entries}
+        if len(statuses) == 1 and len({f.detail for _, f in entries}) == 1:
+            merged.append(entries[0][1])
+            continue
+        label, worst = min(entries, key=lambda e: SEVERITY.index(e[1].status))
+        others = ", ".join(f"{f.status} [{lbl}]" for lbl, f in entries if f is not worst)
+        merged.append(
+            Finding(
+                target,
+                archs,
+                method,
+                worst.status,
+                f"[{label}] {worst.detail} (other variants: {others})",
+            )
+        )
+    return merged
+
+
+def _check_variant(
+    source: SignatureSource,
+    profile: FamilyProfile,
+    archs: tuple[str, ...],
+    read: ClassFacts | None,
+) -> list[Finding]:
+    target = profile.target
+    facts, differences = plan_facts(source, profile, read)
     findings: list[Finding] = []
     if differences:
         findings.append(Finding(target, archs, FACTS, "facts", "; ".join(differences)))
@@ -271,9 +510,12 @@ def check_target(
         for call in plan_calls(method, facts, served):
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
+        _reach(source, target, profile.family, found, walk)
         findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
-    unresolved = source.unresolved_bases(target)
-    return [_unresolved(f, unresolved) for f in findings]
+    block = _block_hooks_without_blocks(source, target, facts, archs)
+    if block is not None:
+        findings.append(block)
+    return findings
 
 
 def _verdict(
@@ -299,6 +541,8 @@ def _verdict(
         return Finding(
             target, archs, method, "broken", detail + (f" ({change})" if changed else "")
         )
+    if walk.dropped:
+        return Finding(target, archs, method, "dropped", "; ".join(dict.fromkeys(walk.dropped)))
     if changed:
         return Finding(target, archs, method, "drift", change)
     chain = describe_chain(walk.paths[0]) if walk.paths else method
