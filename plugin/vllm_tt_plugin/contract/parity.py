@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from vllm_tt_plugin.contract import parity_diff
 from vllm_tt_plugin.contract.call_plan import (
     CONTENT_KEYWORDS,
     METHODS,
@@ -621,6 +622,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         "--require-all", action="store_true", help="a target missing from the checkout fails"
     )
     parser.add_argument("--verbose", action="store_true", help="list ok findings too")
+    parser.add_argument(
+        "--diff",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="which targets change verdict between two trees (checkouts or skeletons), and why",
+    )
+    parser.add_argument(
+        "--table", type=Path, metavar="TREE", help="one tree's verdicts as a Markdown table"
+    )
     args = parser.parse_args(argv)
     out: Callable[[str], None] = print
     try:
@@ -629,6 +640,17 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except FixtureError as exc:
         print(f"contract-parity: {exc}", file=sys.stderr)
         return 2
+    if args.diff or args.table:
+        trees: list[Path] = list(args.diff) if args.diff else [args.table]
+        for tree in trees:
+            if not (tree / "models").is_dir():
+                print(
+                    f"contract-parity: {tree} is not a tt-metal tree (no models/)", file=sys.stderr
+                )
+                return 2
+        for line in parity_diff.run("diff" if args.diff else "table", trees, profiles, targets):
+            out(line)
+        return 0
     if not args.tt_metal_home:
         fixture_findings = check(FixtureSource(profiles), profiles, targets)
         bad = failures(fixture_findings)

@@ -153,6 +153,10 @@ class CheckoutReader(EnvFacts):
             return base / "__init__.py", True
         return None
 
+    def parsed_modules(self) -> list[ParsedModule]:
+        """The modules read so far (what a skeleton of this checkout must hold)."""
+        return [m for m in self._modules.values() if m is not None]
+
     def _module(self, module: str) -> ParsedModule | None:
         if module not in self._modules:
             self._modules[module] = self._parse(module)
