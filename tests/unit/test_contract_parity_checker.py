@@ -587,3 +587,38 @@ def test_a_class_with_block_hooks_but_no_output_tokens_per_step_is_reported(
     found = run(tree(tmp_path / "b", adapter=declared), block_output=True)
     assert "output_tokens_per_step" not in found
     assert found["release_request"].status in ("ok", "drift")
+
+
+def test_a_class_level_method_alias_is_the_method(tmp_path: Path) -> None:
+    # Llama 3.1 8B QB2: `allocate_kv_cache = allocate_vllm_kv_cache` in the class body.
+    adapter = edit(
+        ADAPTER,
+        ("    def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        ...",
+         "    def allocate_vllm_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        ...\n\n"
+         "    allocate_kv_cache = allocate_vllm_kv_cache"),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["allocate_kv_cache"]
+    assert found.status == "drift", found  # found and bound, not "missing"
+    assert "(kv_cache_shape, dtype, num_layers)" in found.detail
+    # ... and an alias of something that does not take the call still breaks.
+    bad = edit(adapter, ("allocate_vllm_kv_cache(self, kv_cache_shape, dtype, num_layers)",
+                         "allocate_vllm_kv_cache(self, kv_cache_shape)"))  # fmt: skip
+    found = run(tree(tmp_path / "b", adapter=bad))["allocate_kv_cache"]
+    assert found.status == "broken", found
+
+
+def test_penalty_histories_are_planned_only_for_a_class_that_takes_penalties_on_device(
+    tmp_path: Path,
+) -> None:
+    # A class without supports_device_penalties gets penalty batches host-sampled: the plugin
+    # never sends prompt_tokens / output_tokens, so a decode that cannot take them binds.
+    generator = edit(GENERATOR, ("prompt_tokens=None, output_tokens=None,\n        ", ""))
+    found = run(tree(tmp_path, generator=generator))["decode_forward"]
+    assert found.status == "broken" and "unexpected argument 'prompt_tokens'" in found.detail
+    adapter = edit(
+        ADAPTER,
+        ('{"supports_sample_on_device": True}',
+         '{"supports_sample_on_device": True, "supports_device_penalties": False}'),
+    )  # fmt: skip
+    found = run(tree(tmp_path / "b", generator=generator, adapter=adapter))["decode_forward"]
+    assert found.status == "drift", found

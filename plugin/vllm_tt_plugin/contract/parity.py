@@ -158,6 +158,7 @@ def plan_facts(
         has_method=lambda n: method(n) is not None,
         takes=takes,
         signature=signature,
+        device_penalties=read.capabilities.get("supports_device_penalties", True) is not False,
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
     if read.env_vars or read.unknown:

@@ -284,8 +284,17 @@ class CheckoutReader(EnvFacts):
             return None
         module, node = found
         owner = f"{module.name}:{node.name}"
+        # A class-level alias (`allocate_kv_cache = allocate_vllm_kv_cache`) is that method.
+        wanted = {method}
         for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
+            if (
+                isinstance(item, ast.Assign)
+                and isinstance(item.value, ast.Name)
+                and any(isinstance(t, ast.Name) and t.id == method for t in item.targets)
+            ):
+                wanted.add(item.value.id)
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in wanted:
                 decorators = {
                     d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
                     for d in item.decorator_list
