@@ -137,6 +137,23 @@ def test_the_cli_writes_a_tree_and_refuses_bad_input(tmp_path: Path, capsys: Any
         f.write_text("\n".join(ln for ln in f.read_text().splitlines() if "@" not in ln) + "\n")
     assert main([str(copy), str(tmp_path / "out2")]) == 2
     assert "pass --commit SHA" in capsys.readouterr().err
+    # A git checkout records its HEAD; a tree inside another repository does not take that one.
+    subprocess.run(["git", "init", "-q", str(copy)], check=True)
+    subprocess.run(["git", "-C", str(copy), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(copy), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+        check=True,
+    )
+    head = subprocess.run(["git", "-C", str(copy), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    assert main([str(copy), str(tmp_path / "out3")]) == 0
+    text = (tmp_path / "out3/models/tt_transformers/tt/generator.py").read_text()
+    assert f"models/tt_transformers/tt/generator.py @ {head}" in text
+    assert main([str(copy / "models" / ".."), str(tmp_path / "out4")]) == 0  # same top
+    nested = copy / "sub"
+    nested.mkdir()
+    subprocess.run(["cp", "-r", str(copy / "models"), str(nested)], check=True)
+    assert main([str(nested), str(tmp_path / "out5")]) == 2  # inside copy's repository
 
 
 def test_skeleton_text_refuses_nothing_it_can_parse() -> None:

@@ -375,11 +375,20 @@ def read_modules(root: Path, targets: Iterable[str]) -> list[Path]:
     return sorted(files)
 
 
+def _checkout_head(root: Path) -> str:
+    """``git rev-parse HEAD`` when ``root`` is itself the top of a git checkout ("" otherwise:
+    a tree inside another repository must not record that repository's commit)."""
+    top = git_output(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != root.resolve():
+        return ""
+    return git_output(root, "rev-parse", "HEAD") or ""
+
+
 def write_skeletons(
     root: Path, out: Path, targets: Iterable[str], commit: str | None = None
 ) -> list[Written]:
     """Write the skeleton of every module the checker reads for ``targets`` under ``out``."""
-    head = commit or git_output(root, "rev-parse", "HEAD") or ""
+    head = commit or _checkout_head(root)
     written: list[Written] = []
     for path in read_modules(root, targets):
         rel = path.relative_to(root).as_posix()
