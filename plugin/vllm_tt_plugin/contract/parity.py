@@ -649,7 +649,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                     f"contract-parity: {tree} is not a tt-metal tree (no models/)", file=sys.stderr
                 )
                 return 2
-        for line in parity_diff.run("diff" if args.diff else "table", trees, profiles, targets):
+        found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        mode = "diff" if args.diff else "table"
+        for line in parity_diff.run(mode, trees, found, targets, FAILING):
             out(line)
         return 0
     if not args.tt_metal_home:

@@ -10,11 +10,27 @@ table of docs/CONTRACT_PARITY.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from vllm_tt_plugin.contract.signatures import FamilyProfile
+
+class FindingLike(Protocol):
+    """A ``parity.Finding`` (this module does not import the checker: it imports this one)."""
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
 
 _REASON = 240  # characters of a finding's detail shown in a report line
 
@@ -26,33 +42,30 @@ class Verdict:
     verdict: str  # "binds", "fails", "not in the tree"
     statuses: Mapping[str, str]  # method -> status
     details: Mapping[str, str]  # method -> detail
-
-    @property
-    def failing_methods(self) -> list[str]:
-        from vllm_tt_plugin.contract.parity import FAILING
-
-        return [m for m, s in self.statuses.items() if s in FAILING]
+    failing_methods: tuple[str, ...]
 
 
 def verdicts(
-    root: Path, profiles: Mapping[str, FamilyProfile], targets: Mapping[str, tuple[str, ...]]
+    found: Sequence[FindingLike],
+    targets: Mapping[str, tuple[str, ...]],
+    failing: Collection[str],
 ) -> dict[str, Verdict]:
-    from vllm_tt_plugin.contract.parity import CheckoutReader, check, failures
-
-    found = check(CheckoutReader(root), profiles, targets)
+    """Each target's verdict from one tree's findings (``failing``: the statuses that fail)."""
     out: dict[str, Verdict] = {}
     for target, archs in targets.items():
         mine = [f for f in found if f.target == target]
+        bad = tuple(f.method for f in mine if f.status in failing)
         if any(f.status == "no_class" for f in mine):
             verdict = "not in the tree"
         else:
-            verdict = "fails" if failures(mine) else "binds"
+            verdict = "fails" if bad else "binds"
         out[target] = Verdict(
             target,
             archs,
             verdict,
             {f.method: f.status for f in mine},
             {f.method: f.detail for f in mine},
+            bad,
         )
     return out
 
@@ -107,10 +120,12 @@ def table(rows: Mapping[str, Verdict], tree: str) -> list[str]:
 def run(
     mode: str,
     trees: Sequence[Path],
-    profiles: Mapping[str, FamilyProfile],
+    findings: Sequence[Sequence[FindingLike]],
     targets: Mapping[str, tuple[str, ...]],
+    failing: Collection[str],
 ) -> list[str]:
+    """``--table`` (one tree) or ``--diff`` (two) report lines from each tree's findings."""
+    rows = [verdicts(f, targets, failing) for f in findings]
     if mode == "table":
-        return table(verdicts(trees[0], profiles, targets), trees[0].name)
-    old, new = (verdicts(t, profiles, targets) for t in trees)
-    return [f"contract-parity --diff {trees[0]} {trees[1]}", *diff_report(old, new)]
+        return table(rows[0], trees[0].name)
+    return [f"contract-parity --diff {trees[0]} {trees[1]}", *diff_report(rows[0], rows[1])]
