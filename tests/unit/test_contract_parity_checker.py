@@ -622,3 +622,28 @@ def test_penalty_histories_are_planned_only_for_a_class_that_takes_penalties_on_
     )  # fmt: skip
     found = run(tree(tmp_path / "b", generator=generator, adapter=adapter))["decode_forward"]
     assert found.status == "drift", found
+
+
+def test_a_call_a_base_from_outside_tt_metal_may_define_is_unresolved_not_missing(
+    tmp_path: Path,
+) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("from models.demo.tt.generator import Generator",
+         "from models.demo.tt.generator import Generator\nimport torch"),
+        ("class DemoForCausalLM(Generator):", "class DemoForCausalLM(Generator, torch.nn.Module):"),
+        ("    def decode_forward(self, *args, **kwargs):\n",
+         "    def decode_forward(self, *args, **kwargs):\n        self.eval()\n"),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved", found
+    assert "the base torch.nn:Module from outside tt-metal may define it" in found.detail
+    assert found in failures([found])
+    # vLLM's interface mixins define nothing the adapter calls on itself: still missing.
+    mixin = edit(
+        adapter,
+        ("import torch", "from vllm.model_executor.models.interfaces import SupportsMultiModal"),
+        ("torch.nn.Module", "SupportsMultiModal"),
+    )
+    found = run(tree(tmp_path / "b", adapter=mixin))["decode_forward"]
+    assert found.status == "missing", found

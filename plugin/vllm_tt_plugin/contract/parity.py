@@ -9,7 +9,10 @@ them by ``call_plan``, the planner ``ModelAdapter`` sends its calls from. Each c
 along the real call path: the method as the MRO finds it, then every method it hands its
 ``*args`` / ``**kwargs`` on to (``super()``, ``super(C, self)`` starting after ``C``,
 ``self.m(...)``, a bound method handed to a helper), each link with only the arguments that
-reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatures.json``):
+reach it; every ``self.m(...)`` / ``super().m(...)`` those methods reach must resolve, every
+``cls(...)`` bind to the ``__init__`` the MRO finds, every content keyword be read; facts built
+from ``os.environ`` are checked for each value. Signatures are compared with the fixture
+(``tt_metal_signatures.json`` beside this module):
 
 - ``broken``: a plugin call does not bind (renamed, missing, unexpected argument) -- fails;
 - ``missing``: a method the plugin needs, or one a pass-through forwards to, is not defined
@@ -20,7 +23,10 @@ reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatur
 - ``absent``: an optional method is not defined (the plugin falls back or skips the step);
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
-  would not import from this checkout either);
+  would not import from this checkout either); also a ``self.m(...)`` not found where a base from
+  outside tt-metal (not vLLM's interface mixins) may define it;
+- ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
+  tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
@@ -183,6 +189,7 @@ class _Walk:
     missing: list[str] = field(default_factory=list)
     abstract: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # content no method on the path reads
+    unresolved: list[str] = field(default_factory=list)  # calls a foreign base may define
     paths: list[list[FoundMethod]] = field(default_factory=list)
     structure: list[FoundMethod] = field(default_factory=list)  # first forwards, unbound
 
@@ -331,17 +338,18 @@ def _reach(
                     continue  # an attribute holding a callable
                 others = foreign(target)
                 where = f"after {class_label(after)} " if after else ""
-                note = (
-                    f" (or the base {', '.join(others)} from outside tt-metal, which this check "
-                    "does not read)"
-                    if others
-                    else ""
-                )
-                out.missing.append(
+                line = (
                     f"{describe_chain(chain)} calls {call.describe()}, which no class {where}in "
-                    f"the MRO of {class_label(target)} defines{note} "
-                    f"[{method.where.rpartition(':')[0]}:{call.line}]"
+                    f"the MRO of {class_label(target)} defines"
                 )
+                at = f"[{method.where.rpartition(':')[0]}:{call.line}]"
+                if others:  # a base this check does not read may define it: cannot say missing
+                    out.unresolved.append(
+                        f"{line}; but the base {', '.join(others)} from outside tt-metal may "
+                        f"define it {at}"
+                    )
+                else:
+                    out.missing.append(f"{line} {at}")
                 continue
             nexts.append((nxt.name, after))
         for construct in body.constructs:
@@ -545,6 +553,9 @@ def _verdict(
         )
     if walk.dropped:
         return Finding(target, archs, method, "dropped", "; ".join(dict.fromkeys(walk.dropped)))
+    if walk.unresolved:
+        detail = "; ".join(dict.fromkeys(walk.unresolved))
+        return Finding(target, archs, method, "unresolved", detail)
     if changed:
         return Finding(target, archs, method, "drift", change)
     chain = describe_chain(walk.paths[0]) if walk.paths else method
