@@ -35,6 +35,7 @@ _TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
 _LLAMA_GALAXY = "models.demos.llama3_70b_galaxy.tt.generator_vllm"
 _GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
 _LLAMA2_70B_T3000 = "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM"
+_LLAMA31_8B_QB2 = "models.demos.llama31_8b_qb2.tt.generator_vllm:LlamaForCausalLM"
 _DIFFUSION_GEMMA = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
@@ -47,6 +48,9 @@ _SELECTORS: dict[str, dict[str, dict[str, tuple[str, bool]]]] = {
             # Refused at launch (UNSERVABLE_TARGETS): its load and prefill forms do not fit.
             "TTLlamaForCausalLM": (_LLAMA2_70B_T3000, False)
         },
+        # Llama 3.1 8B on a Blackhole QuietBox 2 (TP4, decode contract 1, device sampling
+        # without device penalties); standard DP: it requires tt_data_parallel 1.
+        "llama31_8b_qb2": {"TTLlamaForCausalLM": (_LLAMA31_8B_QB2, False)},
     },
     "TT_QWEN3_TEXT_VER": {
         "tt_transformers": {"TTQwen3ForCausalLM": (f"{_TT_TRANSFORMERS}:QwenForCausalLM", False)},

@@ -367,3 +367,283 @@ def test_a_base_outside_the_checkout_is_unresolved_not_missing(tmp_path: Path) -
          "from vllm.model_executor.models.interfaces import SupportsMM"),
     )  # fmt: skip
     assert failures(list(run(tree(tmp_path / "b", adapter=vllm_base)).values())) == []
+
+
+# --- issue #45: no false pass, no false alarm -------------------------------------------------
+
+
+def test_a_bound_method_handed_to_a_helper_binds_without_the_helpers_own_arguments(
+    tmp_path: Path,
+) -> None:
+    # Qwen3.6: `return warmup_decode_buckets(self, super().warmup_model_decode, *args, **kwargs)`.
+    # The helper's `self` is its own argument, not one of the bound method's (it used to be
+    # bound as the bound method's first argument: "kv_cache given positionally and by name").
+    adapter = edit(
+        ADAPTER,
+        ("from models.demo.tt.generator import Generator",
+         "from models.demo.tt.generator import Generator\n"
+         "from models.demo.tt.buckets import warmup_decode_buckets"),
+        ("    def allocate_kv_cache(",
+         "    def warmup_model_decode(self, *args, **kwargs):\n"
+         "        return warmup_decode_buckets(\n"
+         "            self, super().warmup_model_decode, *args, **kwargs\n"
+         "        )\n\n"
+         "    def allocate_kv_cache("),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["warmup_model_decode"]
+    assert found.status == "drift", found  # binds: Generator.warmup_model_decode was reached
+    assert "given positionally and by name" not in found.detail
+    assert "(kv_cache, enable_trace, max_batch_size, num_blocks, can_sample_on_device)" in (
+        found.detail
+    )
+    # ... and a break behind the hand-off is still seen.
+    generator = edit(
+        GENERATOR, ("max_batch_size, num_blocks, can_sample", "num_blocks, can_sample")
+    )
+    found = run(tree(tmp_path, generator=generator, adapter=adapter))["warmup_model_decode"]
+    assert found.status == "broken", found
+    assert "unexpected argument 'max_batch_size'" in found.detail
+
+
+def test_every_method_the_driven_methods_call_on_the_instance_must_resolve(tmp_path: Path) -> None:
+    # DeepSeek-V3: the adapter's decode path calls self.sample_decode_on_device and a helper
+    # that calls self._validate_and_initialize_sampling; a base that defines neither fails
+    # with AttributeError at the first device-sampled decode.
+    adapter = edit(
+        ADAPTER,
+        ("    def decode_forward(self, *args, **kwargs):\n"
+         "        return super().decode_forward(*args, **kwargs)",
+         "    def decode_forward(self, *args, **kwargs):\n"
+         "        out = super().decode_forward(*args, **kwargs)\n"
+         "        if self.tokenizer is not None and hasattr(self, 'maybe_hook'):\n"
+         "            self.maybe_hook()\n"
+         "        self.formatter(out)\n"
+         "        return self._sample(out, kwargs.get('sampling_params'))\n\n"
+         "    def _sample(self, logits, params):\n"
+         "        self._validate_and_initialize_sampling(params)\n"
+         "        return self.sample_decode_on_device(logits)"),
+        ("    def allocate_kv_cache(",
+         "    def __init__(self):\n"
+         "        self.formatter = print\n\n"
+         "    def allocate_kv_cache("),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["decode_forward"]
+    assert found.status == "missing", found
+    assert found in failures([found])
+    assert "DemoForCausalLM.decode_forward -> DemoForCausalLM._sample calls " in found.detail
+    assert "self._validate_and_initialize_sampling(...), which no class in the MRO" in found.detail
+    assert "self.sample_decode_on_device(...)" in found.detail
+    # An attribute holding a callable (self.formatter) and a hasattr-guarded call are not.
+    assert "formatter" not in found.detail and "maybe_hook" not in found.detail
+    # A base that defines them: binds.
+    generator = edit(
+        GENERATOR,
+        ("    def warmup_model_prefill(",
+         "    def _validate_and_initialize_sampling(self, params): ...\n\n"
+         "    def sample_decode_on_device(self, logits): ...\n\n"
+         "    def warmup_model_prefill("),
+    )  # fmt: skip
+    found = run(tree(tmp_path, generator=generator, adapter=adapter))["decode_forward"]
+    assert found.status == "drift", found
+
+
+def test_the_keywords_an_adapter_passes_to_its_base_constructor_must_bind(tmp_path: Path) -> None:
+    # DeepSeek-V3: initialize_vllm_model builds cls(..., vllm_context=True, ...) and the
+    # adapter's __init__ passes everything on to a base __init__ that has no vllm_context.
+    generator = edit(
+        GENERATOR,
+        ("    decode_input_update_contract = 1\n",
+         "    decode_input_update_contract = 1\n\n"
+         "    def __init__(\n"
+         "        self, hf_config=None, mesh_device=None, model_path=None, tokenizer=None\n"
+         "    ):\n"
+         "        ...\n"),
+    )  # fmt: skip
+    adapter = edit(
+        ADAPTER,
+        ("        optimizations=None,\n    ):\n        ...",
+         "        optimizations=None,\n    ):\n"
+         "        model = cls(hf_config=hf_config, mesh_device=mesh_device, vllm_context=True)\n"
+         "        return model\n\n"
+         "    def __init__(self, *args, **kwargs):\n"
+         "        super().__init__(*args, **kwargs)"),
+    )  # fmt: skip
+    found = run(tree(tmp_path, generator=generator, adapter=adapter))["initialize_vllm_model"]
+    assert found.status == "broken", found
+    assert "builds the model" in found.detail
+    assert "unexpected argument 'vllm_context'" in found.detail
+    assert "(models.demo.tt.generator:Generator).__init__(" in found.detail
+    # A base that takes it: binds.
+    ok = edit(generator, ("model_path=None, tokenizer=None", "model_path=None, vllm_context=False"))
+    found = run(tree(tmp_path, generator=ok, adapter=adapter))["initialize_vllm_model"]
+    assert found.status == "drift", found
+    # Positional arguments count too: three into a two-parameter __init__.
+    three = edit(adapter, ("cls(hf_config=hf_config, mesh_device=mesh_device, vllm_context=True)",
+                           "cls(hf_config, mesh_device, 1, 2, 3)"))  # fmt: skip
+    found = run(tree(tmp_path, generator=generator, adapter=three))["initialize_vllm_model"]
+    assert found.status == "broken" and "positional" in found.detail, found
+
+
+def test_content_the_adapter_takes_in_kwargs_and_never_reads_is_dropped(tmp_path: Path) -> None:
+    # Mistral 3: prefill_forward(*args, **kwargs) reads tokens, prompt_lens and
+    # kwargs.get("images"); the plugin sends the images as pixel_values / image_sizes and, with
+    # device sampling, sampling_params: nothing reads them.
+    adapter = edit(
+        ADAPTER,
+        ("    def prefill_forward(self, *args, **kwargs):\n"
+         "        return super().prefill_forward_text(*args, **kwargs)",
+         "    def prefill_forward(self, *args, **kwargs):\n"
+         "        tokens = kwargs['tokens']\n"
+         "        prompt_lens = kwargs['prompt_lens']\n"
+         "        images = kwargs.get('images', None)\n"
+         "        logger.info(f'prefill kwargs: {kwargs.keys()}')\n"
+         "        return super().prefill_forward_text(\n"
+         "            tokens=tokens, page_table=kwargs.get('page_table'),\n"
+         "            kv_cache=kwargs.get('kv_cache'), prompt_lens=prompt_lens,\n"
+         "        )"),
+    )  # fmt: skip
+    mm = {"multimodal_kwargs": ["pixel_values", "image_sizes"]}
+    found = run(tree(tmp_path, adapter=adapter), **mm)["prefill_forward"]
+    assert found.status == "dropped", found
+    assert found in failures([found])
+    assert "'pixel_values', 'image_sizes'" in found.detail
+    assert "'sampling_params'" in found.detail
+    assert "it reads 'images', which the plugin does not send" in found.detail
+    # Not content: enable_trace / start_pos / empty_slots unread is not a finding.
+    assert "'enable_trace'" not in found.detail
+    # Passing **kwargs on whole, or reading the keys, is not dropping them.
+    whole = edit(adapter, ("        return super().prefill_forward_text(\n",
+                           "        self.model.prefill(**kwargs)\n"
+                           "        return super().prefill_forward_text(\n"))  # fmt: skip
+    found = run(tree(tmp_path / "b", adapter=whole), **mm)["prefill_forward"]
+    assert found.status == "drift", found
+    # A key read with kwargs["key"] that the plugin does not send is a KeyError.
+    keyerror = edit(adapter, ("kwargs['prompt_lens']", "kwargs['lengths']"))
+    found = run(tree(tmp_path / "c", adapter=keyerror), **mm)["prefill_forward"]
+    assert found.status == "broken", found
+    assert "reads kwargs['lengths'], which the plugin does not send (a KeyError)" in found.detail
+
+
+def test_capabilities_built_from_the_environment_are_checked_for_each_value(
+    tmp_path: Path,
+) -> None:
+    # Qwen3.6 / Gemma 4: model_capabilities read os.environ. The device-sampled calls the class
+    # declares under one value must be checked too (they were read "as defaults", never).
+    generator = edit(GENERATOR, ("read_from_device=True, sampling_params=None, ",
+                                 "read_from_device=True, "))  # fmt: skip
+    adapter = edit(
+        ADAPTER,
+        ("from models.demo.tt.generator import Generator",
+         "import os\n\nfrom models.demo.tt.generator import Generator\n\n"
+         "_ON_DEVICE = os.environ.get('DEMO_SAMPLE_ON_DEVICE', '0').lower() in ('1', 'true')"),
+        ('model_capabilities = {"supports_sample_on_device": True}',
+         'model_capabilities = {"supports_prefix_caching": False,\n'
+         '                          "supports_sample_on_device": _ON_DEVICE}'),
+    )  # fmt: skip
+    found = run(tree(tmp_path, generator=generator, adapter=adapter))
+    decode = found["decode_forward"]
+    assert decode.status == "broken", decode
+    assert "[DEMO_SAMPLE_ON_DEVICE=1]" in decode.detail or "[DEMO_SAMPLE_ON_DEVICE=true]" in (
+        decode.detail
+    )
+    assert "unexpected argument 'sampling_params'" in decode.detail
+    assert "DEMO_SAMPLE_ON_DEVICE unset" in decode.detail  # the other variant, named
+    facts = found["(class facts)"]
+    assert "read the environment (DEMO_SAMPLE_ON_DEVICE)" in facts.detail
+    # Capabilities the checker cannot evaluate: reported unknown, both values checked.
+    opaque = edit(adapter, ("_ON_DEVICE = os.environ", "_ON_DEVICE = load_caps(os.environ"),
+                  ("in ('1', 'true')", "in ('1', 'true'))"))  # fmt: skip
+    opaque = opaque.replace("import os\n", "import os\n\nfrom somewhere import load_caps\n")
+    found = run(tree(tmp_path / "b", generator=generator, adapter=opaque))
+    assert found["decode_forward"].status == "broken", found["decode_forward"]
+    assert "supports_sample_on_device unknown: checked True" in found["decode_forward"].detail
+    assert "cannot evaluate model_capabilities['supports_sample_on_device']" in (
+        found["(class facts)"].detail
+    )
+
+
+def test_a_class_with_block_hooks_but_no_output_tokens_per_step_is_reported(
+    tmp_path: Path,
+) -> None:
+    # DiffusionGemma @ 00ca55d7: the block-output hooks, 256-token blocks returned, no
+    # output_tokens_per_step: the plugin plans a token model and keeps one column.
+    adapter = edit(
+        ADAPTER,
+        ("    def allocate_kv_cache(",
+         "    def release_request(self, slot): ...\n\n"
+         "    def release_persistent_capture(self): ...\n\n"
+         "    def allocate_kv_cache("),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))
+    block = found["output_tokens_per_step"]
+    assert block.status == "broken" and block in failures([block])
+    assert "plans a token model" in block.detail
+    # Declared: the release hooks are planned and bound instead.
+    declared = edit(
+        adapter,
+        ('{"supports_sample_on_device": True}',
+         '{"supports_sample_on_device": True, "output_tokens_per_step": 256}'),
+    )  # fmt: skip
+    found = run(tree(tmp_path / "b", adapter=declared), block_output=True)
+    assert "output_tokens_per_step" not in found
+    assert found["release_request"].status in ("ok", "drift")
+
+
+def test_a_class_level_method_alias_is_the_method(tmp_path: Path) -> None:
+    # Llama 3.1 8B QB2: `allocate_kv_cache = allocate_vllm_kv_cache` in the class body.
+    adapter = edit(
+        ADAPTER,
+        ("    def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        ...",
+         "    def allocate_vllm_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        ...\n\n"
+         "    allocate_kv_cache = allocate_vllm_kv_cache"),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["allocate_kv_cache"]
+    assert found.status == "drift", found  # found and bound, not "missing"
+    assert "(kv_cache_shape, dtype, num_layers)" in found.detail
+    # ... and an alias of something that does not take the call still breaks.
+    bad = edit(adapter, ("allocate_vllm_kv_cache(self, kv_cache_shape, dtype, num_layers)",
+                         "allocate_vllm_kv_cache(self, kv_cache_shape)"))  # fmt: skip
+    found = run(tree(tmp_path / "b", adapter=bad))["allocate_kv_cache"]
+    assert found.status == "broken", found
+
+
+def test_penalty_histories_are_planned_only_for_a_class_that_takes_penalties_on_device(
+    tmp_path: Path,
+) -> None:
+    # A class without supports_device_penalties gets penalty batches host-sampled: the plugin
+    # never sends prompt_tokens / output_tokens, so a decode that cannot take them binds.
+    generator = edit(GENERATOR, ("prompt_tokens=None, output_tokens=None,\n        ", ""))
+    found = run(tree(tmp_path, generator=generator))["decode_forward"]
+    assert found.status == "broken" and "unexpected argument 'prompt_tokens'" in found.detail
+    adapter = edit(
+        ADAPTER,
+        ('{"supports_sample_on_device": True}',
+         '{"supports_sample_on_device": True, "supports_device_penalties": False}'),
+    )  # fmt: skip
+    found = run(tree(tmp_path / "b", generator=generator, adapter=adapter))["decode_forward"]
+    assert found.status == "drift", found
+
+
+def test_a_call_a_base_from_outside_tt_metal_may_define_is_unresolved_not_missing(
+    tmp_path: Path,
+) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("from models.demo.tt.generator import Generator",
+         "from models.demo.tt.generator import Generator\nimport torch"),
+        ("class DemoForCausalLM(Generator):", "class DemoForCausalLM(Generator, torch.nn.Module):"),
+        ("    def decode_forward(self, *args, **kwargs):\n",
+         "    def decode_forward(self, *args, **kwargs):\n        self.eval()\n"),
+    )  # fmt: skip
+    found = run(tree(tmp_path, adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved", found
+    assert "the base torch.nn:Module from outside tt-metal may define it" in found.detail
+    assert found in failures([found])
+    # vLLM's interface mixins define nothing the adapter calls on itself: still missing.
+    mixin = edit(
+        adapter,
+        ("import torch", "from vllm.model_executor.models.interfaces import SupportsMultiModal"),
+        ("torch.nn.Module", "SupportsMultiModal"),
+    )
+    found = run(tree(tmp_path / "b", adapter=mixin))["decode_forward"]
+    assert found.status == "missing", found

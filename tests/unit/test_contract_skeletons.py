@@ -122,3 +122,30 @@ def test_issue_33_cases_on_the_committed_skeletons(profiles: dict[str, Any]) -> 
     f = gemma4[("Gemma4ForCausalLM", "decode_forward")]
     assert f.status == "unresolved" and "models.tt_transformers.tt.generator" in f.detail
     assert f in failures([f])
+
+
+def test_issue_45_cases_on_the_newest_skeletons(profiles: dict[str, Any]) -> None:
+    """The tt_transformers core at 21a4db48 and the 0b1e81be Generator (contract 1 on the base):
+    the text families bind with the facts each base declares, Mistral 3 drops the images and the
+    device-sampling parameters, Mllama fails for real (it is refused at launch)."""
+    for tree, version in (("tt_transformers-21a4db48", 0), ("tt_transformers-0b1e81be", 1)):
+        found = _findings(tree, profiles)
+        llama = found[("LlamaForCausalLM", "decode_forward")]
+        assert llama.status in ("ok", "drift"), llama
+        assert ("reload_inputs=" in llama.detail) == (version == 1), llama.detail
+        assert ("reset_batch=" in llama.detail) == (version == 0), llama.detail
+        facts = found[("LlamaForCausalLM", "(class facts)")].detail
+        assert ("decode_contract" in facts) == (version == 1), facts
+        for cls in ("Gemma3ForConditionalGeneration", "GptOssForCausalLM"):
+            f = found[(cls, "decode_forward")]
+            assert f.status in ("ok", "drift") and "NotImplementedError" not in f.detail, f
+        mistral3 = found[("Mistral3ForConditionalGeneration", "prefill_forward")]
+        assert mistral3.status == "dropped" and mistral3 in failures([mistral3])
+        assert "'pixel_values', 'image_sizes'" in mistral3.detail
+        assert "'sampling_params'" in mistral3.detail
+        assert found[("MllamaForConditionalGeneration", "decode_forward")].status == "broken"
+        bad = {k for k, f in found.items() if f in failures([f])}
+        assert {k[0] for k in bad} == {
+            "Mistral3ForConditionalGeneration",
+            "MllamaForConditionalGeneration",
+        }, bad

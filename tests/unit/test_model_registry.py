@@ -50,6 +50,15 @@ CONTRACT_TABLE: list[tuple[dict[str, str], str, str, bool]] = [
         "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM",
         False,
     ),
+    # Not in the contract's table (issue #45): the QB2 Llama TT's own plugin registers under this
+    # value (models/demos/llama31_8b_qb2/tt/generator_vllm.py @ 04d6e39e; it binds: skeleton
+    # llama31_8b_qb2-04d6e39e).
+    (
+        {"TT_LLAMA_TEXT_VER": "llama31_8b_qb2"},
+        "TTLlamaForCausalLM",
+        "models.demos.llama31_8b_qb2.tt.generator_vllm:LlamaForCausalLM",
+        False,
+    ),
     ({}, "TTQwen2ForCausalLM", f"{TT}:QwenForCausalLM", False),
     ({}, "TTQwen3ForCausalLM", f"{TT}:QwenForCausalLM", False),
     (

@@ -69,7 +69,7 @@ from tt_conformance.selection import installed_suite
 suite = installed_suite()  # the check modules' manifest (package data) against the files
 out["suite"] = [len(suite.modules), list(suite.modified)]
 try:
-    load_profiles()
+    out["profiles"] = len(load_profiles())  # package data, from the wheel
 except FixtureError as exc:
     out["fixture_error"] = str(exc)
 out["loaded"] = sorted(
@@ -185,8 +185,8 @@ def _probe(installed: Installed, with_ttnn: bool) -> dict[str, Any]:
     assert out["checkout_root"] is None
     assert out["schema_id"].endswith("/schemas/report.schema.json")
     assert out["suite"][0] >= 10 and out["suite"][1] == []  # the manifest ships, and matches
-    assert "--fixture PATH" in out["fixture_error"]
-    assert "source checkout" in out["fixture_error"]
+    assert "fixture_error" not in out, out.get("fixture_error")
+    assert out["profiles"] >= 16  # every registry target's profile, and their bases
     return out
 
 
@@ -219,9 +219,33 @@ def test_repository_only_defaults_name_what_to_pass_instead(installed: Installed
     assert server.returncode == 2, server.stdout + server.stderr
     assert "bundled reference checkpoint" in server.stderr
     assert "--model DIR" in server.stderr
-    parity = installed.run(installed.python, "-m", "vllm_tt_plugin.contract.parity")
-    assert parity.returncode == 2, parity.stdout + parity.stderr
-    assert "--fixture PATH" in parity.stderr
+
+
+def test_the_parity_checker_and_the_skeleton_tool_run_from_the_wheel(installed: Installed) -> None:
+    """Where TT engineers run them: an installed plugin, TT_METAL_HOME a checkout (here a copy
+    of a committed skeleton tree, outside the checkout), no repository files."""
+    skip = installed.run(installed.python, "-m", "vllm_tt_plugin.contract.parity")
+    assert skip.returncode == 0, skip.stdout + skip.stderr
+    assert "TT_METAL_HOME not set: skipping" in skip.stdout
+    home = installed.root / "tt-metal"
+    shutil.copytree(
+        REPO / "fixtures/tt_metal/skeletons/tt_transformers-21a4db48", home, symlinks=False
+    )
+    env = dict(installed.env, TT_METAL_HOME=str(home))
+    cmd = [str(installed.python), "-m", "vllm_tt_plugin.contract.parity"]
+    ran = subprocess.run([*cmd, "--arch", "TTLlamaForCausalLM"], cwd=installed.root, env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "every call the plugin makes binds to this checkout" in ran.stdout
+    assert "tt_metal_signatures.json" in ran.stdout  # the packaged fixture
+    every = subprocess.run(cmd, cwd=installed.root, env=env, capture_output=True, text=True,
+                           timeout=TIMEOUT_S)  # fmt: skip
+    assert every.returncode == 1, every.stdout + every.stderr  # Mistral 3 drops its images
+    assert "dropped    prefill_forward" in every.stdout
+    out = installed.root / "skeleton"
+    tool = installed.run(installed.python, "-m", "vllm_tt_plugin.contract.skeleton", home, out)
+    assert tool.returncode == 0, tool.stdout + tool.stderr
+    assert (out / "models/tt_transformers/tt/generator_vllm.py").is_file()
 
 
 @pytest.mark.parametrize("script", CONSOLE_SCRIPTS)

@@ -173,6 +173,7 @@ class AdapterProfile:
             has_method=lambda name: callable(getattr(model_cls, name, None)),
             takes=lambda method, param: _has_parameter(getattr(model_cls, method, None), param),
             signature=lambda method: _own_signature(getattr(model_cls, method, None)),
+            device_penalties=capabilities.supports_device_penalties,
         )
         tables = HybridTables(facts.hybrid_tables) if facts.hybrid_tables else None
         model_type = getattr(hf_config, "model_type", None)

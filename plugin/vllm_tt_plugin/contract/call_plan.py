@@ -36,6 +36,25 @@ _WARMUP_ESSENTIAL = {
     "warmup_model_prefill": ("kv_cache", "enable_trace"),
     "warmup_model_decode": ("kv_cache", "enable_trace", "max_batch_size", "num_blocks"),
 }
+# What the plugin sends that carries content: an adapter that takes one of these in its
+# ``**kwargs`` and never reads it drops the content silently (images, sampling parameters,
+# penalty histories, per-row mRoPE deltas, hybrid page tables). Not slot_remap: the plugin
+# reloads inputs and resets sampling state on every layout change, so a class may ignore it.
+CONTENT_KEYWORDS = frozenset(
+    {
+        "pixel_values",
+        "image_sizes",
+        "image_grid_thw",
+        "pixel_values_videos",
+        "video_grid_thw",
+        "sampling_params",
+        "prompt_tokens",
+        "output_tokens",
+        "rope_deltas_all_users",
+        "page_tables_per_group",
+        "page_tables_per_layer",
+    }
+)
 DECODE_COMMANDS = (
     "reload_inputs",
     "reload_page_table",
@@ -109,6 +128,9 @@ class PlanFacts:
     init_takes_vllm_config: bool = False  # initialize_vllm_model names vllm_config
     per_layer_allocation: bool = False  # allocate_kv_cache_per_layer present
     block_output: bool = False  # model_capabilities["output_tokens_per_step"] > 1
+    # model_capabilities["supports_device_penalties"] (default True): without it a batch with an
+    # active penalty is host-sampled, so prompt_tokens / output_tokens are never sent.
+    device_penalties: bool = True
     # read_decode_output and process_decode_output_host both present: the adapter reads decode
     # output back through them; with either missing it calls neither (host tensors expected).
     read_back_hooks: bool = False  # read_decode_output and process_decode_output_host
@@ -133,6 +155,7 @@ def derive_facts(
     has_method: Callable[[str], bool],
     takes: Callable[[str, str], bool],
     signature: Callable[[str], inspect.Signature | None] = lambda method: None,
+    device_penalties: bool = True,
 ) -> PlanFacts:
     """``PlanFacts`` from what a class offers: ``has_method(name)``, ``takes(method,
     param)`` (the method's own signature names ``param``) and ``signature(method)`` (its own
@@ -149,6 +172,7 @@ def derive_facts(
         init_takes_vllm_config=takes("initialize_vllm_model", "vllm_config"),
         per_layer_allocation=has_method("allocate_kv_cache_per_layer"),
         block_output=output_tokens_per_step > 1,
+        device_penalties=device_penalties,
         read_back_hooks=all(map(has_method, ("read_decode_output", "process_decode_output_host"))),
         **warmup_forms(lambda m: signature(m) if has_method(m) else None),
     )
@@ -295,7 +319,7 @@ def plan_calls(method: str, facts: PlanFacts, served: ServedFacts) -> list[Plann
                 add(_variant(device=on_device, multimodal=bool(mm)), (), names)
     elif method == "decode_forward":
         for on_device in device:
-            for penalties in (False, True) if on_device else (False,):
+            for penalties in (False, True) if on_device and facts.device_penalties else (False,):
                 for remap in (False, True):
                     names = decode_keywords(
                         facts,

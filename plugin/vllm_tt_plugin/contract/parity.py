@@ -9,7 +9,10 @@ them by ``call_plan``, the planner ``ModelAdapter`` sends its calls from. Each c
 along the real call path: the method as the MRO finds it, then every method it hands its
 ``*args`` / ``**kwargs`` on to (``super()``, ``super(C, self)`` starting after ``C``,
 ``self.m(...)``, a bound method handed to a helper), each link with only the arguments that
-reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatures.json``):
+reach it; every ``self.m(...)`` / ``super().m(...)`` those methods reach must resolve, every
+``cls(...)`` bind to the ``__init__`` the MRO finds, every content keyword be read; facts built
+from ``os.environ`` are checked for each value. Signatures are compared with the fixture
+(``tt_metal_signatures.json`` beside this module):
 
 - ``broken``: a plugin call does not bind (renamed, missing, unexpected argument) -- fails;
 - ``missing``: a method the plugin needs, or one a pass-through forwards to, is not defined
@@ -20,7 +23,10 @@ reach it. Signatures are compared with the fixture (``fixtures/tt_metal/signatur
 - ``absent``: an optional method is not defined (the plugin falls back or skips the step);
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
-  would not import from this checkout either);
+  would not import from this checkout either); also a ``self.m(...)`` not found where a base from
+  outside tt-metal (not vLLM's interface mixins) may define it;
+- ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
+  tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
@@ -39,7 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from vllm_tt_plugin.contract import parity_diff
 from vllm_tt_plugin.contract.call_plan import (
+    CONTENT_KEYWORDS,
     METHODS,
     PlanFacts,
     ServedFacts,
@@ -57,6 +65,7 @@ from vllm_tt_plugin.contract.signatures import (
 )
 from vllm_tt_plugin.contract.source import (
     CheckoutReader,
+    ClassFacts,
     FixtureSource,
     FoundMethod,
     SignatureSource,
@@ -92,8 +101,16 @@ Status = Literal[
     "unlisted",
     "no_class",
     "unprofiled",
+    "dropped",
 ]
-FAILING: frozenset[str] = frozenset({"broken", "missing", "unresolved", "abstract", "unprofiled"})
+FAILING: frozenset[str] = frozenset(
+    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped"}
+)
+# Worst first: the status a method gets when its variants (environment values) disagree.
+SEVERITY: tuple[str, ...] = (
+    "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
+    "facts", "absent", "unlisted", "no_class", "ok",
+)  # fmt: skip
 FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
 
@@ -107,9 +124,12 @@ class Finding:
     detail: str = ""
 
 
-def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFacts, list[str]]:
+def plan_facts(
+    source: SignatureSource, profile: FamilyProfile, read: ClassFacts | None = None
+) -> tuple[PlanFacts, list[str]]:
     """The planner's facts for ``profile.target`` as the plugin would read them from the
-    source's class, and where the fixture's facts disagree with the class."""
+    source's class (``read``: one variant of them; default the source's first), and where the
+    fixture's facts disagree with the class."""
     target = profile.target
     fixture = profile.facts
 
@@ -124,7 +144,8 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         found = method(name)
         return found.signature if found is not None else None
 
-    read = source.class_facts(target)
+    if read is None:
+        read = source.class_facts(target)
     if read is None:  # the fixture alone: its recorded facts stand for the class's
         return derive_facts(
             decode_contract=fixture.decode_contract,
@@ -143,8 +164,11 @@ def plan_facts(source: SignatureSource, profile: FamilyProfile) -> tuple[PlanFac
         has_method=lambda n: method(n) is not None,
         takes=takes,
         signature=signature,
+        device_penalties=read.capabilities.get("supports_device_penalties", True) is not False,
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
+    if read.env_vars or read.unknown:
+        return facts, differences  # the variants are described by check_target
     pairs: list[tuple[str, Any, Any]] = [
         ("decode_contract (decode_input_update_contract)", fixture.decode_contract,
          facts.decode_contract),
@@ -164,6 +188,8 @@ class _Walk:
     errors: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     abstract: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # content no method on the path reads
+    unresolved: list[str] = field(default_factory=list)  # calls a foreign base may define
     paths: list[list[FoundMethod]] = field(default_factory=list)
     structure: list[FoundMethod] = field(default_factory=list)  # first forwards, unbound
 
@@ -192,6 +218,7 @@ def _walk(
     except ContractMismatch as exc:
         out.errors.append(f"{variant} call: {exc} [{link.where}]")
         return
+    _check_kwargs(link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
         after = (fwd.after or link.owner) if fwd.how == "super" else None
@@ -212,6 +239,53 @@ def _walk(
         out.paths.append(path)
 
 
+def _check_kwargs(
+    link: FoundMethod,
+    bound: inspect.BoundArguments,
+    variant: str,
+    path: list[FoundMethod],
+    out: _Walk,
+) -> None:
+    """What reaches ``link``'s ``**kwargs``: a key it reads with ``kwargs["key"]`` must be
+    there (a KeyError otherwise), and content the plugin sends (images, sampling parameters,
+    histories, ...) must be read by name, passed on whole, or handed to the next method:
+    otherwise it is silently dropped."""
+    body = link.body
+    var_kw = next(
+        (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
+    )
+    if body is None or var_kw is None:
+        return
+    received: Mapping[str, Any] = bound.arguments.get(var_kw, {})
+    for key in body.kwargs_required:
+        if key not in received:
+            out.errors.append(
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], which the "
+                f"plugin does not send (a KeyError) [{link.where}]"
+            )
+    if body.kwargs_opaque:
+        return
+    passed_on = any(
+        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
+        if key is None
+    )  # fmt: skip
+    if passed_on:
+        return  # the next method decides (its own **kwargs, or its named parameters)
+    unread = [k for k in received if k not in body.kwargs_reads and k in CONTENT_KEYWORDS]
+    if unread:
+        other = [k for k in body.kwargs_reads if k not in received]
+        also = (
+            f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
+            if other
+            else ""
+        )
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
+            f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
+            f"[{link.where}]"
+        )
+
+
 def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> list[FoundMethod]:
     """The call path through each method's first forwarding call, without binding (what the
     fixture's chain is compared with when a call does not bind)."""
@@ -230,16 +304,191 @@ def _signatures(path: Sequence[FoundMethod]) -> list[str]:
     return [format_signature(m.signature) for m in path]
 
 
+_MAX_REACHED = 400
+
+
+def _reach(
+    source: SignatureSource, target: str, family: str, start: FoundMethod, out: _Walk
+) -> None:
+    """Every ``self.m(...)`` / ``cls.m(...)`` / ``super().m(...)`` reachable from ``start``
+    (through the methods they reach, inside the source) must resolve in the MRO, and the
+    arguments of every ``cls(...)`` must bind to the ``__init__`` the MRO finds."""
+    has_attribute: Callable[[str, str], bool] = getattr(
+        source, "has_attribute", lambda target, name: False
+    )
+    foreign: Callable[[str], list[str]] = getattr(source, "foreign_bases", lambda target: [])
+    queue: list[tuple[FoundMethod, list[FoundMethod]]] = [(start, [start])]
+    seen = {(start.owner, start.name)}
+    while queue and len(seen) < _MAX_REACHED:
+        method, chain = queue.pop(0)
+        body = method.body
+        if body is None:
+            continue
+        nexts: list[tuple[str, str | None]] = [
+            (f.method, (f.after or method.owner) if f.how == "super" else None)
+            for f in method.forwards
+        ]
+        for call in body.calls:
+            if call.how == "self" and call.method in body.guarded:
+                continue
+            after = (call.after or method.owner) if call.how == "super" else None
+            nxt = find_method(source, target, call.method, after=after)
+            if nxt is None:
+                if call.how == "self" and has_attribute(target, call.method):
+                    continue  # an attribute holding a callable
+                others = foreign(target)
+                where = f"after {class_label(after)} " if after else ""
+                line = (
+                    f"{describe_chain(chain)} calls {call.describe()}, which no class {where}in "
+                    f"the MRO of {class_label(target)} defines"
+                )
+                at = f"[{method.where.rpartition(':')[0]}:{call.line}]"
+                if others:  # a base this check does not read may define it: cannot say missing
+                    out.unresolved.append(
+                        f"{line}; but the base {', '.join(others)} from outside tt-metal may "
+                        f"define it {at}"
+                    )
+                else:
+                    out.missing.append(f"{line} {at}")
+                continue
+            nexts.append((nxt.name, after))
+        for construct in body.constructs:
+            _construct(source, target, family, method, chain, construct, out)
+        for name, after in nexts:
+            nxt = find_method(source, target, name, after=after)
+            if nxt is None or (nxt.owner, nxt.name) in seen:
+                continue
+            seen.add((nxt.owner, nxt.name))
+            queue.append((nxt, [*chain, nxt]))
+
+
+def _construct(
+    source: SignatureSource,
+    target: str,
+    family: str,
+    method: FoundMethod,
+    chain: list[FoundMethod],
+    construct: Any,
+    out: _Walk,
+) -> None:
+    where = f"{method.where.rpartition(':')[0]}:{construct.line}"
+    if construct.starred:
+        return  # *x / **x: the arguments cannot be counted here
+    init = find_method(source, target, "__init__")
+    args = tuple(f"arg{i}" for i in range(construct.positional))
+    kwargs = {k: k for k in construct.keywords}
+    if init is None:
+        unresolved = source.unresolved_bases(target)
+        others: list[str] = getattr(source, "foreign_bases", lambda t: [])(target)
+        if (args or kwargs) and not unresolved and not others:
+            out.errors.append(
+                f"{describe_chain(chain)} builds cls(...) with arguments, but no class in the "
+                f"MRO of {class_label(target)} defines __init__ (object() takes none) [{where}]"
+            )
+        return
+    inner = _Walk()
+    _walk(source, target, family, f"cls(...) [{where}]", init, args, kwargs, [], inner)
+    out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
+    out.missing += inner.missing
+    out.abstract += inner.abstract
+
+
+def _block_hooks_without_blocks(
+    source: SignatureSource, target: str, facts: PlanFacts, archs: tuple[str, ...]
+) -> Finding | None:
+    """A class with the block-output hooks but no ``output_tokens_per_step > 1``: the plugin
+    plans it as a token model and keeps one token per row of each block."""
+    if facts.block_output or not source.complete:
+        return None
+    hooks = [m for m in ("release_request", "release_persistent_capture")
+             if find_method(source, target, m) is not None]  # fmt: skip
+    if len(hooks) < 2:
+        return None
+    return Finding(
+        target,
+        archs,
+        "output_tokens_per_step",
+        "broken",
+        "the class defines release_request and release_persistent_capture (the block-output "
+        "hooks) but its model_capabilities declare no output_tokens_per_step > 1: the plugin "
+        "plans a token model, so a block returned per row would be read as one token",
+    )
+
+
 def check_target(
     source: SignatureSource,
     profile: FamilyProfile,
     archs: tuple[str, ...] = (),
 ) -> list[Finding]:
-    """Bind every call the plugin makes to ``profile.target`` against ``source``."""
+    """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
+    value of the facts the class's declarations can take)."""
     target = profile.target
     if not source.has_class(target):
         return [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
-    facts, differences = plan_facts(source, profile)
+    variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
+        source, "class_fact_variants", None
+    )
+    variants: list[ClassFacts | None] = list(variants_of(target)) if variants_of else [None]
+    if len(variants) == 1:
+        findings = _check_variant(source, profile, archs, variants[0])
+    else:
+        per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
+        findings = _merge_variants(target, archs, per_variant)
+    first = variants[0]
+    if first is not None and (first.env_vars or first.unknown):
+        labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
+        read = []
+        if first.env_vars:
+            read.append(f"the class's facts read the environment ({', '.join(first.env_vars)})")
+        if first.unknown:
+            read.append(f"cannot evaluate {', '.join(first.unknown)}")
+        detail = f"{' and '.join(read)}: every call checked for each variant: {labels}"
+        findings.insert(0, Finding(target, archs, FACTS, "facts", detail))
+    unresolved = source.unresolved_bases(target)
+    return [_unresolved(f, unresolved) for f in findings]
+
+
+def _merge_variants(
+    target: str, archs: tuple[str, ...], per_variant: list[tuple[ClassFacts | None, list[Finding]]]
+) -> list[Finding]:
+    """One finding per method: the worst over the variants, naming the variant it comes from."""
+    order: list[str] = []
+    by_method: dict[str, list[tuple[str, Finding]]] = {}
+    for facts, findings in per_variant:
+        label = facts.variant if facts is not None else ""
+        for f in findings:
+            if f.method not in by_method:
+                order.append(f.method)
+            by_method.setdefault(f.method, []).append((label, f))
+    merged: list[Finding] = []
+    for method in order:
+        entries = by_method[method]
+        statuses = {f.status for _, f in entries}
+        if len(statuses) == 1 and len({f.detail for _, f in entries}) == 1:
+            merged.append(entries[0][1])
+            continue
+        label, worst = min(entries, key=lambda e: SEVERITY.index(e[1].status))
+        others = ", ".join(f"{f.status} [{lbl}]" for lbl, f in entries if f is not worst)
+        merged.append(
+            Finding(
+                target,
+                archs,
+                method,
+                worst.status,
+                f"[{label}] {worst.detail} (other variants: {others})",
+            )
+        )
+    return merged
+
+
+def _check_variant(
+    source: SignatureSource,
+    profile: FamilyProfile,
+    archs: tuple[str, ...],
+    read: ClassFacts | None,
+) -> list[Finding]:
+    target = profile.target
+    facts, differences = plan_facts(source, profile, read)
     findings: list[Finding] = []
     if differences:
         findings.append(Finding(target, archs, FACTS, "facts", "; ".join(differences)))
@@ -271,9 +520,12 @@ def check_target(
         for call in plan_calls(method, facts, served):
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
+        _reach(source, target, profile.family, found, walk)
         findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
-    unresolved = source.unresolved_bases(target)
-    return [_unresolved(f, unresolved) for f in findings]
+    block = _block_hooks_without_blocks(source, target, facts, archs)
+    if block is not None:
+        findings.append(block)
+    return findings
 
 
 def _verdict(
@@ -299,6 +551,11 @@ def _verdict(
         return Finding(
             target, archs, method, "broken", detail + (f" ({change})" if changed else "")
         )
+    if walk.dropped:
+        return Finding(target, archs, method, "dropped", "; ".join(dict.fromkeys(walk.dropped)))
+    if walk.unresolved:
+        detail = "; ".join(dict.fromkeys(walk.unresolved))
+        return Finding(target, archs, method, "unresolved", detail)
     if changed:
         return Finding(target, archs, method, "drift", change)
     chain = describe_chain(walk.paths[0]) if walk.paths else method
@@ -377,6 +634,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         "--require-all", action="store_true", help="a target missing from the checkout fails"
     )
     parser.add_argument("--verbose", action="store_true", help="list ok findings too")
+    parser.add_argument(
+        "--diff",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="which targets change verdict between two trees (checkouts or skeletons), and why",
+    )
+    parser.add_argument(
+        "--table", type=Path, metavar="TREE", help="one tree's verdicts as a Markdown table"
+    )
     args = parser.parse_args(argv)
     out: Callable[[str], None] = print
     try:
@@ -385,6 +652,19 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except FixtureError as exc:
         print(f"contract-parity: {exc}", file=sys.stderr)
         return 2
+    if args.diff or args.table:
+        trees: list[Path] = list(args.diff) if args.diff else [args.table]
+        for tree in trees:
+            if not (tree / "models").is_dir():
+                print(
+                    f"contract-parity: {tree} is not a tt-metal tree (no models/)", file=sys.stderr
+                )
+                return 2
+        found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        mode = "diff" if args.diff else "table"
+        for line in parity_diff.run(mode, trees, found, targets, FAILING):
+            out(line)
+        return 0
     if not args.tt_metal_home:
         fixture_findings = check(FixtureSource(profiles), profiles, targets)
         bad = failures(fixture_findings)

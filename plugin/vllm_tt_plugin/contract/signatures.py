@@ -1,6 +1,7 @@
 """Real tt-metal adapter signatures as data, and binding the plugin's calls to them.
 
-``fixtures/tt_metal/signatures.json`` holds, per class the built-in registry targets (and the
+``tt_metal_signatures.json`` (beside this module; ``fixtures/tt_metal/signatures.json`` links
+to it) holds, per class the built-in registry targets (and the
 base classes they inherit methods from), the real parameter lists read from public
 tenstorrent/tt-metal files, each with its provenance (repo, path, commit, link; required).
 This module turns them into typed profiles and binds calls to them with
@@ -36,11 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_tt_plugin.utils.checkout import CheckoutFileError, checkout_path
-
-# A repository fixture (evidence with provenance, read by the tests and `tox -e contract-parity`
-# from a checkout), not shipped in the wheel: elsewhere the caller passes the file.
-DEFAULT_FIXTURE = "fixtures/tt_metal/signatures.json"
+# The signature data (evidence with provenance) is package data: `python -m
+# vllm_tt_plugin.contract.parity` runs from an installed wheel against TT_METAL_HOME as it does
+# from a checkout. fixtures/tt_metal/signatures.json is a link to this file.
+DEFAULT_FIXTURE = Path(__file__).with_name("tt_metal_signatures.json")
 
 
 class _HasDefault:
@@ -462,16 +462,9 @@ def profiles_from_mapping(
 
 
 def load_profiles(path: Path | None = None) -> dict[str, FamilyProfile]:
-    """The fixture's profiles (default: ``fixtures/tt_metal/signatures.json`` of this checkout)."""
+    """The fixture's profiles (default: the package's ``tt_metal_signatures.json``)."""
     if path is None:
-        try:
-            path = checkout_path(
-                DEFAULT_FIXTURE,
-                what="the tt-metal signature fixture",
-                instead="pass --fixture PATH",
-            )
-        except CheckoutFileError as exc:
-            raise FixtureError(str(exc)) from exc
+        path = DEFAULT_FIXTURE
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError as exc:

@@ -12,42 +12,43 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
+from vllm_tt_plugin.contract.source_body import (
+    Body,
+    Construct,
+    Forward,
+    Passed,
+    SelfCall,
+    _only_raises_not_implemented,
+    body_of,
+    forwards_of,
+)
+from vllm_tt_plugin.contract.source_env import UNREADABLE, ClassFacts, EnvFacts, ParsedModule
+
+__all__ = [
+    "Body",
+    "CheckoutReader",
+    "ClassFacts",
+    "Construct",
+    "FixtureSource",
+    "Forward",
+    "FoundMethod",
+    "Passed",
+    "SelfCall",
+    "SignatureSource",
+    "find_method",
+    "forwards_of",
+    "pass_on",
+]
 
 _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
-
-
-@dataclass(frozen=True)
-class Passed:
-    """One argument of a forwarding call, as far as where its value came from."""
-
-    kind: Literal["star", "double_star", "param", "other"]
-    name: str = ""  # the caller's parameter ("param"), or the mapping/sequence name
-
-
-@dataclass(frozen=True)
-class Forward:
-    """A call in a method's body that passes the method's ``*args`` or ``**kwargs`` on."""
-
-    how: Literal["super", "self"]  # super().m / super(C, self).m, or self.m
-    method: str
-    after: str | None  # super(C, self): the class ("module:Class") the lookup starts after
-    args: tuple[Passed, ...]
-    keywords: tuple[tuple[str | None, Passed], ...]  # None: a ``**mapping``
-    line: int
-    dropped: tuple[str, ...] = ()  # keys the body pops or deletes from its **kwargs
-    added: tuple[str, ...] = ()  # keys the body sets in its **kwargs
-
-    def describe(self) -> str:
-        head = "self" if self.how == "self" else "super()"
-        if self.after is not None:
-            head = f"super({self.after.rpartition(':')[2]}, self)"
-        return f"{head}.{self.method}(...)"
+# Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
+_INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
 
 
 @dataclass(frozen=True)
@@ -58,29 +59,12 @@ class FoundMethod:
     where: str  # file:line, or "fixture"
     forwards: tuple[Forward, ...] = ()
     abstract: bool = False  # the body only raises NotImplementedError
+    body: Body | None = None  # None: not read (the fixture)
 
     @property
     def delegates_to(self) -> str | None:
         """The method the first forwarding call hands the arguments to."""
         return self.forwards[0].method if self.forwards else None
-
-
-@dataclass(frozen=True)
-class ClassFacts:
-    """The attributes the plugin reads from a class, as declared in its source."""
-
-    decode_contract: int = 0  # decode_input_update_contract (0 when not declared)
-    capabilities: Mapping[str, Any] = field(default_factory=dict)  # model_capabilities
-    unreadable: tuple[str, ...] = ()  # declared but not a literal: named here
-
-    @property
-    def device_sampling(self) -> bool:
-        return self.capabilities.get("supports_sample_on_device") is True
-
-    @property
-    def output_tokens_per_step(self) -> int:
-        value = self.capabilities.get("output_tokens_per_step", 1)
-        return value if isinstance(value, int) else 1
 
 
 class SignatureSource(Protocol):
@@ -139,144 +123,7 @@ def c3(cls: str, bases_of: Any, depth: int = 0) -> list[str]:
         seqs = [s[1:] if s[0] == head else [x for x in s if x != head] for s in seqs]
 
 
-# --- a method body ----------------------------------------------------------------------------
-
-
-def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    body = [
-        s
-        for s in fn.body
-        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # docstring
-        and not isinstance(s, ast.Pass)
-    ]
-    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    exc = body[0].exc
-    if isinstance(exc, ast.Call):
-        exc = exc.func
-    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
-
-
-def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
-    if isinstance(expr, ast.Name):
-        if star:
-            return Passed("star", expr.id)
-        return Passed("param" if expr.id in params else "other", expr.id)
-    return Passed("other")
-
-
-def _callee(func: ast.expr) -> tuple[Literal["super", "self"], str, ast.expr | None] | None:
-    """``super().m`` / ``super(C, self).m`` / ``self.m`` -> (how, m, C or None)."""
-    if not isinstance(func, ast.Attribute):
-        return None
-    value = func.value
-    if isinstance(value, ast.Name) and value.id == "self":
-        return "self", func.attr, None
-    if (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Name)
-        and value.func.id == "super"
-    ):
-        return "super", func.attr, value.args[0] if value.args else None
-    return None
-
-
-def forwards_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any) -> tuple[Forward, ...]:
-    """The calls in ``fn`` that pass its ``*args`` / ``**kwargs`` on to another method of the
-    instance: ``super()``, ``super(C, self)``, ``self.m(...)``, or a bound method handed to a
-    helper with them (``helper(self.m, *args, **kwargs)``). ``resolve(expr)`` names the class
-    of a ``super(C, self)`` (None when it cannot)."""
-    a = fn.args
-    vararg = a.vararg.arg if a.vararg else None
-    kwarg = a.kwarg.arg if a.kwarg else None
-    if vararg is None and kwarg is None:
-        return ()
-    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-    dropped: list[str] = []
-    added: list[str] = []
-    for node in ast.walk(fn):  # what the body does to its **kwargs (flow-insensitive)
-        if kwarg is None:
-            break
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = node.func.value
-            key = node.args[0] if node.args else None
-            if isinstance(owner, ast.Name) and owner.id == kwarg and isinstance(key, ast.Constant):
-                if node.func.attr == "pop" and isinstance(key.value, str):
-                    dropped.append(key.value)
-                elif node.func.attr == "setdefault" and isinstance(key.value, str):
-                    added.append(key.value)
-        targets = node.targets if isinstance(node, (ast.Delete, ast.Assign)) else []
-        for t in targets:
-            if (
-                isinstance(t, ast.Subscript)
-                and isinstance(t.value, ast.Name)
-                and t.value.id == kwarg
-                and isinstance(t.slice, ast.Constant)
-                and isinstance(t.slice.value, str)
-            ):
-                (dropped if isinstance(node, ast.Delete) else added).append(t.slice.value)
-    found: list[Forward] = []
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Call):
-            continue
-        passes = any(
-            isinstance(x, ast.Starred) and isinstance(x.value, ast.Name) and x.value.id == vararg
-            for x in node.args
-        ) or any(
-            k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
-            for k in node.keywords
-        )
-        if not passes:
-            continue
-        target = _callee(node.func)
-        rest = list(node.args)
-        for i, arg in enumerate(node.args):  # a bound method handed on wins over the helper
-            handed = _callee(arg)
-            if handed is not None:
-                target, rest = handed, node.args[:i] + node.args[i + 1 :]
-                break
-        if target is None:
-            continue
-        how, method, cls_expr = target
-        after = None
-        if cls_expr is not None:
-            after = resolve(cls_expr)
-            if after is None:
-                continue  # super(<something unreadable>, self): cannot follow
-        args = tuple(
-            _passed(x.value, params, True)
-            if isinstance(x, ast.Starred)
-            else _passed(x, params, False)
-            for x in rest
-        )
-        keywords = tuple(
-            (
-                k.arg,
-                Passed("double_star", k.value.id if isinstance(k.value, ast.Name) else "")
-                if k.arg is None
-                else _passed(k.value, params, False),
-            )
-            for k in node.keywords
-        )
-        same = (how, method, after, args, keywords)
-        if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):
-            found.append(
-                Forward(how, method, after, args, keywords, node.lineno, (*dropped,), (*added,))
-            )
-    return tuple(found)
-
-
 # --- reading a checkout ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Module:
-    name: str
-    path: Path
-    is_package: bool
-    classes: dict[str, ast.ClassDef]
-    imports: dict[str, str]  # local name -> "module" (import) or "module:Name" (from-import)
-    assigns: dict[str, ast.expr]  # module-level NAME = value
 
 
 def _absolute(package: str, module: str | None, level: int) -> str:
@@ -288,17 +135,14 @@ def _absolute(package: str, module: str | None, level: int) -> str:
     return ".".join([*parts, *([module] if module else [])])
 
 
-_UNREADABLE = object()
-
-
-class CheckoutReader:
+class CheckoutReader(EnvFacts):
     """Reads classes, method signatures and class facts out of a source tree with ``ast``."""
 
     complete = True
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._modules: dict[str, _Module | None] = {}
+        self._modules: dict[str, ParsedModule | None] = {}
         self._mro: dict[str, list[str]] = {}
 
     def module_file(self, module: str) -> tuple[Path, bool] | None:
@@ -309,12 +153,16 @@ class CheckoutReader:
             return base / "__init__.py", True
         return None
 
-    def _module(self, module: str) -> _Module | None:
+    def parsed_modules(self) -> list[ParsedModule]:
+        """The modules read so far (what a skeleton of this checkout must hold)."""
+        return [m for m in self._modules.values() if m is not None]
+
+    def _module(self, module: str) -> ParsedModule | None:
         if module not in self._modules:
             self._modules[module] = self._parse(module)
         return self._modules[module]
 
-    def _parse(self, module: str) -> _Module | None:
+    def _parse(self, module: str) -> ParsedModule | None:
         found = self.module_file(module)
         if found is None:
             return None
@@ -324,7 +172,7 @@ class CheckoutReader:
         except (SyntaxError, UnicodeDecodeError):
             return None
         package = module if is_package else module.rpartition(".")[0]
-        parsed = _Module(module, path, is_package, {}, {}, {})
+        parsed = ParsedModule(module, path, is_package, {}, {}, {})
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 parsed.classes[node.name] = node
@@ -344,9 +192,16 @@ class CheckoutReader:
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         parsed.assigns[t.id] = node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if node.value is not None:
+                    parsed.assigns[node.target.id] = node.value
+            elif isinstance(node, ast.FunctionDef):
+                parsed.functions[node.name] = node
         return parsed
 
-    def resolve_class(self, target: str, depth: int = 0) -> tuple[_Module, ast.ClassDef] | None:
+    def resolve_class(
+        self, target: str, depth: int = 0
+    ) -> tuple[ParsedModule, ast.ClassDef] | None:
         """The class definition a ``module:Class`` name refers to, following re-exports."""
         module_name, _, cls = target.partition(":")
         module = self._module(module_name)
@@ -388,7 +243,7 @@ class CheckoutReader:
                     unresolved.append(ref)
         return list(dict.fromkeys(unresolved))
 
-    def _class_ref(self, module: _Module, expr: ast.expr) -> str | None:
+    def _class_ref(self, module: ParsedModule, expr: ast.expr) -> str | None:
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
             expr = expr.value
         if isinstance(expr, ast.Name):
@@ -429,8 +284,17 @@ class CheckoutReader:
             return None
         module, node = found
         owner = f"{module.name}:{node.name}"
+        # A class-level alias (`allocate_kv_cache = allocate_vllm_kv_cache`) is that method.
+        wanted = {method}
         for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
+            if (
+                isinstance(item, ast.Assign)
+                and isinstance(item.value, ast.Name)
+                and any(isinstance(t, ast.Name) and t.id == method for t in item.targets)
+            ):
+                wanted.add(item.value.id)
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in wanted:
                 decorators = {
                     d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
                     for d in item.decorator_list
@@ -438,10 +302,13 @@ class CheckoutReader:
                 sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
                 rel = module.path.relative_to(self.root)
 
-                def resolve(expr: ast.expr, module: _Module = module) -> str | None:
+                def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
                     ref = self._class_ref(module, expr)
                     return self.canonical(ref) if ref else None
 
+                kind = next(
+                    (k for k in ("classmethod", "staticmethod") if k in decorators), "method"
+                )
                 return FoundMethod(
                     owner,
                     method,
@@ -449,11 +316,74 @@ class CheckoutReader:
                     f"{rel}:{item.lineno}",
                     forwards_of(item, resolve),
                     _only_raises_not_implemented(item),
+                    body_of(item, resolve, kind=kind),
                 )
         return None
 
+    def has_attribute(self, target: str, name: str) -> bool:
+        """``name`` is set on the class or its instances somewhere along the MRO: a class-level
+        assignment, or ``self.name = ...`` / ``cls.name = ...`` in any method (so
+        ``self.name(...)`` may call it)."""
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            for item in found[1].body:
+                if isinstance(item, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in item.targets
+                ):
+                    return True
+                if (
+                    isinstance(item, ast.AnnAssign)
+                    and isinstance(item.target, ast.Name)
+                    and item.target.id == name
+                ):
+                    return True
+                if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(item):
+                    targets: list[ast.expr] = []
+                    if isinstance(node, ast.Assign):
+                        targets = list(node.targets)
+                    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                        targets = [node.target]
+                    for t in targets:
+                        for sub in ast.walk(t):
+                            if (
+                                isinstance(sub, ast.Attribute)
+                                and sub.attr == name
+                                and isinstance(sub.value, ast.Name)
+                                and sub.value.id in ("self", "cls")
+                            ):
+                                return True
+        return False
+
+    def foreign_bases(self, target: str) -> list[str]:
+        """Bases along the MRO from outside tt-metal that may define methods (not vLLM's
+        interface mixins, ``typing`` or ``abc``): a ``self.m(...)`` not found may be theirs."""
+        foreign: list[str] = []
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            for expr in node.bases:
+                ref = self._class_ref(module, expr)
+                if ref is None:
+                    if isinstance(expr, ast.Name) and expr.id in ("object",):
+                        continue
+                    if isinstance(expr, (ast.Name, ast.Attribute)):
+                        foreign.append(ast.unparse(expr))
+                    continue
+                if ref.startswith(TT_METAL_PACKAGE) or self.canonical(ref) is not None:
+                    continue
+                if ref.startswith(_INTERFACE_MODULES):
+                    continue
+                foreign.append(ref)
+        return list(dict.fromkeys(foreign))
+
     # --- class facts ---------------------------------------------------------------------------
-    def _value(self, module: _Module, expr: ast.expr, depth: int = 0) -> Any:
+    def _value(self, module: ParsedModule, expr: ast.expr, depth: int = 0) -> Any:
         """A literal, or a module-level constant (followed through imports)."""
         try:
             return ast.literal_eval(expr)
@@ -467,11 +397,11 @@ class CheckoutReader:
             other = self._module(source_name) if name else None
             if other is not None and name in other.assigns:
                 return self._value(other, other.assigns[name], depth + 1)
-        return _UNREADABLE
+        return UNREADABLE
 
-    def attribute(self, target: str, name: str) -> tuple[bool, Any]:
-        """(declared, value) of ``name`` as ``getattr(instance, name)`` finds it: an
-        ``self.name = ...`` in an ``__init__`` first, then class bodies along the MRO."""
+    def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None:
+        """Where ``getattr(instance, name)`` takes its value from: an ``self.name = ...`` in an
+        ``__init__`` first, then class bodies along the MRO (None: not declared)."""
         classes = [self.resolve_class(c) for c in self.mro(target)]
         for found in classes:
             if found is None:
@@ -487,7 +417,7 @@ class CheckoutReader:
                             and t.attr == name
                             for t in stmt.targets
                         ):
-                            return True, self._value(module, stmt.value)
+                            return module, stmt.value
         for found in classes:
             if found is None:
                 continue
@@ -496,31 +426,25 @@ class CheckoutReader:
                 if isinstance(item, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in item.targets
                 ):
-                    return True, self._value(module, item.value)
+                    return module, item.value
                 if (
                     isinstance(item, ast.AnnAssign)
                     and isinstance(item.target, ast.Name)
                     and item.target.id == name
                     and item.value is not None
                 ):
-                    return True, self._value(module, item.value)
-        return False, None
+                    return module, item.value
+        return None
 
-    def class_facts(self, target: str) -> ClassFacts:
-        unreadable: list[str] = []
-        declared, contract = self.attribute(target, "decode_input_update_contract")
-        if not declared or contract is None:
-            contract = 0  # the plugin's default (contract.decode_contract_version)
-        elif isinstance(contract, bool) or not isinstance(contract, int) or contract < 0:
-            unreadable.append("decode_input_update_contract")
-            contract = 0
-        declared, caps = self.attribute(target, "model_capabilities")
-        if not declared or caps is None:
-            caps = {}
-        elif not isinstance(caps, dict):
-            unreadable.append("model_capabilities")
-            caps = {}
-        return ClassFacts(contract, caps, tuple(unreadable))
+    def attribute(self, target: str, name: str) -> tuple[bool, Any]:
+        """(declared, value) of ``name`` as ``getattr(instance, name)`` finds it: an
+        ``self.name = ...`` in an ``__init__`` first, then class bodies along the MRO."""
+        found = self.attribute_expr(target, name)
+        if found is None:
+            return False, None
+        return True, self._value(*found)
+
+    # --- facts that depend on the environment ----------------------------------------------------
 
 
 # --- the fixture as a source ----------------------------------------------------------------------

@@ -2,11 +2,13 @@
 
 The wheel holds the ``vllm_tt_plugin`` and ``tt_conformance`` packages only. The import-only
 ttnn stub (``host_stubs/``), the bundled reference checkpoints (``fixtures/models/``) and the
-test fixtures (``fixtures/tt_metal/``) are repository files: code that defaults to one asks
-here, and outside a checkout gets a ``CheckoutFileError`` naming the file and the setting that
-replaces it, not a path computed from ``__file__`` that points into site-packages.
+tt-metal skeleton trees (``fixtures/tt_metal/skeletons/``) are repository files: code that
+defaults to one asks here, and outside a checkout gets a ``CheckoutFileError`` naming the file
+and the setting that replaces it, not a path computed from ``__file__`` that points into
+site-packages. (The tt-metal signature data the parity checker needs is package data:
+``contract/tt_metal_signatures.json``.)
 It also says which commit the plugin was built from (`source_commit`), for ``tt_plugin_info``.
-Standard library only (``tox -e contract-parity`` imports ``contract_signatures`` without vLLM).
+Standard library only (``tox -e contract-parity`` imports it without vLLM).
 """
 
 from __future__ import annotations

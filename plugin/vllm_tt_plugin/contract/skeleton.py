@@ -1,0 +1,442 @@
+"""Interface skeletons of a checkout: ``tox -e tt-metal-skeleton -- <TT_METAL_HOME> <out>``.
+
+For every class the built-in registry can target, the modules the parity checker reads (the
+target's module, every module along its MRO, re-exports, modules holding the constants its facts
+use) are written under ``<out>`` at the same paths as interface skeletons: imports, class lines,
+class attributes, ``def`` headers (defaults as ``...``, no annotations) and, in each body,
+flattened (no control flow), what the checker reads there: forwarding calls, calls of the
+instance's own methods, ``cls(...)`` constructions, reads of ``**kwargs``, ``hasattr(self, ...)``
+guards, instance attribute assignments, a ``NotImplementedError`` stub. A body with nothing of
+that is ``pass``. No other code is kept. Each file's header names the repository, the path and
+the commit (``--commit``, else ``git rev-parse HEAD`` of the checkout, else the commit a
+skeleton being re-skeletoned records), so a TT engineer refreshes
+``fixtures/tt_metal/skeletons/`` at a bump in one command and the checker reads the skeleton
+exactly as it reads the checkout. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
+from vllm_tt_plugin.contract.source import CheckoutReader
+from vllm_tt_plugin.contract.source_body import (
+    _callee,
+    _elided,
+    _handed_on,
+    _only_raises_not_implemented,
+    _passes_on,
+    _walk_body,
+    body_of,
+)
+from vllm_tt_plugin.utils.checkout import git_output
+
+# The attributes whose value the checker evaluates (kept whole when they are simple).
+FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
+_RECORDED = re.compile(r"tenstorrent/tt-metal (\S+\.py) @ ([0-9a-f]{40})")
+# Node types an expression may hold and still be written whole (what the checker evaluates:
+# literals, names, os.environ reads, comparisons, boolean logic, conversions).
+_SIMPLE = (
+    ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp,
+    ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Load, ast.boolop,
+    ast.cmpop, ast.unaryop, ast.keyword, ast.expr_context, ast.BinOp, ast.operator,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Written:
+    path: str  # relative to the output root
+    source: str  # repository path it describes
+    commit: str
+
+
+_CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
+          "rstrip", "casefold", "startswith", "endswith", "isdigit"}  # fmt: skip
+
+
+def _simple(expr: ast.expr) -> bool:
+    """Only what the checker evaluates (``source_env``): a call must be a conversion, an
+    environment read or a string method."""
+    for n in ast.walk(expr):
+        if not isinstance(n, _SIMPLE):
+            return False
+        if isinstance(n, ast.Call):
+            name = n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+            if name not in _CALLS:
+                return False
+    return True
+
+
+def _value(expr: ast.expr | None) -> str:
+    return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
+
+
+def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """``def name(params):`` with defaults as ``...`` and no annotations."""
+    a = fn.args
+    parts: list[str] = []
+    positional = [*a.posonlyargs, *a.args]
+    first_default = len(positional) - len(a.defaults)
+    for i, p in enumerate(positional):
+        parts.append(p.arg + ("=..." if i >= first_default else ""))
+        if a.posonlyargs and i == len(a.posonlyargs) - 1:
+            parts.append("/")
+    if a.vararg is not None:
+        parts.append(f"*{a.vararg.arg}")
+    elif a.kwonlyargs:
+        parts.append("*")
+    for p, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        parts.append(p.arg + ("=..." if default is not None else ""))
+    if a.kwarg is not None:
+        parts.append(f"**{a.kwarg.arg}")
+    prefix = "async def" if isinstance(fn, ast.AsyncFunctionDef) else "def"
+    return f"{prefix} {fn.name}({', '.join(parts)}):"
+
+
+def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
+    kept = []
+    for d in node.decorator_list:
+        name = d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
+        if name in ("classmethod", "staticmethod", "property", "abstractmethod"):
+            kept.append(f"@{ast.unparse(d)}")
+    return kept
+
+
+def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in fn.decorator_list}
+    return next((k for k in ("classmethod", "staticmethod") if k in names), "method")
+
+
+def _call_text(node: ast.Call, keep: set[str]) -> str:
+    """A kept call with the checker's view of its arguments: names of ``keep`` (the method's
+    parameters, ``self``/``cls``) and bound methods stay, starred pass-throughs stay, every
+    other argument is ``...``."""
+
+    def arg(x: ast.expr) -> str:
+        if isinstance(x, ast.Starred):
+            inner = x.value
+            return f"*{inner.id}" if isinstance(inner, ast.Name) else "*..."
+        if isinstance(x, ast.Name) and x.id in keep:
+            return x.id
+        if _callee(x) is not None:  # a bound method handed on
+            return ast.unparse(x)
+        return "..."
+
+    args = [arg(x) for x in node.args]
+    for k in node.keywords:
+        if k.arg is None:
+            value = k.value
+            args.append(f"**{value.id}" if isinstance(value, ast.Name) else "**...")
+        else:
+            v = k.value
+            args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
+    return f"{ast.unparse(node.func)}({', '.join(args)})"
+
+
+def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """What the checker reads from ``fn``'s body, one statement a line, in source order."""
+    if _elided(fn):
+        return ["..."]
+    if _only_raises_not_implemented(fn):
+        return ["raise NotImplementedError"]
+    a = fn.args
+    kind = _kind(fn)
+    firsts = [*a.posonlyargs, *a.args]
+    me = firsts[0].arg if firsts and kind != "staticmethod" else None
+    vararg = a.vararg.arg if a.vararg else None
+    kwarg = a.kwarg.arg if a.kwarg else None
+    params = {p.arg for p in (*firsts, *a.kwonlyargs)} | {n for n in (vararg, kwarg) if n}
+    nodes = sorted(
+        (n for n in _walk_body(fn, me) if hasattr(n, "lineno")),
+        key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
+    )
+    lines: list[tuple[int, str]] = []
+
+    def add(node: ast.AST, text: str) -> None:
+        lines.append((getattr(node, "lineno", 0), text))
+
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            func = node.func
+            forward = _passes_on(node, vararg, kwarg) and (
+                _callee(func, me) is not None or _handed_on(node) is not None
+            )
+            if forward:
+                add(node, "return " + _call_text(node, params))
+                continue
+            target = _callee(func, me)
+            if target is not None:
+                add(node, f"{ast.unparse(func)}(...)")
+                continue
+            if isinstance(func, ast.Name) and me is not None:
+                if func.id == me and kind == "classmethod":
+                    add(node, _call_text(node, set()))
+                    continue
+                if (
+                    func.id == "hasattr"
+                    and len(node.args) == 2
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id == me
+                    and isinstance(node.args[1], ast.Constant)
+                ):
+                    add(node, ast.unparse(node))
+                    continue
+            if (
+                isinstance(func, ast.Call)
+                and isinstance(func.func, ast.Name)
+                and func.func.id == "type"
+                and me is not None
+            ):
+                add(node, _call_text(node, set()))
+                continue
+            if (
+                kwarg is not None
+                and isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == kwarg
+                and func.attr in ("get", "pop", "setdefault")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                add(node, f"{kwarg}.{func.attr}({node.args[0].value!r})")
+        elif (
+            kwarg is not None
+            and isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == kwarg
+            and isinstance(node.slice, ast.Constant)
+        ):
+            key = repr(node.slice.value)
+            if isinstance(node.ctx, ast.Load):
+                add(node, f"{kwarg}[{key}]")
+            elif isinstance(node.ctx, ast.Del):
+                add(node, f"del {kwarg}[{key}]")
+            else:
+                add(node, f"{kwarg}[{key}] = ...")
+        elif (
+            kwarg is not None
+            and isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(node.comparators[0], ast.Name)
+            and node.comparators[0].id == kwarg
+            and isinstance(node.left, ast.Constant)
+        ):
+            add(node, f"{node.left.value!r} in {kwarg}")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if (
+                        isinstance(sub, ast.Attribute)
+                        and isinstance(sub.value, ast.Name)
+                        and sub.value.id == me
+                    ):
+                        value = node.value if sub.attr in FACT_ATTRIBUTES else None
+                        add(node, f"{me}.{sub.attr} = {_value(value)}")
+    if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
+        # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
+        first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
+        add(first, f"{kwarg}.copy()")
+    out = [text for _, text in sorted(lines, key=lambda x: x[0])]
+    return list(dict.fromkeys(out)) or ["pass"]
+
+
+def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str) -> list[str]:
+    out = [f"{indent}{d}" for d in _decorators(fn)]
+    out.append(f"{indent}{_header(fn)}")
+    out += [f"{indent}    {line}" for line in body_lines(fn)]
+    return out
+
+
+def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A module-level function: whole when the checker can evaluate it (an argument-less
+    builder of a capability dict from the environment), else its header."""
+    simple = (
+        not fn.args.args
+        and not fn.args.kwonlyargs
+        and fn.args.vararg is None
+        and fn.args.kwarg is None
+        and all(_simple_statement(s) for s in fn.body)
+    )
+    if simple:
+        body = [s for s in fn.body if not _docstring(s)]
+        return [
+            f"def {fn.name}():",
+            *("    " + ln for s in body for ln in ast.unparse(s).split("\n")),
+        ]
+    return [f"{_header(fn)} ..."]
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _simple_statement(stmt: ast.stmt) -> bool:
+    if _docstring(stmt):
+        return True
+    if isinstance(stmt, ast.Assign):
+        return all(isinstance(t, ast.Name) for t in stmt.targets) and _simple(stmt.value)
+    if isinstance(stmt, ast.Return):
+        return stmt.value is None or _simple(stmt.value)
+    if isinstance(stmt, ast.If):
+        return _simple(stmt.test) and all(map(_simple_statement, [*stmt.body, *stmt.orelse]))
+    return False
+
+
+def _class(node: ast.ClassDef) -> list[str]:
+    bases = [ast.unparse(b) for b in node.bases]
+    bases += [ast.unparse(k) for k in node.keywords]
+    out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
+    body: list[str] = []
+    for item in node.body:
+        if isinstance(item, ast.Assign):
+            names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
+            if names:
+                value = item.value if _simple(item.value) else None
+                body.append(f"    {' = '.join(names)} = {_value(value)}")
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            body.append(f"    {item.target.id} = {_value(item.value)}")
+        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if body:
+                body.append("")
+            body += _function(item, "    ")
+        elif isinstance(item, ast.ClassDef):
+            if body:
+                body.append("")
+            body += ["    " + line if line else "" for line in _class(item)]
+    return out + (body or ["    pass"])
+
+
+def skeleton_text(source: str, path: str, commit: str) -> str:
+    """The skeleton of one module (``source``), recording ``path @ commit``."""
+    tree = ast.parse(source)
+    lines = [
+        "# Interface skeleton written by `python -m vllm_tt_plugin.contract.skeleton` (not the",
+        "# file): imports, class lines, class attributes, def headers and, in each body,",
+        "# flattened, the calls of the instance's own methods, cls(...), the reads of **kwargs",
+        "# and the forwarding calls of",
+        f"# {UPSTREAM} {path} @ {commit}",
+        f"# https://github.com/{UPSTREAM}/blob/{commit}/{path}",
+    ]
+    imports: list[str] = []
+    rest: list[list[str]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(ast.unparse(node))
+        elif isinstance(node, ast.Assign):
+            names = [ast.unparse(t) for t in node.targets if isinstance(t, ast.Name)]
+            if names:
+                rest.append([f"{' = '.join(names)} = {_value(node.value)}"])
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if node.value is not None:
+                rest.append([f"{node.target.id} = {_value(node.value)}"])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            rest.append(_module_function(node))
+        elif isinstance(node, ast.ClassDef):
+            rest.append(_class(node))
+    if imports:
+        lines += ["", *imports]
+    for block in rest:
+        lines += ["", "", *block] if len(block) > 1 else ["", *block]
+    text = "\n".join(lines) + "\n"
+    ast.parse(text)  # a skeleton is Python the checker reads
+    return text
+
+
+def recorded_provenance(source: str) -> tuple[str, str] | None:
+    """(path, commit) a skeleton's header records (re-skeletoning keeps it)."""
+    for line in source.splitlines()[:12]:
+        m = _RECORDED.search(line)
+        if m:
+            return m.group(1), m.group(2)
+    return None
+
+
+def read_modules(root: Path, targets: Iterable[str]) -> list[Path]:
+    """The module files the parity checker reads for ``targets`` (parsed by a run of it)."""
+    from vllm_tt_plugin.contract.parity import check
+
+    names = list(targets)
+    profiles = profiles_from_mapping({"profiles": {t: {"family": t} for t in names}})
+    reader = CheckoutReader(root)
+    check(reader, profiles, {t: () for t in names})
+    files = {m.path for m in reader.parsed_modules()}
+    return sorted(files)
+
+
+def _checkout_head(root: Path) -> str:
+    """``git rev-parse HEAD`` when ``root`` is itself the top of a git checkout ("" otherwise:
+    a tree inside another repository must not record that repository's commit)."""
+    top = git_output(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != root.resolve():
+        return ""
+    return git_output(root, "rev-parse", "HEAD") or ""
+
+
+def write_skeletons(
+    root: Path, out: Path, targets: Iterable[str], commit: str | None = None
+) -> list[Written]:
+    """Write the skeleton of every module the checker reads for ``targets`` under ``out``."""
+    head = commit or _checkout_head(root)
+    written: list[Written] = []
+    for path in read_modules(root, targets):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        recorded = recorded_provenance(text)
+        source_path, source_commit = recorded if recorded and not commit else (rel, head)
+        if not re.fullmatch(r"[0-9a-f]{40}", source_commit):
+            raise FixtureError(
+                f"{rel}: no commit to record (pass --commit SHA, or run on a git checkout)"
+            )
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(skeleton_text(text, source_path, source_commit))
+        written.append(Written(rel, source_path, source_commit))
+    return written
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    from vllm_tt_plugin.contract.parity import registry_targets
+
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_tt_plugin.contract.skeleton", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("tt_metal_home", type=Path, help="a tt-metal checkout (TT_METAL_HOME)")
+    parser.add_argument("out", type=Path, help="where the skeleton tree is written")
+    parser.add_argument("--commit", help="the commit to record (default: git rev-parse HEAD)")
+    parser.add_argument("--arch", action="append", default=[], help="only these architectures")
+    args = parser.parse_args(argv)
+    root: Path = args.tt_metal_home
+    if not (root / "models").is_dir():
+        print(f"tt-metal-skeleton: {root} is not a tt-metal checkout (no models/)", file=sys.stderr)
+        return 2
+    if args.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", args.commit):
+        print(
+            f"tt-metal-skeleton: --commit {args.commit!r} is not a 40-hex commit", file=sys.stderr
+        )
+        return 2
+    try:
+        targets = registry_targets(args.arch)
+        written = write_skeletons(root, args.out, targets, args.commit)
+    except FixtureError as exc:
+        print(f"tt-metal-skeleton: {exc}", file=sys.stderr)
+        return 2
+    for w in written:
+        print(f"{w.path}  ({w.source} @ {w.commit[:12]})")
+    print(f"tt-metal-skeleton: {len(written)} module(s) for {len(targets)} target(s) in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
