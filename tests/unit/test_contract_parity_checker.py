@@ -647,3 +647,26 @@ def test_a_call_a_base_from_outside_tt_metal_may_define_is_unresolved_not_missin
     )
     found = run(tree(tmp_path / "b", adapter=mixin))["decode_forward"]
     assert found.status == "missing", found
+
+
+# --- issue #45, second red team: false binds and false alarms --------------------------------
+
+
+def test_a_module_that_does_not_parse_or_decode_fails_naming_file_and_line(
+    tmp_path: Path,
+) -> None:
+    # The adapter module does not parse: it used to vanish as "no_class" (exit 0).
+    broken = run(tree(tmp_path / "a", adapter=ADAPTER + "\ndef oops(:\n"))
+    found = broken["(source)"]
+    assert found.status == "unreadable" and found in failures([found]), found
+    assert "models/demo/tt/generator_vllm.py:" in found.detail and "does not parse" in found.detail
+    # An invalid byte in a comment of the base: ast.parse(bytes) accepts it, the import does not.
+    root = tree(tmp_path / "b")
+    base = root / "models/demo/tt/generator.py"
+    base.write_bytes(base.read_bytes() + b"\n# caf\xe9\n")
+    found = run(root)["(source)"]
+    assert found.status == "unreadable" and "generator.py:" in found.detail, found
+    assert "does not decode" in found.detail
+    # ... but a PEP 263 coding line makes the same byte valid Python.
+    base.write_bytes(b"# -*- coding: latin-1 -*-\n" + base.read_bytes())
+    assert failures(list(run(root).values())) == []

@@ -102,13 +102,14 @@ Status = Literal[
     "no_class",
     "unprofiled",
     "dropped",
+    "unreadable",
 ]
 FAILING: frozenset[str] = frozenset(
-    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped"}
+    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped", "unreadable"}
 )
 # Worst first: the status a method gets when its variants (environment values) disagree.
 SEVERITY: tuple[str, ...] = (
-    "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
+    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
     "facts", "absent", "unlisted", "no_class", "ok",
 )  # fmt: skip
 FACTS = "(class facts)"  # the method column of a "facts" finding
@@ -423,8 +424,13 @@ def check_target(
     """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
     value of the facts the class's declarations can take)."""
     target = profile.target
+    begin: Callable[[], None] = getattr(source, "begin_target", lambda: None)
+    begin()
     if not source.has_class(target):
-        return [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
+        unreadable = _unreadable(source, target, archs)
+        return unreadable or [
+            Finding(target, archs, "*", "no_class", "module or class not in this checkout")
+        ]
     variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
         source, "class_fact_variants", None
     )
@@ -445,7 +451,13 @@ def check_target(
         detail = f"{' and '.join(read)}: every call checked for each variant: {labels}"
         findings.insert(0, Finding(target, archs, FACTS, "facts", detail))
     unresolved = source.unresolved_bases(target)
-    return [_unresolved(f, unresolved) for f in findings]
+    return _unreadable(source, target, archs) + [_unresolved(f, unresolved) for f in findings]
+
+
+def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
+    """A module on the target's path that does not parse: the adapter would not import."""
+    touched: Callable[[], list[str]] = getattr(source, "unreadable_touched", lambda: [])
+    return [Finding(target, archs, "(source)", "unreadable", d) for d in touched()]
 
 
 def _merge_variants(

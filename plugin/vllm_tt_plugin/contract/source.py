@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
+import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +146,17 @@ class CheckoutReader(EnvFacts):
         self.root = root
         self._modules: dict[str, ParsedModule | None] = {}
         self._mro: dict[str, list[str]] = {}
+        # Modules whose file is there but does not parse / decode: module -> "file:line: error".
+        # Such a module must fail the check, never vanish into "no_class" or a skipped base.
+        self.unreadable: dict[str, str] = {}
+        self._touched: set[str] = set()  # modules looked up since ``begin_target``
+
+    def begin_target(self) -> None:
+        self._touched = set()
+
+    def unreadable_touched(self) -> list[str]:
+        """The parse errors of the modules looked up since ``begin_target``."""
+        return [self.unreadable[m] for m in sorted(self._touched) if m in self.unreadable]
 
     def module_file(self, module: str) -> tuple[Path, bool] | None:
         base = self.root.joinpath(*module.split("."))
@@ -158,6 +171,7 @@ class CheckoutReader(EnvFacts):
         return [m for m in self._modules.values() if m is not None]
 
     def _module(self, module: str) -> ParsedModule | None:
+        self._touched.add(module)
         if module not in self._modules:
             self._modules[module] = self._parse(module)
         return self._modules[module]
@@ -167,9 +181,27 @@ class CheckoutReader(EnvFacts):
         if found is None:
             return None
         path, is_package = found
+        rel = path.relative_to(self.root)
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError):
+            data = path.read_bytes()
+        except OSError as exc:
+            self.unreadable[module] = f"{rel}: cannot be read: {exc}"
+            return None
+        try:
+            # Decoded as the import decodes it (a PEP 263 coding line, a BOM, else UTF-8), and
+            # strictly: ast.parse(bytes) lets an invalid byte in a comment through, import does not.
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            text = data.decode(encoding)
+        except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+            line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
+            self.unreadable[module] = f"{rel}:{line}: does not decode: {exc} (the import fails)"
+            return None
+        try:
+            tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None) or 1
+            msg = getattr(exc, "msg", None) or str(exc)
+            self.unreadable[module] = f"{rel}:{line}: does not parse: {msg} (the import fails)"
             return None
         package = module if is_package else module.rpartition(".")[0]
         parsed = ParsedModule(module, path, is_package, {}, {}, {})
