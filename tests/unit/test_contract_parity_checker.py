@@ -390,6 +390,14 @@ def test_a_bound_method_handed_to_a_helper_binds_without_the_helpers_own_argumen
          "        )\n\n"
          "    def allocate_kv_cache("),
     )  # fmt: skip
+    # The helper's body is read: it hands the method exactly *args / **kwargs.
+    buckets = tmp_path / "models/demo/tt/buckets.py"
+    buckets.parent.mkdir(parents=True)
+    buckets.write_text(
+        "def warmup_decode_buckets(model, warmup, *args, **kwargs):\n"
+        "    for _ in model.buckets:\n"
+        "        warmup(*args, **kwargs)\n"
+    )
     found = run(tree(tmp_path, adapter=adapter))["warmup_model_decode"]
     assert found.status == "drift", found  # binds: Generator.warmup_model_decode was reached
     assert "given positionally and by name" not in found.detail
@@ -670,3 +678,90 @@ def test_a_module_that_does_not_parse_or_decode_fails_naming_file_and_line(
     # ... but a PEP 263 coding line makes the same byte valid Python.
     base.write_bytes(b"# -*- coding: latin-1 -*-\n" + base.read_bytes())
     assert failures(list(run(root).values())) == []
+
+
+DECODE = (
+    "    def decode_forward(self, *args, **kwargs):\n"
+    "        return super().decode_forward(*args, **kwargs)"
+)
+
+
+def decode_as(tmp_path: Path, body: str, head: str = "", generator: str = GENERATOR) -> Finding:
+    """The adapter's decode_forward replaced by ``body`` (``head``: module-level code)."""
+    cls = "\n\nclass DemoForCausalLM"
+    adapter = edit(ADAPTER, (DECODE, body), (cls, f"\n{head}{cls}"))
+    return run(tree(tmp_path, generator=generator, adapter=adapter))["decode_forward"]
+
+
+def test_an_explicit_base_call_with_self_is_a_forward(tmp_path: Path) -> None:
+    # `Generator.decode_forward(self, *args, **kwargs)` is looked up on Generator's MRO.
+    generator = edit(GENERATOR, ("enable_trace=True,\n        read_from", "\n        read_from"))
+    body = (
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return Generator.decode_forward(self, *args, **kwargs)"
+    )
+    found = decode_as(tmp_path / "a", body, generator=generator)
+    assert found.status == "broken" and "unexpected argument 'enable_trace'" in found.detail, found
+    assert decode_as(tmp_path / "b", body).status == "drift"  # binds to the unchanged base
+
+
+def test_arguments_a_forward_adds_meet_what_the_plugin_sends(tmp_path: Path) -> None:
+    # A keyword given by name and in **kwargs: Python's "got multiple values" TypeError.
+    found = decode_as(
+        tmp_path / "a",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return super().decode_forward(*args, enable_trace=False, **kwargs)",
+    )
+    assert found.status == "broken" and "'enable_trace' twice" in found.detail, found
+    # functools.partial(super().m, None)(*args, **kwargs): the None goes first.
+    found = decode_as(
+        tmp_path / "b",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return functools.partial(super().decode_forward, None)(*args, **kwargs)",
+        head="import functools",
+    )
+    assert found.status == "broken" and "given positionally and by name" in found.detail, found
+    # A checkout helper handed super().m: its body is read, and adds a None.
+    helper = "def run_bucketed(fn, *args, **kwargs):\n    return fn(None, *args, **kwargs)\n"
+    handed = (
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return run_bucketed(super().decode_forward, *args, **kwargs)"
+    )
+    found = decode_as(tmp_path / "c", handed, head=helper)
+    assert found.status == "broken" and "given positionally and by name" in found.detail, found
+    # ... a helper the checker cannot read is unresolved, never ok.
+    found = decode_as(tmp_path / "d", handed, head="from elsewhere import run_bucketed")
+    assert found.status == "unresolved" and "run_bucketed is not read" in found.detail, found
+
+
+def test_calls_written_other_ways_are_followed_or_unresolved(tmp_path: Path) -> None:
+    # getattr(super(), "literal")(...) is super().literal(...).
+    found = decode_as(
+        tmp_path / "a",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        '        return getattr(super(), "decode_forward_text")(*args, **kwargs)',
+    )
+    assert found.status == "missing" and "decode_forward_text" in found.detail, found
+    # A local bound to a method, then called.
+    found = decode_as(
+        tmp_path / "b",
+        DECODE.replace("return super()", "out = super()")
+        + "\n        sampler = self.sample_decode_on_device\n        return sampler(out)",
+    )
+    assert found.status == "missing" and "sample_decode_on_device" in found.detail, found
+    # The instance handed to a module function: its calls on it are not seen.
+    found = decode_as(
+        tmp_path / "c",
+        DECODE.replace("return super()", "out = super()") + "\n        return _finish(self, out)",
+        head="def _finish(model, out):\n    return model.sample_decode_on_device(out)\n",
+    )
+    assert found.status == "unresolved" and "hands self to _finish" in found.detail, found
+    # A decorator may change the signature Python calls.
+    found = decode_as(tmp_path / "d", "    @_trace\n" + DECODE, head="def _trace(fn): ...\n")
+    assert found.status == "unresolved" and "decorated with @_trace" in found.detail, found
+    # A duplicate def: Python keeps the last.
+    found = decode_as(
+        tmp_path / "e",
+        DECODE + "\n\n    def decode_forward(self, tokens, page_table, kv_cache):\n        pass",
+    )
+    assert found.status == "broken" and "unexpected argument 'start_pos'" in found.detail, found

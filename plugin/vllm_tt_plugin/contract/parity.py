@@ -66,12 +66,14 @@ from vllm_tt_plugin.contract.signatures import (
 from vllm_tt_plugin.contract.source import (
     CheckoutReader,
     ClassFacts,
+    DuplicateKeyword,
     FixtureSource,
     FoundMethod,
     SignatureSource,
     class_label,
     describe_chain,
     find_method,
+    lookup,
     pass_on,
 )
 from vllm_tt_plugin.launch import envs
@@ -109,8 +111,8 @@ FAILING: frozenset[str] = frozenset(
 )
 # Worst first: the status a method gets when its variants (environment values) disagree.
 SEVERITY: tuple[str, ...] = (
-    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
-    "facts", "absent", "unlisted", "no_class", "ok",
+    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known",
+    "drift", "facts", "absent", "unlisted", "no_class", "ok",
 )  # fmt: skip
 FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
@@ -207,6 +209,9 @@ def _walk(
     out: _Walk,
 ) -> None:
     path = [*path, link]
+    if link.unresolved:
+        out.unresolved.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
+        return
     if link.abstract:
         out.abstract.append(
             f"{describe_chain(path)} only raises NotImplementedError [{link.where}]"
@@ -222,19 +227,33 @@ def _walk(
     _check_kwargs(link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
-        after = (fwd.after or link.owner) if fwd.how == "super" else None
-        nxt = find_method(source, target, fwd.method, after=after)
+        if fwd.unresolved:
+            out.unresolved.append(
+                f"{describe_chain(path)} hands {fwd.describe()} on: {fwd.unresolved} "
+                f"[{link.where.rpartition(':')[0]}:{fwd.line}]"
+            )
+            continue
+        after = (fwd.after or link.owner) if fwd.how == "super" else fwd.after
+        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None:
-            start = f"after {class_label(after)} " if after else ""
+            start = f"after {class_label(after)} " if after and fwd.how == "super" else ""
+            mro = class_label(after) if fwd.how == "class" and after else class_label(target)
             out.missing.append(
                 f"{describe_chain(path)} forwards to {fwd.describe()}, which no class "
-                f"{start}in the MRO of {class_label(target)} defines [{link.where}]"
+                f"{start}in the MRO of {mro} defines [{link.where}]"
             )
             continue
         if any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             continue  # a recursive hand-off: already bound on this path
         followed = True
-        next_args, next_kwargs = pass_on(link.signature, bound, fwd)
+        try:
+            next_args, next_kwargs = pass_on(link.signature, bound, fwd)
+        except DuplicateKeyword as exc:
+            out.errors.append(
+                f"{variant} call: {fwd.describe()} is given {exc.args[0]!r} twice (by name and "
+                f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
+            )
+            continue
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out)
     if not followed:
         out.paths.append(path)
@@ -293,8 +312,7 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
     path = [found]
     while path[-1].forwards and len(path) < _MAX_LINKS:
         link, fwd = path[-1], path[-1].forwards[0]
-        after = (fwd.after or link.owner) if fwd.how == "super" else None
-        nxt = find_method(source, target, fwd.method, after=after)
+        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None or any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             break
         path.append(nxt)
@@ -325,20 +343,23 @@ def _reach(
         body = method.body
         if body is None:
             continue
-        nexts: list[tuple[str, str | None]] = [
-            (f.method, (f.after or method.owner) if f.how == "super" else None)
-            for f in method.forwards
+        nexts: list[FoundMethod | None] = [
+            lookup(source, target, f.how, f.method, f.after, method.owner) for f in method.forwards
         ]
+        for line, why in body.unresolved:
+            out.unresolved.append(
+                f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{line}]"
+            )
         for call in body.calls:
             if call.how == "self" and call.method in body.guarded:
                 continue
-            after = (call.after or method.owner) if call.how == "super" else None
-            nxt = find_method(source, target, call.method, after=after)
+            after = (call.after or method.owner) if call.how == "super" else call.after
+            nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
                     continue  # an attribute holding a callable
                 others = foreign(target)
-                where = f"after {class_label(after)} " if after else ""
+                where = f"after {class_label(after)} " if after and call.how == "super" else ""
                 line = (
                     f"{describe_chain(chain)} calls {call.describe()}, which no class {where}in "
                     f"the MRO of {class_label(target)} defines"
@@ -352,11 +373,10 @@ def _reach(
                 else:
                     out.missing.append(f"{line} {at}")
                 continue
-            nexts.append((nxt.name, after))
+            nexts.append(nxt)
         for construct in body.constructs:
             _construct(source, target, family, method, chain, construct, out)
-        for name, after in nexts:
-            nxt = find_method(source, target, name, after=after)
+        for nxt in nexts:
             if nxt is None or (nxt.owner, nxt.name) in seen:
                 continue
             seen.add((nxt.owner, nxt.name))

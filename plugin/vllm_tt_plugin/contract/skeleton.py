@@ -29,8 +29,10 @@ from vllm_tt_plugin.contract.source import CheckoutReader
 from vllm_tt_plugin.contract.source_body import (
     _callee,
     _elided,
+    _explicit,
     _handed_on,
     _only_raises_not_implemented,
+    _partial,
     _passes_on,
     _walk_body,
     body_of,
@@ -103,9 +105,14 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
     kept = []
     for d in node.decorator_list:
         name = d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-        if name in ("classmethod", "staticmethod", "property", "abstractmethod"):
+        # A function's every decorator: the checker cannot follow one that may change the
+        # signature (unresolved), and a skeleton must read as its checkout.
+        if not isinstance(node, ast.ClassDef) or name in _CLASS_DECORATORS:
             kept.append(f"@{ast.unparse(d)}")
     return kept
+
+
+_CLASS_DECORATORS = ("classmethod", "staticmethod", "property", "abstractmethod")
 
 
 def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -165,7 +172,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         if isinstance(node, ast.Call):
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
-                _callee(func, me) is not None or _handed_on(node) is not None
+                _callee(func, me) is not None
+                or _handed_on(node) is not None
+                or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
+                or _partial(func) is not None
             )
             if forward:
                 add(node, "return " + _call_text(node, params))
@@ -271,6 +281,19 @@ def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             f"def {fn.name}():",
             *("    " + ln for s in body for ln in ast.unparse(s).split("\n")),
         ]
+    # A helper handed a bound method: the call that hands the method its arguments is kept
+    # (the checker reads what it adds).
+    a = fn.args
+    vararg, kwarg = (a.vararg.arg if a.vararg else None), (a.kwarg.arg if a.kwarg else None)
+    params = {p.arg for p in (*a.posonlyargs, *a.args)}
+    hands = [
+        n for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params
+        and _passes_on(n, vararg, kwarg)
+    ]  # fmt: skip
+    if hands:
+        keep = params | {n for n in (vararg, kwarg) if n}
+        return [_header(fn), *dict.fromkeys(f"    {_call_text(c, keep)}" for c in hands)]
     return [f"{_header(fn)} ..."]
 
 

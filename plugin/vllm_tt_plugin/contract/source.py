@@ -36,6 +36,7 @@ __all__ = [
     "CheckoutReader",
     "ClassFacts",
     "Construct",
+    "DuplicateKeyword",
     "FixtureSource",
     "Forward",
     "FoundMethod",
@@ -44,6 +45,7 @@ __all__ = [
     "SignatureSource",
     "find_method",
     "forwards_of",
+    "lookup",
     "pass_on",
 ]
 
@@ -51,6 +53,8 @@ _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 # Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
+# Decorators that leave the method's signature as written (drop_first handles staticmethod).
+_PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class FoundMethod:
     forwards: tuple[Forward, ...] = ()
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
+    unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
 
     @property
     def delegates_to(self) -> str | None:
@@ -316,41 +321,92 @@ class CheckoutReader(EnvFacts):
             return None
         module, node = found
         owner = f"{module.name}:{node.name}"
-        # A class-level alias (`allocate_kv_cache = allocate_vllm_kv_cache`) is that method.
-        wanted = {method}
-        for item in node.body:
-            if (
-                isinstance(item, ast.Assign)
-                and isinstance(item.value, ast.Name)
-                and any(isinstance(t, ast.Name) and t.id == method for t in item.targets)
+        # The class body's last binding of the name is the attribute (a later duplicate def
+        # or a class-level alias `allocate_kv_cache = allocate_vllm_kv_cache` replaces it).
+        defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        item: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs[stmt.name] = stmt
+                if stmt.name == method:
+                    item = stmt
+            elif isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == method for t in stmt.targets
             ):
-                wanted.add(item.value.id)
-        for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in wanted:
-                decorators = {
-                    d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-                    for d in item.decorator_list
-                }
-                sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
-                rel = module.path.relative_to(self.root)
+                value = stmt.value
+                item = defs.get(value.id) if isinstance(value, ast.Name) else None
+        if item is None:
+            return None
+        decorators = {
+            d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in item.decorator_list
+        }
+        sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
+        rel = module.path.relative_to(self.root)
 
-                def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
-                    ref = self._class_ref(module, expr)
-                    return self.canonical(ref) if ref else None
+        def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
+            ref = self._class_ref(module, expr)
+            return self.canonical(ref) if ref else None
 
-                kind = next(
-                    (k for k in ("classmethod", "staticmethod") if k in decorators), "method"
-                )
-                return FoundMethod(
-                    owner,
-                    method,
-                    sig,
-                    f"{rel}:{item.lineno}",
-                    forwards_of(item, resolve),
-                    _only_raises_not_implemented(item),
-                    body_of(item, resolve, kind=kind),
-                )
+        def function(
+            expr: ast.expr, module: ParsedModule = module
+        ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+            """A helper's def, and how many of its parameters come before the call's first
+            argument (1 for a method called on ``self``: the instance)."""
+            if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+                if expr.value.id == "self":
+                    found = self._def_of(owner, expr.attr)
+                    return (found, 1) if found is not None else None
+                return None
+            fn = self.module_function(module, expr)
+            return (fn, 0) if fn is not None else None
+
+        kind = next((k for k in ("classmethod", "staticmethod") if k in decorators), "method")
+        others = [
+            ast.unparse(d) for d in item.decorator_list
+            if not (isinstance(d, (ast.Name, ast.Attribute))
+                    and (d.id if isinstance(d, ast.Name) else d.attr) in _PLAIN_DECORATORS)
+        ]  # fmt: skip
+        unresolved = (
+            f"decorated with @{', @'.join(others)}: the signature Python calls may differ"
+            if others
+            else ""
+        )
+        return FoundMethod(
+            owner,
+            method,
+            sig,
+            f"{rel}:{item.lineno}",
+            forwards_of(item, resolve, function),
+            _only_raises_not_implemented(item),
+            body_of(item, resolve, kind=kind),
+            unresolved,
+        )
+
+    def _def_of(self, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The last ``def name`` in the first class along ``cls``'s MRO that has one."""
+        for c in self.mro(cls):
+            found = self.resolve_class(c)
+            defs = [
+                d for d in (found[1].body if found else [])
+                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name
+            ]  # fmt: skip
+            if defs:
+                return defs[-1]
         return None
+
+    def module_function(
+        self, module: ParsedModule, expr: ast.expr, depth: int = 0
+    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The module-level def a name refers to (followed through from-imports)."""
+        if not isinstance(expr, ast.Name) or depth > _MAX_DEPTH:
+            return None
+        if expr.id in module.functions:
+            return module.functions[expr.id]
+        source_name, _, name = module.imports.get(expr.id, "").partition(":")
+        other = self._module(source_name) if name else None
+        if other is None:
+            return None
+        return self.module_function(other, ast.Name(name, ast.Load()), depth + 1)
 
     def has_attribute(self, target: str, name: str) -> bool:
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level
@@ -534,11 +590,28 @@ def _delegation(sig: inspect.Signature, method: str) -> Forward:
     return Forward("super", method, None, tuple(args), tuple(keywords), 0)
 
 
+class DuplicateKeyword(ValueError):
+    """A forward names a keyword its ``**kwargs`` also carries: Python's TypeError."""
+
+
+def lookup(
+    source: SignatureSource, target: str, how: str, method: str, after: str | None, owner: str
+) -> FoundMethod | None:
+    """The method a forward or call reaches: ``Base.m`` on Base's own MRO, ``super()`` after
+    the defining class (or after C), ``self.m`` on the served class's MRO."""
+    if how == "class":
+        return find_method(source, after, method) if after else None
+    if how == "super":
+        return find_method(source, target, method, after=after or owner)
+    return find_method(source, target, method)
+
+
 def pass_on(
     sig: inspect.Signature, bound: inspect.BoundArguments, fwd: Forward
 ) -> tuple[list[Any], dict[str, Any]]:
     """The arguments ``fwd`` hands to the next method, given how the current one bound: only
-    what reaches it (a parameter the current method consumed does not)."""
+    what reaches it (a parameter the current method consumed does not). Raises
+    ``DuplicateKeyword`` where the call names a keyword its ``**mapping`` also holds."""
     kinds = inspect.Parameter
     var_pos = next((p.name for p in sig.parameters.values() if p.kind is kinds.VAR_POSITIONAL), "")
     var_kw = next((p.name for p in sig.parameters.values() if p.kind is kinds.VAR_KEYWORD), "")
@@ -553,10 +626,18 @@ def pass_on(
         if key is None:
             if passed.name == var_kw:
                 extra: Mapping[str, Any] = bound.arguments.get(var_kw, {})
-                kwargs.update({k: v for k, v in extra.items() if k not in fwd.dropped})
-                kwargs.update({k: k for k in fwd.added})
+                more = {k: v for k, v in extra.items() if k not in fwd.dropped}
+                more.update({k: k for k in fwd.added})
+                twice = sorted(set(more) & set(kwargs))
+                if twice:
+                    raise DuplicateKeyword(twice[0])
+                kwargs.update(more)
+        elif key in kwargs:
+            raise DuplicateKeyword(key)
         else:
             kwargs[key] = bound.arguments.get(passed.name, key)
+    for key in fwd.defaults:  # functools.partial's keywords: the call's own win
+        kwargs.setdefault(key, key)
     return args, kwargs
 
 
