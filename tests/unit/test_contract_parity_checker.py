@@ -765,3 +765,24 @@ def test_calls_written_other_ways_are_followed_or_unresolved(tmp_path: Path) -> 
         DECODE + "\n\n    def decode_forward(self, tokens, page_table, kv_cache):\n        pass",
     )
     assert found.status == "broken" and "unexpected argument 'start_pos'" in found.detail, found
+
+
+def test_content_popped_or_deleted_without_use_is_dropped(tmp_path: Path) -> None:
+    pop = DECODE.replace(
+        "        return", '        kwargs.pop("sampling_params", None)\n        return'
+    )
+    found = decode_as(tmp_path / "a", pop)
+    assert found.status == "dropped" and "removes 'sampling_params'" in found.detail, found
+    # An unconditional del of a keyword the plugin does not always send: a KeyError.
+    delete = DECODE.replace(
+        "        return", '        del kwargs["sampling_params"]\n        return'
+    )
+    found = decode_as(tmp_path / "b", delete)
+    assert found.status == "broken" and "kwargs['sampling_params']" in found.detail, found
+    # A popped value that is used is read.
+    used = DECODE.replace(
+        "super().decode_forward(*args, **kwargs)",
+        'super().decode_forward(*args, sampling_params=kwargs.pop("sampling_params", None), '
+        "**kwargs)",
+    )
+    assert decode_as(tmp_path / "c", used).status == "drift"

@@ -246,3 +246,23 @@ def test_a_skeleton_keeps_explicit_base_forwards_helpers_and_decorators(tmp_path
     assert statuses["allocate_kv_cache"] == "unresolved"
     text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
     assert "return Generator.decode_forward(self, *args, **kwargs)" in text
+
+
+def test_a_skeleton_keeps_how_a_key_leaves_kwargs(tmp_path: Path) -> None:
+    # A used pop is a read, a bare pop / del is not, and only one at the body's top is certain.
+    adapter = ADAPTER.replace(
+        "        return super().decode_forward(*args, **kwargs)",
+        "        if self.x:\n"
+        '            del kwargs["prompt_tokens"]\n'
+        '        sp = kwargs.pop("sampling_params", None)\n'
+        "        self.use(sp)\n"
+        "        return super().decode_forward(*args, **kwargs)",
+    )
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "if ...: del kwargs['prompt_tokens']" in text
+    assert "_ = kwargs.pop('sampling_params', ...)" in text

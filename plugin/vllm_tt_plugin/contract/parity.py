@@ -280,9 +280,15 @@ def _check_kwargs(
     for key in body.kwargs_required:
         if key not in received:
             out.errors.append(
-                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], which the "
-                f"plugin does not send (a KeyError) [{link.where}]"
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
+                f"which the plugin does not send (a KeyError) [{link.where}]"
             )
+    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
+    if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
+            f"**{var_kw} (pop / del) without using it [{link.where}]"
+        )
     if body.kwargs_opaque:
         return
     passed_on = any(

@@ -164,6 +164,13 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
+    # How a key leaves **kwargs matters to the checker: a pop whose value is used is a read, a
+    # bare pop / del is not, and only one that is a statement of the body itself is certain.
+    top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
+    bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+
+    def placed(node: ast.AST, text: str) -> str:
+        return text if id(node) in top else f"if ...: {text}"
 
     def add(node: ast.AST, text: str) -> None:
         lines.append((getattr(node, "lineno", 0), text))
@@ -214,7 +221,9 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
-                add(node, f"{kwarg}.{func.attr}({node.args[0].value!r})")
+                key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
+                text = f"{kwarg}.{func.attr}({key_text})"
+                add(node, placed(node, text) if id(node) in bare else f"_ = {text}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Subscript)
@@ -226,7 +235,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             if isinstance(node.ctx, ast.Load):
                 add(node, f"{kwarg}[{key}]")
             elif isinstance(node.ctx, ast.Del):
-                add(node, f"del {kwarg}[{key}]")
+                add(node, placed(node, f"del {kwarg}[{key}]"))
             else:
                 add(node, f"{kwarg}[{key}] = ...")
         elif (

@@ -438,6 +438,15 @@ def body_of(
         )
     }
     handled: set[int] = set()  # Name nodes of kwarg whose use is a read by name
+    # `kwargs.pop("k")` as a statement and `del kwargs["k"]` remove a key without using it.
+    discarded: list[str] = []
+    discards = {
+        id(n.value) for n in nodes
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "pop"
+    }  # fmt: skip
+    # ... and unconditionally (a statement of the body itself): a KeyError when it is absent.
+    top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
@@ -525,8 +534,10 @@ def body_of(
             ):
                 key = node.args[0] if node.args else None
                 if func.attr in ("get", "pop", "setdefault") and isinstance(key, ast.Constant):
-                    reads.append(str(key.value))
+                    (discarded if id(node) in discards else reads).append(str(key.value))
                     handled.add(id(func.value))
+                    if func.attr == "pop" and len(node.args) == 1 and id(node) in top:
+                        required.append(str(key.value))
                 elif func.attr in _WHOLE_DICT and not _in_fstring(node, nodes):
                     pass  # used whole: opaque (below)
                 elif func.attr in _WHOLE_DICT:
@@ -544,7 +555,9 @@ def body_of(
                 reads.append(name)
                 required.append(name)
             elif isinstance(node.ctx, ast.Del):
-                reads.append(name)
+                discarded.append(name)
+                if id(node) in top:
+                    required.append(name)
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -580,6 +593,7 @@ def body_of(
         opaque,
         tuple(dict.fromkeys(guarded)),
         tuple(dict.fromkeys(unresolved)),
+        tuple(k for k in dict.fromkeys(discarded) if k not in reads),
     )
 
 
