@@ -786,3 +786,22 @@ def test_content_popped_or_deleted_without_use_is_dropped(tmp_path: Path) -> Non
         "**kwargs)",
     )
     assert decode_as(tmp_path / "c", used).status == "drift"
+
+
+def test_capabilities_the_plugin_refuses_or_cannot_know_are_not_bound_silently(
+    tmp_path: Path,
+) -> None:
+    caps = '    model_capabilities = {"supports_sample_on_device": True}'
+    prop = "    @property\n    def model_capabilities(self):\n        return {}"
+    found = run(tree(tmp_path / "a", adapter=edit(ADAPTER, (caps, prop))))["model_capabilities"]
+    assert found.status == "broken" and "CapabilityError" in found.detail, found
+    listed = run(
+        tree(tmp_path / "b", adapter=edit(ADAPTER, (caps, "    model_capabilities = [1]")))
+    )
+    assert listed["model_capabilities"].status == "broken"
+    # Changed after the class body: not known here, both sampling variants are checked.
+    after = edit(ADAPTER, (caps, "    model_capabilities = {}")) + (
+        '\nDemoForCausalLM.model_capabilities["supports_sample_on_device"] = True\n'
+    )
+    found = run(tree(tmp_path / "c", adapter=after))["(class facts)"]
+    assert "checked False" in found.detail and "checked True" in found.detail, found

@@ -467,6 +467,11 @@ def check_target(
         per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
         findings = _merge_variants(target, archs, per_variant)
     first = variants[0]
+    refused = next((v.refused for v in variants if v is not None and v.refused), "")
+    if refused:
+        where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"
+        findings.insert(0, Finding(target, archs, "model_capabilities", "broken",
+                                   f"{refused}: {where}"))  # fmt: skip
     if first is not None and (first.env_vars or first.unknown):
         labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
         read = []

@@ -234,7 +234,40 @@ class CheckoutReader(EnvFacts):
                     parsed.assigns[node.target.id] = node.value
             elif isinstance(node, ast.FunctionDef):
                 parsed.functions[node.name] = node
+            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                parsed.touched |= {
+                    (n.value.id, n.attr)
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                }
+                parsed.touched |= {
+                    (n.args[0].id, n.args[1].value)
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                    and n.func.id == "setattr" and len(n.args) > 1
+                    and isinstance(n.args[0], ast.Name) and isinstance(n.args[1], ast.Constant)
+                    and isinstance(n.args[1].value, str)
+                }  # fmt: skip
         return parsed
+
+    def attribute_shape(self, target: str, name: str) -> str:
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            if (node.name, name) in module.touched:
+                return "changed"
+            for item in reversed(node.body):  # the class body's last binding is the attribute
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
+                    return "def"
+                targets = (
+                    item.targets if isinstance(item, ast.Assign)
+                    else [item.target] if isinstance(item, ast.AnnAssign) else []
+                )  # fmt: skip
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    return ""
+        return ""
 
     def resolve_class(
         self, target: str, depth: int = 0
