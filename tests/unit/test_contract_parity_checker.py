@@ -805,3 +805,19 @@ def test_capabilities_the_plugin_refuses_or_cannot_know_are_not_bound_silently(
     )
     found = run(tree(tmp_path / "c", adapter=after))["(class facts)"]
     assert "checked False" in found.detail and "checked True" in found.detail, found
+
+
+def test_cls_built_with_a_keyword_mapping_binds_its_keys_or_is_unresolved(tmp_path: Path) -> None:
+    # No __init__ takes vllm_context (object's takes none): cls(**kw) must not slip through.
+    init = "        optimizations=None,\n    ):\n        ..."
+
+    def built(root: Path, body: str) -> Finding:
+        adapter = edit(ADAPTER, (init, "        optimizations=None,\n    ):\n" + body))
+        return run(tree(root, adapter=adapter))["initialize_vllm_model"]
+
+    found = built(tmp_path / "a", "        kw = dict(vllm_context=True)\n        return cls(**kw)")
+    assert found.status == "broken", found
+    found = built(tmp_path / "b", '        return cls(**{"vllm_context": True})')
+    assert found.status == "broken", found
+    found = built(tmp_path / "c", "        return cls(**make_kwargs())")
+    assert found.status == "unresolved" and "cannot count" in found.detail, found

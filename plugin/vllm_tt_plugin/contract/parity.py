@@ -399,8 +399,12 @@ def _construct(
     out: _Walk,
 ) -> None:
     where = f"{method.where.rpartition(':')[0]}:{construct.line}"
-    if construct.starred:
-        return  # *x / **x: the arguments cannot be counted here
+    if construct.starred:  # *x / **x the checker cannot count: never "ok"
+        out.unresolved.append(
+            f"{describe_chain(chain)} builds cls(...) with arguments the checker cannot count "
+            f"(*x / **x) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}

@@ -473,17 +473,13 @@ def body_of(
                     and func.args[0].id == me
                 )
             ):
-                starred = any(isinstance(x, ast.Starred) for x in node.args) or any(
-                    k.arg is None for k in node.keywords
-                )
-                constructs.append(
-                    Construct(
-                        len(node.args),
-                        tuple(k.arg for k in node.keywords if k.arg is not None),
-                        starred,
-                        node.lineno,
-                    )
-                )
+                names = [k.arg for k in node.keywords if k.arg is not None]
+                starred = any(isinstance(x, ast.Starred) for x in node.args)
+                for k in node.keywords:
+                    keys = _literal_keys(fn, k.value) if k.arg is None else []
+                    starred = starred or keys is None
+                    names += keys or []
+                constructs.append(Construct(len(node.args), tuple(names), starred, node.lineno))
             # self.m(...) / cls.m(...) / super().m(...), and bound methods handed to a helper
             # (also Base.m(self, ...), getattr(self, "m")(...), f = self.m; f(...), partial)
             handed_args = node.args if id(node) in forward_nodes else []
@@ -595,6 +591,44 @@ def body_of(
         tuple(dict.fromkeys(unresolved)),
         tuple(k for k in dict.fromkeys(discarded) if k not in reads),
     )
+
+
+def _literal_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef, expr: ast.expr) -> list[str] | None:
+    """The keys of a ``**mapping`` argument: a ``{...}`` / ``dict(k=...)`` literal, or a local
+    bound once to one (None: cannot tell)."""
+    if isinstance(expr, ast.Name):
+        binds = [
+            n for n in ast.walk(fn)
+            if isinstance(n, ast.Name) and n.id == expr.id and not isinstance(n.ctx, ast.Load)
+        ]  # fmt: skip
+        value = next(
+            (
+                n.value for n in ast.walk(fn)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == expr.id
+            ),
+            None,
+        )  # fmt: skip
+        mutated = any(
+            isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and n.attr != "get"
+            or isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and not isinstance(n.ctx, ast.Load)
+            for n in ast.walk(fn)
+        )  # fmt: skip
+        if len(binds) != 1 or value is None or mutated:
+            return None
+        expr = value
+    if isinstance(expr, ast.Dict) and all(
+        isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys
+    ):
+        return [k.value for k in expr.keys if isinstance(k, ast.Constant)]
+    if (
+        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict"
+        and not expr.args and all(k.arg is not None for k in expr.keywords)
+    ):  # fmt: skip
+        return [k.arg for k in expr.keywords if k.arg is not None]
+    return None
 
 
 def _elided(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
