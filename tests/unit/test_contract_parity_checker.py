@@ -821,3 +821,31 @@ def test_cls_built_with_a_keyword_mapping_binds_its_keys_or_is_unresolved(tmp_pa
     assert found.status == "broken", found
     found = built(tmp_path / "c", "        return cls(**make_kwargs())")
     assert found.status == "unresolved" and "cannot count" in found.detail, found
+
+
+def test_bases_written_other_ways_resolve_and_composition_is_unresolved(tmp_path: Path) -> None:
+    imp = "from models.demo.tt.generator import Generator"
+    cases = {
+        # re-exported with `from ... import *` (twice)
+        "star": (imp, "from models.demo.tt.common import *"),
+        # an optional import with a fallback: the try branch is what the tree has
+        "try": (imp, f"try:\n    {imp}\nexcept ImportError:\n    Generator = object"),
+    }
+    for name, change in cases.items():
+        root = tree(tmp_path / name, adapter=edit(ADAPTER, change))
+        (root / "models/demo/tt/common.py").write_text("from models.demo.tt.generator import *\n")
+        assert failures(list(run(root).values())) == [], name
+    # a module-level alias of the base class
+    generator = (
+        edit(GENERATOR, ("class Generator:", "class GeneratorV2:")) + "\nGenerator = GeneratorV2\n"
+    )
+    assert failures(list(run(tree(tmp_path / "alias", generator=generator)).values())) == []
+    # __getattr__ composition: a method not found may be delegated, so not "missing"
+    adapter = edit(
+        ADAPTER,
+        ("class DemoForCausalLM(Generator):", "class DemoForCausalLM:"),
+        (DECODE, "    def __getattr__(self, name):\n        return getattr(self.generator, name)"),
+        ("return super().prefill_forward_text(", "return self.generator.prefill_forward_text("),
+    )
+    found = run(tree(tmp_path / "getattr", adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved" and "__getattr__" in found.detail, found

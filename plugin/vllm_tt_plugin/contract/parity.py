@@ -486,7 +486,16 @@ def check_target(
         detail = f"{' and '.join(read)}: every call checked for each variant: {labels}"
         findings.insert(0, Finding(target, archs, FACTS, "facts", detail))
     unresolved = source.unresolved_bases(target)
-    return _unreadable(source, target, archs) + [_unresolved(f, unresolved) for f in findings]
+    findings = [_unresolved(f, unresolved) for f in findings]
+    composes: Callable[[str], bool] = getattr(source, "composes", lambda target: False)
+    if composes(target):  # __getattr__ hands unknown names to another object: cannot say missing
+        findings = [
+            Finding(f.target, f.archs, f.method, "unresolved",
+                    f"{f.detail}; but the class defines __getattr__, which may provide it")
+            if f.status == "missing" else f
+            for f in findings
+        ]  # fmt: skip
+    return _unreadable(source, target, archs) + findings
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:

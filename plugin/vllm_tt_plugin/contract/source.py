@@ -10,6 +10,7 @@ relative imports and ``module.Class`` bases; a base outside the tree is skipped.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import io
 import tokenize
@@ -210,7 +211,12 @@ class CheckoutReader(EnvFacts):
             return None
         package = module if is_package else module.rpartition(".")[0]
         parsed = ParsedModule(module, path, is_package, {}, {}, {})
+        # `try: from a import X / except ImportError: X = object`: the import that works is
+        # the one a checkout's tree has, so the try branch is read (the handlers are not).
+        statements: list[ast.stmt] = []
         for node in tree.body:
+            statements += [*node.body, *node.orelse] if isinstance(node, ast.Try) else [node]
+        for node in statements:
             if isinstance(node, ast.ClassDef):
                 parsed.classes[node.name] = node
             elif isinstance(node, ast.Import):
@@ -225,6 +231,8 @@ class CheckoutReader(EnvFacts):
                 for alias in node.names:
                     if alias.name != "*":
                         parsed.imports[alias.asname or alias.name] = f"{source}:{alias.name}"
+                    else:
+                        parsed.stars.append(source)
             elif isinstance(node, ast.Assign):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -282,6 +290,14 @@ class CheckoutReader(EnvFacts):
         imported = module.imports.get(cls)
         if imported and ":" in imported:
             return self.resolve_class(imported, depth + 1)
+        alias = module.assigns.get(cls)  # `Generator = GeneratorV2`
+        if alias is not None:
+            ref = self._class_ref(module, alias)
+            return self.resolve_class(ref, depth + 1) if ref and ref != target else None
+        for star in reversed(module.stars):  # `from m import *`: the last one binds the name
+            found = self.resolve_class(f"{star}:{cls}", depth + 1)
+            if found is not None:
+                return found
         return None
 
     def has_class(self, target: str) -> bool:
@@ -317,10 +333,14 @@ class CheckoutReader(EnvFacts):
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
             expr = expr.value
         if isinstance(expr, ast.Name):
-            if expr.id in module.classes:
+            if expr.id in module.classes or expr.id in module.assigns:
                 return f"{module.name}:{expr.id}"
             imported = module.imports.get(expr.id)
-            return imported if imported and ":" in imported else None
+            if imported and ":" in imported:
+                return imported
+            # A name a `from m import *` may bind (resolve_class looks).
+            star = module.stars and not hasattr(builtins, expr.id)
+            return f"{module.name}:{expr.id}" if star else None
         if isinstance(expr, ast.Attribute):
             parts: list[str] = [expr.attr]
             value: ast.expr = expr.value
@@ -440,6 +460,10 @@ class CheckoutReader(EnvFacts):
         if other is None:
             return None
         return self.module_function(other, ast.Name(name, ast.Load()), depth + 1)
+
+    def composes(self, target: str) -> bool:
+        """A class along the MRO defines ``__getattr__``: a name not found may be delegated."""
+        return any(self.own_method(c, "__getattr__") is not None for c in self.mro(target))
 
     def has_attribute(self, target: str, name: str) -> bool:
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level

@@ -610,10 +610,10 @@ def _literal_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef, expr: ast.expr) ->
             None,
         )  # fmt: skip
         mutated = any(
-            isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == expr.id and n.attr != "get"
-            or isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
-            and n.value.id == expr.id and not isinstance(n.ctx, ast.Load)
+            (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and n.attr != "get")
+            or (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and not isinstance(n.ctx, ast.Load))
             for n in ast.walk(fn)
         )  # fmt: skip
         if len(binds) != 1 or value is None or mutated:

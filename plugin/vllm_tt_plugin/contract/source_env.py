@@ -53,6 +53,7 @@ class ParsedModule:
     # (name, attribute) of every ``name.attribute`` in module-level code outside classes and
     # functions: a class attribute set or changed after the class body (``Cls.caps[k] = v``).
     touched: set[tuple[str, str]] = field(default_factory=set)
+    stars: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
 
 
 class EnvFacts:
