@@ -28,6 +28,7 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
+- ``unreadable``: a module on the class's path does not decode or parse -- fails;
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
 
@@ -352,9 +353,9 @@ def _reach(
         nexts: list[FoundMethod | None] = [
             lookup(source, target, f.how, f.method, f.after, method.owner) for f in method.forwards
         ]
-        for line, why in body.unresolved:
+        for at_line, why in body.unresolved:
             out.unresolved.append(
-                f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{line}]"
+                f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
         for call in body.calls:
             if call.how == "self" and call.method in body.guarded:

@@ -622,7 +622,7 @@ def _literal_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef, expr: ast.expr) ->
     if isinstance(expr, ast.Dict) and all(
         isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys
     ):
-        return [k.value for k in expr.keys if isinstance(k, ast.Constant)]
+        return [str(k.value) for k in expr.keys if isinstance(k, ast.Constant)]
     if (
         isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict"
         and not expr.args and all(k.arg is not None for k in expr.keywords)
