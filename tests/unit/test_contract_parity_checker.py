@@ -390,6 +390,14 @@ def test_a_bound_method_handed_to_a_helper_binds_without_the_helpers_own_argumen
          "        )\n\n"
          "    def allocate_kv_cache("),
     )  # fmt: skip
+    # The helper's body is read: it hands the method exactly *args / **kwargs.
+    buckets = tmp_path / "models/demo/tt/buckets.py"
+    buckets.parent.mkdir(parents=True)
+    buckets.write_text(
+        "def warmup_decode_buckets(model, warmup, *args, **kwargs):\n"
+        "    for _ in model.buckets:\n"
+        "        warmup(*args, **kwargs)\n"
+    )
     found = run(tree(tmp_path, adapter=adapter))["warmup_model_decode"]
     assert found.status == "drift", found  # binds: Generator.warmup_model_decode was reached
     assert "given positionally and by name" not in found.detail
@@ -647,3 +655,197 @@ def test_a_call_a_base_from_outside_tt_metal_may_define_is_unresolved_not_missin
     )
     found = run(tree(tmp_path / "b", adapter=mixin))["decode_forward"]
     assert found.status == "missing", found
+
+
+# --- issue #45, second red team: false binds and false alarms --------------------------------
+
+
+def test_a_module_that_does_not_parse_or_decode_fails_naming_file_and_line(
+    tmp_path: Path,
+) -> None:
+    # The adapter module does not parse: it used to vanish as "no_class" (exit 0).
+    broken = run(tree(tmp_path / "a", adapter=ADAPTER + "\ndef oops(:\n"))
+    found = broken["(source)"]
+    assert found.status == "unreadable" and found in failures([found]), found
+    assert "models/demo/tt/generator_vllm.py:" in found.detail and "does not parse" in found.detail
+    # An invalid byte in a comment of the base: ast.parse(bytes) accepts it, the import does not.
+    root = tree(tmp_path / "b")
+    base = root / "models/demo/tt/generator.py"
+    base.write_bytes(base.read_bytes() + b"\n# caf\xe9\n")
+    found = run(root)["(source)"]
+    assert found.status == "unreadable" and "generator.py:" in found.detail, found
+    assert "does not decode" in found.detail
+    # ... but a PEP 263 coding line makes the same byte valid Python.
+    base.write_bytes(b"# -*- coding: latin-1 -*-\n" + base.read_bytes())
+    assert failures(list(run(root).values())) == []
+
+
+DECODE = (
+    "    def decode_forward(self, *args, **kwargs):\n"
+    "        return super().decode_forward(*args, **kwargs)"
+)
+
+
+def decode_as(tmp_path: Path, body: str, head: str = "", generator: str = GENERATOR) -> Finding:
+    """The adapter's decode_forward replaced by ``body`` (``head``: module-level code)."""
+    cls = "\n\nclass DemoForCausalLM"
+    adapter = edit(ADAPTER, (DECODE, body), (cls, f"\n{head}{cls}"))
+    return run(tree(tmp_path, generator=generator, adapter=adapter))["decode_forward"]
+
+
+def test_an_explicit_base_call_with_self_is_a_forward(tmp_path: Path) -> None:
+    # `Generator.decode_forward(self, *args, **kwargs)` is looked up on Generator's MRO.
+    generator = edit(GENERATOR, ("enable_trace=True,\n        read_from", "\n        read_from"))
+    body = (
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return Generator.decode_forward(self, *args, **kwargs)"
+    )
+    found = decode_as(tmp_path / "a", body, generator=generator)
+    assert found.status == "broken" and "unexpected argument 'enable_trace'" in found.detail, found
+    assert decode_as(tmp_path / "b", body).status == "drift"  # binds to the unchanged base
+
+
+def test_arguments_a_forward_adds_meet_what_the_plugin_sends(tmp_path: Path) -> None:
+    # A keyword given by name and in **kwargs: Python's "got multiple values" TypeError.
+    found = decode_as(
+        tmp_path / "a",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return super().decode_forward(*args, enable_trace=False, **kwargs)",
+    )
+    assert found.status == "broken" and "'enable_trace' twice" in found.detail, found
+    # functools.partial(super().m, None)(*args, **kwargs): the None goes first.
+    found = decode_as(
+        tmp_path / "b",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return functools.partial(super().decode_forward, None)(*args, **kwargs)",
+        head="import functools",
+    )
+    assert found.status == "broken" and "given positionally and by name" in found.detail, found
+    # A checkout helper handed super().m: its body is read, and adds a None.
+    helper = "def run_bucketed(fn, *args, **kwargs):\n    return fn(None, *args, **kwargs)\n"
+    handed = (
+        "    def decode_forward(self, *args, **kwargs):\n"
+        "        return run_bucketed(super().decode_forward, *args, **kwargs)"
+    )
+    found = decode_as(tmp_path / "c", handed, head=helper)
+    assert found.status == "broken" and "given positionally and by name" in found.detail, found
+    # ... a helper the checker cannot read is unresolved, never ok.
+    found = decode_as(tmp_path / "d", handed, head="from elsewhere import run_bucketed")
+    assert found.status == "unresolved" and "run_bucketed is not read" in found.detail, found
+
+
+def test_calls_written_other_ways_are_followed_or_unresolved(tmp_path: Path) -> None:
+    # getattr(super(), "literal")(...) is super().literal(...).
+    found = decode_as(
+        tmp_path / "a",
+        "    def decode_forward(self, *args, **kwargs):\n"
+        '        return getattr(super(), "decode_forward_text")(*args, **kwargs)',
+    )
+    assert found.status == "missing" and "decode_forward_text" in found.detail, found
+    # A local bound to a method, then called.
+    found = decode_as(
+        tmp_path / "b",
+        DECODE.replace("return super()", "out = super()")
+        + "\n        sampler = self.sample_decode_on_device\n        return sampler(out)",
+    )
+    assert found.status == "missing" and "sample_decode_on_device" in found.detail, found
+    # The instance handed to a module function: its calls on it are not seen.
+    found = decode_as(
+        tmp_path / "c",
+        DECODE.replace("return super()", "out = super()") + "\n        return _finish(self, out)",
+        head="def _finish(model, out):\n    return model.sample_decode_on_device(out)\n",
+    )
+    assert found.status == "unresolved" and "hands self to _finish" in found.detail, found
+    # A decorator may change the signature Python calls.
+    found = decode_as(tmp_path / "d", "    @_trace\n" + DECODE, head="def _trace(fn): ...\n")
+    assert found.status == "unresolved" and "decorated with @_trace" in found.detail, found
+    # A duplicate def: Python keeps the last.
+    found = decode_as(
+        tmp_path / "e",
+        DECODE + "\n\n    def decode_forward(self, tokens, page_table, kv_cache):\n        pass",
+    )
+    assert found.status == "broken" and "unexpected argument 'start_pos'" in found.detail, found
+
+
+def test_content_popped_or_deleted_without_use_is_dropped(tmp_path: Path) -> None:
+    pop = DECODE.replace(
+        "        return", '        kwargs.pop("sampling_params", None)\n        return'
+    )
+    found = decode_as(tmp_path / "a", pop)
+    assert found.status == "dropped" and "removes 'sampling_params'" in found.detail, found
+    # An unconditional del of a keyword the plugin does not always send: a KeyError.
+    delete = DECODE.replace(
+        "        return", '        del kwargs["sampling_params"]\n        return'
+    )
+    found = decode_as(tmp_path / "b", delete)
+    assert found.status == "broken" and "kwargs['sampling_params']" in found.detail, found
+    # A popped value that is used is read.
+    used = DECODE.replace(
+        "super().decode_forward(*args, **kwargs)",
+        'super().decode_forward(*args, sampling_params=kwargs.pop("sampling_params", None), '
+        "**kwargs)",
+    )
+    assert decode_as(tmp_path / "c", used).status == "drift"
+
+
+def test_capabilities_the_plugin_refuses_or_cannot_know_are_not_bound_silently(
+    tmp_path: Path,
+) -> None:
+    caps = '    model_capabilities = {"supports_sample_on_device": True}'
+    prop = "    @property\n    def model_capabilities(self):\n        return {}"
+    found = run(tree(tmp_path / "a", adapter=edit(ADAPTER, (caps, prop))))["model_capabilities"]
+    assert found.status == "broken" and "CapabilityError" in found.detail, found
+    listed = run(
+        tree(tmp_path / "b", adapter=edit(ADAPTER, (caps, "    model_capabilities = [1]")))
+    )
+    assert listed["model_capabilities"].status == "broken"
+    # Changed after the class body: not known here, both sampling variants are checked.
+    after = edit(ADAPTER, (caps, "    model_capabilities = {}")) + (
+        '\nDemoForCausalLM.model_capabilities["supports_sample_on_device"] = True\n'
+    )
+    found = run(tree(tmp_path / "c", adapter=after))["(class facts)"]
+    assert "checked False" in found.detail and "checked True" in found.detail, found
+
+
+def test_cls_built_with_a_keyword_mapping_binds_its_keys_or_is_unresolved(tmp_path: Path) -> None:
+    # No __init__ takes vllm_context (object's takes none): cls(**kw) must not slip through.
+    init = "        optimizations=None,\n    ):\n        ..."
+
+    def built(root: Path, body: str) -> Finding:
+        adapter = edit(ADAPTER, (init, "        optimizations=None,\n    ):\n" + body))
+        return run(tree(root, adapter=adapter))["initialize_vllm_model"]
+
+    found = built(tmp_path / "a", "        kw = dict(vllm_context=True)\n        return cls(**kw)")
+    assert found.status == "broken", found
+    found = built(tmp_path / "b", '        return cls(**{"vllm_context": True})')
+    assert found.status == "broken", found
+    found = built(tmp_path / "c", "        return cls(**make_kwargs())")
+    assert found.status == "unresolved" and "cannot count" in found.detail, found
+
+
+def test_bases_written_other_ways_resolve_and_composition_is_unresolved(tmp_path: Path) -> None:
+    imp = "from models.demo.tt.generator import Generator"
+    cases = {
+        # re-exported with `from ... import *` (twice)
+        "star": (imp, "from models.demo.tt.common import *"),
+        # an optional import with a fallback: the try branch is what the tree has
+        "try": (imp, f"try:\n    {imp}\nexcept ImportError:\n    Generator = object"),
+    }
+    for name, change in cases.items():
+        root = tree(tmp_path / name, adapter=edit(ADAPTER, change))
+        (root / "models/demo/tt/common.py").write_text("from models.demo.tt.generator import *\n")
+        assert failures(list(run(root).values())) == [], name
+    # a module-level alias of the base class
+    generator = (
+        edit(GENERATOR, ("class Generator:", "class GeneratorV2:")) + "\nGenerator = GeneratorV2\n"
+    )
+    assert failures(list(run(tree(tmp_path / "alias", generator=generator)).values())) == []
+    # __getattr__ composition: a method not found may be delegated, so not "missing"
+    adapter = edit(
+        ADAPTER,
+        ("class DemoForCausalLM(Generator):", "class DemoForCausalLM:"),
+        (DECODE, "    def __getattr__(self, name):\n        return getattr(self.generator, name)"),
+        ("return super().prefill_forward_text(", "return self.generator.prefill_forward_text("),
+    )
+    found = run(tree(tmp_path / "getattr", adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved" and "__getattr__" in found.detail, found

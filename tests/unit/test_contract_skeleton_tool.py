@@ -214,3 +214,55 @@ def test_the_tox_env_runs_the_tool(env: str) -> None:
     )
     assert run.returncode == 0 and "TT_METAL_HOME" in run.stdout
     assert edit(GENERATOR, ("class Generator:", "class Generator:"))  # the helpers stay importable
+
+
+def test_a_skeleton_keeps_explicit_base_forwards_helpers_and_decorators(tmp_path: Path) -> None:
+    # Issue #45 red team: `Base.m(self, *args, **kwargs)` was written as `kwargs.copy()`, the
+    # helper's body and a method's own decorator were dropped: the skeleton bound where the
+    # checkout does not.
+    adapter = (
+        ADAPTER.replace(
+            "        return super().decode_forward(*args, **kwargs)",
+            "        return Generator.decode_forward(self, *args, **kwargs)",
+        )
+        .replace(
+            "        return super().prefill_forward_text(*args, **kwargs)",
+            "        return run_bucketed(super().prefill_forward_text, *args, **kwargs)",
+        )
+        .replace("    def allocate_kv_cache(", "    @_trace\n    def allocate_kv_cache(")
+        .replace(
+            "\n\nclass DemoForCausalLM",
+            "\n\ndef _trace(fn): ...\n\n\ndef run_bucketed(fn, *args, **kwargs):\n"
+            "    x = 1\n    return fn(None, *args, **kwargs)\n\n\nclass DemoForCausalLM",
+        )
+    )
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    statuses = {m: s for _, m, s in before}
+    assert statuses["prefill_forward"] == "broken"  # the helper's None lands on tokens
+    assert statuses["allocate_kv_cache"] == "unresolved"
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "return Generator.decode_forward(self, *args, **kwargs)" in text
+
+
+def test_a_skeleton_keeps_how_a_key_leaves_kwargs(tmp_path: Path) -> None:
+    # A used pop is a read, a bare pop / del is not, and only one at the body's top is certain.
+    adapter = ADAPTER.replace(
+        "        return super().decode_forward(*args, **kwargs)",
+        "        if self.x:\n"
+        '            del kwargs["prompt_tokens"]\n'
+        '        sp = kwargs.pop("sampling_params", None)\n'
+        "        self.use(sp)\n"
+        "        return super().decode_forward(*args, **kwargs)",
+    )
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "if ...: del kwargs['prompt_tokens']" in text
+    assert "_ = kwargs.pop('sampling_params', ...)" in text

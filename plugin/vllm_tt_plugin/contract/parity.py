@@ -28,6 +28,7 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
+- ``unreadable``: a module on the class's path does not decode or parse -- fails;
 - ``no_class``: the module or class is not in this checkout (fails with ``--require-all``);
 - ``unlisted``: (checking the fixture alone) the fixture has no data for the method.
 
@@ -66,12 +67,14 @@ from vllm_tt_plugin.contract.signatures import (
 from vllm_tt_plugin.contract.source import (
     CheckoutReader,
     ClassFacts,
+    DuplicateKeyword,
     FixtureSource,
     FoundMethod,
     SignatureSource,
     class_label,
     describe_chain,
     find_method,
+    lookup,
     pass_on,
 )
 from vllm_tt_plugin.launch import envs
@@ -102,14 +105,15 @@ Status = Literal[
     "no_class",
     "unprofiled",
     "dropped",
+    "unreadable",
 ]
 FAILING: frozenset[str] = frozenset(
-    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped"}
+    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped", "unreadable"}
 )
 # Worst first: the status a method gets when its variants (environment values) disagree.
 SEVERITY: tuple[str, ...] = (
-    "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known", "drift",
-    "facts", "absent", "unlisted", "no_class", "ok",
+    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known",
+    "drift", "facts", "absent", "unlisted", "no_class", "ok",
 )  # fmt: skip
 FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
@@ -206,6 +210,9 @@ def _walk(
     out: _Walk,
 ) -> None:
     path = [*path, link]
+    if link.unresolved:
+        out.unresolved.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
+        return
     if link.abstract:
         out.abstract.append(
             f"{describe_chain(path)} only raises NotImplementedError [{link.where}]"
@@ -221,19 +228,33 @@ def _walk(
     _check_kwargs(link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
-        after = (fwd.after or link.owner) if fwd.how == "super" else None
-        nxt = find_method(source, target, fwd.method, after=after)
+        if fwd.unresolved:
+            out.unresolved.append(
+                f"{describe_chain(path)} hands {fwd.describe()} on: {fwd.unresolved} "
+                f"[{link.where.rpartition(':')[0]}:{fwd.line}]"
+            )
+            continue
+        after = (fwd.after or link.owner) if fwd.how == "super" else fwd.after
+        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None:
-            start = f"after {class_label(after)} " if after else ""
+            start = f"after {class_label(after)} " if after and fwd.how == "super" else ""
+            mro = class_label(after) if fwd.how == "class" and after else class_label(target)
             out.missing.append(
                 f"{describe_chain(path)} forwards to {fwd.describe()}, which no class "
-                f"{start}in the MRO of {class_label(target)} defines [{link.where}]"
+                f"{start}in the MRO of {mro} defines [{link.where}]"
             )
             continue
         if any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             continue  # a recursive hand-off: already bound on this path
         followed = True
-        next_args, next_kwargs = pass_on(link.signature, bound, fwd)
+        try:
+            next_args, next_kwargs = pass_on(link.signature, bound, fwd)
+        except DuplicateKeyword as exc:
+            out.errors.append(
+                f"{variant} call: {fwd.describe()} is given {exc.args[0]!r} twice (by name and "
+                f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
+            )
+            continue
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out)
     if not followed:
         out.paths.append(path)
@@ -260,9 +281,15 @@ def _check_kwargs(
     for key in body.kwargs_required:
         if key not in received:
             out.errors.append(
-                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], which the "
-                f"plugin does not send (a KeyError) [{link.where}]"
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
+                f"which the plugin does not send (a KeyError) [{link.where}]"
             )
+    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
+    if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
+            f"**{var_kw} (pop / del) without using it [{link.where}]"
+        )
     if body.kwargs_opaque:
         return
     passed_on = any(
@@ -292,8 +319,7 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
     path = [found]
     while path[-1].forwards and len(path) < _MAX_LINKS:
         link, fwd = path[-1], path[-1].forwards[0]
-        after = (fwd.after or link.owner) if fwd.how == "super" else None
-        nxt = find_method(source, target, fwd.method, after=after)
+        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None or any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             break
         path.append(nxt)
@@ -324,20 +350,23 @@ def _reach(
         body = method.body
         if body is None:
             continue
-        nexts: list[tuple[str, str | None]] = [
-            (f.method, (f.after or method.owner) if f.how == "super" else None)
-            for f in method.forwards
+        nexts: list[FoundMethod | None] = [
+            lookup(source, target, f.how, f.method, f.after, method.owner) for f in method.forwards
         ]
+        for at_line, why in body.unresolved:
+            out.unresolved.append(
+                f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
+            )
         for call in body.calls:
             if call.how == "self" and call.method in body.guarded:
                 continue
-            after = (call.after or method.owner) if call.how == "super" else None
-            nxt = find_method(source, target, call.method, after=after)
+            after = (call.after or method.owner) if call.how == "super" else call.after
+            nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
                     continue  # an attribute holding a callable
                 others = foreign(target)
-                where = f"after {class_label(after)} " if after else ""
+                where = f"after {class_label(after)} " if after and call.how == "super" else ""
                 line = (
                     f"{describe_chain(chain)} calls {call.describe()}, which no class {where}in "
                     f"the MRO of {class_label(target)} defines"
@@ -351,11 +380,10 @@ def _reach(
                 else:
                     out.missing.append(f"{line} {at}")
                 continue
-            nexts.append((nxt.name, after))
+            nexts.append(nxt)
         for construct in body.constructs:
             _construct(source, target, family, method, chain, construct, out)
-        for name, after in nexts:
-            nxt = find_method(source, target, name, after=after)
+        for nxt in nexts:
             if nxt is None or (nxt.owner, nxt.name) in seen:
                 continue
             seen.add((nxt.owner, nxt.name))
@@ -372,8 +400,12 @@ def _construct(
     out: _Walk,
 ) -> None:
     where = f"{method.where.rpartition(':')[0]}:{construct.line}"
-    if construct.starred:
-        return  # *x / **x: the arguments cannot be counted here
+    if construct.starred:  # *x / **x the checker cannot count: never "ok"
+        out.unresolved.append(
+            f"{describe_chain(chain)} builds cls(...) with arguments the checker cannot count "
+            f"(*x / **x) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}
@@ -423,8 +455,13 @@ def check_target(
     """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
     value of the facts the class's declarations can take)."""
     target = profile.target
+    begin: Callable[[], None] = getattr(source, "begin_target", lambda: None)
+    begin()
     if not source.has_class(target):
-        return [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
+        unreadable = _unreadable(source, target, archs)
+        return unreadable or [
+            Finding(target, archs, "*", "no_class", "module or class not in this checkout")
+        ]
     variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
         source, "class_fact_variants", None
     )
@@ -435,6 +472,11 @@ def check_target(
         per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
         findings = _merge_variants(target, archs, per_variant)
     first = variants[0]
+    refused = next((v.refused for v in variants if v is not None and v.refused), "")
+    if refused:
+        where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"
+        findings.insert(0, Finding(target, archs, "model_capabilities", "broken",
+                                   f"{refused}: {where}"))  # fmt: skip
     if first is not None and (first.env_vars or first.unknown):
         labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
         read = []
@@ -445,7 +487,22 @@ def check_target(
         detail = f"{' and '.join(read)}: every call checked for each variant: {labels}"
         findings.insert(0, Finding(target, archs, FACTS, "facts", detail))
     unresolved = source.unresolved_bases(target)
-    return [_unresolved(f, unresolved) for f in findings]
+    findings = [_unresolved(f, unresolved) for f in findings]
+    composes: Callable[[str], bool] = getattr(source, "composes", lambda target: False)
+    if composes(target):  # __getattr__ hands unknown names to another object: cannot say missing
+        findings = [
+            Finding(f.target, f.archs, f.method, "unresolved",
+                    f"{f.detail}; but the class defines __getattr__, which may provide it")
+            if f.status == "missing" else f
+            for f in findings
+        ]  # fmt: skip
+    return _unreadable(source, target, archs) + findings
+
+
+def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
+    """A module on the target's path that does not parse: the adapter would not import."""
+    touched: Callable[[], list[str]] = getattr(source, "unreadable_touched", lambda: [])
+    return [Finding(target, archs, "(source)", "unreadable", d) for d in touched()]
 
 
 def _merge_variants(

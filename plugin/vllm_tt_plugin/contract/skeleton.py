@@ -29,8 +29,10 @@ from vllm_tt_plugin.contract.source import CheckoutReader
 from vllm_tt_plugin.contract.source_body import (
     _callee,
     _elided,
+    _explicit,
     _handed_on,
     _only_raises_not_implemented,
+    _partial,
     _passes_on,
     _walk_body,
     body_of,
@@ -103,9 +105,14 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
     kept = []
     for d in node.decorator_list:
         name = d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-        if name in ("classmethod", "staticmethod", "property", "abstractmethod"):
+        # A function's every decorator: the checker cannot follow one that may change the
+        # signature (unresolved), and a skeleton must read as its checkout.
+        if not isinstance(node, ast.ClassDef) or name in _CLASS_DECORATORS:
             kept.append(f"@{ast.unparse(d)}")
     return kept
+
+
+_CLASS_DECORATORS = ("classmethod", "staticmethod", "property", "abstractmethod")
 
 
 def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -157,6 +164,13 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
+    # How a key leaves **kwargs matters to the checker: a pop whose value is used is a read, a
+    # bare pop / del is not, and only one that is a statement of the body itself is certain.
+    top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
+    bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+
+    def placed(node: ast.AST, text: str) -> str:
+        return text if id(node) in top else f"if ...: {text}"
 
     def add(node: ast.AST, text: str) -> None:
         lines.append((getattr(node, "lineno", 0), text))
@@ -165,7 +179,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         if isinstance(node, ast.Call):
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
-                _callee(func, me) is not None or _handed_on(node) is not None
+                _callee(func, me) is not None
+                or _handed_on(node) is not None
+                or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
+                or _partial(func) is not None
             )
             if forward:
                 add(node, "return " + _call_text(node, params))
@@ -204,7 +221,9 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
-                add(node, f"{kwarg}.{func.attr}({node.args[0].value!r})")
+                key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
+                text = f"{kwarg}.{func.attr}({key_text})"
+                add(node, placed(node, text) if id(node) in bare else f"_ = {text}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Subscript)
@@ -216,7 +235,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             if isinstance(node.ctx, ast.Load):
                 add(node, f"{kwarg}[{key}]")
             elif isinstance(node.ctx, ast.Del):
-                add(node, f"del {kwarg}[{key}]")
+                add(node, placed(node, f"del {kwarg}[{key}]"))
             else:
                 add(node, f"{kwarg}[{key}] = ...")
         elif (
@@ -271,6 +290,19 @@ def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             f"def {fn.name}():",
             *("    " + ln for s in body for ln in ast.unparse(s).split("\n")),
         ]
+    # A helper handed a bound method: the call that hands the method its arguments is kept
+    # (the checker reads what it adds).
+    a = fn.args
+    vararg, kwarg = (a.vararg.arg if a.vararg else None), (a.kwarg.arg if a.kwarg else None)
+    params = {p.arg for p in (*a.posonlyargs, *a.args)}
+    hands = [
+        n for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params
+        and _passes_on(n, vararg, kwarg)
+    ]  # fmt: skip
+    if hands:
+        keep = params | {n for n in (vararg, kwarg) if n}
+        return [_header(fn), *dict.fromkeys(f"    {_call_text(c, keep)}" for c in hands)]
     return [f"{_header(fn)} ..."]
 
 

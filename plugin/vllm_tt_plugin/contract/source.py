@@ -10,7 +10,10 @@ relative imports and ``module.Class`` bases; a base outside the tree is skipped.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
+import io
+import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ __all__ = [
     "CheckoutReader",
     "ClassFacts",
     "Construct",
+    "DuplicateKeyword",
     "FixtureSource",
     "Forward",
     "FoundMethod",
@@ -42,6 +46,7 @@ __all__ = [
     "SignatureSource",
     "find_method",
     "forwards_of",
+    "lookup",
     "pass_on",
 ]
 
@@ -49,6 +54,8 @@ _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 # Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
+# Decorators that leave the method's signature as written (drop_first handles staticmethod).
+_PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class FoundMethod:
     forwards: tuple[Forward, ...] = ()
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
+    unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
 
     @property
     def delegates_to(self) -> str | None:
@@ -144,6 +152,17 @@ class CheckoutReader(EnvFacts):
         self.root = root
         self._modules: dict[str, ParsedModule | None] = {}
         self._mro: dict[str, list[str]] = {}
+        # Modules whose file is there but does not parse / decode: module -> "file:line: error".
+        # Such a module must fail the check, never vanish into "no_class" or a skipped base.
+        self.unreadable: dict[str, str] = {}
+        self._touched: set[str] = set()  # modules looked up since ``begin_target``
+
+    def begin_target(self) -> None:
+        self._touched = set()
+
+    def unreadable_touched(self) -> list[str]:
+        """The parse errors of the modules looked up since ``begin_target``."""
+        return [self.unreadable[m] for m in sorted(self._touched) if m in self.unreadable]
 
     def module_file(self, module: str) -> tuple[Path, bool] | None:
         base = self.root.joinpath(*module.split("."))
@@ -158,6 +177,7 @@ class CheckoutReader(EnvFacts):
         return [m for m in self._modules.values() if m is not None]
 
     def _module(self, module: str) -> ParsedModule | None:
+        self._touched.add(module)
         if module not in self._modules:
             self._modules[module] = self._parse(module)
         return self._modules[module]
@@ -167,13 +187,36 @@ class CheckoutReader(EnvFacts):
         if found is None:
             return None
         path, is_package = found
+        rel = path.relative_to(self.root)
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError):
+            data = path.read_bytes()
+        except OSError as exc:
+            self.unreadable[module] = f"{rel}: cannot be read: {exc}"
+            return None
+        try:
+            # Decoded as the import decodes it (a PEP 263 coding line, a BOM, else UTF-8), and
+            # strictly: ast.parse(bytes) lets an invalid byte in a comment through, import does not.
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            text = data.decode(encoding)
+        except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+            line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
+            self.unreadable[module] = f"{rel}:{line}: does not decode: {exc} (the import fails)"
+            return None
+        try:
+            tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None) or 1
+            msg = getattr(exc, "msg", None) or str(exc)
+            self.unreadable[module] = f"{rel}:{line}: does not parse: {msg} (the import fails)"
             return None
         package = module if is_package else module.rpartition(".")[0]
         parsed = ParsedModule(module, path, is_package, {}, {}, {})
+        # `try: from a import X / except ImportError: X = object`: the import that works is
+        # the one a checkout's tree has, so the try branch is read (the handlers are not).
+        statements: list[ast.stmt] = []
         for node in tree.body:
+            statements += [*node.body, *node.orelse] if isinstance(node, ast.Try) else [node]
+        for node in statements:
             if isinstance(node, ast.ClassDef):
                 parsed.classes[node.name] = node
             elif isinstance(node, ast.Import):
@@ -188,6 +231,8 @@ class CheckoutReader(EnvFacts):
                 for alias in node.names:
                     if alias.name != "*":
                         parsed.imports[alias.asname or alias.name] = f"{source}:{alias.name}"
+                    else:
+                        parsed.stars.append(source)
             elif isinstance(node, ast.Assign):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -197,7 +242,40 @@ class CheckoutReader(EnvFacts):
                     parsed.assigns[node.target.id] = node.value
             elif isinstance(node, ast.FunctionDef):
                 parsed.functions[node.name] = node
+            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                parsed.touched |= {
+                    (n.value.id, n.attr)
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                }
+                parsed.touched |= {
+                    (n.args[0].id, n.args[1].value)
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                    and n.func.id == "setattr" and len(n.args) > 1
+                    and isinstance(n.args[0], ast.Name) and isinstance(n.args[1], ast.Constant)
+                    and isinstance(n.args[1].value, str)
+                }  # fmt: skip
         return parsed
+
+    def attribute_shape(self, target: str, name: str) -> str:
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            if (node.name, name) in module.touched:
+                return "changed"
+            for item in reversed(node.body):  # the class body's last binding is the attribute
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
+                    return "def"
+                targets = (
+                    item.targets if isinstance(item, ast.Assign)
+                    else [item.target] if isinstance(item, ast.AnnAssign) else []
+                )  # fmt: skip
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    return ""
+        return ""
 
     def resolve_class(
         self, target: str, depth: int = 0
@@ -212,6 +290,14 @@ class CheckoutReader(EnvFacts):
         imported = module.imports.get(cls)
         if imported and ":" in imported:
             return self.resolve_class(imported, depth + 1)
+        alias = module.assigns.get(cls)  # `Generator = GeneratorV2`
+        if alias is not None:
+            ref = self._class_ref(module, alias)
+            return self.resolve_class(ref, depth + 1) if ref and ref != target else None
+        for star in reversed(module.stars):  # `from m import *`: the last one binds the name
+            found = self.resolve_class(f"{star}:{cls}", depth + 1)
+            if found is not None:
+                return found
         return None
 
     def has_class(self, target: str) -> bool:
@@ -247,10 +333,14 @@ class CheckoutReader(EnvFacts):
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
             expr = expr.value
         if isinstance(expr, ast.Name):
-            if expr.id in module.classes:
+            if expr.id in module.classes or expr.id in module.assigns:
                 return f"{module.name}:{expr.id}"
             imported = module.imports.get(expr.id)
-            return imported if imported and ":" in imported else None
+            if imported and ":" in imported:
+                return imported
+            # A name a `from m import *` may bind (resolve_class looks).
+            star = module.stars and not hasattr(builtins, expr.id)
+            return f"{module.name}:{expr.id}" if star else None
         if isinstance(expr, ast.Attribute):
             parts: list[str] = [expr.attr]
             value: ast.expr = expr.value
@@ -284,41 +374,96 @@ class CheckoutReader(EnvFacts):
             return None
         module, node = found
         owner = f"{module.name}:{node.name}"
-        # A class-level alias (`allocate_kv_cache = allocate_vllm_kv_cache`) is that method.
-        wanted = {method}
-        for item in node.body:
-            if (
-                isinstance(item, ast.Assign)
-                and isinstance(item.value, ast.Name)
-                and any(isinstance(t, ast.Name) and t.id == method for t in item.targets)
+        # The class body's last binding of the name is the attribute (a later duplicate def
+        # or a class-level alias `allocate_kv_cache = allocate_vllm_kv_cache` replaces it).
+        defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        item: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs[stmt.name] = stmt
+                if stmt.name == method:
+                    item = stmt
+            elif isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == method for t in stmt.targets
             ):
-                wanted.add(item.value.id)
-        for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in wanted:
-                decorators = {
-                    d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-                    for d in item.decorator_list
-                }
-                sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
-                rel = module.path.relative_to(self.root)
+                value = stmt.value
+                item = defs.get(value.id) if isinstance(value, ast.Name) else None
+        if item is None:
+            return None
+        decorators = {
+            d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in item.decorator_list
+        }
+        sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
+        rel = module.path.relative_to(self.root)
 
-                def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
-                    ref = self._class_ref(module, expr)
-                    return self.canonical(ref) if ref else None
+        def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
+            ref = self._class_ref(module, expr)
+            return self.canonical(ref) if ref else None
 
-                kind = next(
-                    (k for k in ("classmethod", "staticmethod") if k in decorators), "method"
-                )
-                return FoundMethod(
-                    owner,
-                    method,
-                    sig,
-                    f"{rel}:{item.lineno}",
-                    forwards_of(item, resolve),
-                    _only_raises_not_implemented(item),
-                    body_of(item, resolve, kind=kind),
-                )
+        def function(
+            expr: ast.expr, module: ParsedModule = module
+        ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+            """A helper's def, and how many of its parameters come before the call's first
+            argument (1 for a method called on ``self``: the instance)."""
+            if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+                if expr.value.id == "self":
+                    found = self._def_of(owner, expr.attr)
+                    return (found, 1) if found is not None else None
+                return None
+            fn = self.module_function(module, expr)
+            return (fn, 0) if fn is not None else None
+
+        kind = next((k for k in ("classmethod", "staticmethod") if k in decorators), "method")
+        others = [
+            ast.unparse(d) for d in item.decorator_list
+            if not (isinstance(d, (ast.Name, ast.Attribute))
+                    and (d.id if isinstance(d, ast.Name) else d.attr) in _PLAIN_DECORATORS)
+        ]  # fmt: skip
+        unresolved = (
+            f"decorated with @{', @'.join(others)}: the signature Python calls may differ"
+            if others
+            else ""
+        )
+        return FoundMethod(
+            owner,
+            method,
+            sig,
+            f"{rel}:{item.lineno}",
+            forwards_of(item, resolve, function),
+            _only_raises_not_implemented(item),
+            body_of(item, resolve, kind=kind),
+            unresolved,
+        )
+
+    def _def_of(self, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The last ``def name`` in the first class along ``cls``'s MRO that has one."""
+        for c in self.mro(cls):
+            found = self.resolve_class(c)
+            defs = [
+                d for d in (found[1].body if found else [])
+                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name
+            ]  # fmt: skip
+            if defs:
+                return defs[-1]
         return None
+
+    def module_function(
+        self, module: ParsedModule, expr: ast.expr, depth: int = 0
+    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The module-level def a name refers to (followed through from-imports)."""
+        if not isinstance(expr, ast.Name) or depth > _MAX_DEPTH:
+            return None
+        if expr.id in module.functions:
+            return module.functions[expr.id]
+        source_name, _, name = module.imports.get(expr.id, "").partition(":")
+        other = self._module(source_name) if name else None
+        if other is None:
+            return None
+        return self.module_function(other, ast.Name(name, ast.Load()), depth + 1)
+
+    def composes(self, target: str) -> bool:
+        """A class along the MRO defines ``__getattr__``: a name not found may be delegated."""
+        return any(self.own_method(c, "__getattr__") is not None for c in self.mro(target))
 
     def has_attribute(self, target: str, name: str) -> bool:
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level
@@ -502,11 +647,28 @@ def _delegation(sig: inspect.Signature, method: str) -> Forward:
     return Forward("super", method, None, tuple(args), tuple(keywords), 0)
 
 
+class DuplicateKeyword(ValueError):
+    """A forward names a keyword its ``**kwargs`` also carries: Python's TypeError."""
+
+
+def lookup(
+    source: SignatureSource, target: str, how: str, method: str, after: str | None, owner: str
+) -> FoundMethod | None:
+    """The method a forward or call reaches: ``Base.m`` on Base's own MRO, ``super()`` after
+    the defining class (or after C), ``self.m`` on the served class's MRO."""
+    if how == "class":
+        return find_method(source, after, method) if after else None
+    if how == "super":
+        return find_method(source, target, method, after=after or owner)
+    return find_method(source, target, method)
+
+
 def pass_on(
     sig: inspect.Signature, bound: inspect.BoundArguments, fwd: Forward
 ) -> tuple[list[Any], dict[str, Any]]:
     """The arguments ``fwd`` hands to the next method, given how the current one bound: only
-    what reaches it (a parameter the current method consumed does not)."""
+    what reaches it (a parameter the current method consumed does not). Raises
+    ``DuplicateKeyword`` where the call names a keyword its ``**mapping`` also holds."""
     kinds = inspect.Parameter
     var_pos = next((p.name for p in sig.parameters.values() if p.kind is kinds.VAR_POSITIONAL), "")
     var_kw = next((p.name for p in sig.parameters.values() if p.kind is kinds.VAR_KEYWORD), "")
@@ -521,10 +683,18 @@ def pass_on(
         if key is None:
             if passed.name == var_kw:
                 extra: Mapping[str, Any] = bound.arguments.get(var_kw, {})
-                kwargs.update({k: v for k, v in extra.items() if k not in fwd.dropped})
-                kwargs.update({k: k for k in fwd.added})
+                more = {k: v for k, v in extra.items() if k not in fwd.dropped}
+                more.update({k: k for k in fwd.added})
+                twice = sorted(set(more) & set(kwargs))
+                if twice:
+                    raise DuplicateKeyword(twice[0])
+                kwargs.update(more)
+        elif key in kwargs:
+            raise DuplicateKeyword(key)
         else:
             kwargs[key] = bound.arguments.get(passed.name, key)
+    for key in fwd.defaults:  # functools.partial's keywords: the call's own win
+        kwargs.setdefault(key, key)
     return args, kwargs
 
 

@@ -17,20 +17,28 @@ class Passed:
     name: str = ""  # the caller's parameter ("param"), or the mapping/sequence name
 
 
+How = Literal["super", "self", "class"]
+
+
 @dataclass(frozen=True)
 class Forward:
     """A call in a method's body that passes the method's ``*args`` or ``**kwargs`` on."""
 
-    how: Literal["super", "self"]  # super().m / super(C, self).m, or self.m
+    # super().m / super(C, self).m, self.m, or Base.m(self, ...) (lookup on Base's own MRO)
+    how: How
     method: str
-    after: str | None  # super(C, self): the class ("module:Class") the lookup starts after
+    after: str | None  # super(C, self): the class the lookup starts after; "class": Base
     args: tuple[Passed, ...]
     keywords: tuple[tuple[str | None, Passed], ...]  # None: a ``**mapping``
     line: int
     dropped: tuple[str, ...] = ()  # keys the body pops or deletes from its **kwargs
     added: tuple[str, ...] = ()  # keys the body sets in its **kwargs
+    defaults: tuple[str, ...] = ()  # keys a functools.partial supplies unless the call does
+    unresolved: str = ""  # why the checker cannot follow what reaches the method (a helper)
 
     def describe(self) -> str:
+        if self.how == "class":
+            return f"{(self.after or '?').rpartition(':')[2]}.{self.method}(self, ...)"
         head = "self" if self.how == "self" else "super()"
         if self.after is not None:
             head = f"super({self.after.rpartition(':')[2]}, self)"
@@ -43,12 +51,14 @@ class SelfCall:
     ``self.m(...)`` / ``cls.m(...)`` (lookup on the served class's MRO) or ``super().m(...)``
     / ``super(C, self).m(...)`` (lookup after the defining class, or after ``C``)."""
 
-    how: Literal["super", "self"]
+    how: How
     method: str
     after: str | None
     line: int
 
     def describe(self) -> str:
+        if self.how == "class":
+            return f"{(self.after or '?').rpartition(':')[2]}.{self.method}(self, ...)"
         if self.how == "self":
             return f"self.{self.method}(...)"
         if self.after is not None:
@@ -78,6 +88,9 @@ class Body:
     kwargs_required: tuple[str, ...] = ()  # ... with kwargs["key"] (a KeyError when absent)
     kwargs_opaque: bool = False  # its **kwargs is used whole (passed on, copied, iterated)
     guarded: tuple[str, ...] = ()  # hasattr(self, "name"): calls of these are not required
+    # (line, why) of what the checker cannot follow: the instance handed to a function
+    unresolved: tuple[tuple[int, str], ...] = ()
+    kwargs_discarded: tuple[str, ...] = ()  # popped or deleted without the value being used
 
 
 def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -103,11 +116,33 @@ def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
     return Passed("other")
 
 
+Callee = tuple[How, str, "ast.expr | None"]
+
+
+def _as_attribute(expr: ast.expr) -> ast.expr:
+    """``getattr(obj, "name")`` with a literal name is ``obj.name``."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "getattr"
+        and len(expr.args) == 2
+        and not expr.keywords
+        and isinstance(expr.args[1], ast.Constant)
+        and isinstance(expr.args[1].value, str)
+    ):
+        return ast.Attribute(value=expr.args[0], attr=expr.args[1].value, ctx=ast.Load())
+    return expr
+
+
 def _callee(
-    func: ast.expr, me: str | None = "self"
-) -> tuple[Literal["super", "self"], str, ast.expr | None] | None:
-    """``super().m`` / ``super(C, self).m`` / ``self.m`` -> (how, m, C or None). ``me`` is the
-    name the instance (or, in a classmethod, the class) has in the body."""
+    func: ast.expr, me: str | None = "self", aliases: dict[str, ast.expr] | None = None
+) -> Callee | None:
+    """``super().m`` / ``super(C, self).m`` / ``self.m`` (also as ``getattr(self, "m")``, or a
+    local bound once to one of those: ``aliases``) -> (how, m, C or None). ``me`` is the name
+    the instance (or, in a classmethod, the class) has in the body."""
+    if isinstance(func, ast.Name) and aliases and func.id in aliases:
+        func = aliases[func.id]
+    func = _as_attribute(func)
     if not isinstance(func, ast.Attribute):
         return None
     value = func.value
@@ -122,15 +157,86 @@ def _callee(
     return None
 
 
+def _explicit(node: ast.Call, me: str | None) -> tuple[str, ast.expr] | None:
+    """``Base.m(self, ...)``: (m, the ``Base`` expression); the caller resolves it to a class."""
+    func = _as_attribute(node.func)
+    if (
+        me is not None
+        and isinstance(func, ast.Attribute)
+        and isinstance(func.value, (ast.Name, ast.Attribute))
+        and not (isinstance(func.value, ast.Name) and func.value.id in {me, "super"})
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == me
+    ):
+        return func.attr, func.value
+    return None
+
+
+def _aliases(fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str | None) -> dict[str, ast.expr]:
+    """Locals bound exactly once to a method of the instance (``f = self.m``)."""
+    stores: dict[str, int] = {}
+    found: dict[str, ast.expr] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _callee(node.value, me) is not None
+        ):
+            found[node.targets[0].id] = node.value
+    return {k: v for k, v in found.items() if stores.get(k) == 1}
+
+
+def _partial(func: ast.expr) -> ast.Call | None:
+    """``functools.partial(f, ...)`` / ``partial(f, ...)`` as the called expression."""
+    if (
+        isinstance(func, ast.Call)
+        and func.args
+        and (
+            (isinstance(func.func, ast.Name) and func.func.id == "partial")
+            or (isinstance(func.func, ast.Attribute) and func.func.attr == "partial")
+        )
+    ):
+        return func
+    return None
+
+
 def _handed_on(
-    node: ast.Call,
-) -> tuple[int, tuple[Literal["super", "self"], str, ast.expr | None]] | None:
+    node: ast.Call, me: str | None = "self", aliases: dict[str, ast.expr] | None = None
+) -> tuple[int, Callee] | None:
     """``helper(..., self.m, ...)`` / ``helper(..., super().m, ...)``: (position, callee)."""
     for i, arg in enumerate(node.args):
-        handed = _callee(arg)
+        handed = _callee(arg, me, aliases)
         if handed is not None:
             return i, handed
     return None
+
+
+def _through_helper(
+    helper: ast.FunctionDef | ast.AsyncFunctionDef, position: int
+) -> tuple[ast.Call, str | None, str | None] | str:
+    """How ``helper(..., method, *args, **kwargs)`` calls the method it is handed (at
+    ``position``): (its call of it, the helper's *args and **kwargs names), or why the
+    checker cannot tell."""
+    a = helper.args
+    positional = [*a.posonlyargs, *a.args]
+    if position >= len(positional):
+        return f"the helper {helper.name} takes the method in *{a.vararg.arg if a.vararg else ''}"
+    name = positional[position].arg
+    vararg = a.vararg.arg if a.vararg else None
+    kwarg = a.kwarg.arg if a.kwarg else None
+    calls = [
+        n
+        for n in ast.walk(helper)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+    ]
+    shapes = {ast.dump(c) for c in calls}
+    if len(shapes) != 1 or not _passes_on(calls[0], vararg, kwarg):
+        return f"the helper {helper.name} does not call {name}(*{vararg}, **{kwarg}) one way"
+    return calls[0], vararg, kwarg
 
 
 def _passes_on(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
@@ -173,33 +279,73 @@ def _kwargs_edits(
     return dropped, added
 
 
-def forwards_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any) -> tuple[Forward, ...]:
+def forwards_of(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, function: Any = None
+) -> tuple[Forward, ...]:
     """The calls in ``fn`` that pass its ``*args`` / ``**kwargs`` on to another method of the
-    instance: ``super()``, ``super(C, self)``, ``self.m(...)``, or a bound method handed to a
-    helper with them (``helper(self.m, *args, **kwargs)``, ``helper(self, super().m, *args,
-    **kwargs)``: the helper calls the bound method with ``*args`` / ``**kwargs``; its own other
-    arguments are the helper's, not the method's). ``resolve(expr)`` names the class of a
-    ``super(C, self)`` (None when it cannot)."""
+    instance: ``super()``, ``super(C, self)``, ``self.m(...)``, ``Base.m(self, ...)``,
+    ``getattr(super(), "m")(...)``, a local bound to one of those, ``functools.partial(
+    super().m, x)(...)``, or a bound method handed to a helper (``helper(self, super().m, *args,
+    **kwargs)``: what the helper's body hands the method is read, its own other arguments are
+    not the method's). Arguments a forward adds are kept, so a duplicate is seen.
+    ``resolve(expr)`` names a class (``super(C, self)``, ``Base.m``), ``function(expr)`` the
+    module function a name refers to (None when it cannot)."""
     a = fn.args
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     if vararg is None and kwarg is None:
         return ()
-    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    firsts = [*a.posonlyargs, *a.args]
+    me = firsts[0].arg if firsts else None
+    aliases = _aliases(fn, me)
+    params = {p.arg for p in (*firsts, *a.kwonlyargs)}
     dropped, added = _kwargs_edits(fn, kwarg)
     found: list[Forward] = []
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call) or not _passes_on(node, vararg, kwarg):
             continue
-        target = _callee(node.func)
         rest: list[ast.expr] = list(node.args)
         keywords: list[ast.keyword] = list(node.keywords)
-        handed = _handed_on(node)
-        if handed is not None:  # a bound method handed on wins over the helper
+        defaults: list[str] = []
+        unresolved = ""
+        handed = _handed_on(node, me, aliases)
+        target: Callee | None = None if handed else _callee(node.func, me, aliases)
+        explicit = _explicit(node, me) if target is None else None
+        if explicit is not None and resolve(explicit[1]) is None:
+            explicit = None  # not a class the checkout holds: a function (see body_of)
+        partial = _partial(node.func) if target is None else None
+        if explicit is not None and handed is None:
+            target, rest = ("class", explicit[0], explicit[1]), rest[1:]
+        elif handed is None and partial is not None and _callee(partial.args[0], me, aliases):
+            target = _callee(partial.args[0], me, aliases)
+            rest = [*partial.args[1:], *rest]
+            keywords = [*(k for k in partial.keywords if k.arg is None), *keywords]
+            defaults = [k.arg for k in partial.keywords if k.arg is not None]
+        elif handed is not None:  # a bound method handed on wins over the helper
             target = handed[1]
-            # Only the pass-through *args / **kwargs reach the bound method.
-            rest = [x for x in node.args if isinstance(x, ast.Starred)]
-            keywords = [k for k in node.keywords if k.arg is None]
+            helper = function(node.func) if function is not None else None
+            inner = _through_helper(helper[0], handed[0] + helper[1]) if helper else (
+                f"the helper {ast.unparse(node.func)} is not read"
+            )  # fmt: skip
+            if isinstance(inner, str):
+                unresolved = f"{inner}: what reaches {target[1]} is unknown"
+                # Its *args / **kwargs are passed on (to what, unknown): nothing is "dropped".
+                rest = [x for x in node.args if isinstance(x, ast.Starred)]
+                keywords = [k for k in node.keywords if k.arg is None]
+            else:
+                call, h_var, h_kw = inner
+                rest = [
+                    ast.Starred(ast.Name(vararg or "", ast.Load()), ast.Load())
+                    if isinstance(x, ast.Starred) and isinstance(x.value, ast.Name)
+                    and x.value.id == h_var else ast.Constant(None)
+                    for x in call.args
+                ]  # fmt: skip
+                keywords = [
+                    ast.keyword(None, ast.Name(kwarg or "", ast.Load()))
+                    if k.arg is None and isinstance(k.value, ast.Name) and k.value.id == h_kw
+                    else ast.keyword(k.arg, ast.Constant(None))
+                    for k in call.keywords
+                ]
         if target is None:
             continue
         how, method, cls_expr = target
@@ -225,7 +371,10 @@ def forwards_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any) -> tup
         )
         same = (how, method, after, args, kw)
         if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):
-            found.append(Forward(how, method, after, args, kw, node.lineno, (*dropped,), (*added,)))
+            found.append(
+                Forward(how, method, after, args, kw, node.lineno, (*dropped,), (*added,),
+                        (*defaults,), unresolved)
+            )  # fmt: skip
     return tuple(found)
 
 
@@ -249,6 +398,9 @@ def _walk_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str | None) -> li
 
 
 _WHOLE_DICT = {"keys", "items", "values", "copy", "update"}
+# Builtins that take the instance without calling its methods by other names.
+_SAFE_WITH_SELF = {"hasattr", "getattr", "setattr", "isinstance", "type", "super", "id", "repr",
+                   "str", "print", "vars", "callable", "len", "format"}  # fmt: skip
 
 
 def body_of(
@@ -266,7 +418,9 @@ def body_of(
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     nodes = _walk_body(fn, me)
+    aliases = _aliases(fn, me)
     calls: list[SelfCall] = []
+    unresolved: list[tuple[int, str]] = []
     constructs: list[Construct] = []
     reads: list[str] = []
     required: list[str] = []
@@ -276,9 +430,23 @@ def body_of(
         for n in nodes
         if isinstance(n, ast.Call)
         and _passes_on(n, vararg, kwarg)
-        and (_callee(n.func) is not None or _handed_on(n) is not None)
+        and (
+            _callee(n.func, me, aliases) is not None
+            or _handed_on(n, me, aliases) is not None
+            or _partial(n.func) is not None
+            or _explicit(n, me) is not None
+        )
     }
     handled: set[int] = set()  # Name nodes of kwarg whose use is a read by name
+    # `kwargs.pop("k")` as a statement and `del kwargs["k"]` remove a key without using it.
+    discarded: list[str] = []
+    discards = {
+        id(n.value) for n in nodes
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "pop"
+    }  # fmt: skip
+    # ... and unconditionally (a statement of the body itself): a KeyError when it is absent.
+    top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
@@ -305,22 +473,28 @@ def body_of(
                     and func.args[0].id == me
                 )
             ):
-                starred = any(isinstance(x, ast.Starred) for x in node.args) or any(
-                    k.arg is None for k in node.keywords
-                )
-                constructs.append(
-                    Construct(
-                        len(node.args),
-                        tuple(k.arg for k in node.keywords if k.arg is not None),
-                        starred,
-                        node.lineno,
-                    )
-                )
+                names = [k.arg for k in node.keywords if k.arg is not None]
+                starred = any(isinstance(x, ast.Starred) for x in node.args)
+                for k in node.keywords:
+                    keys = _literal_keys(fn, k.value) if k.arg is None else []
+                    starred = starred or keys is None
+                    names += keys or []
+                constructs.append(Construct(len(node.args), tuple(names), starred, node.lineno))
             # self.m(...) / cls.m(...) / super().m(...), and bound methods handed to a helper
+            # (also Base.m(self, ...), getattr(self, "m")(...), f = self.m; f(...), partial)
             handed_args = node.args if id(node) in forward_nodes else []
+            partial = _partial(func)
+            if partial is not None:
+                handed_args = [*handed_args, partial.args[0]]
+            explicit = _explicit(node, me)
+            explicit_cls = resolve(explicit[1]) if explicit is not None else None
+            if explicit is not None and explicit_cls is not None:
+                call = SelfCall("class", explicit[0], explicit_cls, node.lineno)
+                if call not in calls:
+                    calls.append(call)
             for expr in (func, *handed_args):
-                target = _callee(expr, me)
-                if target is None or (expr is not func and not isinstance(expr, ast.Attribute)):
+                target = _callee(expr, me, aliases)
+                if target is None:
                     continue
                 how, method, cls_expr = target
                 after = None
@@ -331,6 +505,22 @@ def body_of(
                 call = SelfCall(how, method, after, node.lineno)
                 if call not in calls:
                     calls.append(call)
+            # The instance handed to a function the checker does not follow (its calls on it
+            # are not seen): never "ok".
+            gives_me = me is not None and any(
+                isinstance(x, ast.Name) and x.id == me
+                for x in (*node.args, *(k.value for k in node.keywords))
+            )
+            if (
+                gives_me
+                and explicit_cls is None
+                and id(node) not in forward_nodes
+                and not (isinstance(func, ast.Name) and func.id in _SAFE_WITH_SELF)
+                and _callee(func, me, aliases) is None
+            ):
+                unresolved.append(
+                    (node.lineno, f"hands {me} to {ast.unparse(func)}(...), which is not followed")
+                )
             # kwargs.get("x") / kwargs.pop("x") / kwargs.setdefault("x")
             if (
                 kwarg is not None
@@ -340,8 +530,10 @@ def body_of(
             ):
                 key = node.args[0] if node.args else None
                 if func.attr in ("get", "pop", "setdefault") and isinstance(key, ast.Constant):
-                    reads.append(str(key.value))
+                    (discarded if id(node) in discards else reads).append(str(key.value))
                     handled.add(id(func.value))
+                    if func.attr == "pop" and len(node.args) == 1 and id(node) in top:
+                        required.append(str(key.value))
                 elif func.attr in _WHOLE_DICT and not _in_fstring(node, nodes):
                     pass  # used whole: opaque (below)
                 elif func.attr in _WHOLE_DICT:
@@ -359,7 +551,9 @@ def body_of(
                 reads.append(name)
                 required.append(name)
             elif isinstance(node.ctx, ast.Del):
-                reads.append(name)
+                discarded.append(name)
+                if id(node) in top:
+                    required.append(name)
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -394,7 +588,47 @@ def body_of(
         tuple(dict.fromkeys(required)),
         opaque,
         tuple(dict.fromkeys(guarded)),
+        tuple(dict.fromkeys(unresolved)),
+        tuple(k for k in dict.fromkeys(discarded) if k not in reads),
     )
+
+
+def _literal_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef, expr: ast.expr) -> list[str] | None:
+    """The keys of a ``**mapping`` argument: a ``{...}`` / ``dict(k=...)`` literal, or a local
+    bound once to one (None: cannot tell)."""
+    if isinstance(expr, ast.Name):
+        binds = [
+            n for n in ast.walk(fn)
+            if isinstance(n, ast.Name) and n.id == expr.id and not isinstance(n.ctx, ast.Load)
+        ]  # fmt: skip
+        value = next(
+            (
+                n.value for n in ast.walk(fn)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == expr.id
+            ),
+            None,
+        )  # fmt: skip
+        mutated = any(
+            (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and n.attr != "get")
+            or (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+            and n.value.id == expr.id and not isinstance(n.ctx, ast.Load))
+            for n in ast.walk(fn)
+        )  # fmt: skip
+        if len(binds) != 1 or value is None or mutated:
+            return None
+        expr = value
+    if isinstance(expr, ast.Dict) and all(
+        isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys
+    ):
+        return [str(k.value) for k in expr.keys if isinstance(k, ast.Constant)]
+    if (
+        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict"
+        and not expr.args and all(k.arg is not None for k in expr.keywords)
+    ):  # fmt: skip
+        return [k.arg for k in expr.keywords if k.arg is not None]
+    return None
 
 
 def _elided(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

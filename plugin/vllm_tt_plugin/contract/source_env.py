@@ -29,6 +29,7 @@ class ClassFacts:
     variant: str = ""
     env_vars: tuple[str, ...] = ()  # the variables the facts depend on
     unknown: tuple[str, ...] = ()  # facts that could not be evaluated (every value checked)
+    refused: str = ""  # why the plugin refuses the class at launch (CapabilityError)
 
     @property
     def device_sampling(self) -> bool:
@@ -49,6 +50,10 @@ class ParsedModule:
     imports: dict[str, str]  # local name -> "module" (import) or "module:Name" (from-import)
     assigns: dict[str, ast.expr]  # module-level NAME = value
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # module-level defs
+    # (name, attribute) of every ``name.attribute`` in module-level code outside classes and
+    # functions: a class attribute set or changed after the class body (``Cls.caps[k] = v``).
+    touched: set[tuple[str, str]] = field(default_factory=set)
+    stars: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
 
 
 class EnvFacts:
@@ -59,6 +64,11 @@ class EnvFacts:
         raise NotImplementedError
 
     def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None:
+        raise NotImplementedError
+
+    def attribute_shape(self, target: str, name: str) -> str:
+        """ "def" when the first class along the MRO to bind ``name`` binds a def (a method or
+        a ``@property``), "changed" when module-level code touches ``Class.name``, else ""."""
         raise NotImplementedError
 
     def _env_eval(
@@ -277,6 +287,14 @@ class EnvFacts:
         environment); both values of a flag that cannot be evaluated (labelled unknown)."""
         contracts, contract_vars = self._fact_values(target, "decode_input_update_contract")
         caps_values, caps_vars = self._fact_values(target, "model_capabilities")
+        refused = ""
+        shape = self.attribute_shape(target, "model_capabilities")
+        if shape == "def":
+            # The plugin reads it from the class: a function or property object, not a dict.
+            refused = "model_capabilities is a method or property, not a dict"
+            caps_values = [({}, UNREADABLE)]
+        elif shape == "changed":  # set or changed after the class body: not known here
+            caps_values = [({}, UNREADABLE)]
         variables = tuple(dict.fromkeys((*contract_vars, *caps_vars)))
         variants: list[ClassFacts] = []
         seen: set[tuple[Any, ...]] = set()
@@ -305,7 +323,8 @@ class EnvFacts:
                 caps = {}
                 sampling_options = [False, True]
             elif not isinstance(caps, dict):
-                unreadable.append("model_capabilities")
+                if caps:  # `getattr(cls, "model_capabilities", None) or {}`: falsy is {}
+                    refused = f"model_capabilities is a {type(caps).__name__}, not a dict"
                 caps = {}
             else:
                 unknown += [
@@ -326,7 +345,7 @@ class EnvFacts:
                     label_parts.append(f"decode_input_update_contract unknown: checked {version}")
                 facts = ClassFacts(
                     version, facts_caps, tuple(unreadable), "; ".join(label_parts), variables,
-                    tuple(dict.fromkeys(unknown)),
+                    tuple(dict.fromkeys(unknown)), refused,
                 )  # fmt: skip
                 key = (version, facts.device_sampling, facts.output_tokens_per_step)
                 if key in seen:
