@@ -1,0 +1,141 @@
+"""Issue 44, red team 44 (/tmp/redteam-44): reports that chose where the harness writes, or
+carried values no measurement produces. Each is built with the harness's own writers and fed to
+the harness's own commands; each must end in a refusal (exit 2 naming the field) or the honest
+verdict, never a write outside the store or a gate "OK".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.test_red_team_gate import _acc, _import
+from tt_conformance import history
+from tt_conformance.cli import conformance as cli
+from tt_conformance.cli import gate as gate_cli
+from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.report import Report, report_from_dict
+from tt_conformance.writers import write_report
+
+
+def _forged(tmp_path: Path, report: Report, **fields: Any) -> Path:
+    """The report as the harness writes it, then edited by hand (what the red team did)."""
+    path = write_report(report, tmp_path / "run").json
+    data = json.loads(path.read_text())
+    data.update(fields)
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    return forged
+
+
+# ------------------------------------------------------ item 1: a run id is not a path
+
+
+def test_history_add_never_writes_where_the_run_id_points(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = tmp_path / "baselines" / "m" / "baseline.json"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("precious")
+    store = tmp_path / "reports" / "history"
+    run_id = "../../../../baselines/m/baseline"
+    path = _forged(tmp_path, make_report({"m::a": "pass"}), run_id=run_id)
+    assert cli.main(["history", "add", str(path), "--history", str(store)]) == 2
+    assert "run_id" in capsys.readouterr().err
+    assert victim.read_text() == "precious"
+
+
+def test_import_bench_never_rewrites_a_file_the_run_id_names(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ValueError, match="run_id"):
+        report_from_dict({**json.loads(make_report({"m::a": "pass"}).model_dump_json()),
+                          "run_id": "../x"})  # fmt: skip
+    path = _forged(tmp_path, make_report({"m::a": "pass"}, device="T3K"), run_id="../../evil")
+    assert _import(tmp_path, path) == 2 and "run_id" in capsys.readouterr().err
+    assert not (tmp_path / "evil.json").exists()
+
+
+# ------------------------------------------- item 5: no samples measured nothing
+
+
+def test_a_result_of_no_samples_is_refused_not_unchanged(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::acc": "pass"}, accuracy=(_acc("t", [True] * 5),))
+    cand = make_report({"m::acc": "pass"}, accuracy=(_acc("t", [False] * 5),), tt_metal="v2")
+    b = write_report(base, tmp_path / "base").json
+    data = json.loads(b.read_text())
+    data["accuracy"][0].update(num_samples=0, correct=None, items=None, score=1.0)
+    b.write_text(json.dumps(data))
+    c = write_report(cand, tmp_path / "cand").json
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == 2
+    assert "num_samples" in capsys.readouterr().err
+
+
+# --------------------------------------- item 8: timestamps and device names are checked
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("started_at", "yesterday"), ("finished_at", "2025-13-01T00:00:00Z"),
+     ("finished_at", "2025-01-01T00:00:00"), ("device", "t3k-ish")],
+)  # fmt: skip
+def test_an_unreadable_time_or_device_is_refused_naming_it(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], field: str, value: str
+) -> None:
+    path = _forged(tmp_path, make_report({"m::a": "pass"}), **{field: value})
+    out = ["--out-md", str(tmp_path / "M.md"), "--out-html", str(tmp_path / "m.html")]
+    assert matrix_cli.main([str(tmp_path), *out, "--include-uncommitted"]) == 2
+    assert field in capsys.readouterr().err
+
+
+def test_t3k_and_T3K_are_one_column(tmp_path: Path, make_report: Any) -> None:
+    path = _forged(tmp_path, make_report({"m::a": "pass"}, device="T3K"), device="t3k")
+    data = json.loads(path.read_text())
+    assert report_from_dict(data).device == "T3K"
+
+
+# --------------------------------------------- item 10: a figure is a positive measurement
+
+
+@pytest.mark.parametrize("value", [0.0, -5.0, float("inf"), float("nan")])
+def test_a_zero_negative_or_infinite_figure_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], value: float
+) -> None:
+    fig = {"tps@x": (90.0, "tok/s", "higher")}
+    base, cand = make_report({"m::a": "pass"}, perf=fig), make_report({"m::a": "pass"}, perf=fig)
+    c = write_report(cand, tmp_path / "cand").json
+    data = json.loads(c.read_text())
+    data["perf"]["tps@x"]["value"] = value
+    c.write_text(json.dumps(data))
+    b = write_report(base, tmp_path / "base").json
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == 2
+    assert "value" in capsys.readouterr().err
+
+
+def test_runs_are_ordered_by_time_not_by_string(make_report: Any) -> None:
+    # 10:00+05:00 is 05:00Z: earlier than 06:00Z though its string sorts later.
+    early = make_report({"m::a": "pass"}, finished_at="2025-01-01T10:00:00+05:00")
+    late = make_report({"m::a": "fail"}, finished_at="2025-01-01T06:00:00Z")
+    runs = history.distinct_runs([(Path("b.json"), late), (Path("a.json"), early)])
+    assert [r.report.run_id for r in runs] == [early.run_id, late.run_id]
+
+
+# --------------------------------------------------- item 9: one run id names one run
+
+
+def test_two_runs_under_one_run_id_are_refused_naming_both_files(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = make_report({"m::a": "pass"}, device="T3K")
+    bad = make_report({"m::a": "fail"}, device="T3K").replace(run_id=good.run_id)
+    first = write_report(good, tmp_path / "reports" / "a").json
+    second = write_report(bad, tmp_path / "reports" / "b").json
+    out = ["--out-md", str(tmp_path / "M.md"), "--out-html", str(tmp_path / "m.html")]
+    code = matrix_cli.main([str(tmp_path / "reports"), *out, "--include-uncommitted"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(first) in err and str(second) in err
