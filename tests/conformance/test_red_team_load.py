@@ -4,6 +4,8 @@ the harness's own commands; each must end in a refusal (exit 2 naming the field)
 verdict, never a write outside the store or a gate "OK".
 """
 
+# ruff: noqa: F811 (honest: the red team's honest-run fixture, shared)
+
 from __future__ import annotations
 
 import json
@@ -12,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.test_red_team import ACCURACY, CONCERNS, _check, honest
 from tests.conformance.test_red_team_gate import _acc, _import
 from tt_conformance import history
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
-from tt_conformance.report import Report, report_from_dict
+from tt_conformance.report import CheckResult, Report, report_from_dict
+from tt_conformance.selection import BLOCK_OUTPUT_ABSENT
 from tt_conformance.writers import write_report
 
 
@@ -139,3 +143,54 @@ def test_two_runs_under_one_run_id_are_refused_naming_both_files(
     code = matrix_cli.main([str(tmp_path / "reports"), *out, "--include-uncommitted"])
     err = capsys.readouterr().err
     assert code == 2 and str(first) in err and str(second) in err
+
+
+# ------------------------------------------------ item 3: a retried pass is not a pass
+
+
+def test_pass_to_unlisted_flaky_is_a_regression_and_never_complete(
+    tmp_path: Path, make_report: Any, honest: Any
+) -> None:
+    base = make_report({"m::a": "pass"})
+    cand = make_report({"m::a": "flaky"}, tt_metal="v2")
+    b, c = write_report(base, tmp_path / "b").json, write_report(cand, tmp_path / "c").json
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == 1
+    checks = tuple(_check(i, k) for k in CONCERNS for i in range(39))
+    flaky = (checks[0].model_copy(update={"outcome": "flaky", "attempts": 2}), *checks[1:])
+    assert honest().tier.tier == "complete"
+    assert honest(checks=flaky).tier.tier == "functional"
+
+
+# ------------------------------ item 4: "not a block-output server" is the probe's word only
+
+
+def test_block_output_words_on_other_concerns_are_a_waiver(honest: Any) -> None:
+    server = honest().server.model_copy(update={"model_class": "LlamaForCausalLM"})
+    absent = f"{BLOCK_OUTPUT_ABSENT}: waived by hand"
+    hidden = tuple(
+        _check(i, k, "skip", absent) if k == "logprobs" else _check(i, k)
+        for k in CONCERNS
+        for i in range(39)
+    )
+    run = honest(checks=hidden, server=server)
+    assert run.tier.tier == "partial" and run.coverage and "logprobs" in run.coverage.concerns_not_run
+    # The probe itself, on a server recorded as serving a causal LM, is not applicable.
+    probe = (*hidden[:78], _check(0, "block_output", "skip", absent))
+    assert honest(checks=probe, server=server).tier.tier == "complete"
+    # The same skip on a block-output class is not borne out.
+    block = server.model_copy(update={"model_class": "DiffusionGemmaForBlockDiffusion"})
+    assert honest(checks=probe, server=block).tier.tier == "partial"
+
+
+# ------------------------------- item 5: an expected failure's score is not accuracy evidence
+
+
+def test_an_xfailed_accuracy_check_is_not_measured_accuracy(honest: Any) -> None:
+    failed = ACCURACY.model_copy(update={"verdict": "fail", "correct": 2, "score": 0.2})
+    checks = (
+        *(_check(i, k) for k in CONCERNS for i in range(39)),
+        CheckResult(id="m::test_acc", nodeid="m.py::test_acc", concern="accuracy",
+                    outcome="xfail", reason="expected: accuracy low"),
+    )  # fmt: skip
+    run = honest(checks=checks, accuracy=(failed,))
+    assert run.tier.tier == "experimental", run.tier
