@@ -20,8 +20,9 @@ from tt_conformance import history
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
-from tt_conformance.report import CheckResult, Report, report_from_dict
-from tt_conformance.selection import BLOCK_OUTPUT_ABSENT
+from tt_conformance.report import Aborted, CheckResult, Report, report_from_dict
+from tt_conformance.selection import BLOCK_OUTPUT_ABSENT, coverage_of
+from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
 
@@ -194,3 +195,47 @@ def test_an_xfailed_accuracy_check_is_not_measured_accuracy(honest: Any) -> None
     )  # fmt: skip
     run = honest(checks=checks, accuracy=(failed,))
     assert run.tier.tier == "experimental", run.tier
+
+
+# --------------------------------------- item 6: the gate holds its baseline to promote's bar
+
+
+def _baseline_gate(tmp_path: Path, base: Report, cand: Report) -> int:
+    b, c = write_report(base, tmp_path / "b").json, write_report(cand, tmp_path / "c").json
+    return gate_cli.main(["--baseline", str(b), "--candidate", str(c)])
+
+
+def test_an_all_failing_baseline_does_not_gate_ok(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::a": "fail", "m::b": "fail"})
+    cand = make_report({"m::a": "fail", "m::b": "fail"}, tt_metal="v2")
+    assert _baseline_gate(tmp_path, base, cand) == 2
+    assert "field 'checks'" in capsys.readouterr().err
+
+
+def test_an_aborted_baseline_does_not_gate_ok(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = Aborted(reason="connection refused", at="2025-01-01T00:00:00Z", not_run=40)
+    base = make_report({"m::a": "pass"}).replace(aborted=gone)
+    base = base.replace(tier=derive_tier(base))
+    assert _baseline_gate(tmp_path, base, make_report({"m::a": "pass"}, tt_metal="v2")) == 2
+    assert "aborted" in capsys.readouterr().err
+
+
+def test_a_partial_baseline_gates_only_its_own_selection(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def lanes_only(report: Report) -> Report:
+        chosen = coverage_of(report.checks, deselected=9, keyword=None, markers="lanes",
+                             args=(), suite=["m", "n"])  # fmt: skip
+        report = report.replace(coverage=chosen)
+        return report.replace(tier=derive_tier(report))
+
+    base = lanes_only(make_report({"m::a": "pass"}))
+    full = make_report({"m::a": "pass"}, tt_metal="v2")
+    assert _baseline_gate(tmp_path / "1", base, full) == 2
+    assert "field 'coverage'" in capsys.readouterr().err
+    same = lanes_only(make_report({"m::a": "pass"}, tt_metal="v2"))
+    assert _baseline_gate(tmp_path / "2", base, same) == 0
