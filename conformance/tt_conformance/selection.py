@@ -256,13 +256,13 @@ def coverage_of(
 def derive_coverage(report: Report) -> Coverage | None:
     """The report's coverage rebuilt from its checks and its stored selection (what pytest was
     asked: deselected count, -k, -m, arguments; the suite and the modified modules the run
-    saw). A report written before the suite was recorded is judged against the suite it
-    implies (its modules and its missing ones): this harness's manifest may have grown since.
-    None when the report recorded no selection (before schema version 4)."""
+    saw). A report that recorded no suite is judged against this harness's shipped manifest,
+    never against the modules its own checks came from: those would make a report that drops
+    whole modules look full. None when the report recorded no selection (before schema 4)."""
     stored = report.coverage
     if stored is None:
         return None
-    implied = sorted({_module_of(c.id) for c in report.checks} | set(stored.missing_modules))
+    implied = sorted(set(suite_modules()) | set(stored.missing_modules))
     return coverage_of(
         report.checks,
         deselected=stored.deselected,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.test_red_team import ACCURACY, CONCERNS, _check, honest
-from tests.conformance.test_red_team_gate import _acc, _import
+from tests.conformance.test_red_team_gate import EMU_BASELINE, _acc, _import
 from tt_conformance import history
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
@@ -239,3 +239,22 @@ def test_a_partial_baseline_gates_only_its_own_selection(
     assert "field 'coverage'" in capsys.readouterr().err
     same = lanes_only(make_report({"m::a": "pass"}, tt_metal="v2"))
     assert _baseline_gate(tmp_path / "2", base, same) == 0
+
+
+# ------------------------------ item 2: the suite is the harness's, never the report's own
+
+
+def test_a_report_without_its_suite_cannot_drop_whole_modules(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a1.py: the emulated baseline cut to two concerns, its coverage recounted, no suite.
+    base = json.loads((EMU_BASELINE / "baseline.json").read_text())
+    kept = [c for c in base["checks"] if c["concern"] in ("errors", "accuracy")]
+    report = report_from_dict({**base, "checks": kept, "totals": None, "perf": {}})
+    assert report.coverage is not None and not report.coverage.suite
+    cut = report.replace(coverage=report.coverage.model_copy(
+        update={"selected": len(kept), "skipped_other": 0, "not_applicable": 0}))  # fmt: skip
+    cut = cut.replace(tier=derive_tier(cut))
+    assert cut.tier is not None and cut.tier.tier == "partial", cut.tier
+    path = write_report(cut, tmp_path / "run").json
+    assert cli.main(["baseline", "promote", str(path), "--baselines-dir", str(tmp_path)]) == 2
