@@ -360,8 +360,7 @@ def _compare_check(
             # The harness retries only checks listed flaky: a pass that needed a retry the
             # gate's expectations do not allow is a check that failed.
             out.regressions.append(
-                f"{check_id}: {transition}, not listed flaky in the gate's expectations: "
-                f"{c.reason}"
+                f"{check_id}: {transition}, not listed flaky in the gate's expectations: {c.reason}"
             )
         else:
             out.flaky.append(f"{check_id}: {c.reason}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -36,6 +35,7 @@ __all__ = [
     "PASSING",
     "READABLE_VERSIONS",
     "REPORT_KIND",
+    "RUN_ID_PATTERN",
     "SCHEMA_VERSION",
     "TIERS",
     "Aborted",
@@ -61,7 +61,6 @@ __all__ = [
     "iso_utc",
     "load_report",
     "migrate_report",
-    "RUN_ID_PATTERN",
     "new_run_id",
     "parse_utc",
     "report_from_dict",

@@ -4,7 +4,8 @@ the harness's own commands; each must end in a refusal (exit 2 naming the field)
 verdict, never a write outside the store or a gate "OK".
 """
 
-# ruff: noqa: F811 (honest: the red team's honest-run fixture, shared)
+# ruff: noqa: F811
+# (the tests take `honest`, test_red_team's honest-run fixture, imported as a fixture)
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.test_red_team import ACCURACY, CONCERNS, _check, honest
+from tests.conformance.test_red_team import (
+    ACCURACY,
+    CONCERNS,
+    _check,
+    honest,  # noqa: F401
+)
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _acc, _import
 from tt_conformance import history
 from tt_conformance.cli import conformance as cli
@@ -92,7 +98,7 @@ def test_a_result_of_no_samples_is_refused_not_unchanged(
 def test_an_unreadable_time_or_device_is_refused_naming_it(
     tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], field: str, value: str
 ) -> None:
-    path = _forged(tmp_path, make_report({"m::a": "pass"}), **{field: value})
+    _forged(tmp_path, make_report({"m::a": "pass"}), **{field: value})
     out = ["--out-md", str(tmp_path / "M.md"), "--out-html", str(tmp_path / "m.html")]
     assert matrix_cli.main([str(tmp_path), *out, "--include-uncommitted"]) == 2
     assert field in capsys.readouterr().err
@@ -174,7 +180,9 @@ def test_block_output_words_on_other_concerns_are_a_waiver(honest: Any) -> None:
         for i in range(39)
     )
     run = honest(checks=hidden, server=server)
-    assert run.tier.tier == "partial" and run.coverage and "logprobs" in run.coverage.concerns_not_run
+    assert (
+        run.tier.tier == "partial" and run.coverage and "logprobs" in run.coverage.concerns_not_run
+    )
     # The probe itself, on a server recorded as serving a causal LM, is not applicable.
     probe = (*hidden[:78], _check(0, "block_output", "skip", absent))
     assert honest(checks=probe, server=server).tier.tier == "complete"
