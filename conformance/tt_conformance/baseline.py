@@ -63,6 +63,8 @@ __all__ = [
     "gate_run",
     "placeholder_reason",
     "promote",
+    "refuse_gate_baseline",
+    "same_selection",
 ]
 
 BASELINE_NAME = "baseline.json"
@@ -155,6 +157,32 @@ _UNFINISHED_EXIT = {
     4: "usage error",
     5: "no tests collected",
 }
+
+
+def same_selection(baseline: Report, candidate: Report) -> bool:
+    """Both runs asked pytest for the same checks (-k, -m, arguments): a partial baseline
+    (the emulated lanes run, ``-m lanes``) gates only a run of that same selection."""
+    b, c = baseline.coverage, candidate.coverage
+    if b is None or c is None:
+        return False
+    return (b.keyword, b.markers, b.args) == (c.keyword, c.markers, c.args)
+
+
+def refuse_gate_baseline(
+    report: Report, path: Path, expectations: Expectations, allow_partial: bool = False
+) -> None:
+    """The gate's --baseline meets promote's bar: a file that was never promoted (aborted,
+    partial, failing checks no expectation explains) would let every later run through."""
+    require_consistent(report, str(path))
+    _refuse_incomplete(report, path, allow_partial)
+    uncovered = _uncovered(report, expectations)
+    if uncovered:
+        listed = ", ".join(f"{c.id} ({c.outcome})" for _, c in uncovered[:5])
+        raise PromoteError(
+            f"{path}: field 'checks': {len(uncovered)} failing, expected-failing or flaky "
+            f"check(s) the gate's expectations do not cover: {listed}; promote would refuse "
+            "this baseline, and a baseline failing them passes every run failing them too"
+        )
 
 
 def _refuse_incomplete(report: Report, path: Path, allow_partial: bool = False) -> None:
@@ -323,8 +351,10 @@ def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = froz
     try:
         baseline = load_report(path)
         expectations = load_expectations(exp_path) if exp_path.is_file() else None
+        partial_ok = same_selection(baseline, candidate)
+        refuse_gate_baseline(baseline, path, expectations or Expectations(), partial_ok)
         result = compare(baseline, candidate, expectations, axes=DEFAULT_AXES | axes)
-    except (ReportError, ExpectationsError, GateInputError) as exc:
+    except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
         return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
     return RunGate(
         result.exit_code, f"baseline: {path}\n" + render_gate(result, baseline, candidate), path

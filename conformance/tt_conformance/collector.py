@@ -10,6 +10,7 @@ carry the attempt (``rerun``) and mark a failed attempt that is run again as out
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -141,6 +142,12 @@ class ResultCollector:
                         f"perf figure {name!r} recorded by both {perf[name].check} and {result.id};"
                         " keeping the first"
                     )
+                    continue
+                value = fig.get("value")
+                if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                    # A zero or broken measurement is no figure (the report refuses one): the
+                    # run says so instead of publishing it or losing every other result.
+                    warnings.append(f"perf figure {name!r} of {result.id} not recorded: {value}")
                     continue
                 perf[name] = PerfFigure(**{**fig, "name": name, "check": result.id})
         checks.sort(key=lambda c: c.id)

@@ -356,7 +356,14 @@ def _compare_check(
             f"{check_id}: {transition}, expected failure now passes (update the expectations)"
         )
     elif c.outcome == "flaky":
-        out.flaky.append(f"{check_id}: {c.reason}")
+        if b.outcome in PASSING and exp.flaky_entry(check_id) is None:
+            # The harness retries only checks listed flaky: a pass that needed a retry the
+            # gate's expectations do not allow is a check that failed.
+            out.regressions.append(
+                f"{check_id}: {transition}, not listed flaky in the gate's expectations: {c.reason}"
+            )
+        else:
+            out.flaky.append(f"{check_id}: {c.reason}")
     elif b.outcome in FAILING or b.outcome in ("xfail", "skip"):
         out.improvements.append(f"{check_id}: {transition}")
     elif expected is not None:

@@ -38,7 +38,14 @@ from tt_conformance.matrix import (
 )
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.rederive import require_consistent
-from tt_conformance.report import REPORT_KIND, TIERS, Report, ReportError, report_from_dict
+from tt_conformance.report import (
+    REPORT_KIND,
+    TIERS,
+    Report,
+    ReportError,
+    parse_utc,
+    report_from_dict,
+)
 from tt_conformance.tiers import perf_is_informational
 
 __all__ = [
@@ -120,7 +127,7 @@ def distinct_runs(found: Iterable[tuple[Path, Report]]) -> list[Run]:
         current = best.get(report.run_id)
         if current is None or (current.path.name == "latest.json" and path.name != "latest.json"):
             best[report.run_id] = Run(path, report)
-    return sorted(best.values(), key=lambda r: (r.report.finished_at, r.report.run_id))
+    return sorted(best.values(), key=lambda r: (parse_utc(r.report.finished_at), r.report.run_id))
 
 
 def by_series(runs: Iterable[Run]) -> dict[tuple[str, str, str], list[Run]]:
@@ -316,7 +323,9 @@ def compare_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
     pairs = []
     for runs_of in by_model_device(runs).values():
         pairs += [(runs_of[i - 1], runs_of[i]) for i in range(1, len(runs_of))]
-    return sorted(pairs, key=lambda pair: (pair[1].report.finished_at, pair[1].report.run_id))
+    return sorted(
+        pairs, key=lambda pair: (parse_utc(pair[1].report.finished_at), pair[1].report.run_id)
+    )
 
 
 def stories(runs: Sequence[Run]) -> dict[tuple[str, str, str], CellStory | None]:
@@ -348,6 +357,10 @@ def add_run(report_path: Path, store: Path, *, replace: bool = False) -> Stored:
     report = _run_report(report_path)
     existing = _stored(store, report.run_id)
     target = store_dir(store, report) / f"{report.run_id}.json"
+    # The run id is validated on load; this is the second lock: whatever names the file, it
+    # lands inside the store or nowhere.
+    if not target.resolve().is_relative_to(store.resolve()):
+        raise HistoryError(f"{report_path}: field 'run_id': {target} is outside the store {store}")
     if existing is not None:
         target, stored = existing
         if stored == report:

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tt_conformance.report import (
     ReportError,
     Tier,
     load_report,
+    parse_utc,
 )
 from tt_conformance.selection import derive_coverage, skip_kind
 from tt_conformance.tiers import derive_tier
@@ -228,6 +230,7 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
     if not root.is_dir():
         raise MatrixError(f"{root}: report directory does not exist")
     found: list[tuple[Path, Report]] = []
+    by_id: dict[str, tuple[Path, Report]] = {}
     for path in sorted(root.rglob("*.json")):
         if not include_baselines and "baselines" in path.relative_to(root).parts[:-1]:
             continue
@@ -238,9 +241,18 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
         if not isinstance(data, dict) or data.get("kind") != REPORT_KIND:
             continue  # expectations files and other JSON live in the same tree
         try:
-            found.append((path, require_consistent(load_report(path), str(path))))
+            report = require_consistent(load_report(path), str(path))
         except ReportError as exc:
             raise MatrixError(str(exc)) from None
+        # latest.json and a baseline are copies of a run; two different runs under one id
+        # would have the matrix pick one of them silently.
+        first = by_id.setdefault(report.run_id, (path, report))
+        if first[1] != report:
+            raise MatrixError(
+                f"{path}: field 'run_id': {report.run_id} is also the run id of {first[0]}, "
+                "with other content; one run id names one run"
+            )
+        found.append((path, report))
     return found
 
 
@@ -263,10 +275,10 @@ def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:
     measure something else: their own row, never one cell."""
     newest: dict[tuple[str, str, str], tuple[Path, Report]] = {}
 
-    def rank(path: Path, report: Report) -> tuple[int, str, str, bool]:
+    def rank(path: Path, report: Report) -> tuple[int, datetime, str, bool]:
         return (
             coverage_rank(report),
-            report.finished_at,
+            parse_utc(report.finished_at),
             report.run_id,
             path.name != "latest.json",
         )

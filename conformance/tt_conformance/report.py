@@ -15,15 +15,17 @@ expected failure that passed: an improvement), flaky (failed, then passed on a r
 
 from __future__ import annotations
 
+import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
+from tt_conformance.names import NOT_TT_DEVICE, normalize_device
 
 __all__ = [
     "BETTER",
@@ -33,6 +35,7 @@ __all__ = [
     "PASSING",
     "READABLE_VERSIONS",
     "REPORT_KIND",
+    "RUN_ID_PATTERN",
     "SCHEMA_VERSION",
     "TIERS",
     "Aborted",
@@ -59,6 +62,7 @@ __all__ = [
     "load_report",
     "migrate_report",
     "new_run_id",
+    "parse_utc",
     "report_from_dict",
     "utc_now_iso",
 ]
@@ -74,6 +78,30 @@ EXPECTED_BY: tuple[str, ...] = ("expectations", "marker")
 # Lowest first (the gate compares ranks). "partial" and "emulated" are not TT's tiers: a run
 # that did not cover the suite, or that ran on no TT hardware, is labelled so instead (tiers.py).
 TIERS: tuple[str, ...] = ("fail", "partial", "emulated", "experimental", "functional", "complete")
+
+# A run id names files in the report directory and the history store: anything else (a "/", a
+# "..") would let a report choose where the harness writes.
+RUN_ID_PATTERN: Final = r"^\d{8}T\d{6}Z-[0-9a-f]{8}$"
+
+
+def parse_utc(text: str) -> datetime:
+    """An ISO 8601 timestamp with its offset (the harness writes UTC, "...Z"); ValueError for
+    anything else, a local time without offset included. Runs are ordered by this moment,
+    never by the string."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 timestamp") from None
+    if moment.utcoffset() is None:
+        raise ValueError(f"{text!r} has no UTC offset (the harness writes UTC: end it in Z)")
+    return moment
+
+
+def _utc_or_none(value: str | None) -> str | None:
+    if value is not None:
+        parse_utc(value)
+    return value
+
 
 Outcome = Literal["pass", "fail", "error", "skip", "xfail", "xpass", "flaky"]
 Better = Literal["lower", "higher"]
@@ -98,6 +126,8 @@ class CheckResult(Strict):
     details: str = ""
     started_at: str | None = Field(default=None, description="ISO 8601 UTC, first phase start")
     finished_at: str | None = Field(default=None, description="ISO 8601 UTC, last phase end")
+
+    _utc = field_validator("started_at", "finished_at")(_utc_or_none)
 
 
 class PerfFigure(Strict):
@@ -125,6 +155,15 @@ class PerfFigure(Strict):
     flag: str | None = Field(
         default=None, description="why the figure is unreliable (burst delivery, starved client)"
     )
+
+    @field_validator("value")
+    @classmethod
+    def _measured(cls, value: float) -> float:
+        # Every figure is a time, a rate or a count of something that happened: 0, a negative
+        # or a non-finite value is a broken measurement, and would read as "inf % worse".
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{value} is not a positive finite measurement")
+        return value
 
 
 class CollectionError(Strict):
@@ -191,7 +230,8 @@ class AccuracyResult(Strict):
     score: float = Field(ge=0, le=1)
     ci_low: float = Field(ge=0, le=1)
     ci_high: float = Field(ge=0, le=1)
-    num_samples: int = Field(ge=0)
+    # No samples measured nothing: such a result can neither pass nor be compared.
+    num_samples: int = Field(ge=1)
     correct: int | None = Field(default=None, ge=0)
     reference: float | None = None
     threshold: float | None = None
@@ -288,7 +328,7 @@ class Aborted(Strict):
 class Report(Strict):
     schema_version: Literal[4] = SCHEMA_VERSION
     kind: Literal["tt-conformance-report"] = REPORT_KIND
-    run_id: str = Field(min_length=1, description='"<UTC yyyymmddTHHMMSSZ>-<8 hex>"')
+    run_id: str = Field(pattern=RUN_ID_PATTERN, description='"<UTC yyyymmddTHHMMSSZ>-<8 hex>"')
     started_at: str
     finished_at: str
     model: str = Field(min_length=1)
@@ -314,6 +354,16 @@ class Report(Strict):
     coverage: Coverage | None = Field(
         default=None, description="what was selected; null in reports older than version 4"
     )
+
+    _utc = field_validator("started_at", "finished_at")(_utc_or_none)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        # One spelling per device: "t3k" beside "T3K" would split a column and hide a drop.
+        if value == NOT_TT_DEVICE:
+            return value
+        return normalize_device(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> Report:

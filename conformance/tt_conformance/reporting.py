@@ -153,6 +153,7 @@ class SessionReporter:
                 modified=suite.modified,
                 device=state.device,
                 lanes=facts.lanes,
+                model_class=facts.model_class,
             ),
         )
         report = report.replace(perf_targets=evaluate_targets(report, state.expectations))

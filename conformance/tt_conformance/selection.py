@@ -68,6 +68,9 @@ NEEDS_LANES = "needs a server serving"
 WAIVED = "skipped by expectations:"
 # test_block_output's module fixture: the model is no block-output model (a capability probe).
 BLOCK_OUTPUT_ABSENT = "not a block-output server"
+# Model classes that serve block output (DiffusionGemma's block diffusion, the reference block
+# model): on a server whose recorded class is none of these, the block probe's skip is borne out.
+_BLOCK_CLASS = re.compile(r"Block|Diffusion")
 _LANES_NEEDED = re.compile(re.escape(NEEDS_LANES) + r" >= (\d+)")
 
 SkipKind = Literal["not_applicable", "waived", "other"]
@@ -134,7 +137,9 @@ def _module_of(check_id: str) -> str:
     return check_id.partition("::")[0]
 
 
-def skip_kind(check: CheckResult, device: str, lanes: int) -> SkipKind:
+def skip_kind(
+    check: CheckResult, device: str, lanes: int, model_class: str | None = None
+) -> SkipKind:
     """Why a skipped check did not run, as the harness judges it from the server's identity:
     not applicable only when the identity bears the reason out (a "no TT plugin" skip on a
     server recorded as TT, or a "needs lanes" skip on a server with enough lanes, is not)."""
@@ -147,7 +152,10 @@ def skip_kind(check: CheckResult, device: str, lanes: int) -> SkipKind:
     if needed is not None:
         return "not_applicable" if lanes < int(needed.group(1)) else "other"
     if reason.startswith(BLOCK_OUTPUT_ABSENT):
-        return "not_applicable"
+        # Only the block-output probe may say so, and only of a server recorded as serving
+        # another kind of model: the same words on a KV-capacity check are a waiver.
+        borne_out = model_class is not None and not _BLOCK_CLASS.search(model_class)
+        return "not_applicable" if check.concern == "block_output" and borne_out else "other"
     return "other"
 
 
@@ -157,7 +165,9 @@ class ConcernCoverage:
     not_run: tuple[str, ...]  # applicable concerns none of whose checks ran
 
 
-def concern_coverage(checks: Sequence[CheckResult], device: str, lanes: int) -> ConcernCoverage:
+def concern_coverage(
+    checks: Sequence[CheckResult], device: str, lanes: int, model_class: str | None = None
+) -> ConcernCoverage:
     by_concern: dict[str, list[CheckResult]] = {}
     for c in checks:
         by_concern.setdefault(c.concern, []).append(c)
@@ -165,7 +175,7 @@ def concern_coverage(checks: Sequence[CheckResult], device: str, lanes: int) -> 
     for concern, members in sorted(by_concern.items()):
         if any(c.outcome != "skip" for c in members):
             continue
-        if all(skip_kind(c, device, lanes) == "not_applicable" for c in members):
+        if all(skip_kind(c, device, lanes, model_class) == "not_applicable" for c in members):
             continue
         not_run.append(concern or "(no concern)")
     waived = tuple(
@@ -187,6 +197,7 @@ def coverage_of(
     modified: Sequence[str] = (),
     device: str = "unknown",
     lanes: int = 1,
+    model_class: str | None = None,
 ) -> Coverage:
     """The run's coverage from the checks that ran, how pytest was asked to select them and
     the server's identity (device, lanes: what is applicable)."""
@@ -195,7 +206,7 @@ def coverage_of(
     missing = tuple(m for m in modules if m not in ran)
     given = tuple(str(a) for a in args)
     picked = tuple(a for a in given if "::" in a)
-    concerns = concern_coverage(checks, device, lanes)
+    concerns = concern_coverage(checks, device, lanes, model_class)
     why: list[str] = []
     if deselected:
         how = ", ".join(
@@ -245,13 +256,13 @@ def coverage_of(
 def derive_coverage(report: Report) -> Coverage | None:
     """The report's coverage rebuilt from its checks and its stored selection (what pytest was
     asked: deselected count, -k, -m, arguments; the suite and the modified modules the run
-    saw). A report written before the suite was recorded is judged against the suite it
-    implies (its modules and its missing ones): this harness's manifest may have grown since.
-    None when the report recorded no selection (before schema version 4)."""
+    saw). A report that recorded no suite is judged against this harness's shipped manifest,
+    never against the modules its own checks came from: those would make a report that drops
+    whole modules look full. None when the report recorded no selection (before schema 4)."""
     stored = report.coverage
     if stored is None:
         return None
-    implied = sorted({_module_of(c.id) for c in report.checks} | set(stored.missing_modules))
+    implied = sorted(set(suite_modules()) | set(stored.missing_modules))
     return coverage_of(
         report.checks,
         deselected=stored.deselected,
@@ -262,4 +273,5 @@ def derive_coverage(report: Report) -> Coverage | None:
         modified=stored.modified_modules,
         device=report.device,
         lanes=report.server.lanes,
+        model_class=report.server.model_class,
     )

@@ -151,7 +151,10 @@ def derive_tier(report: Report) -> Tier:
     else:
         # No selection recorded (a report before schema 4, or one whose coverage was removed):
         # what was selected is unknown, so nothing is certified.
-        waived = concern_coverage(report.checks, report.device, report.server.lanes).waived
+        server = report.server
+        waived = concern_coverage(
+            report.checks, report.device, server.lanes, server.model_class
+        ).waived
         partial_because = ("coverage not recorded (-k, -m and the suite unknown)",)
     if partial_because:
         return Tier(
@@ -169,7 +172,13 @@ def derive_tier(report: Report) -> Tier:
             "(TT_VLLM_METRICS not 0)",
         )
     # The long-context check's passkey score is accuracy too, but not on the expectations' task.
-    measured = [a for a in report.accuracy if a.task != PASSKEY_TASK]
+    # Only a passing verdict of a check that is not an expected failure is evidence: an xfail's
+    # score was accepted as failing, not measured as good.
+    measured = [
+        a
+        for a in report.accuracy
+        if a.task != PASSKEY_TASK and a.verdict == "pass" and a.check not in expected
+    ]
     if is_emulated(report.device):
         accuracy_text = (
             "accuracy passes (" + ", ".join(f"{a.task} {a.score:.3f}" for a in measured) + ")"
@@ -219,7 +228,8 @@ def derive_tier(report: Report) -> Tier:
         )
     short = [t for t in report.perf_targets if _RANK[t.met] < _RANK["complete"]]
     xfails = sorted(c.id for c in report.checks_with("xfail"))
-    if short or xfails or waived:
+    flaky = sorted(c.id for c in report.checks_with("flaky"))
+    if short or xfails or waived or flaky:
         blockers = []
         if short:
             blockers.append(f"perf at the complete fraction ({_targets_text(short)})")
@@ -228,6 +238,9 @@ def derive_tier(report: Report) -> Tier:
         if waived:
             # A waiver is an expected failure that was not even run: never complete.
             blockers.append(f"no waived checks ({len(waived)}: {', '.join(waived[:2])})")
+        if flaky:
+            # A pass that needed a retry is not a clean pass (promote refuses unlisted ones).
+            blockers.append(f"no flaky checks ({len(flaky)}: {', '.join(flaky[:2])})")
         return Tier(
             tier="functional",
             reason=f"{reason}; perf targets at the functional fraction",

@@ -117,6 +117,9 @@ def write_report(
         latest_markdown=report_dir / "latest.md",
         latest_junit=report_dir / "latest.xml",
     )
+    for target in (paths.json, paths.markdown, paths.junit):
+        if target.parent.resolve() != report_dir.resolve():
+            raise ValueError(f"field 'run_id': {target} is not a file of {report_dir}: refused")
     # The run files first, latest.* last: a crash in between leaves latest.* at the previous run.
     atomic_write_text(paths.json, payload)
     atomic_write_text(paths.markdown, markdown)

@@ -512,7 +512,7 @@ import pytest
 @pytest.mark.parametrize("i", range(8))
 def test_shared(i, tt_server, tt_record_perf):
     time.sleep(0.05)  # keep both workers busy so each runs some checks
-    tt_record_perf(f"{os.environ['PYTEST_XDIST_WORKER']}_{i}", i, "", "higher")
+    tt_record_perf(f"{os.environ['PYTEST_XDIST_WORKER']}_{i}", i + 1, "", "higher")
 
 @pytest.mark.xdist_group("exclusive")
 @pytest.mark.parametrize("j", range(2))

@@ -283,7 +283,9 @@ def test_hardware_workflow_is_a_manual_example_on_a_self_hosted_tt_runner() -> N
 
 def test_a_lane_dp_run_has_its_own_baseline(tmp_path: Path, make_report, capsys) -> None:
     one = make_report({"m::ok": "pass"}, device="emulated")
-    four = one.replace(server=one.server.model_copy(update={"lanes": 4}), run_id=one.run_id + "4")
+    four = one.replace(
+        server=one.server.model_copy(update={"lanes": 4}), run_id="20250101T000000Z-4444aaaa"
+    )
     baselines = tmp_path / "baselines"
     for report, sub in ((one, "one"), (four, "four")):
         path = write_report(report, tmp_path / sub).json

@@ -135,7 +135,9 @@ def test_a_lane_dp_run_is_filed_beside_its_single_lane_series(
     tmp_path: Path, make_report: Any
 ) -> None:
     one = make_report({"m::a": "pass"}, device="emulated")
-    four = one.replace(server=one.server.model_copy(update={"lanes": 4}), run_id=one.run_id + "4")
+    four = one.replace(
+        server=one.server.model_copy(update={"lanes": 4}), run_id="20250101T000000Z-4444aaaa"
+    )
     store = tmp_path / "history"
     for report, sub in ((one, "one"), (four, "four")):
         assert _add(write_report(report, tmp_path / sub).json, store) == cli.EXIT_OK

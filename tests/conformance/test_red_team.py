@@ -560,11 +560,14 @@ def test_the_gate_says_emulated_figures_are_informational(make_report: Any) -> N
 def test_the_committed_reports_stay_consistent_when_the_suite_grows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Reports written before the suite was recorded are judged on the suite they imply, so
-    a check module added later does not turn the committed baselines inconsistent."""
+    """Reports that recorded no suite are judged on the shipped manifest (red team 44, item 2):
+    they are consistent with today's manifest, and a module added later is one they never ran,
+    so they stop certifying anything (refused as inconsistent) until regenerated."""
     reports = Path(__file__).resolve().parents[2] / "reports"
-    grown = (*selection.suite_modules(), "tt_conformance.checks.test_new_concern")
-    monkeypatch.setattr(selection, "suite_modules", lambda: grown)
     found = find_reports(reports, include_baselines=True)  # refuses an inconsistent one
     assert len(found) >= 6
     assert {tier_of(r).tier for _, r in found} <= {"emulated", "partial"}
+    grown = (*selection.suite_modules(), "tt_conformance.checks.test_new_concern")
+    monkeypatch.setattr(selection, "suite_modules", lambda: grown)
+    with pytest.raises(MatrixError, match="test_new_concern"):
+        find_reports(reports, include_baselines=True)

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tt_conformance.expectations import ExpectationsError, load_expectations
+from tt_conformance.baseline import PromoteError, refuse_gate_baseline, same_selection
+from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.formats.text import render_gate
 from tt_conformance.gate import (
     DEFAULT_PERF_TOLERANCE,
@@ -89,6 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exp_path is None and (args.baseline.parent / "expectations.json").is_file():
             exp_path = args.baseline.parent / "expectations.json"
         expectations = load_expectations(exp_path) if exp_path is not None else None
+        # The baseline is held to promote's bar: a hand-made or never-promoted file (aborted,
+        # partial, failing what no expectation explains) would pass whatever it failed.
+        refuse_gate_baseline(
+            baseline,
+            args.baseline,
+            expectations or Expectations(),
+            allow_partial=same_selection(baseline, candidate),
+        )
         result = compare(
             baseline,
             candidate,
@@ -97,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             axes=DEFAULT_AXES | frozenset(args.axis),
             allowed=frozenset(args.allow_difference),
         )
-    except (ReportError, ExpectationsError, GateInputError) as exc:
+    except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
         print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if exp_path is not None:
