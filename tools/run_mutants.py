@@ -13,11 +13,14 @@ Extra pytest arguments (after ``--``) narrow the suite for a quick look (``-- -k
 the kill rate of record is the full suite's.
 
 A mutant is
-- ``killed`` when the run fails: the checks that fail here and pass in the baseline are named;
+- ``killed`` when the run fails: the checks that fail here and pass in the baseline are named,
+  or the gate found a regression (exit 1) beyond the checks (accuracy, a gated figure);
 - ``survived`` when the suite and the gate pass: a fault no check sees;
 - ``invalid`` when the mutant did not serve: no report was written, or the report's server
-  provenance (``model_class``, read from the server's ``tt_plugin_info``) names another class. A
-  broken mutant proves nothing either way.
+  provenance (``model_class``, read from the server's ``tt_plugin_info``) names another class;
+  or when the run failed without being judged (a usage error, the gate refusing its input with
+  exit 2, a suite timeout) and no check that passed in the baseline failed. A broken mutant, or
+  an unjudged run, proves nothing either way.
 Prints one line per mutant and the kill rate, writes ``--out/summary.json``; exits 1 unless every
 mutant was killed.
 """
@@ -86,7 +89,10 @@ def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds:
         return verdict("survived", note="suite and gate passed")
     if failing:
         return verdict("killed", failing)
-    return verdict("killed", note=f"the gate failed (exit {rc}) with no new failing check")
+    if rc == 1:  # the gate's regression code: an accuracy or gated-figure regression
+        return verdict("killed", note="the gate found a regression with no new failing check")
+    # A usage error, a gate refusing its input (exit 2) or a suite timeout judged nothing.
+    return verdict("invalid", note=f"exit {rc} with no new failing check: the run was not judged")
 
 
 def run_one(

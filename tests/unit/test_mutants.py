@@ -208,8 +208,12 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     assert killed.status == "killed" and killed.killed_by == ("b",)  # c failed before too
     clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"}, served)
     assert tool.judge(m, 0, clean, baseline, 1.0).status == "survived"
-    gate_only = tool.judge(m, 1, clean, baseline, 1.0)
-    assert gate_only.status == "killed" and "gate failed" in gate_only.note
+    gate_only = tool.judge(m, 1, clean, baseline, 1.0)  # e.g. an accuracy regression
+    assert gate_only.status == "killed" and "gate found a regression" in gate_only.note
+    # Refused input (exit 2) or a timeout (3) with no new failing check judged nothing: no kill.
+    for unjudged in (2, 3, 4):
+        refused = tool.judge(m, unjudged, clean, baseline, 1.0)
+        assert refused.status == "invalid" and f"exit {unjudged}" in refused.note
     # Not served (the report names the shipped class, or there is no report): proves nothing.
     shipped = "vllm_tt_plugin.test_models.reference_llama.ReferenceLlamaForCausalLM"
     other = report(tmp_path / "other.json", {"a": "pass", "b": "fail"}, shipped)
