@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,14 +173,7 @@ def select(plan: Plan, only: Sequence[str]) -> Plan:
         if name not in wanted:
             wanted.add(name)
             todo.extend(plan.step(name).needs)
-    return Plan(
-        tuple(s for s in plan.steps if s.name in wanted),
-        plan.margin,
-        plan.total_budget_s,
-        plan.cores,
-        plan.repo,
-        plan.script,
-    )
+    return replace(plan, steps=tuple(s for s in plan.steps if s.name in wanted))
 
 
 def record(plan_path: Path, times_path: Path) -> list[str]:

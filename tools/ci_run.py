@@ -97,7 +97,7 @@ class StepRun:
 
     @property
     def seconds(self) -> float:
-        return round(self.ended - self.started, 1) if self.status not in ("pending",) else 0.0
+        return 0.0 if self.status == "pending" else round(self.ended - self.started, 1)
 
     @property
     def over_budget(self) -> bool:

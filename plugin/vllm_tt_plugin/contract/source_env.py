@@ -6,6 +6,7 @@ mixin of ``source.CheckoutReader``)."""
 
 from __future__ import annotations
 
+import abc
 import ast
 import itertools
 from collections.abc import Mapping
@@ -56,20 +57,20 @@ class ParsedModule:
     stars: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
 
 
-class EnvFacts:
-    """The environment-aware evaluation of a class's fact declarations (needs ``_module`` and
-    ``attribute_expr`` of the reader it is mixed into)."""
+class EnvFacts(abc.ABC):
+    """The environment-aware evaluation of a class's fact declarations; the reader it is mixed
+    into supplies the three lookups below."""
 
-    def _module(self, module: str) -> ParsedModule | None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _module(self, module: str) -> ParsedModule | None: ...
 
-    def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None: ...
 
+    @abc.abstractmethod
     def attribute_shape(self, target: str, name: str) -> str:
         """ "def" when the first class along the MRO to bind ``name`` binds a def (a method or
         a ``@property``), "changed" when module-level code touches ``Class.name``, else ""."""
-        raise NotImplementedError
 
     def _env_eval(
         self, module: ParsedModule, expr: ast.expr, env: Mapping[str, str], depth: int = 0
