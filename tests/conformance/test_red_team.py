@@ -482,6 +482,7 @@ def test_one_definition_of_same_setup(honest: Any) -> None:
         return a.replace(  # a later run of a bumped tt-metal (the gate refuses a self-compare)
             run_id="20250102T000000Z-0000000b",
             started_at="2025-01-02T00:00:00Z",
+            finished_at="2025-01-02T00:00:00Z",
             server=a.server.model_copy(update={"tt_options": {**options, **extra}}),
             versions=a.versions.model_copy(update={"tt_metal": "v2"}),
         )

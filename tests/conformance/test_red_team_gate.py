@@ -8,6 +8,8 @@ or a raised tier it does not deserve.
 from __future__ import annotations
 
 import json
+import random
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,17 @@ from tt_conformance.cli import gate as gate_cli
 from tt_conformance.expectations import AccuracyExpectation, load_expectations
 from tt_conformance.fisher import fisher_lower
 from tt_conformance.identity import DEFAULT_AXES, identity_rows
+from tt_conformance.independence import clock_problems, copy_evidence
 from tt_conformance.provenance import Flags, discover
-from tt_conformance.report import AccuracyResult, ItemOutcome, Report, RunInfo, load_report
+from tt_conformance.report import (
+    AccuracyResult,
+    ItemOutcome,
+    PerfFigure,
+    Report,
+    RunInfo,
+    iso_utc,
+    load_report,
+)
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.writers import write_report
 
@@ -192,10 +203,26 @@ def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regener
     (written before items): OK, compared by totals, naming what to regenerate."""
     baseline = load_report(EMU_BASELINE / "baseline.json")
     assert all(a.items is None for a in baseline.accuracy)  # written before items
+    # A new run: its checks timed afresh inside its own window, its figures measured again.
+    rng = random.Random(7)
     candidate = baseline.replace(
         run_id="20991231T000000Z-0badc0de",
         started_at="2099-12-31T00:00:00Z",
         finished_at="2099-12-31T00:10:00Z",
+        checks=tuple(
+            c.model_copy(
+                update={
+                    "duration_s": round(c.duration_s * rng.uniform(0.8, 1.2), 6),
+                    "started_at": "2099-12-31T00:00:01Z",
+                    "finished_at": "2099-12-31T00:09:59Z",
+                }
+            )
+            for c in baseline.checks
+        ),
+        perf={
+            k: f.model_copy(update={"value": f.value * rng.uniform(0.95, 1.05)})
+            for k, f in baseline.perf.items()
+        },
         versions=baseline.versions.model_copy(
             update={"plugin_commit": "f" * 40, "vllm_commit": "ffd46bfab"}
         ),
@@ -495,3 +522,141 @@ def test_forged_items_are_bad_input(
     path.write_text(json.dumps(data))
     with pytest.raises(Exception, match=named):
         load_report(path)
+
+
+# ------------------------------------------------ item 8: a copied baseline is not a new run
+
+
+def _timed_run(make_report: Any, seed: int, **kwargs: Any) -> Report:
+    """A run as the harness writes it: 12 checks timed inside the run's window, serving
+    figures from 16 requests each, all measured afresh (drawn from ``seed``)."""
+    rng = random.Random(seed)
+    outcomes = {f"m::check_{i}": "pass" for i in range(12)}
+    base = make_report(outcomes, **kwargs)
+    start = datetime(2025, 1, 1, 0, 0, 0, tzinfo=timezone.utc) + timedelta(hours=seed)
+    at, checks = start + timedelta(seconds=1), []
+    for c in base.checks:
+        took = round(rng.uniform(0.05, 3.0), 6)
+        checks.append(
+            c.model_copy(
+                update={
+                    "duration_s": took,
+                    "started_at": iso_utc(at),
+                    "finished_at": iso_utc(at + timedelta(seconds=took)),
+                }
+            )
+        )
+        at += timedelta(seconds=took + 0.01)
+    perf = {}
+    for k, metric in enumerate(("ttft", "tpot", "itl", "e2el")):
+        for conc in (1, 8):
+            name = f"{metric}_median@i128o128c{conc}"
+            # The same server measured again: each median within a few % of its true value.
+            value = 20.0 * (k + conc) * rng.uniform(0.97, 1.03)
+            perf[name] = PerfFigure(
+                name=name, value=value, unit="ms", better="lower",
+                check="m::check_0", metric=metric, stat="median", samples=16,
+            )  # fmt: skip
+    return base.replace(
+        checks=tuple(checks),
+        perf=perf,
+        started_at=iso_utc(start),
+        finished_at=iso_utc(at + timedelta(seconds=1)),
+    )
+
+
+def _edited_copy(tmp_path: Path, path: Path, edit: Any) -> Path:
+    """The careless engineer's copy: the baseline's file, a new run id and a day later."""
+    data = json.loads(path.read_text())
+    data["run_id"] = "20250102T000000Z-0000c0de"
+    for key in ("started_at", "finished_at"):
+        data[key] = data[key].replace("2025-01-01", "2025-01-02")
+    data["versions"]["tt_metal"] = "v2"
+    edit(data)
+    out = tmp_path / "copy" / "report.json"
+    out.parent.mkdir()
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _shift_check_times(data: dict[str, Any]) -> None:
+    for check in data["checks"]:
+        for key in ("started_at", "finished_at"):
+            check[key] = check[key].replace("2025-01-01", "2025-01-02")
+
+
+def _copy_gate(tmp_path: Path, make_report: Any, edit: Any) -> int:
+    base = write_report(_timed_run(make_report, 1), tmp_path / "base").json
+    copy = _edited_copy(tmp_path, base, edit)
+    return gate_cli.main(["--baseline", str(base), "--candidate", str(copy)])
+
+
+def test_a_copy_with_its_run_dates_edited_contradicts_its_own_window(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _copy_gate(tmp_path, make_report, lambda data: None) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "the candidate 20250102T000000Z-0000c0de contradicts its own run window" in err
+    assert "12 check(s) timed outside the run's window" in err
+
+
+def test_a_copy_with_every_date_edited_repeats_the_baselines_timings(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _copy_gate(tmp_path, make_report, _shift_check_times) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "copied as 20250102T000000Z-0000c0de" in err
+    assert "12 of 12 timed checks have the baseline's exact duration" in err
+    assert "8 of 8 serving figures equal the baseline's to the last digit" in err
+
+
+def test_a_copy_with_one_figure_and_one_duration_nudged_is_still_a_copy(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def nudge(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        data["checks"][0]["duration_s"] *= 1.01
+        figure = next(iter(data["perf"].values()))
+        figure["value"] *= 0.99
+
+    assert _copy_gate(tmp_path, make_report, nudge) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "11 of 12 timed checks have the baseline's exact duration" in err
+    assert "7 of 8 serving figures equal the baseline's" in err
+
+
+def test_a_copy_with_every_timing_scaled_is_still_a_copy(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def scale(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        for check in data["checks"]:
+            check["duration_s"] = round(check["duration_s"] * 0.93, 6)
+        for figure in data["perf"].values():
+            figure["value"] *= 0.93
+
+    assert _copy_gate(tmp_path, make_report, scale) == gate.EXIT_BAD_INPUT
+    assert "12 of 12 timed checks have the baseline's duration times 0.93" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_check_longer_than_its_whole_run_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def stretch(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        data["checks"][3]["duration_s"] = 3600.0
+
+    assert _copy_gate(tmp_path, make_report, stretch) == gate.EXIT_BAD_INPUT
+    assert "1 check(s) took longer than the run's" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_two_independent_honest_runs_pass_the_floor(
+    tmp_path: Path, make_report: Any, seed: int
+) -> None:
+    base = _timed_run(make_report, 1)
+    cand = _timed_run(make_report, seed, tt_metal="v2")
+    assert copy_evidence(base, cand) is None and clock_problems(cand) == []
+    assert _gate(tmp_path, base, cand) == gate.EXIT_OK
