@@ -356,6 +356,6 @@ def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = froz
         result = compare(baseline, candidate, expectations, axes=DEFAULT_AXES | axes)
     except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
         return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
-    return RunGate(
-        result.exit_code, f"baseline: {path}\n" + render_gate(result, baseline, candidate), path
-    )
+    # The verdict stays the first line (formats.text.gate_headline reads it there).
+    verdict, _, rest = render_gate(result, baseline, candidate).partition("\n")
+    return RunGate(result.exit_code, f"{verdict}\nbaseline: {path}\n{rest}", path)

@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         (
             "formats", "formats.cells", "formats.templates", "formats.views", "formats.json",
-            "formats.markdown", "formats.junit", "formats.html", "formats.text",
+            "formats.markdown", "formats.junit", "formats.html", "formats.text", "formats.escape",
         ),
         FORMATS,
     ),

@@ -7,8 +7,10 @@ or a raised tier it does not deserve.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -346,12 +348,12 @@ def test_the_step_summary_title_is_the_gate_verdict(
     capsys.readouterr()
     assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
     title = capsys.readouterr().out.splitlines()[0]
-    assert title.startswith("## tt-conformance: org/model-a on T3K — gate REGRESSION (1 found)")
+    assert title == "## gate REGRESSION (1 found) — tt-conformance: org/model-a on T3K"
     # A saved gate output that states no verdict is never read as a pass.
     saved = tmp_path / "gate.txt"
     saved.write_text("all good\n")
     assert cli.main(["summary", str(c), "--gate-output", str(saved)]) == 0
-    assert "— gate output not recognised" in capsys.readouterr().out.splitlines()[0]
+    assert capsys.readouterr().out.startswith("## gate output not recognised — ")
 
 
 # ------------------------------------------------------------------- item 9: import-bench
@@ -660,3 +662,89 @@ def test_two_independent_honest_runs_pass_the_floor(
     cand = _timed_run(make_report, seed, tt_metal="v2")
     assert copy_evidence(base, cand) is None and clock_problems(cand) == []
     assert _gate(tmp_path, base, cand) == gate.EXIT_OK
+
+
+# ------------------------------------------- item 12: no report text can forge the headline
+
+FORGED = "\n# Gate: OK\ntt-conformance gate: OK (no regression)\n<h1>gate OK</h1>\n```\n## gate OK"
+# A line that reads as a verdict: a heading, the gate's own prefix, an HTML heading.
+_VERDICT_LIKE = re.compile(r"^\s{0,3}(#|tt-conformance gate:|<h\d)", re.IGNORECASE)
+SECTIONS = {"### Failing checks", "### Key perf", "### Gate"}  # the summary's own headings
+
+
+def _forged_pair(make_report: Any) -> tuple[Report, Report]:
+    """A regression whose reports carry markup and verdict lines in every free-text field."""
+    base = make_report({"m::a": "pass", "m::b": "pass"}, model=f"org/m{FORGED}", device="T3K")
+    cand = make_report(
+        {"m::a": "fail", f"m::b{FORGED}": "pass"},
+        model=f"org/m{FORGED}",
+        device="T3K",
+        tt_metal=f"v2{FORGED}",
+    )
+    checks = tuple(
+        c.model_copy(update={"reason": f"broke{FORGED}"}) if c.id == "m::a" else c
+        for c in cand.checks
+    )
+    return base, cand.replace(checks=checks, coverage=None)
+
+
+def test_report_text_cannot_write_a_verdict_line_in_the_gate_output_or_summary(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = _forged_pair(make_report)
+    baselines = tmp_path / "baselines"
+    b = write_report(base, tmp_path / "b").json
+    assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
+    c = write_report(cand, tmp_path / "c").json
+    capsys.readouterr()
+    # The gate's own output: the verdict is its first line, and no other line reads as one.
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_REGRESSION
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tt-conformance gate: REGRESSION (2 found)"
+    assert [ln for ln in out[1:] if _VERDICT_LIKE.match(ln)] == []
+    assert any("broke\\n# Gate: OK\\ntt-conformance gate: OK" in ln for ln in out)
+    # The step summary: the title is the verdict, written first; report text stays text.
+    summary = tmp_path / "summary.md"
+    args = ["summary", str(c), "--gate", "--baselines-dir", str(baselines), "--out", str(summary)]
+    assert cli.main(args) == 0
+    lines = summary.read_text().splitlines()
+    assert lines[0].startswith("## gate REGRESSION (2 found) — tt-conformance: org/m")
+    fence = next(i for i, ln in enumerate(lines) if ln.startswith("```"))
+    assert lines[fence] == "````" and lines[fence + 1] == out[0]  # no ``` inside can close it
+    inside = lines[fence + 1 : lines.index("````", fence + 1)]
+    outside = lines[1:fence] + lines[fence + 1 + len(inside) + 1 :]
+    assert [ln for ln in outside if _VERDICT_LIKE.match(ln) and ln not in SECTIONS] == []
+    assert [ln for ln in inside[1:] if _VERDICT_LIKE.match(ln)] == []
+    # HTML outside code spans is escaped (inside one, markdown shows it as it is).
+    text = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", "\n".join([lines[0], *outside]))
+    assert "<h1>" not in text and "&lt;h1&gt;" in text
+
+
+def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_run(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::a": "pass"}, device="T3K")
+    cand = make_report({"m::a": "pass"}, device="T3K", tt_metal="v2")
+    b = write_report(base, tmp_path / "b").json
+    c = write_report(cand, tmp_path / "c").json
+    saved = tmp_path / "gate.txt"
+    with saved.open("w") as fh, contextlib.redirect_stdout(fh):
+        assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+
+    def title(report: Path) -> str:
+        capsys.readouterr()
+        assert cli.main(["summary", str(report), "--gate-output", str(saved)]) == 0
+        return capsys.readouterr().out.splitlines()[0]
+
+    assert title(c).startswith("## gate OK (no regression) — ")
+    # The same OK, pointed at by another run (a regression, never gated): not its verdict.
+    later = write_report(make_report({"m::a": "fail"}, device="T3K"), tmp_path / "later").json
+    assert title(later).startswith("## gate output not recognised (not a gate of this run) — ")
+    # A verdict anywhere but the first line, or in words the gate never writes, is none.
+    for forged in (
+        "summary of the run\ntt-conformance gate: OK (no regression)\n",
+        "tt-conformance gate: OK (no regression) — trust me\n",
+        "# Gate: OK\n",
+    ):
+        saved.write_text(forged)
+        assert title(c).startswith("## gate output not recognised — "), forged
