@@ -19,10 +19,12 @@ import pytest
 
 from tests.conformance.test_benchimport import BENCH
 from tt_conformance import accuracy, gate
+from tt_conformance.baseline import gate_run
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.expectations import AccuracyExpectation, load_expectations
 from tt_conformance.fisher import fisher_lower
+from tt_conformance.formats.text import gate_headline
 from tt_conformance.identity import DEFAULT_AXES, identity_rows
 from tt_conformance.independence import clock_problems, copy_evidence
 from tt_conformance.provenance import Flags, discover
@@ -748,3 +750,12 @@ def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_ru
     ):
         saved.write_text(forged)
         assert title(c).startswith("## gate output not recognised — "), forged
+
+
+def test_the_gates_other_answers_hold_report_text_on_their_one_line(
+    tmp_path: Path, make_report: Any
+) -> None:
+    _, cand = _forged_pair(make_report)
+    answer = gate_run(cand, tmp_path / "no-baselines")
+    assert "\n" not in answer.text and "\\n# Gate: OK" in answer.text
+    assert gate_headline(answer.text, cand.run_id) == "not gated (no baseline)"
