@@ -23,8 +23,9 @@ Exit codes
        it could not compare.
        Floors no option lowers: a run gated against itself (the same run id, or the same start
        and end; or a copy under new dates: the baseline's check timings or serving figures
-       repeated, or checks timed outside the run's own window: independence.py), a difference on an axis under test that one run did not record (a "bump" to or
-       from "unknown" tests nothing), a model, weights, device or mesh difference (never under
+       repeated, or checks timed outside the run's own window: independence.py), a difference
+       on an axis under test that one run did not record (a "bump" to or from "unknown" tests
+       nothing), a model, weights, device or mesh difference (never under
        test, never allowed: another model or machine is another baseline), and an accuracy
        task scored on other items or another sample count (unless ``accuracy`` is allowed).
 
