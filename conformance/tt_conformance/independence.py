@@ -7,7 +7,7 @@ fake cheaply is what a real run measures afresh every time:
 - every check's duration (microsecond resolution): two runs never time most of their checks
   identically, nor all of them in one ratio (a copy with its durations scaled);
 - the serving figures: a mean or median over many timed requests is never reproduced to the
-  last bit by another run;
+  last bit by another run, nor are all its measured latencies moved by one factor;
 - the run's own clock: the checks' recorded start and end lie inside the run's window, and no
   timed check took longer than the whole run.
 
@@ -17,6 +17,7 @@ fake cheaply is what a real run measures afresh every time:
 
 from __future__ import annotations
 
+import math
 import statistics
 from datetime import timedelta
 
@@ -38,6 +39,8 @@ MIN_EVIDENCE = 5
 # Stored durations are rounded to the microsecond: a scaled copy keeps its ratio to this.
 _ROUNDING_S = 2e-6
 _RATIO_TOLERANCE = 1e-4
+# Latencies measured per request or gap; the other figures are rates computed from them.
+_MEASURED_TIMES = frozenset({"ttft", "tpot", "itl", "e2el"})
 # Run and check times are stored to the second.
 CLOCK_SLACK_S = 1.0
 
@@ -77,9 +80,28 @@ def _figures(baseline: Report, candidate: Report) -> str | None:
         for name, fig in baseline.perf.items()
         if name in candidate.perf and (fig.samples or 0) >= 2
     ]
+
+    def enough(n: int) -> bool:
+        return n >= MIN_EVIDENCE or (n >= 3 and 2 * n >= len(shared))
+
     same = sum(1 for b, c in shared if b == c)
-    if same >= MIN_EVIDENCE or (shared and same >= 3 and 2 * same >= len(shared)):
+    if enough(same):
         return f"{same} of {len(shared)} serving figures equal the baseline's to the last digit"
+    # Scaled: the measured times all moved by one factor. Rates are left out: an honest run
+    # moves tokens/s/user and TT's t/s with the TPOT they are computed from.
+    timed = [
+        (fig.value, candidate.perf[name].value)
+        for name, fig in baseline.perf.items()
+        if name in candidate.perf and (fig.samples or 0) >= 2 and fig.metric in _MEASURED_TIMES
+    ]
+    factors = [c / b for b, c in timed if b != c]
+    common = statistics.median(factors) if factors else 1.0
+    scaled = sum(1 for f in factors if math.isclose(f, common, rel_tol=1e-9))
+    if scaled >= MIN_EVIDENCE and 2 * scaled >= len(timed):
+        return (
+            f"{scaled} of {len(timed)} measured latencies are the baseline's times "
+            f"{common:.6g} (a copy with its figures scaled)"
+        )
     return None
 
 

@@ -640,9 +640,9 @@ def test_a_copy_with_every_timing_scaled_is_still_a_copy(
             figure["value"] *= 0.93
 
     assert _copy_gate(tmp_path, make_report, scale) == gate.EXIT_BAD_INPUT
-    assert "12 of 12 timed checks have the baseline's duration times 0.93" in (
-        capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert "12 of 12 timed checks have the baseline's duration times 0.93" in err
+    assert "8 of 8 measured latencies are the baseline's times 0.93" in err
 
 
 def test_a_check_longer_than_its_whole_run_is_refused(
@@ -759,3 +759,21 @@ def test_the_gates_other_answers_hold_report_text_on_their_one_line(
     answer = gate_run(cand, tmp_path / "no-baselines")
     assert "\n" not in answer.text and "\\n# Gate: OK" in answer.text
     assert gate_headline(answer.text, cand.run_id) == "not gated (no baseline)"
+
+
+def test_a_copy_with_its_durations_redrawn_is_still_betrayed_by_its_figures(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(11)
+
+    def redraw(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        for check in data["checks"]:
+            check["duration_s"] = round(check["duration_s"] * rng.uniform(0.9, 1.1), 6)
+        for figure in data["perf"].values():
+            figure["value"] *= 1.02
+
+    assert _copy_gate(tmp_path, make_report, redraw) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "timed checks" not in err
+    assert "8 of 8 measured latencies are the baseline's times 1.02" in err
