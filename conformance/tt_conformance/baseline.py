@@ -30,6 +30,7 @@ from tt_conformance.expectations import (
     ExpectationsError,
     load_expectations,
 )
+from tt_conformance.formats.escape import one_line
 from tt_conformance.formats.text import render_gate
 from tt_conformance.gate import (
     EXIT_BAD_INPUT,
@@ -336,15 +337,20 @@ def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = froz
     if path is None and candidate.aborted is not None:
         return RunGate(
             EXIT_REGRESSION,
-            f"the run was ABORTED ({candidate.aborted.reason}): failing the gate (and there is "
-            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir})",
+            one_line(
+                f"the run was ABORTED ({candidate.aborted.reason}): failing the gate (and there "
+                f"is no baseline for {candidate.model} on {candidate.device} under "
+                f"{baselines_dir})"
+            ),
             None,
         )
     if path is None:
         return RunGate(
             EXIT_OK,
-            f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir}: "
-            "not gated (tt-conformance baseline promote REPORT makes one)",
+            one_line(
+                f"no baseline for {candidate.model} on {candidate.device} under {baselines_dir}: "
+                "not gated (tt-conformance baseline promote REPORT makes one)"
+            ),
             None,
         )
     exp_path = path.parent / EXPECTATIONS_NAME
@@ -355,7 +361,7 @@ def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = froz
         refuse_gate_baseline(baseline, path, expectations or Expectations(), partial_ok)
         result = compare(baseline, candidate, expectations, axes=DEFAULT_AXES | axes)
     except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
-        return RunGate(EXIT_BAD_INPUT, f"bad input, failing closed: {exc}", path)
-    return RunGate(
-        result.exit_code, f"baseline: {path}\n" + render_gate(result, baseline, candidate), path
-    )
+        return RunGate(EXIT_BAD_INPUT, one_line(f"bad input, failing closed: {exc}"), path)
+    # The verdict stays the first line (formats.text.gate_headline reads it there).
+    verdict, _, rest = render_gate(result, baseline, candidate).partition("\n")
+    return RunGate(result.exit_code, f"{verdict}\nbaseline: {path}\n{rest}", path)

@@ -22,8 +22,10 @@ Exit codes
        perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
        it could not compare.
        Floors no option lowers: a run gated against itself (the same run id, or the same start
-       and end), a difference on an axis under test that one run did not record (a "bump" to or
-       from "unknown" tests nothing), a model, weights, device or mesh difference (never under
+       and end; or a copy under new dates: the baseline's check timings or serving figures
+       repeated, or checks timed outside the run's own window: independence.py), a difference
+       on an axis under test that one run did not record (a "bump" to or from "unknown" tests
+       nothing), a model, weights, device or mesh difference (never under
        test, never allowed: another model or machine is another baseline), and an accuracy
        task scored on other items or another sample count (unless ``accuracy`` is allowed).
 
@@ -59,6 +61,7 @@ from tt_conformance.identity import (
     differences,
     field_of,
 )
+from tt_conformance.independence import clock_problems, copy_evidence
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.paired import (
     ACCURACY_ALPHA,
@@ -272,12 +275,21 @@ def _compare_identity(
 
 def _refuse_self_compare(baseline: Report, candidate: Report) -> None:
     """A run gated against itself always passes: the same run id, or a copy under another id
-    (the same start, end, host, command and every check's measured duration)."""
+    (the same start, end, host, command and check durations; or, dates edited too, what a real
+    re-run never reproduces: independence.py)."""
 
     def fingerprint(r: Report) -> tuple[object, ...] | None:
         timed = tuple((c.id, c.outcome, c.duration_s) for c in r.checks)
         return None if r.run is None else (r.started_at, r.finished_at, r.run, timed)
 
+    for side, report in (("baseline", baseline), ("candidate", candidate)):
+        clock = clock_problems(report)
+        if clock:
+            raise GateInputError(
+                f"the {side} {report.run_id} contradicts its own run window (its dates edited, "
+                "or its checks copied from another run): " + "; ".join(clock)
+            )
+    copied = copy_evidence(baseline, candidate)
     if baseline.run_id == candidate.run_id:
         what = f"run id {baseline.run_id}"
     elif fingerprint(baseline) is not None and fingerprint(baseline) == fingerprint(candidate):
@@ -285,6 +297,8 @@ def _refuse_self_compare(baseline: Report, candidate: Report) -> None:
             f"run {baseline.run_id} renamed {candidate.run_id}: the same start, end, host, "
             "command and check durations"
         )
+    elif copied is not None:
+        what = f"run {baseline.run_id} copied as {candidate.run_id}: {copied}"
     else:
         return
     raise GateInputError(

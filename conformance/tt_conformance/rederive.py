@@ -32,7 +32,8 @@ class InconsistentReport(ReportError):
 
 def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
     out = []
-    names = ["full", "selected", "missing_modules", "not_applicable", "skipped_other"]
+    names = ["full", "selected", "missing_modules", "missing_checks"]
+    names += ["not_applicable", "skipped_other"]
     if stored.suite:  # written by a harness that records the suite, waivers and concerns
         names += ["suite", "modified_modules", "waived", "concerns_not_run"]
     for name in names:

@@ -286,7 +286,10 @@ class Tier(Strict):
 class Coverage(Strict):
     """What the run selected of the harness's suite, and how (selection.py decides ``full``)."""
 
-    full: bool = Field(description="every check module ran, nothing deselected or picked out")
+    full: bool = Field(
+        description="every check module and every check of the manifest ran, nothing "
+        "deselected or picked out"
+    )
     selected: int = Field(ge=0, description="checks that ran")
     deselected: int = Field(ge=0, description="checks deselected by -k, -m or --deselect")
     keyword: str | None = Field(default=None, description="the -k expression")
@@ -294,6 +297,10 @@ class Coverage(Strict):
     args: tuple[str, ...] = Field(default=(), description="the paths or modules given to pytest")
     missing_modules: tuple[str, ...] = Field(
         default=(), description="check modules of the suite with no check in the run"
+    )
+    missing_checks: tuple[str, ...] = Field(
+        default=(),
+        description="checks the manifest lists for a module that ran, absent from the run",
     )
     not_applicable: int = Field(ge=0, description="checks skipped: not applicable here")
     skipped_other: int = Field(ge=0, description="checks skipped for another reason")

@@ -6,6 +6,11 @@ A run is *full* when
   the SHA-256 of its file) ran at least one check, and none was deleted or edited since the
   manifest was written (``modified_modules``: an installed harness whose checks were changed
   certifies nothing);
+- every check the manifest lists for a module that ran is among the run's checks (``checks``:
+  the module's check ids, suiteids.py; a function parametrised from the server's options or the
+  expectations is listed ``name[*]`` and needs one instance): a check dropped from a module that
+  ran is named in ``missing_checks``. A check the server cannot run is still collected and
+  skipped, and the harness judges that skip (below); a check absent from the run was dropped;
 - pytest deselected nothing (no ``-k``/``-m`` that dropped a check, no ``--deselect``) and no
   single check was picked by node id;
 - every *applicable* concern ran: a concern whose checks were all skipped counts only when the
@@ -28,13 +33,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
+from tt_conformance.suiteids import check_ids, covers
 from tt_conformance.ttmetrics import NOT_APPLICABLE
 
 __all__ = [
@@ -53,7 +59,9 @@ __all__ = [
     "installed_files",
     "installed_suite",
     "manifest_text",
+    "missing_checks",
     "read_manifest",
+    "read_manifest_checks",
     "skip_kind",
     "suite_modules",
 ]
@@ -93,8 +101,11 @@ def installed_files() -> dict[str, bytes]:
 def manifest_text() -> str:
     """The manifest of the check modules as they are now (``python -m tt_conformance.schema``
     writes it; a test fails while the shipped one is stale)."""
-    modules = {name: _file_digest(data) for name, data in installed_files().items()}
-    return json.dumps({"kind": MANIFEST_KIND, "modules": modules}, indent=2) + "\n"
+    files = installed_files()
+    modules = {name: _file_digest(data) for name, data in files.items()}
+    checks = {name: check_ids(name) for name in files}
+    body = {"kind": MANIFEST_KIND, "modules": modules, "checks": checks}
+    return json.dumps(body, indent=2) + "\n"
 
 
 def read_manifest() -> dict[str, str]:
@@ -104,6 +115,33 @@ def read_manifest() -> dict[str, str]:
     if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
         raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: not a suite manifest")
     return {str(k): str(v) for k, v in data["modules"].items()}
+
+
+def read_manifest_checks() -> dict[str, tuple[str, ...]]:
+    """The shipped manifest's check ids per module (``function`` or ``function[params]``)."""
+    text = (resources.files(CHECKS_PACKAGE) / MANIFEST_NAME).read_text(encoding="utf-8")
+    data = json.loads(text)
+    checks = data.get("checks") if isinstance(data, dict) else None
+    if not isinstance(checks, dict):
+        raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: lists no check ids")
+    return {str(k): tuple(str(i) for i in v) for k, v in checks.items()}
+
+
+def missing_checks(
+    checks: Sequence[CheckResult], modules: Sequence[str], listed: Mapping[str, Sequence[str]]
+) -> tuple[str, ...]:
+    """The listed checks of the modules that ran that the run does not hold."""
+    ran: dict[str, list[str]] = {}
+    for c in checks:
+        module, _, name = c.id.partition("::")
+        ran.setdefault(module, []).append(name)
+    return tuple(
+        f"{module}::{entry}"
+        for module in modules
+        if module in ran
+        for entry in listed.get(module, ())
+        if not covers(entry, ran[module])
+    )
 
 
 def suite_modules() -> tuple[str, ...]:
@@ -198,12 +236,16 @@ def coverage_of(
     device: str = "unknown",
     lanes: int = 1,
     model_class: str | None = None,
+    suite_checks: Mapping[str, Sequence[str]] | None = None,
 ) -> Coverage:
     """The run's coverage from the checks that ran, how pytest was asked to select them and
-    the server's identity (device, lanes: what is applicable)."""
+    the server's identity (device, lanes: what is applicable). ``suite_checks`` are the check
+    ids per module (default: the shipped manifest's)."""
     modules = suite_modules() if suite is None else tuple(suite)
     ran = {_module_of(c.id) for c in checks}
     missing = tuple(m for m in modules if m not in ran)
+    listed = read_manifest_checks() if suite_checks is None else suite_checks
+    dropped = missing_checks(checks, modules, listed)
     given = tuple(str(a) for a in args)
     picked = tuple(a for a in given if "::" in a)
     concerns = concern_coverage(checks, device, lanes, model_class)
@@ -220,6 +262,12 @@ def coverage_of(
         why.append(
             f"{len(missing)} of {len(modules)} check modules did not run: {', '.join(short[:4])}"
             + (" …" if len(short) > 4 else "")
+        )
+    if dropped:
+        short = [d.removeprefix(f"{CHECKS_PACKAGE}.") for d in dropped]
+        why.append(
+            f"{len(dropped)} check(s) of modules that ran did not run: {', '.join(short[:3])}"
+            + (" …" if len(short) > 3 else "")
         )
     if modified:
         why.append(
@@ -243,6 +291,7 @@ def coverage_of(
         markers=markers or None,
         args=given,
         missing_modules=missing,
+        missing_checks=dropped,
         not_applicable=not_applicable,
         skipped_other=len(skipped) - not_applicable,
         partial_because=tuple(why),

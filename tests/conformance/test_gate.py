@@ -238,7 +238,7 @@ def test_cli_regression_diff_and_exit_code(tmp_path: Path, make_report, capsys) 
     args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.1"]
     assert gate_cli.main(args) == gate.EXIT_REGRESSION
     out = capsys.readouterr().out
-    assert out.splitlines()[1].startswith("tt-conformance gate: REGRESSION (2 found)")
+    assert out.splitlines()[0] == "tt-conformance gate: REGRESSION (2 found)"  # the first line
     assert "tt-metal v1" in out and "tt-metal v2" in out
     assert "  - m::b: pass -> fail: why fail" in out
     assert "  - perf tpot: 10 -> 13 ms (30.0% worse, tolerance 10.0%)" in out

@@ -18,7 +18,12 @@ from tt_conformance import gate, history, matrix
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.identity import differences, profile_key, profile_label
 from tt_conformance.report import CheckResult, Report
-from tt_conformance.selection import CHECKS_PACKAGE, coverage_of, suite_modules
+from tt_conformance.selection import (
+    CHECKS_PACKAGE,
+    coverage_of,
+    read_manifest_checks,
+    suite_modules,
+)
 from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
@@ -34,7 +39,9 @@ def _checks(*ids: str, outcome: str = "pass", reason: str = "") -> list[CheckRes
 
 
 def _full_checks() -> list[CheckResult]:
-    return _checks(*(f"{m}::test_{i}" for m in SUITE for i in range(3)))
+    """Every check the manifest lists for SUITE's modules (one instance of a ``name[*]``)."""
+    listed = read_manifest_checks()
+    return _checks(*(f"{m}::{i.replace('[*]', '[x]')}" for m in SUITE for i in listed[m]))
 
 
 def _run(make_report: Any, passing_accuracy: Any, **changes: Any) -> Report:
@@ -64,7 +71,7 @@ def test_coverage_is_full_only_for_the_whole_suite_without_a_selection() -> None
     full = coverage_of(
         _full_checks(), deselected=0, keyword=None, markers=None, args=(), suite=SUITE
     )
-    assert full.full and full.selected == 9 and full.partial_because == ()
+    assert full.full and full.selected == len(_full_checks()) and full.partial_because == ()
     keyword = coverage_of(
         _checks(f"{SUITE[0]}::test_0"), deselected=8, keyword="accuracy", markers=None, args=(),
         suite=SUITE,
@@ -80,11 +87,12 @@ def test_coverage_is_full_only_for_the_whole_suite_without_a_selection() -> None
 
 
 def test_skips_are_counted_not_held_against_coverage() -> None:
+    *ran, x, y, z = _full_checks()
     checks = [
-        *_full_checks()[:-2],
-        *_checks(f"{SUITE[2]}::test_x", outcome="skip", reason="not applicable: no TT plugin"),
-        *_checks(f"{SUITE[2]}::test_y", outcome="skip", reason="needs a server serving >= 2"),
-        *_checks(f"{SUITE[2]}::test_z", outcome="skip", reason="not exercised: host path"),
+        *ran,
+        *_checks(x.id, outcome="skip", reason="not applicable: no TT plugin"),
+        *_checks(y.id, outcome="skip", reason="needs a server serving >= 2"),
+        *_checks(z.id, outcome="skip", reason="not exercised: host path"),
     ]
     got = coverage_of(checks, deselected=0, keyword=None, markers=None, args=(), suite=SUITE)
     assert got.full and (got.not_applicable, got.skipped_other) == (2, 1)

@@ -30,14 +30,14 @@ LAYERS: dict[str, int] = {
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
             "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
             "longtasks", "chisquare", "identity", "selection", "fisher", "rederive", "mcnemar",
-            "paired",
+            "paired", "independence", "suiteids",
         ),
         MODEL,
     ),
     **dict.fromkeys(
         (
             "formats", "formats.cells", "formats.templates", "formats.views", "formats.json",
-            "formats.markdown", "formats.junit", "formats.html", "formats.text",
+            "formats.markdown", "formats.junit", "formats.html", "formats.text", "formats.escape",
         ),
         FORMATS,
     ),

@@ -126,7 +126,8 @@ def test_a_tg_run_is_found_by_every_later_step_of_the_workflow(
     _, actions = _run_after_steps(pytester.path, inputs, env)
 
     text = summary.read_text()
-    assert f"## tt-conformance: {MODEL} on GALAXY" in text and run.run_id in text
+    assert text.startswith("## ") and f" — tt-conformance: {MODEL} on GALAXY" in text
+    assert run.run_id in text
     stored = pytester.path / "reports" / "history" / "fake--tiny-model" / "GALAXY"
     assert [p.name for p in stored.iterdir()] == [f"{run.run_id}.json"]
     assert load_report(stored / f"{run.run_id}.json") == run

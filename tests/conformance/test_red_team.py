@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tt_conformance import history, selection
+from tt_conformance import history, selection, suiteids
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
@@ -46,6 +46,7 @@ from tt_conformance.report import (
     PerfTargetResult,
     Report,
     Tier,
+    load_report,
     report_from_dict,
 )
 from tt_conformance.selection import coverage_of, installed_suite
@@ -482,6 +483,7 @@ def test_one_definition_of_same_setup(honest: Any) -> None:
         return a.replace(  # a later run of a bumped tt-metal (the gate refuses a self-compare)
             run_id="20250102T000000Z-0000000b",
             started_at="2025-01-02T00:00:00Z",
+            finished_at="2025-01-02T00:00:00Z",
             server=a.server.model_copy(update={"tt_options": {**options, **extra}}),
             versions=a.versions.model_copy(update={"tt_metal": "v2"}),
         )
@@ -571,3 +573,64 @@ def test_the_committed_reports_stay_consistent_when_the_suite_grows(
     monkeypatch.setattr(selection, "suite_modules", lambda: grown)
     with pytest.raises(MatrixError, match="test_new_concern"):
         find_reports(reports, include_baselines=True)
+
+
+# ------------------------------------------------- coverage inside a module (issue 44, gap b)
+
+EMU_RUN = Path(__file__).resolve().parents[2] / "reports/baselines/tt-reference-llama/emulated-T3K"
+
+
+def test_the_manifest_lists_the_checks_a_full_run_ran() -> None:
+    """The manifest's ids, worked out from the modules, against a real run's (the committed
+    emulated baseline): each listed check ran, each check that ran is listed."""
+    run = load_report(EMU_RUN / "baseline.json")
+    listed = selection.read_manifest_checks()
+    assert selection.missing_checks(run.checks, selection.suite_modules(), listed) == ()
+    for c in run.checks:
+        module, _, name = c.id.partition("::")
+        assert any(suiteids.covers(entry, [name]) for entry in listed[module]), c.id
+    # Parametrised from the expectations: one instance needed, whatever the tasks are.
+    assert listed["tt_conformance.checks.test_accuracy"] == ("test_accuracy[*]",)
+    assert "test_chat_top_logprobs[5]" in listed["tt_conformance.checks.test_logprobs"]
+
+
+def _dropped(victim: str) -> tuple[Report, Report]:
+    """The committed full run with one check gone: rebuilt honestly, and with its stored
+    coverage and tier left as they were (a check deleted from the report by hand)."""
+    run = load_report(EMU_RUN / "baseline.json")
+    assert run.coverage is not None and run.coverage.full and run.check(victim) is not None
+    checks = tuple(c for c in run.checks if c.id != victim)
+    stored = run.coverage
+    honest_coverage = coverage_of(
+        checks, deselected=0, keyword=None, markers=None, args=stored.args,
+        suite=stored.suite or selection.suite_modules(), device=run.device,
+        lanes=run.server.lanes, model_class=run.server.model_class,
+    )  # fmt: skip
+    relabelled = run.replace(checks=checks, coverage=honest_coverage)
+    return relabelled.replace(tier=derive_tier(relabelled)), run.replace(checks=checks)
+
+
+@pytest.mark.parametrize(
+    "victim",
+    [
+        "tt_conformance.checks.test_seeding::test_same_seed_reproduces",
+        "tt_conformance.checks.test_logprobs::test_chat_top_logprobs[5]",
+    ],
+)
+def test_a_check_dropped_from_a_module_that_ran_makes_the_run_partial(
+    tmp_path: Path, victim: str
+) -> None:
+    honest_run, forged = _dropped(victim)
+    coverage = honest_run.coverage
+    assert coverage is not None and not coverage.full
+    assert coverage.missing_checks == (victim,) and coverage.missing_modules == ()
+    short = victim.removeprefix("tt_conformance.checks.")
+    assert f"1 check(s) of modules that ran did not run: {short}" in coverage.partial_because
+    assert honest_run.tier is not None and honest_run.tier.tier == "partial"
+    # Left labelled full: inconsistent, refused by the gate (exit 2), never gated.
+    found = inconsistencies(forged)
+    assert any(f.startswith("field 'coverage.full'") for f in found)
+    assert any(f.startswith("field 'coverage.missing_checks'") for f in found)
+    base = EMU_RUN / "baseline.json"
+    cand = write_report(forged, tmp_path / "cand").json
+    assert gate_cli.main(["--baseline", str(base), "--candidate", str(cand)]) == 2

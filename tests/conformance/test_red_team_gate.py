@@ -7,7 +7,11 @@ or a raised tier it does not deserve.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +19,24 @@ import pytest
 
 from tests.conformance.test_benchimport import BENCH
 from tt_conformance import accuracy, gate
+from tt_conformance.baseline import gate_run
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.expectations import AccuracyExpectation, load_expectations
 from tt_conformance.fisher import fisher_lower
+from tt_conformance.formats.text import gate_headline
 from tt_conformance.identity import DEFAULT_AXES, identity_rows
+from tt_conformance.independence import clock_problems, copy_evidence
 from tt_conformance.provenance import Flags, discover
-from tt_conformance.report import AccuracyResult, ItemOutcome, Report, RunInfo, load_report
+from tt_conformance.report import (
+    AccuracyResult,
+    ItemOutcome,
+    PerfFigure,
+    Report,
+    RunInfo,
+    iso_utc,
+    load_report,
+)
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.writers import write_report
 
@@ -192,10 +207,26 @@ def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regener
     (written before items): OK, compared by totals, naming what to regenerate."""
     baseline = load_report(EMU_BASELINE / "baseline.json")
     assert all(a.items is None for a in baseline.accuracy)  # written before items
+    # A new run: its checks timed afresh inside its own window, its figures measured again.
+    rng = random.Random(7)
     candidate = baseline.replace(
         run_id="20991231T000000Z-0badc0de",
         started_at="2099-12-31T00:00:00Z",
         finished_at="2099-12-31T00:10:00Z",
+        checks=tuple(
+            c.model_copy(
+                update={
+                    "duration_s": round(c.duration_s * rng.uniform(0.8, 1.2), 6),
+                    "started_at": "2099-12-31T00:00:01Z",
+                    "finished_at": "2099-12-31T00:09:59Z",
+                }
+            )
+            for c in baseline.checks
+        ),
+        perf={
+            k: f.model_copy(update={"value": f.value * rng.uniform(0.95, 1.05)})
+            for k, f in baseline.perf.items()
+        },
         versions=baseline.versions.model_copy(
             update={"plugin_commit": "f" * 40, "vllm_commit": "ffd46bfab"}
         ),
@@ -319,12 +350,12 @@ def test_the_step_summary_title_is_the_gate_verdict(
     capsys.readouterr()
     assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
     title = capsys.readouterr().out.splitlines()[0]
-    assert title.startswith("## tt-conformance: org/model-a on T3K — gate REGRESSION (1 found)")
+    assert title == "## gate REGRESSION (1 found) — tt-conformance: org/model-a on T3K"
     # A saved gate output that states no verdict is never read as a pass.
     saved = tmp_path / "gate.txt"
     saved.write_text("all good\n")
     assert cli.main(["summary", str(c), "--gate-output", str(saved)]) == 0
-    assert "— gate output not recognised" in capsys.readouterr().out.splitlines()[0]
+    assert capsys.readouterr().out.startswith("## gate output not recognised — ")
 
 
 # ------------------------------------------------------------------- item 9: import-bench
@@ -495,3 +526,254 @@ def test_forged_items_are_bad_input(
     path.write_text(json.dumps(data))
     with pytest.raises(Exception, match=named):
         load_report(path)
+
+
+# ------------------------------------------------ item 8: a copied baseline is not a new run
+
+
+def _timed_run(make_report: Any, seed: int, **kwargs: Any) -> Report:
+    """A run as the harness writes it: 12 checks timed inside the run's window, serving
+    figures from 16 requests each, all measured afresh (drawn from ``seed``)."""
+    rng = random.Random(seed)
+    outcomes = {f"m::check_{i}": "pass" for i in range(12)}
+    base = make_report(outcomes, **kwargs)
+    start = datetime(2025, 1, 1, 0, 0, 0, tzinfo=timezone.utc) + timedelta(hours=seed)
+    at, checks = start + timedelta(seconds=1), []
+    for c in base.checks:
+        took = round(rng.uniform(0.05, 3.0), 6)
+        checks.append(
+            c.model_copy(
+                update={
+                    "duration_s": took,
+                    "started_at": iso_utc(at),
+                    "finished_at": iso_utc(at + timedelta(seconds=took)),
+                }
+            )
+        )
+        at += timedelta(seconds=took + 0.01)
+    perf = {}
+    for k, metric in enumerate(("ttft", "tpot", "itl", "e2el")):
+        for conc in (1, 8):
+            name = f"{metric}_median@i128o128c{conc}"
+            # The same server measured again: each median within a few % of its true value.
+            value = 20.0 * (k + conc) * rng.uniform(0.97, 1.03)
+            perf[name] = PerfFigure(
+                name=name, value=value, unit="ms", better="lower",
+                check="m::check_0", metric=metric, stat="median", samples=16,
+            )  # fmt: skip
+    return base.replace(
+        checks=tuple(checks),
+        perf=perf,
+        started_at=iso_utc(start),
+        finished_at=iso_utc(at + timedelta(seconds=1)),
+    )
+
+
+def _edited_copy(tmp_path: Path, path: Path, edit: Any) -> Path:
+    """The careless engineer's copy: the baseline's file, a new run id and a day later."""
+    data = json.loads(path.read_text())
+    data["run_id"] = "20250102T000000Z-0000c0de"
+    for key in ("started_at", "finished_at"):
+        data[key] = data[key].replace("2025-01-01", "2025-01-02")
+    data["versions"]["tt_metal"] = "v2"
+    edit(data)
+    out = tmp_path / "copy" / "report.json"
+    out.parent.mkdir()
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _shift_check_times(data: dict[str, Any]) -> None:
+    for check in data["checks"]:
+        for key in ("started_at", "finished_at"):
+            check[key] = check[key].replace("2025-01-01", "2025-01-02")
+
+
+def _copy_gate(tmp_path: Path, make_report: Any, edit: Any) -> int:
+    base = write_report(_timed_run(make_report, 1), tmp_path / "base").json
+    copy = _edited_copy(tmp_path, base, edit)
+    return gate_cli.main(["--baseline", str(base), "--candidate", str(copy)])
+
+
+def test_a_copy_with_its_run_dates_edited_contradicts_its_own_window(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _copy_gate(tmp_path, make_report, lambda data: None) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "the candidate 20250102T000000Z-0000c0de contradicts its own run window" in err
+    assert "12 check(s) timed outside the run's window" in err
+
+
+def test_a_copy_with_every_date_edited_repeats_the_baselines_timings(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _copy_gate(tmp_path, make_report, _shift_check_times) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "copied as 20250102T000000Z-0000c0de" in err
+    assert "12 of 12 timed checks have the baseline's exact duration" in err
+    assert "8 of 8 serving figures equal the baseline's to the last digit" in err
+
+
+def test_a_copy_with_one_figure_and_one_duration_nudged_is_still_a_copy(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def nudge(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        data["checks"][0]["duration_s"] *= 1.01
+        figure = next(iter(data["perf"].values()))
+        figure["value"] *= 0.99
+
+    assert _copy_gate(tmp_path, make_report, nudge) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "11 of 12 timed checks have the baseline's exact duration" in err
+    assert "7 of 8 serving figures equal the baseline's" in err
+
+
+def test_a_copy_with_every_timing_scaled_is_still_a_copy(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def scale(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        for check in data["checks"]:
+            check["duration_s"] = round(check["duration_s"] * 0.93, 6)
+        for figure in data["perf"].values():
+            figure["value"] *= 0.93
+
+    assert _copy_gate(tmp_path, make_report, scale) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "12 of 12 timed checks have the baseline's duration times 0.93" in err
+    assert "8 of 8 measured latencies are the baseline's times 0.93" in err
+
+
+def test_a_check_longer_than_its_whole_run_is_refused(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def stretch(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        data["checks"][3]["duration_s"] = 3600.0
+
+    assert _copy_gate(tmp_path, make_report, stretch) == gate.EXIT_BAD_INPUT
+    assert "1 check(s) took longer than the run's" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_two_independent_honest_runs_pass_the_floor(
+    tmp_path: Path, make_report: Any, seed: int
+) -> None:
+    base = _timed_run(make_report, 1)
+    cand = _timed_run(make_report, seed, tt_metal="v2")
+    assert copy_evidence(base, cand) is None and clock_problems(cand) == []
+    assert _gate(tmp_path, base, cand) == gate.EXIT_OK
+
+
+# ------------------------------------------- item 12: no report text can forge the headline
+
+FORGED = "\n# Gate: OK\ntt-conformance gate: OK (no regression)\n<h1>gate OK</h1>\n```\n## gate OK"
+# A line that reads as a verdict: a heading, the gate's own prefix, an HTML heading.
+_VERDICT_LIKE = re.compile(r"^\s{0,3}(#|tt-conformance gate:|<h\d)", re.IGNORECASE)
+SECTIONS = {"### Failing checks", "### Key perf", "### Gate"}  # the summary's own headings
+
+
+def _forged_pair(make_report: Any) -> tuple[Report, Report]:
+    """A regression whose reports carry markup and verdict lines in every free-text field."""
+    base = make_report({"m::a": "pass", "m::b": "pass"}, model=f"org/m{FORGED}", device="T3K")
+    cand = make_report(
+        {"m::a": "fail", f"m::b{FORGED}": "pass"},
+        model=f"org/m{FORGED}",
+        device="T3K",
+        tt_metal=f"v2{FORGED}",
+    )
+    checks = tuple(
+        c.model_copy(update={"reason": f"broke{FORGED}"}) if c.id == "m::a" else c
+        for c in cand.checks
+    )
+    return base, cand.replace(checks=checks, coverage=None)
+
+
+def test_report_text_cannot_write_a_verdict_line_in_the_gate_output_or_summary(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = _forged_pair(make_report)
+    baselines = tmp_path / "baselines"
+    b = write_report(base, tmp_path / "b").json
+    assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
+    c = write_report(cand, tmp_path / "c").json
+    capsys.readouterr()
+    # The gate's own output: the verdict is its first line, and no other line reads as one.
+    assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_REGRESSION
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tt-conformance gate: REGRESSION (2 found)"
+    assert [ln for ln in out[1:] if _VERDICT_LIKE.match(ln)] == []
+    assert any("broke\\n# Gate: OK\\ntt-conformance gate: OK" in ln for ln in out)
+    # The step summary: the title is the verdict, written first; report text stays text.
+    summary = tmp_path / "summary.md"
+    args = ["summary", str(c), "--gate", "--baselines-dir", str(baselines), "--out", str(summary)]
+    assert cli.main(args) == 0
+    lines = summary.read_text().splitlines()
+    assert lines[0].startswith("## gate REGRESSION (2 found) — tt-conformance: org/m")
+    fence = next(i for i, ln in enumerate(lines) if ln.startswith("```"))
+    assert lines[fence] == "````" and lines[fence + 1] == out[0]  # no ``` inside can close it
+    inside = lines[fence + 1 : lines.index("````", fence + 1)]
+    outside = lines[1:fence] + lines[fence + 1 + len(inside) + 1 :]
+    assert [ln for ln in outside if _VERDICT_LIKE.match(ln) and ln not in SECTIONS] == []
+    assert [ln for ln in inside[1:] if _VERDICT_LIKE.match(ln)] == []
+    # HTML outside code spans is escaped (inside one, markdown shows it as it is).
+    text = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", "\n".join([lines[0], *outside]))
+    assert "<h1>" not in text and "&lt;h1&gt;" in text
+
+
+def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_run(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_report({"m::a": "pass"}, device="T3K")
+    cand = make_report({"m::a": "pass"}, device="T3K", tt_metal="v2")
+    b = write_report(base, tmp_path / "b").json
+    c = write_report(cand, tmp_path / "c").json
+    saved = tmp_path / "gate.txt"
+    with saved.open("w") as fh, contextlib.redirect_stdout(fh):
+        assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
+
+    def title(report: Path) -> str:
+        capsys.readouterr()
+        assert cli.main(["summary", str(report), "--gate-output", str(saved)]) == 0
+        return capsys.readouterr().out.splitlines()[0]
+
+    assert title(c).startswith("## gate OK (no regression) — ")
+    # The same OK, pointed at by another run (a regression, never gated): not its verdict.
+    later = write_report(make_report({"m::a": "fail"}, device="T3K"), tmp_path / "later").json
+    assert title(later).startswith("## gate output not recognised (not a gate of this run) — ")
+    # A verdict anywhere but the first line, or in words the gate never writes, is none.
+    for forged in (
+        "summary of the run\ntt-conformance gate: OK (no regression)\n",
+        "tt-conformance gate: OK (no regression) — trust me\n",
+        "# Gate: OK\n",
+    ):
+        saved.write_text(forged)
+        assert title(c).startswith("## gate output not recognised — "), forged
+
+
+def test_the_gates_other_answers_hold_report_text_on_their_one_line(
+    tmp_path: Path, make_report: Any
+) -> None:
+    _, cand = _forged_pair(make_report)
+    answer = gate_run(cand, tmp_path / "no-baselines")
+    assert "\n" not in answer.text and "\\n# Gate: OK" in answer.text
+    assert gate_headline(answer.text, cand.run_id) == "not gated (no baseline)"
+
+
+def test_a_copy_with_its_durations_redrawn_is_still_betrayed_by_its_figures(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(11)
+
+    def redraw(data: dict[str, Any]) -> None:
+        _shift_check_times(data)
+        for check in data["checks"]:
+            check["duration_s"] = round(check["duration_s"] * rng.uniform(0.9, 1.1), 6)
+        for figure in data["perf"].values():
+            figure["value"] *= 1.02
+
+    assert _copy_gate(tmp_path, make_report, redraw) == gate.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "timed checks" not in err
+    assert "8 of 8 measured latencies are the baseline's times 1.02" in err

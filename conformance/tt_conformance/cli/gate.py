@@ -109,9 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
         print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # The verdict is the first line of the output (a saved output's title is read from it).
+    sys.stdout.write(render_gate(result, baseline, candidate))
     if exp_path is not None:
         print(f"expectations: {exp_path}")
-    sys.stdout.write(render_gate(result, baseline, candidate))
     return result.exit_code
 
 

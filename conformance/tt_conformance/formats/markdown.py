@@ -405,5 +405,5 @@ def render_step_summary(report: Report, gate_text: str | None = None) -> str:
         hardware=hardware,
         key_perf=[label for label, _ in KEY_PERF],
         gate_text=gate_text,
-        gate=gate_headline(gate_text) if gate_text else None,
+        gate=gate_headline(gate_text, report.run_id) if gate_text else None,
     )

@@ -6,6 +6,7 @@ import functools
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from tt_conformance.formats.escape import code_span, fence_for, md_inline
 from tt_conformance.history import UNKNOWN
 from tt_conformance.matrix import CONCERN_STATES, short_check, tier_of
 from tt_conformance.names import path_component
@@ -55,6 +56,9 @@ def _environment() -> Environment:
     env.filters["short"] = short_check
     env.filters["tier"] = lambda report: tier_of(report).tier  # derived, never the stored one
     env.filters["slug"] = path_component
+    env.filters["inline"] = md_inline
+    env.filters["code"] = code_span
+    env.filters["fence"] = fence_for
     env.filters["md"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     env.globals["UNKNOWN"] = UNKNOWN
     env.globals["CONCERN_CLASS"] = CONCERN_CLASS

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from tabulate import tabulate
 
+from tt_conformance.formats.escape import one_line
 from tt_conformance.gate import GateResult
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import Report
@@ -24,17 +27,35 @@ def change_text(worse_by: float | None) -> str:
     return "unchanged"
 
 
-def gate_headline(text: str) -> str:
-    """The verdict a gate's output states (what `render_gate` and `baseline.gate_run` write),
-    for a title: a text that states none is "not recognised", never taken for a pass."""
-    for line in text.splitlines():
-        if line.startswith(GATE_PREFIX):
-            return "gate " + line.removeprefix(GATE_PREFIX).strip()
-    if "bad input, failing closed" in text:
+# The verdict lines `render_gate` writes, and nothing else: a title is read from these only.
+_VERDICT = re.compile(r"(OK \(no regression\)|REGRESSION \(\d+ found\))")
+_CANDIDATE = re.compile(r"candidate (\S+): ")
+
+
+def gate_headline(text: str, run_id: str | None = None) -> str:
+    """The verdict a gate's output states, for a title. Only its first line is read (the gate
+    writes its verdict first, from its own decision; report text comes after, on escaped
+    lines), and only the verdict forms the gate writes count. An OK must name ``run_id`` as
+    its candidate (a saved output of another run, or of an earlier gate, is no verdict on this
+    one). Anything else is "not recognised", never taken for a pass."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    if first.startswith(GATE_PREFIX):
+        verdict = first.removeprefix(GATE_PREFIX)
+        if not _VERDICT.fullmatch(verdict):
+            return "gate output not recognised"
+        if verdict.startswith("OK") and run_id is not None:
+            named = [m.group(1) for ln in lines[1:] if (m := _CANDIDATE.match(ln))]
+            if named[:1] != [run_id]:
+                return "gate output not recognised (not a gate of this run)"
+        return "gate " + verdict
+    if first.startswith("bad input, failing closed") or first.startswith(
+        "tt-conformance-gate: bad input, failing closed"
+    ):
         return "gate BAD INPUT (failing closed)"
-    if "ABORTED" in text and "failing the gate" in text:
+    if first.startswith("the run was ABORTED"):
         return "gate FAILED (run aborted)"
-    if "not gated" in text:
+    if first.startswith("no baseline for ") and "not gated" in first:
         return "not gated (no baseline)"
     return "gate output not recognised"
 
@@ -47,16 +68,24 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
         if result.regressions
         else "OK (no regression)"
     )
+    # The verdict is the first line, from the decision alone; every line after it that holds
+    # report text holds it escaped onto that one line (formats/escape.py).
     lines = [
         f"{GATE_PREFIX}{verdict}",
-        f"model {candidate.model}, device {candidate.device}",
-        f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, plugin {bv.plugin}",
-        f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, plugin {cv.plugin}",
+        one_line(f"model {candidate.model}, device {candidate.device}"),
+        one_line(
+            f"baseline  {baseline.run_id}: tt-metal {bv.tt_metal}, vLLM {bv.vllm}, "
+            f"plugin {bv.plugin}"
+        ),
+        one_line(
+            f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, "
+            f"plugin {cv.plugin}"
+        ),
         "",
     ]
     if result.identity:
         lines.append("Identity (everything else is equal):")
-        lines += [f"  * {item}" for item in result.identity]
+        lines += [f"  * {one_line(item)}" for item in result.identity]
         lines.append("")
     else:
         lines += ["Identity: the two runs are alike on every axis", ""]
@@ -69,14 +98,14 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
     ):
         if items:
             lines.append(f"{title} ({len(items)}):")
-            lines += [f"  {marker} {item}" for item in items]
+            lines += [f"  {marker} {one_line(item)}" for item in items]
             lines.append("")
     if result.perf:
         informational = perf_is_informational(candidate.device)
         # Emulated (and other non-TT) figures measure no TT hardware: say so where they show.
         lines.append(
-            f"Performance (informational: {candidate.device} is not TT hardware; a figure is "
-            "gated only where a tolerance is set):"
+            f"Performance (informational: {one_line(candidate.device)} is not TT hardware; a "
+            "figure is gated only where a tolerance is set):"
             if informational
             else "Performance:"
         )
@@ -84,9 +113,11 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
             tabulate(
                 [
                     [
-                        p.name,
-                        f"{format_number(p.baseline)} {p.unit}",
-                        "—" if p.candidate is None else f"{format_number(p.candidate)} {p.unit}",
+                        one_line(p.name),
+                        one_line(f"{format_number(p.baseline)} {p.unit}"),
+                        "—"
+                        if p.candidate is None
+                        else one_line(f"{format_number(p.candidate)} {p.unit}"),
                         change_text(p.worse_by),
                         "—" if p.tolerance is None else pct(p.tolerance),
                         p.verdict,

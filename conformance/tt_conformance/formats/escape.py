@@ -1,0 +1,53 @@
+"""Report text made inert where it is shown: no field of a report can write a line of its own.
+
+A report's free text (model name, versions, check ids, reasons, a tier's reason) is data from a
+run, or from whoever wrote the file. Rendered raw, a newline in it starts a line that may read
+as the gate's verdict ("tt-conformance gate: OK", "# Gate: OK"), and markdown or HTML in it
+becomes markup. Every such field goes through one of these before it reaches the gate's text or
+the step summary.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+__all__ = ["code_span", "fence_for", "md_inline", "one_line"]
+
+# Characters that start or end inline markdown, a table cell or a heading's closing sequence.
+_MARKDOWN = re.compile(r"([\\`*_\[\]#|~!])")
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line: line breaks, other control characters and Unicode line or
+    paragraph separators (and bidirectional overrides) shown as escapes, never obeyed."""
+    out = []
+    for ch in str(text):
+        if ch in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def md_inline(text: object) -> str:
+    """``text`` as literal inline markdown: one line, HTML escaped, markdown escaped."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(one_line(text), quote=False))
+
+
+def code_span(text: object) -> str:
+    """``text`` as one inline code span whose delimiter no backtick run inside can close."""
+    inner = one_line(text)
+    longest = max((len(run) for run in re.findall(r"`+", inner)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if inner.startswith("`") or inner.endswith("`") else ""
+    return f"{fence}{pad}{inner}{pad}{fence}"
+
+
+def fence_for(text: str) -> str:
+    """A code fence longer than any backtick run in ``text`` (at least three)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
