@@ -20,7 +20,7 @@ import pytest
 from tests.unit.test_contract_parity_checker import ADAPTER, GENERATOR, TARGET, edit, profiles, tree
 from vllm_tt_plugin.contract import parity
 from vllm_tt_plugin.contract.parity import CheckoutReader, check, registry_targets
-from vllm_tt_plugin.contract.signatures import load_profiles
+from vllm_tt_plugin.contract.signatures import FixtureError, load_profiles
 from vllm_tt_plugin.contract.skeleton import main, skeleton_text, write_skeletons
 
 SKELETONS = Path(__file__).resolve().parents[2] / "fixtures" / "tt_metal" / "skeletons"
@@ -266,3 +266,52 @@ def test_a_skeleton_keeps_how_a_key_leaves_kwargs(tmp_path: Path) -> None:
     text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
     assert "if ...: del kwargs['prompt_tokens']" in text
     assert "_ = kwargs.pop('sampling_params', ...)" in text
+
+
+def test_a_skeleton_copies_a_local_mapping_passed_as_double_star(tmp_path: Path) -> None:
+    # cls(**kw) with kw = dict(...) / {...}: without the binding the checker on the skeleton
+    # could not count the keys (unresolved) where the checkout's run finds the break.
+    init = "        optimizations=None,\n    ):\n        ..."
+    for name, binding in (
+        ("call", "kw = dict(vllm_context=True, max_batch_size=max_batch_size)"),
+        ("literal", 'kw = {"vllm_context": True}'),
+    ):
+        body = f"        log(1)\n        {binding}\n        return cls(**kw)"
+        adapter = edit(ADAPTER, (init, "        optimizations=None,\n    ):\n" + body))
+        src = tree(tmp_path / name / "checkout", adapter=adapter)
+        targets = {TARGET: ("TTDemoForCausalLM",)}
+        write_skeletons(src, tmp_path / name / "out", targets, COMMIT)
+        before = _statuses(src, targets, profiles())
+        assert ("initialize_vllm_model", "broken") in {(m, s) for _, m, s in before}
+        assert _statuses(tmp_path / name / "out", targets, profiles()) == before
+        text = (tmp_path / name / "out/models/demo/tt/generator_vllm.py").read_text()
+        assert "kw = {'vllm_context': ...," in text or "kw = {'vllm_context': ...}" in text
+        assert "log(" not in text
+
+
+@pytest.mark.parametrize(
+    ("head", "body"),
+    [
+        (b"# -*- coding: latin-1 -*-\n", "# caf\xe9\n".encode("latin-1")),
+        (b"\xef\xbb\xbf", "# caf\xe9\n".encode()),
+    ],
+)
+def test_the_tool_decodes_a_module_as_python_does(tmp_path: Path, head: bytes, body: bytes) -> None:
+    src = tree(tmp_path / "checkout")
+    path = src / "models/demo/tt/generator_vllm.py"
+    path.write_bytes(head + body + path.read_bytes())
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    written = write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    assert len(written) == 2
+    assert _statuses(tmp_path / "out", targets, profiles()) == _statuses(src, targets, profiles())
+
+
+def test_the_tool_refuses_undecodable_bytes_naming_file_and_line(tmp_path: Path) -> None:
+    src = tree(tmp_path / "checkout")
+    path = src / "models/demo/tt/generator_vllm.py"
+    text = path.read_bytes()
+    for n, bad in ((2, b"# 1\n# 2 \xff\n" + text), (4, b"# 1\n# 2\n# 3\n# 4 \xff\n" + text)):
+        path.write_bytes(bad)
+        match = rf"models/demo/tt/generator_vllm\.py:{n}: does not decode"
+        with pytest.raises(FixtureError, match=match):
+            write_skeletons(src, tmp_path / "out", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
