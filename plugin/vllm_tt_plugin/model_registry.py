@@ -5,8 +5,11 @@ whole process:
 
 1. ``TT_MODEL_CLASS_OVERRIDES`` -- ``Arch=module.path:Class[,...]`` for one launch;
 2. ``EXTRA_MODELS_DIR`` bundles -- ``<dir>/<bundle>/vllm_metadata.json``;
-3. the built-in map of tt-metal classes (``TT_VLLM_BUILTIN_MODELS=0`` disables it), with
-   ``TT_LLAMA_TEXT_VER`` / ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
+3. the built-in map (``TT_VLLM_BUILTIN_MODELS=0`` disables it): first tt-transformers' own table
+   of text architectures, ``tt_transformers.vllm_registry``, when it is importable
+   (``text_registry``; a family selector set to a non-default value still wins for its
+   architecture), then the plugin's table of tt-metal classes, with ``TT_LLAMA_TEXT_VER`` /
+   ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
 
 The plugin's reference test models come last and only when ``register_test_models`` is true.
 Targets are ``"module:Class"`` strings and are imported only when that architecture is served.
@@ -22,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from vllm_tt_plugin import text_registry
 from vllm_tt_plugin.launch import envs
 from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 
 TT_PREFIX = "TT"
-Source = Literal["override", "bundle", "builtin", "test"]
+Source = Literal["override", "bundle", "tt_transformers", "builtin", "test"]
 
 # Real tt-metal module paths (docs/TT_MODEL_CONTRACT.md, "Registry targets").
 _TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
@@ -356,11 +360,38 @@ def all_builtin_targets() -> dict[str, tuple[str, ...]]:
     return {target: tuple(sorted(set(archs))) for target, archs in sorted(served.items())}
 
 
+# Served only through tt_transformers.vllm_registry: no tt-metal class of the plugin's table.
+REGISTRY_ONLY_ARCHS: tuple[str, ...] = ("TTPhi3ForCausalLM",)
+
+
+def _selector_chosen(arch: str, env: Mapping[str, str] | None) -> bool:
+    """A family selector set to a non-default value names ``arch``'s class (it outranks
+    tt-transformers' table: the operator asked for that generator)."""
+    for var, versions in _SELECTORS.items():
+        if any(arch in table for table in versions.values()):
+            chosen = envs.REGISTRY[var].get(env)
+            return bool(chosen) and chosen != next(iter(versions))
+    return False
+
+
+def _text_table() -> text_registry.TextRegistry | None:
+    try:
+        return text_registry.discover()
+    except text_registry.MalformedTextRegistry as exc:
+        raise RegistryError(
+            f"{exc}. Refused rather than replaced by the plugin's own table (which names tt-metal "
+            "modules this release may have moved): repair or remove tt-transformers, or set "
+            "TT_VLLM_BUILTIN_MODELS=0 and register the classes with TT_MODEL_CLASS_OVERRIDES."
+        ) from exc
+
+
 class TTModelRegistry:
     """The resolved architecture -> class table of this process."""
 
     def __init__(self) -> None:
         self._targets: dict[str, ModelTarget] = {}
+        # tt-transformers' table when it served (None: not importable, or built-ins disabled).
+        self.text_table: text_registry.TextRegistry | None = None
 
     def _add(self, target: ModelTarget) -> bool:
         if target.arch in self._targets:
@@ -388,6 +419,11 @@ class TTModelRegistry:
         except envs.EnvError as exc:
             raise RegistryError(str(exc)) from exc
         if use_builtin:
+            registry.text_table = _text_table()
+            if registry.text_table is not None:
+                for arch, target in registry.text_table.targets.items():
+                    if not _selector_chosen(arch, env):
+                        registry._add(ModelTarget(arch, target, "tt_transformers"))
             for arch, (target, lane_dp) in builtin_targets(env).items():
                 registry._add(ModelTarget(arch, target, "builtin", lane_dp))
         return registry
@@ -406,6 +442,11 @@ class TTModelRegistry:
         target = self.get(arch)
         if target is None:
             hint = ""
+            if tt_arch(arch) in REGISTRY_ONLY_ARCHS:
+                hint = (
+                    f" It is served only by {text_registry.MODULE} (tenstorrent/tt-transformers), "
+                    "which is not importable in this process."
+                )
             if tt_arch(arch) in _TEST_MODELS:
                 hint = (
                     ' It is a plugin test model: set {"tt": {"register_test_models": true}} '
@@ -421,6 +462,17 @@ class TTModelRegistry:
     def architectures(self) -> dict[str, ModelTarget]:
         return dict(self._targets)
 
+    def text_models_served_by(self) -> str:
+        """Which table serves the text architectures, for the launch log."""
+        table = self.text_table
+        if table is None:
+            return (
+                f"TT text models: the plugin's built-in table ({text_registry.MODULE} is not "
+                "importable, or TT_VLLM_BUILTIN_MODELS=0)"
+            )
+        archs = sorted(a for a, t in self._targets.items() if t.source == "tt_transformers")
+        return f"TT text models: {text_registry.MODULE} ({table.module_file}): {', '.join(archs)}"
+
 
 _process_registry: TTModelRegistry | None = None
 
@@ -432,6 +484,7 @@ def get_registry(include_test_models: bool = False) -> TTModelRegistry:
         _process_registry = TTModelRegistry.from_env()
         for target in _process_registry.overrides():
             logger.info("Applied TT_MODEL_CLASS_OVERRIDES: %s -> %s", target.arch, target.target)
+        logger.info("%s", _process_registry.text_models_served_by())
     if include_test_models:
         _process_registry.add_test_models()
     return _process_registry
