@@ -849,3 +849,23 @@ def test_bases_written_other_ways_resolve_and_composition_is_unresolved(tmp_path
     )
     found = run(tree(tmp_path / "getattr", adapter=adapter))["decode_forward"]
     assert found.status == "unresolved" and "__getattr__" in found.detail, found
+
+
+def test_arguments_handed_to_an_object_the_instance_holds_are_unresolved(tmp_path: Path) -> None:
+    # The executor-backed generators (models/common/models): a (*args, **kwargs) method that hands
+    # everything to self.executor binds trivially, but what reaches the executor is not checked.
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "return self.executor.decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    found = run(tree(tmp_path / "a", adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved", found
+    assert "self.executor.decode_forward(...) (composition)" in found.detail
+    # A helper of the instance's own is followed as before, and other calls are not composition.
+    own = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "log.info(*args)\n        return super().decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    assert run(tree(tmp_path / "b", adapter=own))["decode_forward"].status == "drift"

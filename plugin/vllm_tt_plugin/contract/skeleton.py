@@ -28,6 +28,7 @@ from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _callee,
+    _composed,
     _elided,
     _explicit,
     _handed_on,
@@ -201,6 +202,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 or _handed_on(node) is not None
                 or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
                 or _partial(func) is not None
+                or _composed(node, me) is not None  # self.executor.m(*args, **kwargs)
             )
             if forward:
                 add_call(node, "return " + _call_text(node, params))

@@ -204,6 +204,20 @@ def _partial(func: ast.expr) -> ast.Call | None:
     return None
 
 
+def _composed(node: ast.Call, me: str | None) -> str | None:
+    """``self.<attr>....m(...)``: a call of a method of an object the instance holds
+    (composition), as text; None for anything else."""
+    func = node.func
+    if me is None or not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value
+    if not isinstance(owner, ast.Attribute):
+        return None
+    while isinstance(owner, ast.Attribute):
+        owner = owner.value
+    return ast.unparse(func) if isinstance(owner, ast.Name) and owner.id == me else None
+
+
 def _handed_on(
     node: ast.Call, me: str | None = "self", aliases: dict[str, ast.expr] | None = None
 ) -> tuple[int, Callee] | None:
@@ -521,6 +535,19 @@ def body_of(
                 unresolved.append(
                     (node.lineno, f"hands {me} to {ast.unparse(func)}(...), which is not followed")
                 )
+            # The method's own arguments handed to an object it holds (executor-backed
+            # generators: self.executor.prefill_forward(*args, **kwargs)): what that object's
+            # method accepts is not in the class, so the call is never "ok".
+            composed = _composed(node, me)
+            if (
+                composed is not None
+                and id(node) not in forward_nodes
+                and _passes_on(node, vararg, kwarg)
+            ):
+                unresolved.append(
+                    (node.lineno, f"hands its arguments to {composed}(...) (composition), "
+                     "which is not followed")
+                )  # fmt: skip
             # kwargs.get("x") / kwargs.pop("x") / kwargs.setdefault("x")
             if (
                 kwarg is not None
