@@ -41,6 +41,21 @@ _GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
 _LLAMA2_70B_T3000 = "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM"
 _LLAMA31_8B_QB2 = "models.demos.llama31_8b_qb2.tt.generator_vllm:LlamaForCausalLM"
 _DIFFUSION_GEMMA = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
+_GEMMA4_31B_QB2 = "models.demos.gemma4_31b_qb2.tt.generator_vllm:Gemma4ForCausalLM"
+_QWEN36 = "models.demos.blackhole.qwen36.tt"
+# Classes tt-metal ships that the built-in map does not serve by default (docs/CONTRACT_PARITY.md
+# cites the commit of each). They are reached through TT_MODEL_CLASS_OVERRIDES or a bundle, and
+# the parity check covers them like the built-ins.
+_GEMMA4_26B_AUTOPORT = (
+    "models.autoports.google_gemma_4_26b_a4b_it.tt.generator_vllm:Gemma4ForCausalLM"
+)
+_QWEN36_27B_AUTOPORT = "models.autoports.qwen_qwen3_6_27b.tt.generator_vllm:Qwen36ForCausalLM"
+_QWEN35_BLACKHOLE = f"{_QWEN36}.qwen35_vllm:Qwen35ForCausalLM"
+_QWEN36_DFLASH = f"{_QWEN36}.qwen36_vllm_dflash:Qwen36DFlashForCausalLM"
+_DEEPSEEK_TT_TRANSFORMERS = (
+    "models.tt_transformers.tt.generator_deepseek_vllm:DeepseekV3ForCausalLM"
+)
+_EXECUTOR_LLAMA3 = "models.common.models.generator:Llama3Generator"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
 # listed is the default (also taken when the variable is unset or empty).
@@ -108,6 +123,20 @@ _BUILTIN_FIXED: dict[str, tuple[str, bool]] = {
         False,
     ),
     "TTGptOssForCausalLM": (f"{_TT_TRANSFORMERS}:GptOssForCausalLM", True),
+    # Gemma 4 31B on a Blackhole QuietBox 2, under the architecture its vllm_metadata.json names
+    # (Gemma4QB2ForCausalLM); refused at launch (UNSERVABLE_TARGETS).
+    "TTGemma4QB2ForCausalLM": (_GEMMA4_31B_QB2, False),
+}
+
+# TT classes reachable through TT_MODEL_CLASS_OVERRIDES or a bundle, not built in: target ->
+# the architectures it would serve. Covered by the parity check (all_builtin_targets).
+KNOWN_TARGETS: dict[str, tuple[str, ...]] = {
+    _GEMMA4_26B_AUTOPORT: ("TTGemma4ForCausalLM", "TTGemma4ForConditionalGeneration"),
+    _QWEN36_27B_AUTOPORT: ("TTQwen3_5ForConditionalGeneration",),
+    _QWEN35_BLACKHOLE: ("TTQwen3_5ForConditionalGeneration",),
+    _QWEN36_DFLASH: ("TTQwen3_5ForConditionalGeneration",),
+    _DEEPSEEK_TT_TRANSFORMERS: ("TTDeepseekV3ForCausalLM",),
+    _EXECUTOR_LLAMA3: ("TTLlamaForCausalLM",),
 }
 
 
@@ -124,7 +153,7 @@ UNSERVABLE_ARCHS: dict[str, str] = {
 }
 
 # Classes whose calls do not fit the TT model contract, from any source: target -> (the selector
-# that offers it built in, why).
+# that offers it built in, or "" when none does, why).
 UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
     _LLAMA2_70B_T3000: (
         "TT_LLAMA_TEXT_VER=llama2_70b",
@@ -132,6 +161,47 @@ UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
         "max_seq_len, tt_data_parallel, optimizations and its prefill_forward(self, tokens, "
         "page_table, kv_cache, prompt_lens) none of enable_trace, start_pos, empty_slots, "
         "which the plugin sends on every load and prefill",
+    ),
+    # The reasons below are read from the public files at the commits docs/CONTRACT_PARITY.md
+    # names (the skeleton trees under fixtures/tt_metal/skeletons/).
+    _GEMMA4_31B_QB2: (
+        "",
+        "its get_kv_cache_spec imports WholePromptSlidingWindowSpec and "
+        "validate_whole_prompt_cache from vllm_tt_plugin.whole_prompt_cache, a module of another "
+        "TT plugin that this plugin does not ship (an ImportError at the first KV-cache spec)",
+    ),
+    _GEMMA4_26B_AUTOPORT: (
+        "",
+        "it declares no supports_device_penalties (so device penalties are on) but its "
+        "decode_forward takes prompt_tokens and output_tokens into **_ and never reads them: "
+        "repetition, presence and frequency penalties would be dropped silently",
+    ),
+    _QWEN36_27B_AUTOPORT: (
+        "",
+        "it registers Qwen3-VL's multimodal processor, so vLLM accepts images, but its "
+        "prefill_forward takes pixel_values and image_grid_thw into **_ and never reads them: "
+        "image inputs would be ignored silently",
+    ),
+    _QWEN36_DFLASH: (
+        "",
+        "its model_capabilities declare an adaptive block-output contract "
+        "(tt_adaptive_block_output, tt_adaptive_block_max_prompt_tokens, "
+        "tt_block_output_kv_lookahead_tokens: a block only on solo decode steps) that this "
+        "plugin does not implement; it would plan every step as a fixed output_tokens_per_step "
+        "block",
+    ),
+    _DEEPSEEK_TT_TRANSFORMERS: (
+        "",
+        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size, max_seq_len, "
+        "n_layers=None, tt_data_parallel=1) takes no optimizations, which the plugin sends on "
+        "every load",
+    ),
+    _EXECUTOR_LLAMA3: (
+        "",
+        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size, max_seq_len, "
+        "n_layers=None, optimizations=...) takes no tt_data_parallel, which the plugin sends on "
+        "every load; its prefill, decode and allocation hand their arguments to an executor "
+        "object (a calling convention the contract does not describe)",
     ),
 }
 
@@ -246,10 +316,10 @@ def launch_refusal(target: ModelTarget) -> str | None:
     refused = UNSERVABLE_TARGETS.get(target.target)
     if refused is not None:
         selector, why = refused
-        builtin = target.source == "builtin"
-        hint = f"; choose another {selector.partition('=')[0]} value" if builtin else ""
+        by_selector = target.source == "builtin" and bool(selector)
+        hint = f"; choose another {selector.partition('=')[0]} value" if by_selector else ""
         return (
-            f"{target.arch} from {selector if builtin else target.source} ({target.target}) "
+            f"{target.arch} from {selector if by_selector else target.source} ({target.target}) "
             f'cannot be served on TT: {why} (docs/TT_MODEL_CONTRACT.md, "Refused at launch"){hint}.'
         )
     return None
@@ -348,11 +418,12 @@ def selector_versions() -> dict[str, tuple[str, ...]]:
 
 
 def all_builtin_targets() -> dict[str, tuple[str, ...]]:
-    """Every built-in ``module:Class`` target under any selector value -> the archs it serves.
+    """Every built-in ``module:Class`` target under any selector value, and every
+    ``KNOWN_TARGETS`` class -> the archs it serves.
 
     What a contract-parity check against a tt-metal checkout must cover.
     """
-    served: dict[str, list[str]] = {}
+    served: dict[str, list[str]] = {t: list(archs) for t, archs in KNOWN_TARGETS.items()}
     tables = [_BUILTIN_FIXED, *(t for v in _SELECTORS.values() for t in v.values())]
     for table in tables:
         for arch, (target, _lane_dp) in table.items():

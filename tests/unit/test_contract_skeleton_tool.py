@@ -315,3 +315,35 @@ def test_the_tool_refuses_undecodable_bytes_naming_file_and_line(tmp_path: Path)
         match = rf"models/demo/tt/generator_vllm\.py:{n}: does not decode"
         with pytest.raises(FixtureError, match=match):
             write_skeletons(src, tmp_path / "out", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+
+
+def test_a_skeleton_keeps_arguments_handed_to_a_held_object(tmp_path: Path) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "x = 1\n        return self.executor.decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert ("decode_forward", "unresolved") in {(m, s) for _, m, s in before}
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "return self.executor.decode_forward(*args, **kwargs)" in text
+
+
+def test_the_new_trees_are_fixed_points_of_the_tool(tmp_path: Path) -> None:
+    targets = registry_targets()
+    prof = load_profiles()
+    for name in (
+        "gemma4_31b_qb2-21233e1e",
+        "google_gemma_4_26b_a4b_it-eb459b3b",
+        "qwen_qwen3_6_27b-dced79f1",
+        "qwen36-7ce79493",
+        "tt_transformers_deepseek-e851a371",
+        "common_models-040a27c1",
+    ):
+        out = tmp_path / name
+        write_skeletons(SKELETONS / name, out, targets)
+        assert _statuses(SKELETONS / name, targets, prof) == _statuses(out, targets, prof), name
