@@ -184,7 +184,10 @@ def test_diff_names_the_targets_that_change_verdict_and_why(tmp_path: Path, caps
     assert "diff: 6 target(s) change verdict or failure" in out
     # The same tree twice: nothing changes.
     assert parity.main(["--diff", str(new), str(new)]) == 0
-    assert "diff: 0 target(s) change verdict or failure, 17 unchanged" in capsys.readouterr().out
+    unchanged = len(registry_targets())
+    assert f"diff: 0 target(s) change verdict or failure, {unchanged} unchanged" in (
+        capsys.readouterr().out
+    )
     # A tool-written tree diffs against its source as equal.
     write_skeletons(new, tmp_path / "re", registry_targets())
     assert parity.main(["--diff", str(new), str(tmp_path / "re")]) == 0
@@ -347,3 +350,21 @@ def test_the_new_trees_are_fixed_points_of_the_tool(tmp_path: Path) -> None:
         out = tmp_path / name
         write_skeletons(SKELETONS / name, out, targets)
         assert _statuses(SKELETONS / name, targets, prof) == _statuses(out, targets, prof), name
+
+
+def test_a_skeleton_keeps_a_methods_imports_of_the_plugin(tmp_path: Path) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "import os\n        from vllm_tt_plugin.whole_prompt_cache import A, B\n"
+         "        return super().decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert ("decode_forward", "broken") in {(m, s) for _, m, s in before}
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "from vllm_tt_plugin.whole_prompt_cache import A, B" in text
+    assert "import os" not in text

@@ -32,12 +32,14 @@ from vllm_tt_plugin.contract.source_body import (
     _elided,
     _explicit,
     _handed_on,
+    _hands_all,
     _literal_keys,
     _only_raises_not_implemented,
     _partial,
     _passes_on,
     _walk_body,
     body_of,
+    plugin_imports,
 )
 from vllm_tt_plugin.utils.checkout import git_output
 
@@ -202,7 +204,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 or _handed_on(node) is not None
                 or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
                 or _partial(func) is not None
-                or _composed(node, me) is not None  # self.executor.m(*args, **kwargs)
+                or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
             )
             if forward:
                 add_call(node, "return " + _call_text(node, params))
@@ -279,6 +281,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                     ):
                         value = node.value if sub.attr in FACT_ATTRIBUTES else None
                         add(node, f"{me}.{sub.attr} = {_value(value)}")
+    for at_line, module, names in plugin_imports(fn):
+        # The checker asks whether the serving plugin ships it.
+        text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
+        lines.append((at_line, text))
     if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
