@@ -7,7 +7,7 @@ whole process:
 2. ``EXTRA_MODELS_DIR`` bundles -- ``<dir>/<bundle>/vllm_metadata.json``;
 3. the built-in map (``TT_VLLM_BUILTIN_MODELS=0`` disables it): first tt-transformers' own table
    of text architectures, ``tt_transformers.vllm_registry``, when it is importable
-   (``text_registry``; a family selector set to a non-default value still wins for its
+   (``launch.text_registry``; a family selector set to a non-default value still wins for its
    architecture), then the plugin's table of tt-metal classes, with ``TT_LLAMA_TEXT_VER`` /
    ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
 
@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from vllm_tt_plugin import text_registry
-from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch import envs, text_registry
 from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
