@@ -5,8 +5,11 @@ whole process:
 
 1. ``TT_MODEL_CLASS_OVERRIDES`` -- ``Arch=module.path:Class[,...]`` for one launch;
 2. ``EXTRA_MODELS_DIR`` bundles -- ``<dir>/<bundle>/vllm_metadata.json``;
-3. the built-in map of tt-metal classes (``TT_VLLM_BUILTIN_MODELS=0`` disables it), with
-   ``TT_LLAMA_TEXT_VER`` / ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
+3. the built-in map (``TT_VLLM_BUILTIN_MODELS=0`` disables it): first tt-transformers' own table
+   of text architectures, ``tt_transformers.vllm_registry``, when it is importable
+   (``launch.text_registry``; a family selector set to a non-default value still wins for its
+   architecture), then the plugin's table of tt-metal classes, with ``TT_LLAMA_TEXT_VER`` /
+   ``TT_QWEN3_TEXT_VER`` / ``TT_QWEN35_TEXT_VER`` choosing within a family.
 
 The plugin's reference test models come last and only when ``register_test_models`` is true.
 Targets are ``"module:Class"`` strings and are imported only when that architecture is served.
@@ -22,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch import envs, text_registry
 from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
 
 TT_PREFIX = "TT"
-Source = Literal["override", "bundle", "builtin", "test"]
+Source = Literal["override", "bundle", "tt_transformers", "builtin", "test"]
 
 # Real tt-metal module paths (docs/TT_MODEL_CONTRACT.md, "Registry targets").
 _TT_TRANSFORMERS = "models.tt_transformers.tt.generator_vllm"
@@ -37,6 +40,21 @@ _GEMMA4 = "models.demos.gemma4.tt.generator_vllm:Gemma4ForCausalLM"
 _LLAMA2_70B_T3000 = "models.demos.t3000.llama2_70b.tt.generator_vllm:TtLlamaForCausalLM"
 _LLAMA31_8B_QB2 = "models.demos.llama31_8b_qb2.tt.generator_vllm:LlamaForCausalLM"
 _DIFFUSION_GEMMA = "models.experimental.diffusion_gemma.tt.generator_vllm:DiffusionGemmaForCausalLM"
+_GEMMA4_31B_QB2 = "models.demos.gemma4_31b_qb2.tt.generator_vllm:Gemma4ForCausalLM"
+_QWEN36 = "models.demos.blackhole.qwen36.tt"
+# Classes tt-metal ships that the built-in map does not serve by default (docs/CONTRACT_PARITY.md
+# cites the commit of each). They are reached through TT_MODEL_CLASS_OVERRIDES or a bundle, and
+# the parity check covers them like the built-ins.
+_GEMMA4_26B_AUTOPORT = (
+    "models.autoports.google_gemma_4_26b_a4b_it.tt.generator_vllm:Gemma4ForCausalLM"
+)
+_QWEN36_27B_AUTOPORT = "models.autoports.qwen_qwen3_6_27b.tt.generator_vllm:Qwen36ForCausalLM"
+_QWEN35_BLACKHOLE = f"{_QWEN36}.qwen35_vllm:Qwen35ForCausalLM"
+_QWEN36_DFLASH = f"{_QWEN36}.qwen36_vllm_dflash:Qwen36DFlashForCausalLM"
+_DEEPSEEK_TT_TRANSFORMERS = (
+    "models.tt_transformers.tt.generator_deepseek_vllm:DeepseekV3ForCausalLM"
+)
+_EXECUTOR_LLAMA3 = "models.common.models.generator:Llama3Generator"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
 # listed is the default (also taken when the variable is unset or empty).
@@ -104,6 +122,20 @@ _BUILTIN_FIXED: dict[str, tuple[str, bool]] = {
         False,
     ),
     "TTGptOssForCausalLM": (f"{_TT_TRANSFORMERS}:GptOssForCausalLM", True),
+    # Gemma 4 31B on a Blackhole QuietBox 2, under the architecture its vllm_metadata.json names
+    # (Gemma4QB2ForCausalLM); refused at launch (UNSERVABLE_TARGETS).
+    "TTGemma4QB2ForCausalLM": (_GEMMA4_31B_QB2, False),
+}
+
+# TT classes reachable through TT_MODEL_CLASS_OVERRIDES or a bundle, not built in: target ->
+# the architectures it would serve. Covered by the parity check (all_builtin_targets).
+KNOWN_TARGETS: dict[str, tuple[str, ...]] = {
+    _GEMMA4_26B_AUTOPORT: ("TTGemma4ForCausalLM", "TTGemma4ForConditionalGeneration"),
+    _QWEN36_27B_AUTOPORT: ("TTQwen3_5ForConditionalGeneration",),
+    _QWEN35_BLACKHOLE: ("TTQwen3_5ForConditionalGeneration",),
+    _QWEN36_DFLASH: ("TTQwen3_5ForConditionalGeneration",),
+    _DEEPSEEK_TT_TRANSFORMERS: ("TTDeepseekV3ForCausalLM",),
+    _EXECUTOR_LLAMA3: ("TTLlamaForCausalLM",),
 }
 
 
@@ -120,7 +152,7 @@ UNSERVABLE_ARCHS: dict[str, str] = {
 }
 
 # Classes whose calls do not fit the TT model contract, from any source: target -> (the selector
-# that offers it built in, why).
+# that offers it built in, or "" when none does, why).
 UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
     _LLAMA2_70B_T3000: (
         "TT_LLAMA_TEXT_VER=llama2_70b",
@@ -128,6 +160,47 @@ UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
         "max_seq_len, tt_data_parallel, optimizations and its prefill_forward(self, tokens, "
         "page_table, kv_cache, prompt_lens) none of enable_trace, start_pos, empty_slots, "
         "which the plugin sends on every load and prefill",
+    ),
+    # The reasons below are read from the public files at the commits docs/CONTRACT_PARITY.md
+    # names (the skeleton trees under fixtures/tt_metal/skeletons/).
+    _GEMMA4_31B_QB2: (
+        "",
+        "its get_kv_cache_spec imports WholePromptSlidingWindowSpec and "
+        "validate_whole_prompt_cache from vllm_tt_plugin.whole_prompt_cache, a module of another "
+        "TT plugin that this plugin does not ship (an ImportError at the first KV-cache spec)",
+    ),
+    _GEMMA4_26B_AUTOPORT: (
+        "",
+        "it declares no supports_device_penalties (so device penalties are on) but its "
+        "decode_forward takes prompt_tokens and output_tokens into **_ and never reads them: "
+        "repetition, presence and frequency penalties would be dropped silently",
+    ),
+    _QWEN36_27B_AUTOPORT: (
+        "",
+        "it registers Qwen3-VL's multimodal processor, so vLLM accepts images, but its "
+        "prefill_forward takes pixel_values and image_grid_thw into **_ and never reads them: "
+        "image inputs would be ignored silently",
+    ),
+    _QWEN36_DFLASH: (
+        "",
+        "its model_capabilities declare an adaptive block-output contract "
+        "(tt_adaptive_block_output, tt_adaptive_block_max_prompt_tokens, "
+        "tt_block_output_kv_lookahead_tokens: a block only on solo decode steps) that this "
+        "plugin does not implement; it would plan every step as a fixed output_tokens_per_step "
+        "block",
+    ),
+    _DEEPSEEK_TT_TRANSFORMERS: (
+        "",
+        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size, max_seq_len, "
+        "n_layers=None, tt_data_parallel=1) takes no optimizations, which the plugin sends on "
+        "every load",
+    ),
+    _EXECUTOR_LLAMA3: (
+        "",
+        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size, max_seq_len, "
+        "n_layers=None, optimizations=...) takes no tt_data_parallel, which the plugin sends on "
+        "every load; its prefill, decode and allocation hand their arguments to an executor "
+        "object (a calling convention the contract does not describe)",
     ),
 }
 
@@ -242,10 +315,10 @@ def launch_refusal(target: ModelTarget) -> str | None:
     refused = UNSERVABLE_TARGETS.get(target.target)
     if refused is not None:
         selector, why = refused
-        builtin = target.source == "builtin"
-        hint = f"; choose another {selector.partition('=')[0]} value" if builtin else ""
+        by_selector = target.source == "builtin" and bool(selector)
+        hint = f"; choose another {selector.partition('=')[0]} value" if by_selector else ""
         return (
-            f"{target.arch} from {selector if builtin else target.source} ({target.target}) "
+            f"{target.arch} from {selector if by_selector else target.source} ({target.target}) "
             f'cannot be served on TT: {why} (docs/TT_MODEL_CONTRACT.md, "Refused at launch"){hint}.'
         )
     return None
@@ -344,11 +417,12 @@ def selector_versions() -> dict[str, tuple[str, ...]]:
 
 
 def all_builtin_targets() -> dict[str, tuple[str, ...]]:
-    """Every built-in ``module:Class`` target under any selector value -> the archs it serves.
+    """Every built-in ``module:Class`` target under any selector value, and every
+    ``KNOWN_TARGETS`` class -> the archs it serves.
 
     What a contract-parity check against a tt-metal checkout must cover.
     """
-    served: dict[str, list[str]] = {}
+    served: dict[str, list[str]] = {t: list(archs) for t, archs in KNOWN_TARGETS.items()}
     tables = [_BUILTIN_FIXED, *(t for v in _SELECTORS.values() for t in v.values())]
     for table in tables:
         for arch, (target, _lane_dp) in table.items():
@@ -356,11 +430,38 @@ def all_builtin_targets() -> dict[str, tuple[str, ...]]:
     return {target: tuple(sorted(set(archs))) for target, archs in sorted(served.items())}
 
 
+# Served only through tt_transformers.vllm_registry: no tt-metal class of the plugin's table.
+REGISTRY_ONLY_ARCHS: tuple[str, ...] = ("TTPhi3ForCausalLM",)
+
+
+def _selector_chosen(arch: str, env: Mapping[str, str] | None) -> bool:
+    """A family selector set to a non-default value names ``arch``'s class (it outranks
+    tt-transformers' table: the operator asked for that generator)."""
+    for var, versions in _SELECTORS.items():
+        if any(arch in table for table in versions.values()):
+            chosen = envs.REGISTRY[var].get(env)
+            return bool(chosen) and chosen != next(iter(versions))
+    return False
+
+
+def _text_table() -> text_registry.TextRegistry | None:
+    try:
+        return text_registry.discover()
+    except text_registry.MalformedTextRegistry as exc:
+        raise RegistryError(
+            f"{exc}. Refused rather than replaced by the plugin's own table (which names tt-metal "
+            "modules this release may have moved): repair or remove tt-transformers, or set "
+            "TT_VLLM_BUILTIN_MODELS=0 and register the classes with TT_MODEL_CLASS_OVERRIDES."
+        ) from exc
+
+
 class TTModelRegistry:
     """The resolved architecture -> class table of this process."""
 
     def __init__(self) -> None:
         self._targets: dict[str, ModelTarget] = {}
+        # tt-transformers' table when it served (None: not importable, or built-ins disabled).
+        self.text_table: text_registry.TextRegistry | None = None
 
     def _add(self, target: ModelTarget) -> bool:
         if target.arch in self._targets:
@@ -388,6 +489,11 @@ class TTModelRegistry:
         except envs.EnvError as exc:
             raise RegistryError(str(exc)) from exc
         if use_builtin:
+            registry.text_table = _text_table()
+            if registry.text_table is not None:
+                for arch, target in registry.text_table.targets.items():
+                    if not _selector_chosen(arch, env):
+                        registry._add(ModelTarget(arch, target, "tt_transformers"))
             for arch, (target, lane_dp) in builtin_targets(env).items():
                 registry._add(ModelTarget(arch, target, "builtin", lane_dp))
         return registry
@@ -406,6 +512,11 @@ class TTModelRegistry:
         target = self.get(arch)
         if target is None:
             hint = ""
+            if tt_arch(arch) in REGISTRY_ONLY_ARCHS:
+                hint = (
+                    f" It is served only by {text_registry.MODULE} (tenstorrent/tt-transformers), "
+                    "which is not importable in this process."
+                )
             if tt_arch(arch) in _TEST_MODELS:
                 hint = (
                     ' It is a plugin test model: set {"tt": {"register_test_models": true}} '
@@ -421,6 +532,17 @@ class TTModelRegistry:
     def architectures(self) -> dict[str, ModelTarget]:
         return dict(self._targets)
 
+    def text_models_served_by(self) -> str:
+        """Which table serves the text architectures, for the launch log."""
+        table = self.text_table
+        if table is None:
+            return (
+                f"TT text models: the plugin's built-in table ({text_registry.MODULE} is not "
+                "importable, or TT_VLLM_BUILTIN_MODELS=0)"
+            )
+        archs = sorted(a for a, t in self._targets.items() if t.source == "tt_transformers")
+        return f"TT text models: {text_registry.MODULE} ({table.module_file}): {', '.join(archs)}"
+
 
 _process_registry: TTModelRegistry | None = None
 
@@ -432,6 +554,7 @@ def get_registry(include_test_models: bool = False) -> TTModelRegistry:
         _process_registry = TTModelRegistry.from_env()
         for target in _process_registry.overrides():
             logger.info("Applied TT_MODEL_CLASS_OVERRIDES: %s -> %s", target.arch, target.target)
+        logger.info("%s", _process_registry.text_models_served_by())
     if include_test_models:
         _process_registry.add_test_models()
     return _process_registry

@@ -34,6 +34,7 @@ from vllm_tt_plugin.contract.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.device.mesh import OpenedMesh, close_mesh, open_mesh, visible_device_ids
 from vllm_tt_plugin.device.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
 from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.data_parallel import rank_devices
 from vllm_tt_plugin.launch.launch_plan import read_plan
 from vllm_tt_plugin.launch.mesh_spec import MeshSpec, mesh_spec_from_env
@@ -124,11 +125,20 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.layout.lanes,
         )
         facts = self.adapter.facts  # the loaded instance's
+        # tt_transformers.vllm_registry's classes return their generator's own model, whose
+        # capabilities the platform never read: only then are they parsed here, to be checked.
+        model = self.adapter.model
+        instance_caps = (
+            None
+            if isinstance(model, self.resolved.model_cls)
+            else ModelCapabilities.from_model_class(type(model))
+        )
         self.served = ServedModel.after_load(
             self.plan,
             class_name=self.adapter.profile.class_name,
             contract_version=facts.decode_contract,
             block_size=self.cache_config.block_size,
+            instance_capabilities=instance_caps,
         )
         self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.served)
 

@@ -221,3 +221,30 @@ def test_version_0_family_gets_reset_batch_on_device_calls_only() -> None:
     decodes = [k for m, _, k in calls if m == "decode_forward"]
     assert [k.get("reset_batch") for k in decodes] == [None, False]
     assert not any("reload_inputs" in k or "slot_remap" in k for k in decodes)
+
+
+def test_an_instance_of_another_class_must_keep_the_planned_kv_cache_layout() -> None:
+    # tt_transformers.vllm_registry: the registered class returns its generator's own model.
+    class Generator:
+        def prefill_forward(self, *args: Any, **kwargs: Any) -> None: ...
+
+        def decode_forward(self, *args: Any, **kwargs: Any) -> None: ...
+
+    class HybridGenerator(Generator):
+        @classmethod
+        def get_kv_cache_spec(cls, vllm_config: Any) -> dict[str, Any]:
+            return {}
+
+    def dispatcher(returns: type) -> type:
+        def initialize_vllm_model(cls: type, *args: Any, **kwargs: Any) -> Any:
+            return returns()
+
+        return type("Dispatcher", (), {"initialize_vllm_model": classmethod(initialize_vllm_model)})
+
+    call = LoadCall("hf", "mesh", B, 4096, 1, None)
+    plain = ModelAdapter(dispatcher(Generator))
+    plain.load(call)
+    assert type(plain.model) is Generator
+    hybrid = ModelAdapter(dispatcher(HybridGenerator))
+    with pytest.raises(ModelContractError, match="has the get_kv_cache_spec hook its class lacks"):
+        hybrid.load(call)

@@ -849,3 +849,50 @@ def test_bases_written_other_ways_resolve_and_composition_is_unresolved(tmp_path
     )
     found = run(tree(tmp_path / "getattr", adapter=adapter))["decode_forward"]
     assert found.status == "unresolved" and "__getattr__" in found.detail, found
+
+
+def test_arguments_handed_to_an_object_the_instance_holds_are_unresolved(tmp_path: Path) -> None:
+    # The executor-backed generators (models/common/models): a (*args, **kwargs) method that hands
+    # everything to self.executor binds trivially, but what reaches the executor is not checked.
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "return self.executor.decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    found = run(tree(tmp_path / "a", adapter=adapter))["decode_forward"]
+    assert found.status == "unresolved", found
+    assert "self.executor.decode_forward(...) (composition)" in found.detail
+    # A helper of the instance's own is followed as before, and other calls are not composition.
+    own = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "log.info(*args)\n        return super().decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    assert run(tree(tmp_path / "b", adapter=own))["decode_forward"].status == "drift"
+
+
+def test_an_adapter_importing_plugin_internals_this_plugin_lacks_is_broken(tmp_path: Path) -> None:
+    # Gemma 4 31B QB2 imports vllm_tt_plugin.whole_prompt_cache inside a method the plugin calls:
+    # an ImportError on a TT host serving with this plugin.
+    def adapter(line: str) -> str:
+        return edit(
+            ADAPTER,
+            ("return super().decode_forward(*args, **kwargs)",
+             f"{line}\n        return super().decode_forward(*args, **kwargs)"),
+        )  # fmt: skip
+
+    found = run(
+        tree(tmp_path / "a", adapter=adapter("from vllm_tt_plugin.whole_prompt_cache import Spec"))
+    )["decode_forward"]
+    assert found.status == "broken", found
+    assert "imports vllm_tt_plugin.whole_prompt_cache (Spec), which this plugin does not ship" in (
+        found.detail
+    )
+    # A name the plugin's module lacks is named; what it ships binds.
+    lacks = adapter("from vllm_tt_plugin.model_registry import tt_arch, NoSuchName")
+    found = run(tree(tmp_path / "b", adapter=lacks))["decode_forward"]
+    assert found.status == "broken" and "NoSuchName from vllm_tt_plugin.model_registry" in (
+        found.detail
+    )
+    ships = adapter("from vllm_tt_plugin.model_registry import tt_arch")
+    assert run(tree(tmp_path / "c", adapter=ships))["decode_forward"].status == "drift"

@@ -20,7 +20,7 @@ import pytest
 from tests.unit.test_contract_parity_checker import ADAPTER, GENERATOR, TARGET, edit, profiles, tree
 from vllm_tt_plugin.contract import parity
 from vllm_tt_plugin.contract.parity import CheckoutReader, check, registry_targets
-from vllm_tt_plugin.contract.signatures import load_profiles
+from vllm_tt_plugin.contract.signatures import FixtureError, load_profiles
 from vllm_tt_plugin.contract.skeleton import main, skeleton_text, write_skeletons
 
 SKELETONS = Path(__file__).resolve().parents[2] / "fixtures" / "tt_metal" / "skeletons"
@@ -184,7 +184,10 @@ def test_diff_names_the_targets_that_change_verdict_and_why(tmp_path: Path, caps
     assert "diff: 6 target(s) change verdict or failure" in out
     # The same tree twice: nothing changes.
     assert parity.main(["--diff", str(new), str(new)]) == 0
-    assert "diff: 0 target(s) change verdict or failure, 17 unchanged" in capsys.readouterr().out
+    unchanged = len(registry_targets())
+    assert f"diff: 0 target(s) change verdict or failure, {unchanged} unchanged" in (
+        capsys.readouterr().out
+    )
     # A tool-written tree diffs against its source as equal.
     write_skeletons(new, tmp_path / "re", registry_targets())
     assert parity.main(["--diff", str(new), str(tmp_path / "re")]) == 0
@@ -266,3 +269,102 @@ def test_a_skeleton_keeps_how_a_key_leaves_kwargs(tmp_path: Path) -> None:
     text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
     assert "if ...: del kwargs['prompt_tokens']" in text
     assert "_ = kwargs.pop('sampling_params', ...)" in text
+
+
+def test_a_skeleton_copies_a_local_mapping_passed_as_double_star(tmp_path: Path) -> None:
+    # cls(**kw) with kw = dict(...) / {...}: without the binding the checker on the skeleton
+    # could not count the keys (unresolved) where the checkout's run finds the break.
+    init = "        optimizations=None,\n    ):\n        ..."
+    for name, binding in (
+        ("call", "kw = dict(vllm_context=True, max_batch_size=max_batch_size)"),
+        ("literal", 'kw = {"vllm_context": True}'),
+    ):
+        body = f"        log(1)\n        {binding}\n        return cls(**kw)"
+        adapter = edit(ADAPTER, (init, "        optimizations=None,\n    ):\n" + body))
+        src = tree(tmp_path / name / "checkout", adapter=adapter)
+        targets = {TARGET: ("TTDemoForCausalLM",)}
+        write_skeletons(src, tmp_path / name / "out", targets, COMMIT)
+        before = _statuses(src, targets, profiles())
+        assert ("initialize_vllm_model", "broken") in {(m, s) for _, m, s in before}
+        assert _statuses(tmp_path / name / "out", targets, profiles()) == before
+        text = (tmp_path / name / "out/models/demo/tt/generator_vllm.py").read_text()
+        assert "kw = {'vllm_context': ...," in text or "kw = {'vllm_context': ...}" in text
+        assert "log(" not in text
+
+
+@pytest.mark.parametrize(
+    ("head", "body"),
+    [
+        (b"# -*- coding: latin-1 -*-\n", "# caf\xe9\n".encode("latin-1")),
+        (b"\xef\xbb\xbf", "# caf\xe9\n".encode()),
+    ],
+)
+def test_the_tool_decodes_a_module_as_python_does(tmp_path: Path, head: bytes, body: bytes) -> None:
+    src = tree(tmp_path / "checkout")
+    path = src / "models/demo/tt/generator_vllm.py"
+    path.write_bytes(head + body + path.read_bytes())
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    written = write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    assert len(written) == 2
+    assert _statuses(tmp_path / "out", targets, profiles()) == _statuses(src, targets, profiles())
+
+
+def test_the_tool_refuses_undecodable_bytes_naming_file_and_line(tmp_path: Path) -> None:
+    src = tree(tmp_path / "checkout")
+    path = src / "models/demo/tt/generator_vllm.py"
+    text = path.read_bytes()
+    for n, bad in ((2, b"# 1\n# 2 \xff\n" + text), (4, b"# 1\n# 2\n# 3\n# 4 \xff\n" + text)):
+        path.write_bytes(bad)
+        match = rf"models/demo/tt/generator_vllm\.py:{n}: does not decode"
+        with pytest.raises(FixtureError, match=match):
+            write_skeletons(src, tmp_path / "out", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+
+
+def test_a_skeleton_keeps_arguments_handed_to_a_held_object(tmp_path: Path) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "x = 1\n        return self.executor.decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert ("decode_forward", "unresolved") in {(m, s) for _, m, s in before}
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "return self.executor.decode_forward(*args, **kwargs)" in text
+
+
+def test_the_new_trees_are_fixed_points_of_the_tool(tmp_path: Path) -> None:
+    targets = registry_targets()
+    prof = load_profiles()
+    for name in (
+        "gemma4_31b_qb2-21233e1e",
+        "google_gemma_4_26b_a4b_it-eb459b3b",
+        "qwen_qwen3_6_27b-dced79f1",
+        "qwen36-7ce79493",
+        "tt_transformers_deepseek-e851a371",
+        "common_models-040a27c1",
+    ):
+        out = tmp_path / name
+        write_skeletons(SKELETONS / name, out, targets)
+        assert _statuses(SKELETONS / name, targets, prof) == _statuses(out, targets, prof), name
+
+
+def test_a_skeleton_keeps_a_methods_imports_of_the_plugin(tmp_path: Path) -> None:
+    adapter = edit(
+        ADAPTER,
+        ("return super().decode_forward(*args, **kwargs)",
+         "import os\n        from vllm_tt_plugin.whole_prompt_cache import A, B\n"
+         "        return super().decode_forward(*args, **kwargs)"),
+    )  # fmt: skip
+    src = tree(tmp_path / "checkout", adapter=adapter)
+    targets = {TARGET: ("TTDemoForCausalLM",)}
+    write_skeletons(src, tmp_path / "out", targets, COMMIT)
+    before = _statuses(src, targets, profiles())
+    assert ("decode_forward", "broken") in {(m, s) for _, m, s in before}
+    assert _statuses(tmp_path / "out", targets, profiles()) == before
+    text = (tmp_path / "out/models/demo/tt/generator_vllm.py").read_text()
+    assert "from vllm_tt_plugin.whole_prompt_cache import A, B" in text
+    assert "import os" not in text

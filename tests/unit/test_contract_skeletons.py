@@ -25,6 +25,12 @@ EXPECTED: dict[str, dict[str, dict[str, dict[str, str]]]] = {
     for tree in sorted(SKELETONS.iterdir())
     if (tree / "expectations.json").is_file()
 }
+# Trees whose classes have no call that binds, and why.
+NOTHING_BINDS = {
+    # The executor-backed generator: its load takes no tt_data_parallel, and everything else it
+    # hands to self.executor (composition, unresolved).
+    "common_models-040a27c1",
+}
 HEADER = re.compile(r"tenstorrent/tt-metal \S+\.py @ [0-9a-f]{40}")
 
 
@@ -64,8 +70,10 @@ def test_the_checker_reports_the_expected_outcome_per_target(
             assert got[method]["status"] == want["status"], (tree, target, method, got[method])
             if "reason" in want:
                 assert want["reason"] in got[method]["detail"], (tree, target, method)
-    # Every tree has calls that bind ("drift" where the fixture pins no signature to compare).
-    assert any(m["status"] in ("ok", "drift") for ms in seen.values() for m in ms.values())
+    # Every tree has calls that bind ("drift" where the fixture pins no signature to compare),
+    # except a tree recorded as binding nothing.
+    binds = any(m["status"] in ("ok", "drift") for ms in seen.values() for m in ms.values())
+    assert binds != (tree in NOTHING_BINDS), tree
 
 
 def test_the_older_tt_transformers_forms_break_where_the_plugin_needs_negotiation(

@@ -369,4 +369,55 @@ def test_launch_refusal_names_the_selector_only_for_the_builtin_choice() -> None
     # Mllama is refused by architecture, whichever class serves it; every other default serves.
     assert launch_refusal(ModelTarget("TTMllamaForConditionalGeneration", LLAMA_TT, "bundle"))
     defaults = TTModelRegistry.from_env({}).architectures().values()
-    assert [t.arch for t in defaults if launch_refusal(t)] == ["TTMllamaForConditionalGeneration"]
+    assert [t.arch for t in defaults if launch_refusal(t)] == [
+        "TTMllamaForConditionalGeneration",
+        "TTGemma4QB2ForCausalLM",
+    ]
+    qb2 = launch_refusal(TTModelRegistry.from_env({}).resolve("Gemma4QB2ForCausalLM")) or ""
+    # Built in under no selector: the source, not a selector to change, is named.
+    assert "from builtin" in qb2 and "vllm_tt_plugin.whole_prompt_cache" in qb2
+    assert "choose another" not in qb2
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [
+        (
+            "models.tt_transformers.tt.generator_deepseek_vllm:DeepseekV3ForCausalLM",
+            "takes no optimizations",
+        ),
+        ("models.common.models.generator:Llama3Generator", "takes no tt_data_parallel"),
+        (
+            "models.demos.blackhole.qwen36.tt.qwen36_vllm_dflash:Qwen36DFlashForCausalLM",
+            "adaptive block-output contract",
+        ),
+        (
+            "models.autoports.google_gemma_4_26b_a4b_it.tt.generator_vllm:Gemma4ForCausalLM",
+            "penalties would be dropped silently",
+        ),
+        (
+            "models.autoports.qwen_qwen3_6_27b.tt.generator_vllm:Qwen36ForCausalLM",
+            "image inputs would be ignored silently",
+        ),
+    ],
+)
+def test_known_tt_metal_classes_that_do_not_fit_are_refused_from_any_source(
+    target: str, fragment: str
+) -> None:
+    archs = model_registry.KNOWN_TARGETS[target]
+    assert model_registry.all_builtin_targets()[target] == archs  # covered by the parity check
+    registry = TTModelRegistry.from_env({"TT_MODEL_CLASS_OVERRIDES": f"{archs[0]}={target}"})
+    message = launch_refusal(registry.resolve(archs[0])) or ""
+    assert fragment in message and "from override" in message, message
+
+
+def test_a_known_class_without_a_recorded_break_is_not_refused() -> None:
+    # Qwen3.5 9B: reachable by override, its inherited calls unverified, not refused.
+    target = "models.demos.blackhole.qwen36.tt.qwen35_vllm:Qwen35ForCausalLM"
+    assert target in model_registry.KNOWN_TARGETS
+    assert (
+        launch_refusal(ModelTarget("TTQwen3_5ForConditionalGeneration", target, "override")) is None
+    )
+    # Not built in: the default registry serves Qwen 3.5 with the selector's class.
+    served = TTModelRegistry.from_env({}).resolve("Qwen3_5ForConditionalGeneration")
+    assert served.target != target

@@ -10,6 +10,7 @@ class a launch was planned from is refused at load.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,35 @@ def test_effective_values_follow_the_instance_contract() -> None:
     current = _served(sync_plan, 1)
     assert current.reload_commands and current.resident_inputs and current.remaps_slots
     assert current.table_width(129) == 3 and current.table_width(128) == 2
+
+
+def test_an_instance_declaring_less_than_its_class_is_refused() -> None:
+    # tt_transformers.vllm_registry: the registered class plans the launch, but
+    # initialize_vllm_model returns the selected generator's own model, with its own capabilities.
+    plan = _plan(0, async_scheduling=False)
+    planned = plan.capabilities
+    same = ServedModel.after_load(
+        plan, class_name="Model", contract_version=0, block_size=64, instance_capabilities=planned
+    )
+    assert same.contract_version == 0
+    narrower = replace(
+        planned,
+        supports_sample_on_device=False,
+        supports_device_penalties=False,
+        max_device_top_k=32,
+    )
+    with pytest.raises(ModelContractError) as info:
+        ServedModel.after_load(
+            plan, class_name="Model", contract_version=0, block_size=64,
+            instance_capabilities=narrower,
+        )  # fmt: skip
+    message = str(info.value)
+    if planned.supports_sample_on_device:
+        assert "supports_sample_on_device: class True, instance False" in message
+    assert "supports_device_penalties: class True, instance False" in message
+    assert "max_device_top_k: class None, instance 32" in message
+    # Declaring more than the class is not a conflict (the plan stays within it).
+    wider = replace(planned, supports_chunked_prefill=True, supports_prefix_caching=True)
+    ServedModel.after_load(
+        plan, class_name="Model", contract_version=0, block_size=64, instance_capabilities=wider
+    )

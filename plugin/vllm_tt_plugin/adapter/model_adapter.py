@@ -308,6 +308,18 @@ class ModelAdapter:
                     f"{type(model).__qualname__}, which has no {method} "
                     "(docs/TT_MODEL_CONTRACT.md)"
                 )
+        if not isinstance(model, self.model_cls):
+            # tt_transformers.vllm_registry's classes return their generator's own model: the KV
+            # cache layout was planned from the registered class and must be the instance's too.
+            planned = callable(getattr(self.model_cls, "get_kv_cache_spec", None))
+            own = callable(getattr(type(model), "get_kv_cache_spec", None))
+            if planned != own:
+                raise ModelContractError(
+                    f"{self.profile.class_name}.initialize_vllm_model returned "
+                    f"{type(model).__qualname__}, which {'has' if own else 'lacks'} the "
+                    f"get_kv_cache_spec hook its class {'lacks' if own else 'has'}: the KV cache "
+                    "was planned from the class (docs/TT_MODEL_CONTRACT.md)"
+                )
         self._model = model
         self.facts = instance_facts(self.profile.plan_facts, model)
         self._decode_names.clear()

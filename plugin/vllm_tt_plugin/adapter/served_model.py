@@ -19,7 +19,38 @@ import math
 from dataclasses import dataclass
 
 from vllm_tt_plugin.adapter.model_adapter import ModelContractError
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.launch_plan import LaunchPlan
+
+# Capabilities whose "yes" the launch acted on from the registered class: an instance that says
+# "no" would be sent what it cannot take.
+_PLANNED_YES = (
+    "supports_sample_on_device",
+    "supports_device_penalties",
+    "supports_async_decode",
+    "supports_prefix_caching",
+    "supports_chunked_prefill",
+)
+
+
+def capability_conflicts(planned: ModelCapabilities, instance: ModelCapabilities) -> list[str]:
+    """Where the loaded instance's own ``model_capabilities`` are narrower than the class's
+    the launch planned from (tt_transformers.vllm_registry's classes return another class's
+    instance: its generator's)."""
+    out = [
+        f"{key}: class True, instance False"
+        for key in _PLANNED_YES
+        if getattr(planned, key) and not getattr(instance, key)
+    ]
+    limit = instance.max_device_top_k
+    if limit is not None and (planned.max_device_top_k is None or planned.max_device_top_k > limit):
+        out.append(f"max_device_top_k: class {planned.max_device_top_k}, instance {limit}")
+    if planned.output_tokens_per_step != instance.output_tokens_per_step:
+        out.append(
+            f"output_tokens_per_step: class {planned.output_tokens_per_step}, "
+            f"instance {instance.output_tokens_per_step}"
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -37,9 +68,22 @@ class ServedModel:
         class_name: str,
         contract_version: int,
         block_size: int,
+        instance_capabilities: ModelCapabilities | None = None,
     ) -> ServedModel:
         """The served model of a loaded instance, refused when the instance contradicts a
         decision the launch already made from its class."""
+        conflicts = (
+            capability_conflicts(plan.capabilities, instance_capabilities)
+            if instance_capabilities is not None
+            else []
+        )
+        if conflicts:
+            raise ModelContractError(
+                f"{class_name} was planned from the model_capabilities of its registered class, "
+                f"but the instance its initialize_vllm_model returned declares less: "
+                f"{'; '.join(conflicts)}. The launch would send it what it cannot take; declare "
+                "the same capabilities on the registered class."
+            )
         if plan.async_overlap and contract_version < 1:
             raise ModelContractError(
                 f"{class_name} declares decode_input_update_contract={plan.decode_contract} on "

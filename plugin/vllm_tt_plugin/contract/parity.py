@@ -39,6 +39,7 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -357,6 +358,14 @@ def _reach(
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
+        for at_line, module, names in body.plugin_imports:
+            lacking = _not_shipped(module, names)
+            if lacking:
+                out.errors.append(
+                    f"{describe_chain(chain)} imports {lacking}, which this plugin does not "
+                    f"ship (an ImportError on a TT host) [{method.where.rpartition(':')[0]}:"
+                    f"{at_line}]"
+                )
         for call in body.calls:
             if call.how == "self" and call.method in body.guarded:
                 continue
@@ -388,6 +397,16 @@ def _reach(
                 continue
             seen.add((nxt.owner, nxt.name))
             queue.append((nxt, [*chain, nxt]))
+
+
+def _not_shipped(module: str, names: tuple[str, ...]) -> str:
+    """What of ``from module import names`` this plugin lacks ("" when it has it all)."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return module + (f" ({', '.join(names)})" if names else "")
+    missing = [n for n in names if n != "*" and not hasattr(mod, n)]
+    return f"{', '.join(missing)} from {module}" if missing else ""
 
 
 def _construct(

@@ -25,17 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
-from vllm_tt_plugin.contract.source import CheckoutReader
+from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _callee,
+    _composed,
     _elided,
     _explicit,
     _handed_on,
+    _hands_all,
+    _literal_keys,
     _only_raises_not_implemented,
     _partial,
     _passes_on,
     _walk_body,
     body_of,
+    plugin_imports,
 )
 from vllm_tt_plugin.utils.checkout import git_output
 
@@ -175,6 +179,23 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     def add(node: ast.AST, text: str) -> None:
         lines.append((getattr(node, "lineno", 0), text))
 
+    def add_call(node: ast.Call, text: str) -> None:
+        # A local mapping passed as ``**kw`` (``kw = dict(a=...)`` / ``{"a": ...}``, bound once)
+        # is copied with its keys (values ``...``): the checker counts them, and a skeleton
+        # without the binding would read as "cannot count".
+        for k in node.keywords:
+            if k.arg is None and isinstance(k.value, ast.Name) and k.value.id != kwarg:
+                keys = _literal_keys(fn, k.value)
+                binding = next(
+                    (n for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id == k.value.id),
+                    None,
+                )  # fmt: skip
+                if keys is not None and binding is not None:
+                    items = ", ".join(f"{key!r}: ..." for key in keys)
+                    add(binding, f"{k.value.id} = {{{items}}}")
+        add(node, text)
+
     for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
@@ -183,9 +204,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 or _handed_on(node) is not None
                 or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
                 or _partial(func) is not None
+                or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
             )
             if forward:
-                add(node, "return " + _call_text(node, params))
+                add_call(node, "return " + _call_text(node, params))
                 continue
             target = _callee(func, me)
             if target is not None:
@@ -193,7 +215,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add(node, _call_text(node, set()))
+                    add_call(node, _call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -259,6 +281,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                     ):
                         value = node.value if sub.attr in FACT_ATTRIBUTES else None
                         add(node, f"{me}.{sub.attr} = {_value(value)}")
+    for at_line, module, names in plugin_imports(fn):
+        # The checker asks whether the serving plugin ships it.
+        text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
+        lines.append((at_line, text))
     if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
@@ -403,6 +429,9 @@ def read_modules(root: Path, targets: Iterable[str]) -> list[Path]:
     profiles = profiles_from_mapping({"profiles": {t: {"family": t} for t in names}})
     reader = CheckoutReader(root)
     check(reader, profiles, {t: () for t in names})
+    if reader.unreadable:
+        # Never a tree that silently lacks a module the checker would report unreadable.
+        raise FixtureError("; ".join(sorted(reader.unreadable.values())))
     files = {m.path for m in reader.parsed_modules()}
     return sorted(files)
 
@@ -424,7 +453,11 @@ def write_skeletons(
     written: list[Written] = []
     for path in read_modules(root, targets):
         rel = path.relative_to(root).as_posix()
-        text = path.read_text(encoding="utf-8")
+        try:
+            # As the import (and the checker) decode it: a coding line or BOM, else UTF-8.
+            text = decode_source(path.read_bytes(), rel)
+        except SourceDecodeError as exc:
+            raise FixtureError(str(exc)) from exc
         recorded = recorded_provenance(text)
         source_path, source_commit = recorded if recorded and not commit else (rel, head)
         if not re.fullmatch(r"[0-9a-f]{40}", source_commit):
@@ -433,7 +466,7 @@ def write_skeletons(
             )
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(skeleton_text(text, source_path, source_commit))
+        target.write_text(skeleton_text(text, source_path, source_commit), encoding="utf-8")
         written.append(Written(rel, source_path, source_commit))
     return written
 

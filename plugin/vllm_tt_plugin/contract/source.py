@@ -44,6 +44,8 @@ __all__ = [
     "Passed",
     "SelfCall",
     "SignatureSource",
+    "SourceDecodeError",
+    "decode_source",
     "find_method",
     "forwards_of",
     "lookup",
@@ -56,6 +58,27 @@ TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch)
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
 # Decorators that leave the method's signature as written (drop_first handles staticmethod).
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
+
+
+class SourceDecodeError(ValueError):
+    """A module's bytes do not decode as Python decodes them; the message names file and line."""
+
+
+def decode_source(data: bytes, name: str) -> str:
+    """``data`` decoded as the import decodes it (a PEP 263 coding line, a BOM, else UTF-8),
+    strictly: ``ast.parse(bytes)`` lets an invalid byte in a comment through, import does not."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        start = getattr(exc, "start", 0)
+        if isinstance(exc, SyntaxError):  # a bad byte in the first two lines: find it
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                start = bad.start
+        line = data[:start].count(b"\n") + 1
+        raise SourceDecodeError(f"{name}:{line}: does not decode: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -194,13 +217,9 @@ class CheckoutReader(EnvFacts):
             self.unreadable[module] = f"{rel}: cannot be read: {exc}"
             return None
         try:
-            # Decoded as the import decodes it (a PEP 263 coding line, a BOM, else UTF-8), and
-            # strictly: ast.parse(bytes) lets an invalid byte in a comment through, import does not.
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            text = data.decode(encoding)
-        except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-            line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
-            self.unreadable[module] = f"{rel}:{line}: does not decode: {exc} (the import fails)"
+            text = decode_source(data, str(rel))
+        except SourceDecodeError as exc:
+            self.unreadable[module] = f"{exc} (the import fails)"
             return None
         try:
             tree = ast.parse(text, filename=str(path))

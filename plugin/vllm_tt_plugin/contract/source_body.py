@@ -91,6 +91,9 @@ class Body:
     # (line, why) of what the checker cannot follow: the instance handed to a function
     unresolved: tuple[tuple[int, str], ...] = ()
     kwargs_discarded: tuple[str, ...] = ()  # popped or deleted without the value being used
+    # (line, module, names) of what the body imports from the plugin's own package
+    # (``from vllm_tt_plugin.x import A``): the serving plugin must ship it
+    plugin_imports: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
 
 
 def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -202,6 +205,49 @@ def _partial(func: ast.expr) -> ast.Call | None:
     ):
         return func
     return None
+
+
+PLUGIN_PACKAGE = "vllm_tt_plugin"
+
+
+def plugin_imports(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    """The imports of the plugin's own package inside ``fn`` (a tt-metal adapter that imports
+    ``vllm_tt_plugin.<module>`` binds to one plugin's internals)."""
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == PLUGIN_PACKAGE:
+                found.append((node.lineno, node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == PLUGIN_PACKAGE:
+                    found.append((node.lineno, alias.name, ()))
+    return tuple(found)
+
+
+def _hands_all(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
+    """``node`` passes on every variadic of the method (``*args`` and ``**kwargs``): all the
+    plugin sends goes there (a helper handed ``**kwargs`` alone beside the method's own path
+    is not that)."""
+    if vararg is None and kwarg is None:
+        return False
+    return all(_passes_on(node, v, k) for v, k in ((vararg, None), (None, kwarg)) if v or k)
+
+
+def _composed(node: ast.Call, me: str | None) -> str | None:
+    """``self.<attr>....m(...)``: a call of a method of an object the instance holds
+    (composition), as text; None for anything else."""
+    func = node.func
+    if me is None or not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value
+    if not isinstance(owner, ast.Attribute):
+        return None
+    while isinstance(owner, ast.Attribute):
+        owner = owner.value
+    return ast.unparse(func) if isinstance(owner, ast.Name) and owner.id == me else None
 
 
 def _handed_on(
@@ -521,6 +567,19 @@ def body_of(
                 unresolved.append(
                     (node.lineno, f"hands {me} to {ast.unparse(func)}(...), which is not followed")
                 )
+            # The method's own arguments handed to an object it holds (executor-backed
+            # generators: self.executor.prefill_forward(*args, **kwargs)): what that object's
+            # method accepts is not in the class, so the call is never "ok".
+            composed = _composed(node, me)
+            if (
+                composed is not None
+                and id(node) not in forward_nodes
+                and _hands_all(node, vararg, kwarg)
+            ):
+                unresolved.append(
+                    (node.lineno, f"hands its arguments to {composed}(...) (composition), "
+                     "which is not followed")
+                )  # fmt: skip
             # kwargs.get("x") / kwargs.pop("x") / kwargs.setdefault("x")
             if (
                 kwarg is not None
@@ -590,6 +649,7 @@ def body_of(
         tuple(dict.fromkeys(guarded)),
         tuple(dict.fromkeys(unresolved)),
         tuple(k for k in dict.fromkeys(discarded) if k not in reads),
+        plugin_imports(fn),
     )
 
 
