@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.fixtures import RecordPerf
-    from tt_conformance.rawhttp import RawHttp
+    from tt_conformance.rawhttp import MetricSample, RawHttp
     from tt_conformance.server import ServerInfo
 
 pytestmark = [pytest.mark.forward_reference, pytest.mark.xdist_group("exclusive")]
@@ -87,7 +87,7 @@ class Sent:
     prompt: list[int]
 
 
-def _counter(samples: list[Any], name: str, **labels: str) -> float:
+def _counter(samples: list[MetricSample], name: str, **labels: str) -> float:
     return sum(
         s.value
         for s in samples
