@@ -15,7 +15,8 @@ The requests create the situations such faults live in, and the check records ho
 - more prompt tokens at once than a prefill step takes, so vLLM chunks prompts (chunk ends
   fall off block boundaries; prefill steps that finished no prompt are counted) and the KV pool
   overflows into preemption when the server's pool is small (counted, not required);
-- a prompt served again and a shared prefix with a new suffix (vLLM's prefix-cache hit tokens).
+- a prompt served again and a shared prefix with a new suffix (vLLM's prefix-cache hit tokens;
+  a server that reports none, prefix caching off, gets that check reported not exercised).
 
 Optional: it needs the served checkpoint (``--tt-reference-checkpoint PATH`` or
 ``TT_REFERENCE_CHECKPOINT``) and torch + transformers. Without them it skips saying so, and the
@@ -45,6 +46,7 @@ from tt_conformance.forward import (
     vocab_problems,
 )
 from tt_conformance.names import is_emulated
+from tt_conformance.ttmetrics import NOT_EXERCISED
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -266,3 +268,10 @@ def test_prefix_cache_reuse(
             "forward_reference_reuse_max_logprob_diff", worst, "nats", "lower", stat="max"
         )
     _fail(problems, f"prefix reuse ({hits:.0f} prefix-cache hit tokens, block size {block})")
+    if hits <= 0:
+        # The sequences agreed, but nothing was reused: reported as not run, never as covered.
+        pytest.skip(
+            f"{NOT_EXERCISED}: the server reported no prefix-cache hits "
+            "(vllm:prefix_cache_hits_total did not move: prefix caching off?); the three "
+            "sequences agreed with transformers"
+        )
