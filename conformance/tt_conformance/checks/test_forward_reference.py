@@ -13,7 +13,7 @@ The requests create the situations such faults live in, and the check records ho
   ending a few tokens before a block boundary so that decode crosses one;
 - a batch of concurrent requests of different lengths (the plugin's multi-row prefill counter);
 - more prompt tokens at once than a prefill step takes, so vLLM chunks prompts (chunk ends
-  fall off block boundaries; prefill steps that finished no prompt are counted) and the KV pool
+  fall off block boundaries; the plugin's ``tt_prefill_chunks_total`` counts them) and the KV pool
   overflows into preemption when the server's pool is small (counted, not required);
 - a prompt served again and a shared prefix with a new suffix (vLLM's prefix-cache hit tokens;
   a server that reports none, prefix caching off, gets that check reported not exercised).
@@ -99,7 +99,7 @@ def _counter(samples: list[MetricSample], name: str, **labels: str) -> float:
 
 COUNTERS: dict[str, tuple[str, dict[str, str]]] = {
     "multi_row_prefills": ("tt_multi_row_prefills_total", {}),
-    "unfinished_prefill_steps": ("tt_steps_total", {"kind": "prefill", "route": "none"}),
+    "prefill_chunks": ("tt_prefill_chunks_total", {}),
     "preemptions": ("tt_preempted_requests_total", {}),
     "prefix_hit_tokens": ("vllm:prefix_cache_hits_total", {}),
 }
