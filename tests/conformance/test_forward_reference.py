@@ -180,3 +180,14 @@ def test_a_skipped_forward_reference_leaves_the_concern_not_run() -> None:
         CheckResult(id="m2::t", nodeid="n2", concern="logprobs", outcome="pass"),
     ]
     assert concern_coverage(checks, "emulated-T3K", 1).not_run == ("forward_reference",)
+
+
+@pytest.mark.parametrize(("block", "cap"), [(64, 1024), (64, 512), (32, 512), (64, 200)])
+def test_wave_prompts_cross_blocks_and_their_decode_crosses_one_more(block: int, cap: int) -> None:
+    from tt_conformance.checks.test_forward_reference import GENERATED, _lengths
+
+    lengths = _lengths(block, cap, 8)
+    assert lengths and len(set(lengths)) == len(lengths)
+    for n in lengths:
+        assert n >= block and n + GENERATED <= cap  # past the first block, inside the context
+        assert (n + GENERATED // 2) % block == 0  # decode reaches a block's first slot
