@@ -116,6 +116,8 @@ def pytest_command(
         "--tt-report-dir", str(report_dir),
         # The server runs this checkout's plugin; the harness cannot see that over HTTP.
         "--tt-plugin-version", metadata.version("vllm-tt-plugin"),
+        # The bundled checkpoint is at hand: the forward reference always runs here.
+        "--tt-reference-checkpoint", str(model),
         "-rfEsxX",
     ]  # fmt: skip
     mesh_shape = mesh_shape_for(options.mesh)

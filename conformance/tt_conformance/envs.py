@@ -25,6 +25,7 @@ __all__ = [
     "OPENAI_API_KEY",
     "REGISTRY",
     "TRANSFORMERS_OFFLINE",
+    "TT_REFERENCE_CHECKPOINT",
     "TT_SERVER_URL",
     "VLLM_API_KEY",
     "EnvVar",
@@ -112,6 +113,13 @@ VLLM_API_KEY = EnvVar(
     None,
     "The bearer token when neither `--tt-api-key` nor `OPENAI_API_KEY` is given.",
 )
+TT_REFERENCE_CHECKPOINT = EnvVar(
+    "TT_REFERENCE_CHECKPOINT",
+    "path",
+    None,
+    "The served checkpoint's directory when `--tt-reference-checkpoint` is not given: the "
+    "forward_reference concern runs transformers on it (needs torch and transformers).",
+)
 HF_HUB_OFFLINE = EnvVar(
     "HF_HUB_OFFLINE",
     "bool",
@@ -138,6 +146,7 @@ REGISTRY: dict[str, EnvVar] = {
         MESH_DEVICE,
         OPENAI_API_KEY,
         VLLM_API_KEY,
+        TT_REFERENCE_CHECKPOINT,
         HF_HUB_OFFLINE,
         HF_DATASETS_OFFLINE,
         TRANSFORMERS_OFFLINE,

@@ -41,6 +41,7 @@ CONCERN_MARKERS: dict[str, str] = {
     "logprobs": "logprob checks",
     "device_sampling": "device-sampled tokens and logprobs against the host path's logprobs",
     "long_context": "device decode deep in the context against the host path",
+    "forward_reference": "served top logprobs against transformers' forward on the same tokens",
     "structured_output": "structured output checks",
     "kv_capacity": "KV capacity checks",
     "lanes": "lane data-parallel checks",

@@ -41,6 +41,10 @@ Options
     --timeout S              pytest-timeout's per-check limit (default here: 900 s per check)
     --tt-wait-for-server S   wait up to S seconds for /health 200 before probing (default 0)
     --tt-require-server      usage error (exit 4) without a server URL (tox -e hw uses it)
+    --tt-reference-checkpoint PATH   the served checkpoint (env TT_REFERENCE_CHECKPOINT): the
+                             forward_reference concern compares the served logprobs with
+                             transformers on it (needs torch + transformers); without it
+                             that concern is skipped and the run is partial
 
 Server gone mid-run (abort.py)
     Every process that runs checks probes GET /health every second and after each failed
@@ -266,6 +270,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="NAME",
         help="with --tt-gate: an identity axis under test besides tt_metal and ttnn (repeat)",
+    )
+    group.addoption(
+        "--tt-reference-checkpoint",
+        dest="tt_reference_checkpoint",
+        default=None,
+        help="the served checkpoint's directory, for the forward_reference concern "
+        "(env TT_REFERENCE_CHECKPOINT; needs torch and transformers)",
     )
     group.addoption("--tt-require-server", dest="tt_require_server", action="store_true",
                     help="refuse to run (usage error) without a server URL")  # fmt: skip

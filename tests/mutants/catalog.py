@@ -58,6 +58,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("PrefillRowsShareFirstParams", "batched_prefill", ci=True),
     Mutant("PrefillLastRowOffByOne", "batched_prefill"),
     Mutant("GreedyRunnerUp", "accuracy"),
+    Mutant("PrefixHitPositionsFromZero", "forward_reference"),
+    Mutant("ChunkStartRoundedToBlock", "forward_reference"),
+    Mutant("DecodeKVToPreviousBlock", "forward_reference"),
+    Mutant("VocabTailMasked", "forward_reference"),
+    Mutant("PrefillRowsRotated", "forward_reference"),
+    Mutant("DecodeLastRowStale", "forward_reference"),
 )
 
 

@@ -333,3 +333,139 @@ class GreedyRunnerUp(_Mutant):
         close = (top.values[:, 0] - top.values[:, 1]) < 0.5
         swap = (params.temperature <= 0) & close & (logits != 0).any(dim=1)
         return torch.where(swap, top.indices[:, 1], tokens)
+
+
+# --- the forward pass: paged KV, prefix reuse, chunk boundaries, rows, vocabulary -----------
+class _ForwardHooks:
+    """The decoder as a forward fault sees it: positions and logits pass through the model's
+    ``forward_positions`` / ``forward_logits`` hooks (attention and KV are unchanged)."""
+
+    def __init__(self, base: Any, model: _ForwardFault) -> None:
+        self._base, self._model = base, model
+
+    def hidden_states(self, tokens, positions, attend, embeds=None):  # type: ignore[no-untyped-def]
+        positions = self._model.forward_positions(positions)
+        return self._base.hidden_states(tokens, positions, attend, embeds)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._model.forward_logits(self._base.logits(hidden))
+
+
+class _ForwardFault(_Mutant):
+    """Knows which prefill row is running and whether it continues a cached prefix (a
+    prefix-cache hit) or its own earlier chunk (chunked prefill)."""
+
+    _row: Any = None
+    _prefix_hits: frozenset[int] = frozenset()
+
+    def attach_checkpoint(self, hf_config: Any, raw: dict[str, torch.Tensor]) -> None:
+        super().attach_checkpoint(hf_config, raw)
+        self.decoder = _ForwardHooks(self.decoder, self)  # type: ignore[assignment]
+
+    def _check_prefill_starts(self, kv, batch):  # type: ignore[no-untyped-def]
+        group = kv.history_group()
+        self._block_size = kv.group_layout(group).block_size
+        hits = set()
+        for row in batch.rows:
+            first_block = int(row.page_rows[group][0])
+            if row.start > 0 and self._chunk_ends[row.lane].get(first_block) != row.start:
+                hits.add(row.index)
+        self._prefix_hits = frozenset(hits)
+        super()._check_prefill_starts(kv, batch)
+
+    def _prefill_logits(self, kv, rows, allow_null):  # type: ignore[no-untyped-def]
+        try:
+            return super()._prefill_logits(kv, rows, allow_null)
+        finally:
+            self._row = None
+
+    def _prefill_embeds(self, row):  # type: ignore[no-untyped-def]
+        self._row = row  # called once per row, right before its forward
+        return super()._prefill_embeds(row)
+
+    def forward_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        return positions
+
+    def forward_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits
+
+
+class PrefixHitPositionsFromZero(_ForwardFault):
+    """A prefill that continues a cached prefix (a prefix-cache hit) rotates its tokens from
+    position 0, as if nothing were cached; KV slots and the mask use the right positions."""
+
+    def forward_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        row = self._row
+        if row is not None and row.index in self._prefix_hits:
+            return positions - row.start
+        return positions
+
+
+class ChunkStartRoundedToBlock(_ForwardFault):
+    """A prefill chunk continuing its own request from inside a KV block rotates its tokens as
+    if the chunk started at that block's first slot (the offset within the block dropped)."""
+
+    def forward_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        row = self._row
+        if row is not None and row.start > 0 and row.index not in self._prefix_hits:
+            return positions - row.start % self._block_size
+        return positions
+
+
+class VocabTailMasked(_ForwardFault):
+    """The pad mask of a vocabulary padded to a tile multiple starts one 32-id tile early: the
+    last real tile (here ids 992..1023, numbers and the special tokens) can never be served."""
+
+    def forward_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.clone()
+        logits[..., -32:] = float("-inf")
+        return logits
+
+
+class PrefillRowsRotated(_Mutant):
+    """A prefill carrying several rows returns its last-token logits rotated by one row (row i
+    reads row i + 1's output): the output row order of a batched prefill."""
+
+    def _prefill_logits(self, kv, rows, allow_null):  # type: ignore[no-untyped-def]
+        logits = super()._prefill_logits(kv, rows, allow_null)
+        return logits.roll(-1, dims=0) if len(rows) > 1 else logits
+
+
+class DecodeKVToPreviousBlock(_Mutant):
+    """A decode token that opens a new KV block has its K/V land in the previous page-table
+    column's block (over that block's first slot): the block id read one column early at a
+    block boundary. The step itself attends correctly; every later position reads the damage."""
+
+    def _decode_logits(self, kv, state, allow_null):  # type: ignore[no-untyped-def]
+        out = super()._decode_logits(kv, state, allow_null)
+        rows = state.active.nonzero().flatten()
+        for layer, layout in enumerate(kv.layers):
+            bs, table = layout.block_size, state.page_tables[layout.group_id]
+            for slot in rows.tolist():
+                pos = int(state.positions[slot])
+                if pos < bs or pos % bs:
+                    continue
+                col = pos // bs
+                cur, prev = int(table[slot, col]), int(table[slot, col - 1])
+                lane = kv.lanes[slot // self.slots_per_lane]
+                for cache in (lane.keys[layer], lane.values[layer]):
+                    for shard in cache:
+                        shard[prev, :, 0] = shard[cur, :, 0]
+                        shard[cur, :, 0] = 0.0
+        return out
+
+
+class DecodeLastRowStale(_Mutant):
+    """In a decode step carrying several rows, the last active row's logits are read back from
+    the previous step's output buffer (the host reads before the device wrote that row)."""
+
+    _previous: torch.Tensor | None = None
+
+    def _decode_logits(self, kv, state, allow_null):  # type: ignore[no-untyped-def]
+        logits, rows = super()._decode_logits(kv, state, allow_null)
+        fresh = logits.clone()
+        if rows.numel() > 1 and self._previous is not None:
+            last = int(rows[-1])
+            logits[last] = self._previous[last]
+        self._previous = fresh
+        return logits, rows

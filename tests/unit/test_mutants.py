@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -188,6 +189,85 @@ def test_greedy_runner_up_swaps_only_close_greedy_rows() -> None:
     p = params(temperature=torch.tensor([0.0, 0.0, 1.0, 0.0]))
     got = mutant("GreedyRunnerUp").sample_tokens(x, p, None, torch.zeros(ROWS, dtype=torch.int64))
     assert got[0] == 4 and got[1] == 3 and got[3] == 4
+
+
+# --- forward-pass mutants -----------------------------------------------------------------------
+def forward_mutant(name: str, start: int, hit: bool) -> Any:
+    model = object.__new__(getattr(device_faults, name))
+    model._row = SimpleNamespace(index=0, start=start)
+    model._prefix_hits = frozenset({0} if hit else ())
+    model._block_size = 64
+    return model
+
+
+def test_the_position_mutants_move_only_their_kind_of_continuation() -> None:
+    positions = torch.arange(100, 104)
+    moved = {}
+    for name in ("PrefixHitPositionsFromZero", "ChunkStartRoundedToBlock"):
+        for hit in (True, False):
+            model = forward_mutant(name, 100, hit)
+            moved[name, hit] = model.forward_positions(positions).tolist()
+        fresh = forward_mutant(name, 0, False)  # a prompt from position 0: untouched
+        assert fresh.forward_positions(torch.arange(4)).tolist() == [0, 1, 2, 3]
+    assert moved["PrefixHitPositionsFromZero", True] == [0, 1, 2, 3]
+    assert moved["PrefixHitPositionsFromZero", False] == positions.tolist()
+    assert moved["ChunkStartRoundedToBlock", False] == [64, 65, 66, 67]  # 100 % 64 dropped
+    assert moved["ChunkStartRoundedToBlock", True] == positions.tolist()
+
+
+def test_vocab_tail_masked_bans_only_the_last_tile() -> None:
+    x = torch.randn(2, 1024)
+    got = forward_mutant("VocabTailMasked", 0, False).forward_logits(x)
+    assert torch.equal(got[:, :992], x[:, :992]) and bool(torch.isinf(got[:, 992:]).all())
+
+
+def test_prefill_rows_rotated_only_with_several_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = torch.arange(3.0)[:, None].expand(3, 4)
+    monkeypatch.setattr(ReferenceLlamaForCausalLM, "_prefill_logits", lambda *a: out.clone())
+    model = object.__new__(device_faults.PrefillRowsRotated)
+    assert model._prefill_logits(None, (1, 2, 3), False)[:, 0].tolist() == [1.0, 2.0, 0.0]
+    assert model._prefill_logits(None, (1,), False)[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_decode_last_row_stale_serves_the_previous_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = iter([torch.full((4, 2), 1.0), torch.full((4, 2), 2.0), torch.full((4, 2), 3.0)])
+    rows = [torch.tensor([0, 2]), torch.tensor([0, 2]), torch.tensor([1])]
+    it = iter(rows)
+    monkeypatch.setattr(
+        ReferenceLlamaForCausalLM, "_decode_logits", lambda *a: (next(steps), next(it))
+    )
+    model = object.__new__(device_faults.DecodeLastRowStale)
+    first, _ = model._decode_logits(None, None, False)
+    second, _ = model._decode_logits(None, None, False)
+    alone, _ = model._decode_logits(None, None, False)
+    assert first[:, 0].tolist() == [1.0] * 4  # no earlier step
+    assert second[:, 0].tolist() == [2.0, 2.0, 1.0, 2.0]  # row 2, the last active, is stale
+    assert alone[:, 0].tolist() == [3.0] * 4  # one row: nothing to mix up
+
+
+def test_decode_kv_to_previous_block_moves_only_block_openers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm_tt_plugin.test_models.paged_kv import LayerLayout
+
+    keys = [torch.zeros(4, 1, 4, 2)]
+    values = [torch.zeros(4, 1, 4, 2)]
+    keys[0][2, :, 0], values[0][2, :, 0] = 7.0, 9.0  # slot 0 wrote position 4 into block 2
+    keys[0][3, :, 1] = 5.0  # slot 1 wrote position 5 into block 3
+    lane = SimpleNamespace(keys=[keys], values=[values])
+    kv = SimpleNamespace(layers=(LayerLayout(0, 4, 4),), lanes=[lane])
+    state = SimpleNamespace(
+        active=torch.tensor([True, True]),
+        positions=torch.tensor([4, 5]),
+        page_tables=(torch.tensor([[1, 2], [2, 3]], dtype=torch.int32),),
+    )
+    monkeypatch.setattr(ReferenceLlamaForCausalLM, "_decode_logits", lambda *a: "out")
+    model = object.__new__(device_faults.DecodeKVToPreviousBlock)
+    model.max_batch_size, model.num_lanes = 2, 1
+    assert model._decode_logits(kv, state, False) == "out"
+    assert float(keys[0][1, 0, 0, 0]) == 7.0 and float(values[0][1, 0, 0, 0]) == 9.0
+    assert float(keys[0][2, 0, 0, 0]) == 0.0  # the opener's own slot is left empty
+    assert float(keys[0][3, 0, 1, 0]) == 5.0  # position 5 is mid-block: untouched
 
 
 # --- the driver's verdicts ----------------------------------------------------------------------

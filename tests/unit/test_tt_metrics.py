@@ -28,8 +28,8 @@ HOST = RouteDecision(Route.HOST, "min_p")
 
 def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Path) -> None:
     tt_metrics.observe_prefill(DEVICE)
-    tt_metrics.observe_prefill(None)
-    tt_metrics.observe_prefill(DEVICE, sampled_rows=3)  # one call, three first tokens
+    tt_metrics.observe_prefill(None, chunks=2)  # two rows ended mid-prompt, none sampled
+    tt_metrics.observe_prefill(DEVICE, sampled_rows=3, chunks=1)  # three first tokens, a chunk
     tt_metrics.observe_prefill(HOST, sampled_rows=2)
     tt_metrics.observe_decode(FULL_RELOAD, DEVICE, overlapped=False)
     tt_metrics.observe_decode(STEADY, DEVICE, overlapped=True)
@@ -46,6 +46,7 @@ def test_decisions_are_counted_by_kind_route_reason_and_command(metrics_dir: Pat
     assert value(samples, "tt_multi_row_prefills_total", route="device") == 1
     assert value(samples, "tt_multi_row_prefills_total", route="host") == 1
     assert value(samples, "tt_steps_total", kind="prefill", route="none") == 1
+    assert value(samples, "tt_prefill_chunks_total") == 3
     assert value(samples, "tt_steps_total", kind="decode", route="device") == 5
     assert value(samples, "tt_steps_total", kind="decode", route="host") == 1
     assert value(samples, "tt_host_fallback_steps_total", kind="decode", reason="min_p") == 1

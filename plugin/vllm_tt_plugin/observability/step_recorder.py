@@ -189,7 +189,7 @@ class StepRecorder:
         """An accepted prefill; ``decision`` is None when no row sampled."""
         self.stats.prefill_steps += 1
         self.stats.prefill_chunks += chunks
-        tt_metrics.observe_prefill(decision, sampled_rows)  # metrics hook
+        tt_metrics.observe_prefill(decision, sampled_rows, chunks)  # metrics hook
         if decision is not None:
             self._count_route(decision.on_device)
 

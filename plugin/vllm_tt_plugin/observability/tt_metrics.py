@@ -283,6 +283,10 @@ MULTI_ROW_PREFILLS = Counter(
     "Prefill calls that sampled more than one row in one device call, by sampling route",
     ("route",),
 )
+PREFILL_CHUNKS = Counter(
+    "tt_prefill_chunks",
+    "Prefill rows that ended before their prompt's end (a chunk of a chunked prefill)",
+)
 LANE_STEPS = Counter("tt_lane_steps", "Steps in which the lane carried at least one row", ("lane",))
 MULTI_LANE_STEPS = Counter("tt_multi_lane_steps", "Steps whose rows came from more than one lane")
 PREEMPTED = Counter("tt_preempted_requests", "Requests preempted (their slot released)")
@@ -314,9 +318,12 @@ def _lane_series(lanes: Collection[int]) -> list[str]:
     return keys
 
 
-def observe_prefill(decision: RouteDecision | None, sampled_rows: int = 1) -> None:
+def observe_prefill(decision: RouteDecision | None, sampled_rows: int = 1, chunks: int = 0) -> None:
     """Runner, after an accepted prefill; ``decision`` is None when no row sampled.
-    ``sampled_rows``: the rows of the call that sampled a first token."""
+    ``sampled_rows``: the rows of the call that sampled a first token; ``chunks``: the rows
+    that ended before their prompt's end."""
+    if chunks:
+        PREFILL_CHUNKS.inc(amount=chunks)
     if decision is None:
         STEPS.inc("prefill", "none")
         return
@@ -559,7 +566,7 @@ def publish_info(info: PluginInfo) -> None:
     for route in ("device", "host"):
         MULTI_ROW_PREFILLS.touch(route)
     for counter in (SAMPLING_RESETS, SLOT_REMAPS, ASYNC_OVERLAPS, MULTI_LANE_STEPS, PREEMPTED,
-                    RESUMED):  # fmt: skip
+                    RESUMED, PREFILL_CHUNKS):  # fmt: skip
         counter.touch()
     for lane in range(int(info.lanes)):
         LANE_STEPS.touch(str(lane))
