@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.test_red_team import ACCURACY
+from tests.conformance.test_red_team import ACCURACY, honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
@@ -335,3 +335,29 @@ def test_a_jittered_copy_of_the_committed_baseline_contradicts_its_derived_figur
     err = capsys.readouterr().err
     assert "field 'perf.tps_user_median@i128o128c1.value': stored" in err
     assert "computed from tpot_median@i128o128c1" in err
+
+
+def test_a_run_flagging_its_own_figure_does_not_hide_its_drop_in_the_history(
+    honest: Any,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """rt44 finding 3, the history's side: the perf-drop marking skipped any flagged figure, so
+    a run that flagged its own slow T/S/U showed no drop. A flagged reference still does."""
+    from tests.conformance.test_red_team import FIGURE
+    from tt_conformance import history
+
+    def flagged(report: Any) -> Any:
+        fig = report.perf[FIGURE].model_copy(update={"flag": "burst delivery"})
+        return report.replace(perf={**report.perf, FIGURE: fig})
+
+    good = honest(tt_metal="rc35", finished_at="2025-01-01T00:00:00Z")
+    slow = honest(tt_metal="rc36", finished_at="2025-01-02T00:00:00Z", tps=20.0)
+
+    def drops(*reports: Any) -> tuple[str, ...]:
+        runs = [history.Run(Path(f"{r.run_id}.json"), r) for r in reports]
+        story = history.cell_story(runs)
+        assert story is not None
+        return story.perf_drops
+
+    (line,) = drops(good, flagged(slow))
+    assert line.startswith("T/S/U @i128o128c1: 90 -> 20") and "burst delivery" in line
+    assert drops(flagged(good), slow) == ()  # honest control: no reliable reference
