@@ -17,15 +17,16 @@ Exit codes
        inconsistent (its stored tier, coverage or verdicts disagree with its own checks and
        figures: rederive.py), the baseline has
        no checks, the two runs' identities differ outside the axes under test (identity.py:
-       tt-metal and ttnn by default; model, weights, device, mesh, configuration profile, TT
-       options and the other versions must match unless named by --allow-difference), or a
+       tt-metal and ttnn by default; model, weights, model class, device, mesh, configuration
+       profile, TT options, launch options and environment (`identity.launch_options`) and the
+       other versions must match unless named by --allow-difference), or a
        perf figure changed unit or direction. The gate fails closed: it never answers "ok" when
        it could not compare.
        Floors no option lowers: a run gated against itself (the same run id, or the same start
        and end; or a copy under new dates: the baseline's check timings or serving figures
        repeated, or checks timed outside the run's own window: independence.py), a difference
        on an axis under test that one run did not record (a "bump" to or from "unknown" tests
-       nothing), a model, weights, device or mesh difference (never under
+       nothing), a model, weights, model class, device or mesh difference (never under
        test, never allowed: another model or machine is another baseline), and an accuracy
        task scored on other items or another sample count (unless ``accuracy`` is allowed).
 
@@ -41,8 +42,11 @@ figure comes from the expectations (null = informational), else their default_pe
 else --default-perf-tolerance, else the hardware default. A default tolerance (anything but an
 entry for the figure itself) gates only robust statistics (`default_gating`: medians and
 whole-wave throughput on >= GATED_MIN_SAMPLES values, a p99 on >= P99_MIN_SAMPLES); the others
-are shown as informational. A figure flagged unreliable (burst delivery, a starved client) on
-either side is never gated, only noted. Tolerances are
+are shown as informational. What a default tolerance gates is decided by the baseline's figure:
+a candidate whose own figure reads ungateable (fewer samples, another statistic) is gated all the
+same, and the verdict notes why. A figure the baseline flags unreliable (burst delivery, a
+starved client) is not gated, only noted; a flag only the candidate carries is noted and the
+figure gated (a report stores no raw samples to re-derive the flag from). Tolerances are
 relative and direction-aware: for a "lower is better" figure, candidate > baseline *
 (1 + tolerance) regresses; for "higher is better", candidate < baseline * (1 - tolerance) does.
 """
@@ -56,6 +60,7 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.identity import (
     AXES,
     DEFAULT_AXES,
+    LAUNCH_GROUPS,
     NEWER_AXES,
     Difference,
     differences,
@@ -72,7 +77,8 @@ from tt_conformance.paired import (
 )
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import FAILING, PASSING, TIERS, AccuracyResult, PerfFigure, Report
-from tt_conformance.tiers import perf_is_informational
+from tt_conformance.restated import derived_source
+from tt_conformance.tiers import derive_tier, perf_is_informational
 
 __all__ = [
     "ACCURACY_ALPHA",
@@ -109,7 +115,7 @@ GATED_STATS = frozenset({"median", "value"})
 GATED_MIN_SAMPLES = 8
 P99_MIN_SAMPLES = 100
 # What a gate never tests nor allows: another model or machine is another baseline.
-FIXED_AXES: frozenset[str] = frozenset({"model", "weights", "device", "mesh_shape"})
+FIXED_AXES: frozenset[str] = frozenset({"model", "weights", "model_class", "device", "mesh_shape"})
 
 
 class GateInputError(Exception):
@@ -224,7 +230,7 @@ def _compare_identity(
     if fixed and floors:
         raise GateInputError(
             f"{', '.join(fixed)} cannot be under test or an allowed difference: another model, "
-            "weights, device or mesh is another baseline (gate against its own)"
+            "weights, model class, device or mesh is another baseline (gate against its own)"
         )
     found = differences(baseline, candidate)
     # A baseline written before an identity word existed lacks it: said, not held against it.
@@ -241,7 +247,8 @@ def _compare_identity(
         d = Difference(axis, field_of(baseline, axis), field_of(candidate, axis))
         return not d.baseline_recorded and not d.candidate_recorded
 
-    neither = sorted(a for a in axes if a in AXES and a != "tt_options" and unrecorded_by_both(a))
+    groups = ("tt_options", *LAUNCH_GROUPS)
+    neither = sorted(a for a in axes if a in AXES and a not in groups and unrecorded_by_both(a))
     found = [d for d in found if d.baseline_recorded or d.candidate_recorded]
     unrecorded = [d for d in found if d.matches(axes) and not d.recorded]
     if unrecorded and floors:
@@ -263,6 +270,10 @@ def _compare_identity(
         f"not recorded by either run: {axis} (the gate cannot tell whether it changed)"
         for axis in neither
     ]
+    if unrecorded_by_both("weights"):
+        # Weights are never under test, so no rule above names them: a checkpoint swapped under
+        # the same model name would otherwise pass as "alike".
+        lines.append("weights not recorded on either side: cannot tell a checkpoint change")
     lines += [f"under test: {d}" for d in found if d.matches(axes)]
     lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
     lines += [
@@ -308,16 +319,14 @@ def _refuse_self_compare(baseline: Report, candidate: Report) -> None:
 
 
 def _compare_tier(baseline: Report, candidate: Report, out: GateResult) -> None:
-    if baseline.tier is None or candidate.tier is None:
-        return
-    before, after = TIERS.index(baseline.tier.tier), TIERS.index(candidate.tier.tier)
+    # Tiers derived from each run's checks and figures, never the stored ones: a stored tier
+    # removed (or never written) must not switch the rule off.
+    base, cand = derive_tier(baseline), derive_tier(candidate)
+    before, after = TIERS.index(base.tier), TIERS.index(cand.tier)
     if after < before:
-        out.regressions.append(
-            f"tier dropped from {baseline.tier.tier} to {candidate.tier.tier}: "
-            f"{candidate.tier.reason}"
-        )
+        out.regressions.append(f"tier dropped from {base.tier} to {cand.tier}: {cand.reason}")
     elif after > before:
-        out.improvements.append(f"tier rose from {baseline.tier.tier} to {candidate.tier.tier}")
+        out.improvements.append(f"tier rose from {base.tier} to {cand.tier}")
 
 
 def _compare_check(
@@ -395,10 +404,16 @@ def _compare_perf(
     tolerance = exp.tolerance(name, default_tolerance)
     cand = candidate.perf.get(name)
     if tolerance is not None and name not in exp.perf_tolerances:
-        why = default_gating(base) or (default_gating(cand) if cand is not None else None)
+        # The baseline decides what a default tolerance gates: a candidate cannot make its own
+        # figure ungateable (fewer samples, another statistic) and so hide a drop in it.
+        why = default_gating(base)
         if why is not None:
             out.notes.append(f"perf {name}: informational, not gated by default ({why})")
             tolerance = None
+        elif cand is not None and (own := default_gating(cand)) is not None:
+            out.notes.append(
+                f"perf {name}: gated as in the baseline, although the candidate's {own}"
+            )
     if cand is None:
         verdict = "missing" if tolerance is not None else "not gated"
         if tolerance is not None:
@@ -406,11 +421,17 @@ def _compare_perf(
         return PerfComparison(
             name, base.unit, base.better, base.value, None, tolerance, None, verdict
         )
-    if base.flag or cand.flag:
-        out.notes.append(f"perf {name}: not gated, flagged unreliable: {cand.flag or base.flag}")
+    if base.flag:
+        out.notes.append(
+            f"perf {name}: not gated, the baseline's is flagged unreliable: {base.flag}"
+        )
         return PerfComparison(
             name, base.unit, base.better, base.value, cand.value, tolerance, None, "unreliable"
         )
+    if cand.flag:
+        # The report stores no raw samples to re-derive a flag from: the candidate's own word
+        # that its figure is unreliable is said, never a reason to let a drop through.
+        out.notes.append(f"perf {name}: the candidate flags it unreliable ({cand.flag}); gated")
     if cand.unit != base.unit or cand.better != base.better:
         raise GateInputError(
             f"perf figure {name!r} changed from {base.unit!r}/{base.better} in the baseline to "
@@ -437,14 +458,9 @@ def _compare_perf(
 
 def derived_from(name: str) -> str | None:
     """The figure ``name`` is computed from (tokens/s/user is 1000 / TPOT of the same statistic,
-    TT's t/s is 1000 / median TPOT x batch), None for a measured one: one slower TPOT moves all
-    three, and the verdict names that cause once."""
-    head, _, key = name.partition("@")
-    if head.startswith("tps_user_"):
-        return f"tpot_{head.removeprefix('tps_user_')}@{key}"
-    if head == "tt_tps":
-        return f"tpot_median@{key}"
-    return None
+    TT's t/s is 1000 / median TPOT x batch: restated.py), None for a measured one: one slower
+    TPOT moves all three, and the verdict names that cause once."""
+    return derived_source(name)
 
 
 def _one_cause_once(result: GateResult) -> None:

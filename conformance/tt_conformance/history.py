@@ -259,7 +259,9 @@ def _perf_drops(newer: Report, reference: Report) -> list[str]:
     for label, prefix in KEY_PERF:
         for name, fig in sorted(newer.perf.items()):
             base = reference.perf.get(name)
-            if not name.startswith(prefix) or base is None or fig.flag or base.flag:
+            # As the gate: a flagged reference is no measure, but a run's own flag on its newer
+            # figure does not hide a drop (no raw samples are stored to re-derive the flag).
+            if not name.startswith(prefix) or base is None or base.flag:
                 continue
             if base.value <= 0 or fig.unit != base.unit or fig.better != base.better:
                 continue
@@ -269,6 +271,7 @@ def _perf_drops(newer: Report, reference: Report) -> list[str]:
                 out.append(
                     f"{label} @{name.partition('@')[2]}: {format_number(base.value)} -> "
                     f"{format_number(fig.value)} ({pct(worse)} worse)"
+                    + (f", flagged unreliable by the run: {fig.flag}" if fig.flag else "")
                 )
     return out
 

@@ -6,8 +6,9 @@ Two reports are comparable on one *axis* only when every other axis is equal. Th
 difference, unless the caller allows it by name, and the gate's output says what was allowed.
 
 Axes (the report fields behind them):
-    model, weights                       what is served (server.weights: repository@revision or
-                                         a digest, utils/weights_identity.py in the plugin)
+    model, weights, model_class          what is served (server.weights: repository@revision or
+                                         a digest, utils/weights_identity.py in the plugin; the
+                                         model class the server loaded under that name)
     device, mesh_shape, parallelism      where, and TT's TP x DP on it (devices per instance x
                                          instances)
     max_num_seqs, max_model_len, lanes,  the configuration profile: vLLM's switches the plugin
@@ -16,6 +17,13 @@ Axes (the report fields behind them):
     vllm, vllm.commit, plugin, ttnn,     versions (plugin: version and git commit; vllm.commit:
     tt_metal                             the commit vLLM's build recorded, under ``vllm``;
                                          tt_metal: git describe --tags --dirty)
+    vllm_args.<--option>, env.<VAR>,     how the server was launched (the report's
+    server_options.<key>                 server_options: `launch_options`): every vLLM option
+                                         and environment variable is part of the setup (dtype,
+                                         quantization, kv-cache dtype, block size, speculative
+                                         config...) except those listed in LAUNCH_NEUTRAL with
+                                         the reason they cannot change a result (port, host,
+                                         log levels)
 
 `NEWER_AXES` are recorded since issue 44: a baseline written before lacks them, and the gate
 says so instead of calling the runs unlike.
@@ -45,6 +53,8 @@ from tt_conformance.report import Report
 __all__ = [
     "AXES",
     "DEFAULT_AXES",
+    "LAUNCH_GROUPS",
+    "LAUNCH_NEUTRAL",
     "NEWER_AXES",
     "RESULT_NEUTRAL_OPTIONS",
     "SETUP_AXES",
@@ -54,6 +64,7 @@ __all__ = [
     "field_of",
     "identity_rows",
     "ignored_options",
+    "launch_options",
     "profile_key",
     "profile_label",
     "setup_options",
@@ -70,14 +81,19 @@ PROFILE_AXES = (
     "chunked_prefill",
     "prefix_caching",
 )
+# The launch record's groups (`launch_options`): vLLM's command-line options, the server's
+# environment, and any other key of a server_options object.
+LAUNCH_GROUPS = ("vllm_args", "env", "server_options")
 AXES: tuple[str, ...] = (
     "model",
     "weights",
+    "model_class",
     "device",
     "mesh_shape",
     "parallelism",
     *PROFILE_AXES,
     "tt_options",
+    *LAUNCH_GROUPS,
     *VERSION_AXES,
 )
 # The plugin's TT options at their defaults (vllm_tt_plugin.config.TTOptions; the harness does
@@ -108,6 +124,21 @@ TT_OPTION_DEFAULTS: dict[str, Any] = {
 RESULT_NEUTRAL_OPTIONS: frozenset[str] = frozenset(
     {"device_timeout_s", "warmup_timeout_s", "log_level"}
 )
+# Launch options and environment variables that cannot change what a run measures, each with
+# why; every other one is part of the setup (a new vLLM option splits until listed here).
+LAUNCH_NEUTRAL: dict[str, str] = {
+    "vllm_args.--port": "where the server listens",
+    "vllm_args.--host": "where the server listens",
+    "vllm_args.--uvicorn-log-level": "logging only",
+    "vllm_args.--disable-log-requests": "logging only",
+    "vllm_args.--enable-log-requests": "logging only",
+    "vllm_args.--disable-log-stats": "logging only",
+    "vllm_args.--disable-uvicorn-access-log": "logging only",
+    "env.VLLM_LOGGING_LEVEL": "logging only",
+    "env.TT_LOGGER_LEVEL": "logging only",
+    "env.LOGURU_LEVEL": "logging only",
+    "env.PYTHONUNBUFFERED": "logging only",
+}
 # What a tt-metal bump changes: the gate's default axes under test.
 DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
 # Identity words reports carry since issue 44 (older reports read them as not recorded).
@@ -124,11 +155,21 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
+class _NotGiven:
+    """A launch option one run did not pass (vLLM's default: a value, unlike "not recorded")."""
+
+    def __repr__(self) -> str:
+        return "not given"
+
+
+_NOT_GIVEN: Any = _NotGiven()
+
+
 def _unrecorded(axis: str, value: Any) -> bool:
     if value is _ABSENT:
         return True
-    if axis.startswith("tt_options."):
-        return False  # the option is named: null is its value
+    if value is _NOT_GIVEN or axis.partition(".")[0] in ("tt_options", *LAUNCH_GROUPS[:2]):
+        return False  # the option is named (null is its value) or left at vLLM's default
     return value is None or (isinstance(value, str) and value in ("unknown", ""))
 
 
@@ -173,6 +214,7 @@ def _fields(report: Report) -> dict[str, Any]:
     return {
         "model": report.model,
         "weights": server.weights,
+        "model_class": server.model_class,
         "device": report.device,
         "mesh_shape": report.mesh_shape,
         "parallelism": _parallelism(report),
@@ -261,8 +303,62 @@ def differences(baseline: Report, candidate: Report) -> list[Difference]:
             # A dropped option is at its default; one the harness does not know is not recorded.
             default = TT_OPTION_DEFAULTS.get(name, _ABSENT)
             out.append(Difference(axis, before.get(name, default), after.get(name, default)))
+    out += _launch_differences(baseline, candidate)
     order = {axis: i for i, axis in enumerate(AXES)}
     return sorted(out, key=lambda d: order[d.axis.partition(".")[0]])
+
+
+def launch_options(report: Report) -> dict[str, Any]:
+    """How the server was launched, one entry per option: ``vllm_args.--name`` (``--a=b``,
+    ``--a b`` or a bare ``--flag``), ``env.NAME``, ``server_options.key`` for any other key;
+    without the LAUNCH_NEUTRAL ones. Free text (not an object) is kept whole under
+    ``server_options``; an unrecorded launch is empty."""
+    options = report.server_options
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        return {"server_options": options}
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key == "vllm_args" and isinstance(value, list):
+            out.update(_parse_args(value))
+        elif key == "env" and isinstance(value, dict):
+            out.update({f"env.{name}": v for name, v in value.items()})
+        else:
+            out[f"server_options.{key}"] = value
+    return {k: v for k, v in sorted(out.items()) if k not in LAUNCH_NEUTRAL}
+
+
+def _parse_args(args: list[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    positional: list[str] = []
+    words = [str(a) for a in args]
+    i = 0
+    while i < len(words):
+        name, eq, value = words[i].partition("=")
+        i += 1
+        if not name.startswith("-"):
+            positional.append(words[i - 1])  # the model vLLM serves
+            continue
+        if not eq and i < len(words) and not words[i].startswith("-"):
+            value, i = words[i], i + 1
+        out[f"vllm_args.{name}"] = value
+    if positional:
+        out["vllm_args"] = positional
+    return out
+
+
+def _launch_differences(baseline: Report, candidate: Report) -> list[Difference]:
+    """Launch options and environment that differ (`launch_options`); one run that recorded
+    no launch at all is one difference, "server_options: not recorded"."""
+    if (baseline.server_options is None) != (candidate.server_options is None):
+        return [Difference("server_options", baseline.server_options, candidate.server_options)]
+    before, after = launch_options(baseline), launch_options(candidate)
+    return [
+        Difference(name, before.get(name, _NOT_GIVEN), after.get(name, _NOT_GIVEN))
+        for name in sorted(set(before) | set(after))
+        if before.get(name, _NOT_GIVEN) != after.get(name, _NOT_GIVEN)
+    ]
 
 
 def unlike(found: Iterable[Difference]) -> list[Difference]:
@@ -276,12 +372,23 @@ def unknown_axes(names: Iterable[str]) -> list[str]:
     return [n for n in names if n.partition(".")[0] not in AXES or n == "tt_options."]
 
 
-SETUP_AXES: tuple[str, ...] = ("model", "weights", "device", "mesh_shape", *PROFILE_AXES)
+SETUP_AXES: tuple[str, ...] = (
+    "model",
+    "weights",
+    "model_class",
+    "device",
+    "mesh_shape",
+    *PROFILE_AXES,
+)
 
 
 def _profile(report: Report) -> dict[str, Any]:
     fields = _fields(report)
-    return {**{k: fields[k] for k in SETUP_AXES}, "tt_options": setup_options(report)}
+    return {
+        **{k: fields[k] for k in SETUP_AXES},
+        "tt_options": setup_options(report),
+        "launch": launch_options(report),
+    }
 
 
 def profile_key(report: Report) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from tt_conformance.report import Coverage, Report, ReportError
+from tt_conformance.restated import contradictions
 from tt_conformance.selection import derive_coverage
 from tt_conformance.tiers import derive_tier, evaluate_fraction
 
@@ -94,6 +95,9 @@ def inconsistencies(report: Report) -> list[str]:
                 out.append(f"{where}.verdict: stored 'pass', score {acc.score} is below {bar:.6f}")
             elif acc.verdict == "fail" and acc.score >= bar + _SCORE_SLACK:
                 out.append(f"{where}.verdict: stored 'fail', score {acc.score} reaches {bar:.6f}")
+    # What the report states twice (a figure's stat and its name, derived figures, a retried
+    # pass): restated.py.
+    out += contradictions(report)
     return out
 
 

@@ -63,6 +63,7 @@ def test_improvements_are_listed_not_gated(make_report) -> None:
     assert result.improvements == [
         "m::c: fail -> pass",
         "m::d: xfail -> xpass, expected failure now passes (update the expectations)",
+        "tier rose from fail to experimental",
     ]
 
 
@@ -169,16 +170,23 @@ def test_hardware_perf_is_gated_at_the_default_tolerance(make_report) -> None:
     assert gate.compare(base, worse, _exp(perf_tolerances={"ttft": None})).exit_code == 0
 
 
-def test_flagged_figures_are_never_gated(make_report) -> None:
+def test_a_figure_the_baseline_flags_is_not_gated_one_only_the_candidate_flags_is(
+    make_report,
+) -> None:
+    def flagged(report):
+        fig = report.perf["ttft"].model_copy(update={"flag": "burst delivery: x"})
+        return report.replace(perf={"ttft": fig})
+
     base = make_report(BASE, perf={"ttft": (100.0, "ms", "lower")})
     cand = make_report(BASE, perf={"ttft": (900.0, "ms", "lower")})
-    flagged = cand.replace(
-        perf={"ttft": cand.perf["ttft"].model_copy(update={"flag": "burst delivery: x"})}
-    )
-    result = gate.compare(base, flagged, default_tolerance=0.1)
+    result = gate.compare(flagged(base), cand, default_tolerance=0.1)
     assert [p.verdict for p in result.perf] == ["unreliable"]
     assert result.exit_code == gate.EXIT_OK
-    assert any("flagged unreliable: burst delivery" in n for n in result.notes)
+    assert any("the baseline's is flagged unreliable: burst delivery" in n for n in result.notes)
+    # The candidate's own word cannot excuse its drop (no raw samples to re-derive it from).
+    result = gate.compare(base, flagged(cand), default_tolerance=0.1)
+    assert [p.verdict for p in result.perf] == ["regression"]
+    assert any("the candidate flags it unreliable (burst delivery" in n for n in result.notes)
 
 
 def test_perf_tolerance_from_expectations(make_report) -> None:

@@ -259,7 +259,9 @@ def test_step_summary_gates_against_the_baseline(tmp_path: Path, make_report, ca
     capsys.readouterr()
     assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
     out = capsys.readouterr().out
-    assert "REGRESSION (1 found)" in out and "m::ok: pass -> fail" in out
+    # The failed check, and the tier it drops (derived from both runs, never stored).
+    assert "REGRESSION (2 found)" in out and "m::ok: pass -> fail" in out
+    assert "tier dropped from emulated to fail" in out
 
 
 def test_hardware_workflow_is_a_manual_example_on_a_self_hosted_tt_runner() -> None:

@@ -37,6 +37,7 @@ from tt_conformance.report import (
     iso_utc,
     load_report,
 )
+from tt_conformance.restated import with_derived
 from tt_conformance.server import ServedModel, ServerProbe
 from tt_conformance.writers import write_report
 
@@ -223,10 +224,14 @@ def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regener
             )
             for c in baseline.checks
         ),
-        perf={
-            k: f.model_copy(update={"value": f.value * rng.uniform(0.95, 1.05)})
-            for k, f in baseline.perf.items()
-        },
+        # Derived figures (tokens/s/user, T/S) follow their measured TPOT, as the harness
+        # computes them (restated.py).
+        perf=with_derived(
+            {
+                k: f.model_copy(update={"value": f.value * rng.uniform(0.95, 1.05)})
+                for k, f in baseline.perf.items()
+            }
+        ),
         versions=baseline.versions.model_copy(
             update={"plugin_commit": "f" * 40, "vllm_commit": "ffd46bfab"}
         ),
@@ -350,7 +355,8 @@ def test_the_step_summary_title_is_the_gate_verdict(
     capsys.readouterr()
     assert cli.main(["summary", str(c), "--gate", "--baselines-dir", str(baselines)]) == 0
     title = capsys.readouterr().out.splitlines()[0]
-    assert title == "## gate REGRESSION (1 found) — tt-conformance: org/model-a on T3K"
+    # The failed check, and the tier it drops (derived from both runs' checks).
+    assert title == "## gate REGRESSION (2 found) — tt-conformance: org/model-a on T3K"
     # A saved gate output that states no verdict is never read as a pass.
     saved = tmp_path / "gate.txt"
     saved.write_text("all good\n")
@@ -702,7 +708,7 @@ def test_report_text_cannot_write_a_verdict_line_in_the_gate_output_or_summary(
     # The gate's own output: the verdict is its first line, and no other line reads as one.
     assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_REGRESSION
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "tt-conformance gate: REGRESSION (2 found)"
+    assert out[0] == "tt-conformance gate: REGRESSION (3 found)"
     assert [ln for ln in out[1:] if _VERDICT_LIKE.match(ln)] == []
     assert any("broke\\n# Gate: OK\\ntt-conformance gate: OK" in ln for ln in out)
     # The step summary: the title is the verdict, written first; report text stays text.
@@ -710,7 +716,7 @@ def test_report_text_cannot_write_a_verdict_line_in_the_gate_output_or_summary(
     args = ["summary", str(c), "--gate", "--baselines-dir", str(baselines), "--out", str(summary)]
     assert cli.main(args) == 0
     lines = summary.read_text().splitlines()
-    assert lines[0].startswith("## gate REGRESSION (2 found) — tt-conformance: org/m")
+    assert lines[0].startswith("## gate REGRESSION (3 found) — tt-conformance: org/m")
     fence = next(i for i, ln in enumerate(lines) if ln.startswith("```"))
     assert lines[fence] == "````" and lines[fence + 1] == out[0]  # no ``` inside can close it
     inside = lines[fence + 1 : lines.index("````", fence + 1)]

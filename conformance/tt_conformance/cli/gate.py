@@ -69,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="NAME",
         help="accept a difference on this identity axis (the verdict lists it); never model, "
-        f"weights, device or mesh_shape; {ACCURACY_AXIS} or {ACCURACY_AXIS}.<task> accepts an "
-        "accuracy task scored on other items",
+        f"weights, model_class, device or mesh_shape; {ACCURACY_AXIS} or {ACCURACY_AXIS}.<task> "
+        "accepts an accuracy task scored on other items",
     )
     args = parser.parse_args(argv)
     named = [*args.axis, *(n for n in args.allow_difference if not _is_accuracy(n))]

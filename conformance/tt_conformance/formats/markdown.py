@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from tt_conformance.formats.cells import OUTCOME_ORDER, md_cell, shape_text
 from tt_conformance.formats.templates import render_template
-from tt_conformance.formats.text import gate_headline
+from tt_conformance.formats.text import content_digest, gate_headline
 from tt_conformance.formats.views import (
     Comparison,
     check_counts,
@@ -405,5 +405,5 @@ def render_step_summary(report: Report, gate_text: str | None = None) -> str:
         hardware=hardware,
         key_perf=[label for label, _ in KEY_PERF],
         gate_text=gate_text,
-        gate=gate_headline(gate_text, report.run_id) if gate_text else None,
+        gate=gate_headline(gate_text, report.run_id, content_digest(report)) if gate_text else None,
     )

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 from tabulate import tabulate
 
 from tt_conformance.formats.escape import one_line
+from tt_conformance.formats.json import report_to_dict
 from tt_conformance.gate import GateResult
 from tt_conformance.numfmt import format_number, pct
 from tt_conformance.report import Report
 from tt_conformance.tiers import perf_is_informational
 
-__all__ = ["GATE_PREFIX", "change_text", "gate_headline", "render_gate"]
+__all__ = ["GATE_PREFIX", "change_text", "content_digest", "gate_headline", "render_gate"]
 
 GATE_PREFIX = "tt-conformance gate: "
 
@@ -30,14 +33,24 @@ def change_text(worse_by: float | None) -> str:
 # The verdict lines `render_gate` writes, and nothing else: a title is read from these only.
 _VERDICT = re.compile(r"(OK \(no regression\)|REGRESSION \(\d+ found\))")
 _CANDIDATE = re.compile(r"candidate (\S+): ")
+_DIGESTS = re.compile(r"judged: baseline (sha256:[0-9a-f]+), candidate (sha256:[0-9a-f]+)")
 
 
-def gate_headline(text: str, run_id: str | None = None) -> str:
+def content_digest(report: Report) -> str:
+    """A digest of everything the report states: a saved verdict names the content it judged,
+    so a run amended in place under the same run id no longer matches it."""
+    text = json.dumps(report_to_dict(report), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def gate_headline(text: str, run_id: str | None = None, digest: str | None = None) -> str:
     """The verdict a gate's output states, for a title. Only its first line is read (the gate
     writes its verdict first, from its own decision; report text comes after, on escaped
     lines), and only the verdict forms the gate writes count. An OK must name ``run_id`` as
-    its candidate (a saved output of another run, or of an earlier gate, is no verdict on this
-    one). Anything else is "not recognised", never taken for a pass."""
+    its candidate and, given ``digest`` (`content_digest` of the report titled), that content
+    as the one it judged (a saved output of another run, of an earlier gate, or of this run
+    before it was amended is no verdict on this one). Anything else is "not recognised", never
+    taken for a pass."""
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
     if first.startswith(GATE_PREFIX):
@@ -48,6 +61,10 @@ def gate_headline(text: str, run_id: str | None = None) -> str:
             named = [m.group(1) for ln in lines[1:] if (m := _CANDIDATE.match(ln))]
             if named[:1] != [run_id]:
                 return "gate output not recognised (not a gate of this run)"
+        if verdict.startswith("OK") and digest is not None:
+            judged = [m.group(2) for ln in lines[1:] if (m := _DIGESTS.fullmatch(ln))]
+            if judged[:1] != [digest]:
+                return "gate output not recognised (it judged other content than this report)"
         return "gate " + verdict
     if first.startswith("bad input, failing closed") or first.startswith(
         "tt-conformance-gate: bad input, failing closed"
@@ -81,6 +98,7 @@ def render_gate(result: GateResult, baseline: Report, candidate: Report) -> str:
             f"candidate {candidate.run_id}: tt-metal {cv.tt_metal}, vLLM {cv.vllm}, "
             f"plugin {cv.plugin}"
         ),
+        f"judged: baseline {content_digest(baseline)}, candidate {content_digest(candidate)}",
         "",
     ]
     if result.identity:
