@@ -4,17 +4,19 @@ A report file carries its tier, its coverage, its totals and its perf-target and
 verdicts, all decided when the run was written. Whatever reads a report to publish, promote or
 gate it recomputes them here: tier (tiers.derive_tier), coverage (selection.derive_coverage),
 each perf target's fraction and level from the figure it names, each accuracy verdict from its
-score and bar (and the score from its counts). A stored value that disagrees makes the report
-*inconsistent* (edited by hand, written by a careless tool, or forged): `inconsistencies` names
-every such field, and `require_consistent` refuses the report (the commands exit 2). Totals are
-checked on reading already (report.py). Reports older than schema version 4 carry no tier to
-compare (report.migrate_report drops theirs: it is derived again).
+score and bar (and the score from its counts); the bars themselves are held against the
+expectations file the report names when it can be read (bars.py). A stored value that disagrees
+makes the report *inconsistent* (edited by hand, written by a careless tool, or forged):
+`inconsistencies` names every such field, and `require_consistent` refuses the report (the
+commands exit 2). Totals are checked on reading already (report.py). Reports older than schema
+version 4 carry no tier to compare (report.migrate_report drops theirs: it is derived again).
 """
 
 from __future__ import annotations
 
 import math
 
+from tt_conformance.bars import file_bar_differences
 from tt_conformance.report import Coverage, Report, ReportError
 from tt_conformance.selection import derive_coverage
 from tt_conformance.tiers import derive_tier, evaluate_fraction
@@ -63,6 +65,7 @@ def inconsistencies(report: Report) -> list[str]:
         derived = derive_coverage(report)
         assert derived is not None
         out += _coverage_fields(report.coverage, derived)
+    out += file_bar_differences(report)
     for i, target in enumerate(report.perf_targets):
         fig = report.perf.get(target.figure)
         fraction, met = evaluate_fraction(fig, target)

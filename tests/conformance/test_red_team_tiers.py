@@ -5,15 +5,19 @@ label; each rule keeps an honest control."""
 # ruff: noqa: F811
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.test_red_team import honest  # noqa: F401
+import pytest
+
+from tests.conformance.test_red_team import ACCURACY, FIGURE, _sealed, honest  # noqa: F401
 from tt_conformance import selection
+from tt_conformance.bars import file_digest
 from tt_conformance.cli import conformance as cli
 from tt_conformance.matrix import tier_of
 from tt_conformance.rederive import inconsistencies
-from tt_conformance.report import Report
+from tt_conformance.report import PerfTargetResult, Report
 from tt_conformance.writers import write_report
 
 
@@ -66,3 +70,76 @@ def test_skips_the_server_bears_out_still_allow_complete(honest: Any, tmp_path: 
     run = honest(checks=checks)
     assert tier_of(run).tier == "complete"
     assert _promote(tmp_path, run, "lanes") == 0
+
+
+# ----------------------------------------------------------------------------- bars (A2-A4)
+
+TTFT = "ttft_median@i128o128c1"
+
+
+@pytest.fixture
+def judged(honest: Any, tmp_path: Path) -> Any:
+    """An honest run as the harness writes it: judged by an expectations file it names, with
+    the digest of that file's bytes; two perf targets (T/S/U and TTFT) and an accuracy bar."""
+    path = tmp_path / "expectations.json"
+    path.write_text(json.dumps({
+        "schema_version": 2, "kind": "tt-conformance-expectations", "model": "org/model-a",
+        "device": "T3K", "accuracy": [{"task": "t", "threshold": 0.5}],
+        "perf_targets": {FIGURE: {"reference": 100.0, "source": "published"},
+                         TTFT: {"reference": 50.0, "source": "published"}}}))  # fmt: skip
+
+    def build(tps: float = 90.0) -> Report:
+        run = honest(tps=tps)
+        ttft = PerfTargetResult(figure=TTFT, reference=50.0, source="published", functional=0.1,
+                                complete=0.5, target=0.8, fraction=None, met="missing")  # fmt: skip
+        return _sealed(run.replace(
+            expectations_file=str(path), expectations_digest=file_digest(path),
+            perf_targets=(*run.perf_targets, ttft)))  # fmt: skip
+
+    return build
+
+
+def _bar(report: Report, i: int, **changes: Any) -> Report:
+    targets = list(report.perf_targets)
+    targets[i] = targets[i].model_copy(update=changes)
+    return _sealed(report.replace(perf_targets=tuple(targets)))
+
+
+def test_a_lowered_perf_reference_is_inconsistent(judged: Any, tmp_path: Path) -> None:
+    """5 tok/s/u measured against a published 100: the stored reference edited to 5.5 would
+    read 'target'. The file the run names, unchanged since, says 100."""
+    run = _bar(judged(tps=5.0), 0, fraction=0.05, met="below")
+    assert inconsistencies(run) == [] and tier_of(run).tier == "experimental"
+    forged = _bar(run, 0, reference=5.5, fraction=round(5 / 5.5, 4), met="target")
+    found = inconsistencies(forged)
+    assert any(f"'perf_targets[0]' ({FIGURE}).reference: stored 5.5" in f for f in found)
+    assert _promote(tmp_path, forged, "a2") == 2
+
+
+def test_a_dropped_perf_target_is_inconsistent(judged: Any, tmp_path: Path) -> None:
+    """The TTFT target (its figure missing: experimental) deleted from the list."""
+    run = judged()
+    assert tier_of(run).tier == "experimental"
+    forged = _sealed(run.replace(perf_targets=run.perf_targets[:1]))
+    assert any(f"lacks the target {TTFT}" in f for f in inconsistencies(forged))
+    assert _promote(tmp_path, forged, "a3") == 2
+
+
+def test_a_lowered_accuracy_bar_is_inconsistent(judged: Any, tmp_path: Path) -> None:
+    """2/10 correct, the stored threshold edited 0.5 -> 0.1 with verdict pass."""
+    acc = ACCURACY.model_copy(update={"score": 0.2, "correct": 2, "ci_low": 0.05, "ci_high": 0.5,
+                                      "threshold": 0.1, "verdict": "pass"})  # fmt: skip
+    forged = _sealed(judged().replace(accuracy=(acc,)))
+    found = inconsistencies(forged)
+    assert any("'accuracy[0]' (t).threshold: stored 0.1" in f for f in found)
+    assert _promote(tmp_path, forged, "a4") == 2
+
+
+def test_a_run_keeps_the_bars_of_the_file_as_it_was(judged: Any, tmp_path: Path) -> None:
+    """Control: an honest run is consistent; when its file is edited after the run (a
+    reference re-measured), the digest no longer matches and the run keeps its own bars."""
+    run = judged()
+    assert inconsistencies(run) == []
+    path = Path(run.expectations_file)
+    path.write_text(path.read_text().replace("100.0", "120.0"))
+    assert inconsistencies(run) == []
