@@ -18,7 +18,7 @@ import math
 
 from tt_conformance.bars import file_bar_differences
 from tt_conformance.report import Coverage, Report, ReportError
-from tt_conformance.selection import derive_coverage
+from tt_conformance.selection import derive_coverage, foreign_suite, suite_modules
 from tt_conformance.tiers import derive_tier, evaluate_fraction
 
 __all__ = ["InconsistentReport", "inconsistencies", "require_consistent"]
@@ -38,6 +38,22 @@ def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
     names += ["not_applicable", "skipped_other"]
     if stored.suite:  # written by a harness that records the suite, waivers and concerns
         names += ["suite", "modified_modules", "waived", "concerns_not_run"]
+    if stored.suite and not foreign_suite(stored.suite, suite_modules()):
+        # Judged against the shipped manifest (selection.derive_coverage): name the difference.
+        foreign = sorted(set(stored.suite) - set(derived.suite))
+        lacking = sorted(set(derived.suite) - set(stored.suite))
+        if foreign:
+            out.append(
+                f"field 'coverage.suite': modules the harness does not ship: {_short(foreign)}"
+            )
+        if lacking:
+            # Judged against the shipped manifest: a report of an older harness that lacked
+            # them is regenerated with this one (a recorded version cannot excuse it: it is
+            # the report's own word).
+            out.append(
+                f"field 'coverage.suite': lacks modules the harness ships: {_short(lacking)}"
+            )
+        names.remove("suite")
     for name in names:
         got, want = getattr(stored, name), getattr(derived, name)
         if got != want:

@@ -18,6 +18,7 @@ from tt_conformance.cli import conformance as cli
 from tt_conformance.matrix import tier_of
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import PerfTargetResult, Report
+from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
 
@@ -143,3 +144,46 @@ def test_a_run_keeps_the_bars_of_the_file_as_it_was(judged: Any, tmp_path: Path)
     path = Path(run.expectations_file)
     path.write_text(path.read_text().replace("100.0", "120.0"))
     assert inconsistencies(run) == []
+
+
+# ----------------------------------------------------------------------------- suite (A6)
+
+
+def _real_suite_run(honest: Any, recorded: tuple[str, ...], ran: tuple[str, ...]) -> Report:
+    """Every manifest check of the modules ``ran``, the suite recorded as ``recorded``."""
+    listed = selection.read_manifest_checks()
+    checks = tuple(
+        honest().checks[0].model_copy(update={
+            "id": f"{m}::{e.replace('[*]', '[x]')}", "nodeid": f"{m}::{e}",
+            "concern": m.rsplit("_", 1)[-1]})
+        for m in ran
+        for e in listed[m]
+    )  # fmt: skip
+    base = honest(checks=checks)
+    cov = selection.coverage_of(base.checks, deselected=0, keyword=None, markers=None,
+                                args=(), suite=recorded, device=base.device, lanes=1)  # fmt: skip
+    run = base.replace(coverage=cov)
+    return run.replace(tier=derive_tier(run))
+
+
+def test_a_suite_shortened_to_two_modules_is_inconsistent(honest: Any, tmp_path: Path) -> None:
+    """Real module names, every check of test_accuracy and test_errors: the recorded suite cut
+    to those two of the shipped modules read full and complete. It is held to the manifest."""
+    keep = ("tt_conformance.checks.test_accuracy", "tt_conformance.checks.test_errors")
+    forged = _real_suite_run(honest, keep, keep)
+    found = inconsistencies(forged)
+    assert any("field 'coverage.suite': lacks modules the harness ships" in f for f in found)
+    assert tier_of(forged).tier == "partial"
+    assert _promote(tmp_path, forged, "a6") == 2
+    # A foreign module added to the real suite is named too.
+    mixed = _real_suite_run(honest, (*selection.suite_modules(), "evil.checks"), keep)
+    assert any("modules the harness does not ship: ['evil.checks']" in f
+               for f in inconsistencies(mixed))  # fmt: skip
+
+
+def test_the_whole_shipped_suite_recorded_is_full(honest: Any) -> None:
+    """Control: the run of every shipped module, its suite recorded as shipped, is full."""
+    shipped = selection.suite_modules()
+    run = _real_suite_run(honest, shipped, shipped)
+    assert inconsistencies(run) == []
+    assert run.coverage is not None and run.coverage.full
