@@ -47,7 +47,7 @@ def test_outside_a_git_work_tree_nothing_is_published_without_being_told(
     path = write_report(_recorded(honest()), runs).json
     assert _publish(runs, tmp_path / "pub") == 0
     err = capsys.readouterr().err
-    assert f"left out {path}: not in a git work tree" in err
+    assert f"left out {path}: not committed as far as can be told: not in a git work tree" in err
     assert "org/model-a" not in (tmp_path / "pub" / "M.md").read_text()
     assert _publish(runs, tmp_path / "pub", "--include-uncommitted") == 0
     assert "org/model-a" in (tmp_path / "pub" / "M.md").read_text()

@@ -90,8 +90,8 @@ def committed_only(
         dirty = [name for name, value in commits if value.endswith("+dirty")]
         unrecorded = [name for name, value in commits if value.strip() in ("", "unknown")]
         if files is None:
-            left.append((path, "not in a git work tree, so not provably committed (pass "
-                               "--include-uncommitted)"))  # fmt: skip
+            left.append((path, "not committed as far as can be told: not in a git work "
+                               "tree (pass --include-uncommitted)"))  # fmt: skip
         elif path.resolve() not in files[0]:
             left.append((path, "not committed to git (pass --include-uncommitted)"))
         elif path.resolve() in files[1]:
