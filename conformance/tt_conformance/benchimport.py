@@ -6,8 +6,9 @@ itl,e2el}_ms`` (the percentiles asked for with --metric-percentiles), ``output_t
 ``max_concurrency``, ``num_prompts`` and, with --save-detailed, ``input_lens``, ``output_lens``,
 ``ttfts`` and ``itls``. Figures get the same names and identity keys as the harness's own
 (``ttft_mean@i128o128c32``) with source "vllm-bench"; input/output lengths are the per-request
-means unless given, concurrency is ``max_concurrency`` unless given. With detailed results the
-inter-token gaps are checked for burst delivery like the harness's own streams.
+means and the concurrency is ``max_concurrency``: a result without these fields is refused
+(``--input-len`` / ``--output-len`` / ``--concurrency`` may only restate them). With detailed
+results the inter-token gaps are checked for burst delivery like the harness's own streams.
 
 Before anything is folded in, ``result_mismatches`` checks the result measured the report's
 server: ``model_id`` (the ``--model`` given to the benchmark, or the server's first model) must
@@ -80,19 +81,26 @@ def bench_shape(
     if not isinstance(completed, int) or isinstance(completed, bool) or completed < 1:
         raise BenchImportError("'completed' is missing or 0: the benchmark served no request")
 
+    # A shape is filed from what the result itself records: a flag may restate a recorded
+    # field (result_mismatches holds it to it) but never stand in for a missing one, or a
+    # 100-token run could be filed as i128 and an uncapped one as c1.
     def mean_len(key: str, given: int | None, flag: str) -> int:
-        if given is not None:
-            return given
         total = data.get(key)
-        if not isinstance(total, (int, float)):
-            raise BenchImportError(f"'{key}' is missing: pass {flag}")
-        return round(total / completed)
+        if isinstance(total, bool) or not isinstance(total, (int, float)):
+            said = f" ({flag} {given} cannot be confirmed)" if given is not None else ""
+            raise BenchImportError(
+                f"field '{key}': missing, so the result's token lengths are unknown{said}"
+            )
+        return given if given is not None else round(total / completed)
 
-    conc = concurrency if concurrency is not None else data.get("max_concurrency")
-    if not isinstance(conc, int) or conc < 1:
+    measured = data.get("max_concurrency")
+    if isinstance(measured, bool) or not isinstance(measured, int) or measured < 1:
+        said = f" (--concurrency {concurrency} cannot be confirmed)" if concurrency else ""
         raise BenchImportError(
-            "the result has no max_concurrency (the run was not capped): pass --concurrency"
+            "field 'max_concurrency': missing, so the run was not capped and its concurrency is "
+            f"unknown{said}; rerun vllm bench serve with --max-concurrency"
         )
+    conc = concurrency if concurrency is not None else measured
     return BenchShape(
         mean_len("total_input_tokens", input_len, "--input-len"),
         mean_len("total_output_tokens", output_len, "--output-len"),

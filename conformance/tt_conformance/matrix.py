@@ -63,6 +63,7 @@ __all__ = [
     "dropped_rows",
     "find_reports",
     "fold",
+    "is_partial",
     "not_run_concerns",
     "published_rows",
     "short_check",
@@ -257,15 +258,22 @@ def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path
 
 
 def coverage_rank(report: Report) -> int:
-    """2 for a full run or an aborted one (a crash is news: it always enters the story), 1 when
-    coverage was not recorded (reports before version 4), 0 for a partial run (selection.py,
-    re-derived from the checks): a partial run never displaces a fuller one."""
-    if report.aborted is not None:
+    """2 for a full run, an aborted one or one that failed (a crash or a failing check is news
+    however little ran: it always enters the story, e.g. a ``-k`` bump run that fails), 1 when
+    coverage was not recorded (reports before version 4), 0 for a partial run that failed
+    nothing (selection.py, re-derived from the checks): it never displaces a fuller one."""
+    if report.aborted is not None or report.collection_errors or report.checks_with(*FAILING):
         return 2
     coverage = derive_coverage(report)
     if coverage is None:
         return 1
     return 2 if coverage.full else 0
+
+
+def is_partial(report: Report) -> bool:
+    """The run did not cover the suite (re-derived; an aborted run says so otherwise)."""
+    coverage = derive_coverage(report)
+    return report.aborted is None and coverage is not None and not coverage.full
 
 
 def fold(reports: Sequence[tuple[Path, Report]]) -> list[MatrixCell]:

@@ -4,20 +4,22 @@ A report file carries its tier, its coverage, its totals and its perf-target and
 verdicts, all decided when the run was written. Whatever reads a report to publish, promote or
 gate it recomputes them here: tier (tiers.derive_tier), coverage (selection.derive_coverage),
 each perf target's fraction and level from the figure it names, each accuracy verdict from its
-score and bar (and the score from its counts). A stored value that disagrees makes the report
-*inconsistent* (edited by hand, written by a careless tool, or forged): `inconsistencies` names
-every such field, and `require_consistent` refuses the report (the commands exit 2). Totals are
-checked on reading already (report.py). Reports older than schema version 4 carry no tier to
-compare (report.migrate_report drops theirs: it is derived again).
+score and bar (and the score from its counts); the bars themselves are held against the
+expectations file the report names when it can be read (bars.py). A stored value that disagrees
+makes the report *inconsistent* (edited by hand, written by a careless tool, or forged):
+`inconsistencies` names every such field, and `require_consistent` refuses the report (the
+commands exit 2). Totals are checked on reading already (report.py). Reports older than schema
+version 4 carry no tier to compare (report.migrate_report drops theirs: it is derived again).
 """
 
 from __future__ import annotations
 
 import math
 
+from tt_conformance.bars import file_bar_differences
 from tt_conformance.report import Coverage, Report, ReportError
 from tt_conformance.restated import contradictions
-from tt_conformance.selection import derive_coverage
+from tt_conformance.selection import derive_coverage, foreign_suite, suite_modules
 from tt_conformance.tiers import derive_tier, evaluate_fraction
 
 __all__ = ["InconsistentReport", "inconsistencies", "require_consistent"]
@@ -37,6 +39,22 @@ def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
     names += ["not_applicable", "skipped_other"]
     if stored.suite:  # written by a harness that records the suite, waivers and concerns
         names += ["suite", "modified_modules", "waived", "concerns_not_run"]
+    if stored.suite and not foreign_suite(stored.suite, suite_modules()):
+        # Judged against the shipped manifest (selection.derive_coverage): name the difference.
+        foreign = sorted(set(stored.suite) - set(derived.suite))
+        lacking = sorted(set(derived.suite) - set(stored.suite))
+        if foreign:
+            out.append(
+                f"field 'coverage.suite': modules the harness does not ship: {_short(foreign)}"
+            )
+        if lacking:
+            # Judged against the shipped manifest: a report of an older harness that lacked
+            # them is regenerated with this one (a recorded version cannot excuse it: it is
+            # the report's own word).
+            out.append(
+                f"field 'coverage.suite': lacks modules the harness ships: {_short(lacking)}"
+            )
+        names.remove("suite")
     for name in names:
         got, want = getattr(stored, name), getattr(derived, name)
         if got != want:
@@ -64,6 +82,7 @@ def inconsistencies(report: Report) -> list[str]:
         derived = derive_coverage(report)
         assert derived is not None
         out += _coverage_fields(report.coverage, derived)
+    out += file_bar_differences(report)
     for i, target in enumerate(report.perf_targets):
         fig = report.perf.get(target.figure)
         fraction, met = evaluate_fraction(fig, target)

@@ -346,6 +346,12 @@ class Report(Strict):
     run: RunInfo | None = None
     server_options: Any
     expectations_file: str | None
+    expectations_digest: str | None = Field(
+        default=None,
+        description="sha256 of the expectations file's bytes when the run was written (null "
+        "in reports written before it): a reader holds the stored bars against that file only "
+        "while its content is still this one (bars.py)",
+    )
     exit_status: int
     totals: dict[str, int] | None = Field(default=None, description="must match `checks`")
     checks: tuple[CheckResult, ...]

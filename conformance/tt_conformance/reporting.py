@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tt_conformance.abort import WORKEROUTPUT_KEY, AbortInfo
+from tt_conformance.bars import file_digest
 from tt_conformance.baseline import gate_run
 from tt_conformance.names import harness_commit, installed_version
 from tt_conformance.provenance import run_info
@@ -136,6 +137,9 @@ class SessionReporter:
             run=run_info(state.options.args, state.options.cwd),
             server_options=state.options.server_options,
             expectations_file=str(state.expectations_path) if state.expectations_path else None,
+            expectations_digest=(
+                file_digest(state.expectations_path) if state.expectations_path else None
+            ),
             exit_status=exit_status,
             checks=tuple(checks),
             perf=perf,

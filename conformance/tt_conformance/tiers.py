@@ -22,7 +22,9 @@ performance evidence.
     functional    checks pass (expected failures allowed), accuracy passes, and every perf
                   target reaches its functional fraction on TT hardware
     complete      functional, with no expected failures, no waivers (checks skipped by the
-                  expectations) and every perf target at its complete fraction
+                  expectations), no other skips (only those the harness rules not applicable
+                  from the server's identity, selection.skip_kind, whatever their reason's
+                  wording) and every perf target at its complete fraction
 
 Every tier comes with the reason and what blocks the next tier, for the report and the matrix.
 Perf targets are evaluated against the expectations once, when a report is written
@@ -40,7 +42,7 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
 from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, is_emulated
 from tt_conformance.report import FAILING, PerfFigure, PerfMet, PerfTargetResult, Report, Tier
-from tt_conformance.selection import concern_coverage, derive_coverage
+from tt_conformance.selection import concern_coverage, derive_coverage, skip_kind
 
 __all__ = [
     "INFORMATIONAL_DEVICES",
@@ -229,7 +231,16 @@ def derive_tier(report: Report) -> Tier:
     short = [t for t in report.perf_targets if _RANK[t.met] < _RANK["complete"]]
     xfails = sorted(c.id for c in report.checks_with("xfail"))
     flaky = sorted(c.id for c in report.checks_with("flaky"))
-    if short or xfails or waived or flaky:
+    server = report.server
+    # A skip is "not applicable" only when the harness's rules bear it out from the server's
+    # identity (selection.skip_kind), whatever its reason says; any other skip left a check
+    # unrun and uncertified, however it is worded (a waiver reworded as "not exercised").
+    unrun = sorted(
+        c.id
+        for c in report.checks_with("skip")
+        if skip_kind(c, report.device, server.lanes, server.model_class) == "other"
+    )
+    if short or xfails or waived or flaky or unrun:
         blockers = []
         if short:
             blockers.append(f"perf at the complete fraction ({_targets_text(short)})")
@@ -241,6 +252,11 @@ def derive_tier(report: Report) -> Tier:
         if flaky:
             # A pass that needed a retry is not a clean pass (promote refuses unlisted ones).
             blockers.append(f"no flaky checks ({len(flaky)}: {', '.join(flaky[:2])})")
+        if unrun:
+            blockers.append(
+                f"no skipped checks but those not applicable to this server ({len(unrun)}: "
+                f"{', '.join(unrun[:2])})"
+            )
         return Tier(
             tier="functional",
             reason=f"{reason}; perf targets at the functional fraction",

@@ -24,6 +24,8 @@ from tt_conformance.expectations import (
     ExpectationsError,
     expectations_from_dict,
 )
+from tt_conformance.report import CheckResult
+from tt_conformance.selection import coverage_of, read_manifest_checks, suite_modules
 from tt_conformance.tiers import derive_tier
 
 
@@ -231,12 +233,26 @@ def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harne
     assert report.coverage is not None and not report.coverage.full
     assert "tt_conformance.checks.test_accuracy" not in report.coverage.missing_modules
     assert report.tier is not None and report.tier.tier == "partial"
-    # The same results from a suite of this one module: a full run (coverage is re-derived from
-    # the checks and the suite the run recorded, never read from "full").
+    # Neither a stored "full" nor a suite recorded as this one module makes it full: coverage
+    # is re-derived from the checks against the shipped manifest.
     suite = ("tt_conformance.checks.test_accuracy",)
-    whole = report.replace(coverage=report.coverage.model_copy(update={"suite": suite}))
+    short = report.replace(coverage=report.coverage.model_copy(update={"suite": suite}))
     assert derive_tier(report.replace(coverage=report.coverage.model_copy(
         update={"full": True, "partial_because": ()}))).tier == "partial"  # fmt: skip
+    assert derive_tier(short).tier == "partial"
+    # The same results with the rest of the suite run (other modules' checks passing): the
+    # tier reads the accuracy verdict.
+    listed = read_manifest_checks()
+    others = tuple(
+        CheckResult(id=f"{m}::{e.replace('[*]', '[x]')}", nodeid=f"{m}::{e}",
+                    concern=m.rsplit("_", 1)[-1], outcome="pass")
+        for m in suite_modules() if m != suite[0] for e in listed[m]
+    )  # fmt: skip
+    whole = report.replace(checks=report.checks + others)
+    full = coverage_of(
+        whole.checks, deselected=0, keyword=None, markers=None, args=(), device=whole.device
+    )
+    whole = whole.replace(coverage=full)
     tier = derive_tier(whole)  # emulated, accuracy passes
     assert tier.tier == "emulated" and "accuracy passes (task.jsonl 1.000)" in tier.reason
     completions = [p for m, p in fake_server.state.requests if p == "/v1/completions"]

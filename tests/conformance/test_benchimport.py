@@ -9,7 +9,9 @@ import pytest
 
 from tt_conformance.benchimport import BenchImportError, bench_figures, bench_shape
 from tt_conformance.cli import conformance as cli
+from tt_conformance.expectations import load_expectations
 from tt_conformance.report import load_report
+from tt_conformance.tiers import derive_tier, evaluate_targets
 from tt_conformance.writers import write_report
 
 # The keys vLLM 0.26.0's bench serve saves (vllm/benchmarks/serve.py), trimmed to what matters;
@@ -45,9 +47,14 @@ def test_figures_carry_names_and_identity_keys_like_the_harness() -> None:
 
 
 def test_bad_bench_files_are_refused() -> None:
-    with pytest.raises(BenchImportError, match="pass --concurrency"):
+    # A flag never stands in for a field the result lacks: the shape could not be confirmed.
+    with pytest.raises(BenchImportError, match="field 'max_concurrency'"):
         bench_shape({**BENCH, "max_concurrency": None})
-    assert bench_shape({**BENCH, "max_concurrency": None}, concurrency=8).concurrency == 8
+    with pytest.raises(BenchImportError, match="field 'max_concurrency'"):
+        bench_shape({**BENCH, "max_concurrency": None}, concurrency=8)
+    with pytest.raises(BenchImportError, match="field 'total_output_tokens'"):
+        bench_shape({**BENCH, "total_output_tokens": None}, output_len=100)
+    assert bench_shape(BENCH, concurrency=32, input_len=100).concurrency == 32
     with pytest.raises(BenchImportError, match="served no request"):
         bench_shape({**BENCH, "completed": 0})
     with pytest.raises(BenchImportError, match="served no request"):
@@ -60,7 +67,12 @@ def test_cli_folds_figures_into_the_report(tmp_path: Path, make_report, passing_
     exp = tmp_path / "expectations.json"
     exp.write_text(json.dumps({"schema_version": 2, "perf_targets": {
         "tps_user_mean@i100o100c32": {"reference": 30.0, "source": "published"}}}))  # fmt: skip
+    # The run recorded the target (its figure missing): the import fills the figure in.
     old = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))
+    old = old.replace(
+        expectations_file=str(exp), perf_targets=evaluate_targets(old, load_expectations(exp))
+    )
+    old = old.replace(tier=derive_tier(old))
     new = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))
     first = write_report(old, tmp_path / "r")
     write_report(new, tmp_path / "r")

@@ -38,15 +38,16 @@ def _checks(*ids: str, outcome: str = "pass", reason: str = "") -> list[CheckRes
     ]
 
 
-def _full_checks() -> list[CheckResult]:
-    """Every check the manifest lists for SUITE's modules (one instance of a ``name[*]``)."""
+def _full_checks(modules: tuple[str, ...] = SUITE) -> list[CheckResult]:
+    """Every check the manifest lists for the modules (one instance of a ``name[*]``)."""
     listed = read_manifest_checks()
-    return _checks(*(f"{m}::{i.replace('[*]', '[x]')}" for m in SUITE for i in listed[m]))
+    return _checks(*(f"{m}::{i.replace('[*]', '[x]')}" for m in modules for i in listed[m]))
 
 
 def _run(make_report: Any, passing_accuracy: Any, **changes: Any) -> Report:
-    """A full hardware run: every module of SUITE, accuracy passing, a configuration."""
-    checks = _full_checks()
+    """A full hardware run: every module the harness ships (a recorded suite of its modules
+    is held to the whole manifest), accuracy passing, a configuration."""
+    checks = _full_checks(suite_modules())
     report = make_report({}, accuracy=(passing_accuracy,)).replace(checks=tuple(checks))
     server = report.server.model_copy(
         update={
@@ -59,7 +60,9 @@ def _run(make_report: Any, passing_accuracy: Any, **changes: Any) -> Report:
         }
     )
     versions = report.versions.model_copy(update=changes.pop("versions", {}))
-    coverage = coverage_of(checks, deselected=0, keyword=None, markers=None, args=(), suite=SUITE)
+    coverage = coverage_of(
+        checks, deselected=0, keyword=None, markers=None, args=(), suite=suite_modules()
+    )
     report = report.replace(server=server, versions=versions, coverage=coverage, **changes)
     return report.replace(tier=derive_tier(report))
 
@@ -115,7 +118,7 @@ def test_why_1_a_k_run_is_partial_never_displaces_the_full_run_and_cannot_be_pro
         finished_at="2025-01-02T00:00:00Z",  # newer than the full run
         checks=tuple(only),
         coverage=coverage_of(
-            only, deselected=8, keyword="accuracy", markers=None, args=(), suite=SUITE
+            only, deselected=8, keyword="accuracy", markers=None, args=(), suite=suite_modules()
         ),
     )
     partial = partial.replace(tier=derive_tier(partial))

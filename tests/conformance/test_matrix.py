@@ -94,7 +94,7 @@ def test_cli_writes_markdown_and_escaped_html(
     tmp_path: Path, make_report, capsys, passing_accuracy
 ) -> None:
     root = _tree(tmp_path, make_report, (passing_accuracy,))
-    assert matrix_cli.main([str(root)]) == matrix_cli.EXIT_OK
+    assert matrix_cli.main([str(root), "--include-uncommitted"]) == matrix_cli.EXIT_OK
     md = (root / "MATRIX.md").read_text()
     page = (root / "matrix.html").read_text()
     assert "| org/a" in md and "fail" in md and "experimental" in md

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import tt_info_text
+from tt_conformance.bars import file_digest
 from tt_conformance.history import run_files
 from tt_conformance.names import installed_version
 from tt_conformance.report import load_report
@@ -173,6 +174,7 @@ def test_unlisted():
     )  # fmt: skip
     assert fixed.outcome == "xpass" and fixed.expected_by == "expectations"
     assert report.expectations_file == str(exp)
+    assert report.expectations_digest == file_digest(exp)  # the bars' file, as it was (bars.py)
     assert any("test_gone::*" in w for w in report.warnings)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import configparser
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,9 @@ def test_a_subset_does_not_replace_the_published_matrix(
     full = _tree(tmp_path / "full", make_report, ("org/a", "N150", 1), ("org/a|x", "T3K", 1),
                  ("org/b", "emulated", 4))  # fmt: skip
     out = tmp_path / "pub"
+    # Fixture runs (no git work tree, no recorded commits) are published on request.
     args = ["--out-md", str(out / "MATRIX.md"), "--out-html", str(out / "matrix.html"),
-            "--site", str(out / "site")]  # fmt: skip
+            "--site", str(out / "site"), "--include-uncommitted"]  # fmt: skip
     assert matrix_cli.main([str(full), *args]) == matrix_cli.EXIT_OK
     published = {p: p.read_bytes() for p in (out / "MATRIX.md", out / "matrix.html",
                                              out / "site" / "MATRIX.md")}  # fmt: skip
@@ -90,7 +92,8 @@ def test_a_configuration_is_its_own_row_and_dropping_one_is_refused(
     both = _tree(tmp_path / "both", make_report, ("org/a", "N150", 1))
     _tree(both, make_report, ("org/a", "N150", 1), seqs=64)
     out = tmp_path / "pub"
-    args = ["--out-md", str(out / "MATRIX.md"), "--out-html", str(out / "matrix.html")]
+    args = ["--out-md", str(out / "MATRIX.md"), "--out-html", str(out / "matrix.html"),
+            "--include-uncommitted"]  # fmt: skip
     assert matrix_cli.main([str(both), *args]) == matrix_cli.EXIT_OK
     rows = matrix.published_rows(out / "MATRIX.md")
     assert [r[:2] for r in rows] == [("org/a", "N150")] * 2
@@ -134,6 +137,9 @@ def test_bare_over_the_committed_reports_keeps_the_published_matrix(
     # A copy of what a fresh clone has: the published matrix, the baselines, the history store.
     work = tmp_path / "clone"
     published_reports(work)
+    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "clone"]):
+        subprocess.run([*git, *step], check=True)  # committed, as in a clone
     monkeypatch.chdir(work)
     published = Path("reports/MATRIX.md").read_bytes()
     rows = matrix.published_rows(Path("reports/MATRIX.md"))

@@ -408,7 +408,8 @@ def test_every_output_is_guarded_the_same_way(
     reports = tmp_path / "reports"
     for model in ("org/a", "org/b"):
         write_report(honest(model=model), reports / model.replace("/", "--"))
-    assert matrix_cli.main([str(reports)]) == 0  # reports/MATRIX.md and matrix.html, 2 rows
+    # reports/MATRIX.md and matrix.html, 2 rows (fixture runs: published on request)
+    assert matrix_cli.main([str(reports), "--include-uncommitted"]) == 0
     html_before = (reports / "matrix.html").read_bytes()
     one = tmp_path / "one"
     write_report(honest(model="org/a"), one / "a")
@@ -440,7 +441,9 @@ def test_only_committed_runs_are_published_unless_told(
     honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = tmp_path / "repo"
-    kept = write_report(honest(model="org/kept"), repo / "reports" / "kept").json
+    recorded = honest().versions.model_copy(update={"harness_commit": "abc",
+                                                    "plugin_commit": "abc"})  # fmt: skip
+    kept = write_report(honest(model="org/kept", versions=recorded), repo / "reports" / "kept").json
     git = ["git", "-C", str(repo)]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -457,11 +460,15 @@ def test_only_committed_runs_are_published_unless_told(
     err = capsys.readouterr().err
     assert "not committed" in err or "modified since" in err
     assert [c for c, *_ in matrix_cli_rows(out / "M.md")] == ["org/kept"]
-    write_report(dirty, tmp_path / "elsewhere")
-    kept_only, left = matrix_cli.committed_only(find_reports(tmp_path / "elsewhere"))
+    write_report(dirty, repo / "reports" / "dirty")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "d"],
+                   check=True)  # fmt: skip
+    kept_only, left = matrix_cli.committed_only(find_reports(repo / "reports" / "dirty"))
     assert kept_only == [] and "+dirty" in left[0][1]
     assert matrix_cli.main([*args, "--include-uncommitted"]) == 0
-    assert sorted(c for c, *_ in matrix_cli_rows(out / "M.md")) == ["org/kept", "org/local"]
+    assert sorted(c for c, *_ in matrix_cli_rows(out / "M.md")) == [
+        "org/dirty", "org/kept", "org/local"]  # fmt: skip
     assert kept.is_file()
 
 

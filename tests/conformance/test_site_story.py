@@ -90,13 +90,20 @@ def test_a_drop_is_a_regression_and_last_good_names_the_run_before(make_report: 
 
 def test_partial_and_unlike_runs_tell_no_story(make_report: Any) -> None:
     newest = _run(make_report, 3, "functional", "v3")
-    partial = _run(make_report, 2, "fail", "v2", coverage=PARTIAL)
+    failing = _run(make_report, 2, "fail", "v2", coverage=PARTIAL)
+    passed = tuple(c.model_copy(update={"outcome": "pass"}) for c in failing.report.checks)
+    partial = history.Run(failing.path, failing.report.replace(checks=passed))
     other_mesh = _run(make_report, 1, "complete", "v1", mesh_shape="1x8")
     story = history.cell_story([other_mesh, partial, newest])
-    # The partial run certifies nothing and the 1x8 run measured another configuration.
+    # A partial run that failed nothing certifies nothing and the 1x8 run measured another
+    # configuration.
     assert story is not None and story.previous is None and not story.regressed
     assert story.since is newest
     assert history.cell_story([partial]) is None
+    # A partial run that fails is news however little it ran: it enters the story.
+    told = history.cell_story([failing, newest])
+    assert told is not None and told.previous == "fail"
+    assert history.cell_story([failing]) is not None
 
 
 def test_a_history_series_is_one_configuration(make_report: Any) -> None:

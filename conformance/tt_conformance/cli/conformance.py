@@ -21,15 +21,17 @@ the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate
                                 [--concurrency N] [--replace-own]
 
 folds a ``vllm bench serve --save-result`` JSON into the report's perf section (figures named
-like the harness's own, source "vllm-bench"), re-evaluates the perf targets and the tier, and
-rewrites the run's .json/.md/.xml (latest.* too when it is the latest run). Without --report the
-report is reports/<model_id of the result>/<device>/latest.json, the device from --device or
+like the harness's own, source "vllm-bench"), re-evaluates the perf targets (against the bars
+the run recorded; --expectations may only restate them) and the tier, and rewrites the run's
+.json/.md/.xml (latest.* too when it is the latest run). Without --report the report is
+reports/<model_id of the result>/<device>/latest.json, the device from --device or
 $MESH_DEVICE. It refuses a result for another model, a concurrency above the server's capacity
-in the report, an --input-len / --output-len its own token totals contradict, a date more than
+in the report, a shape the result does not record (no max_concurrency or token totals) or
+contradicts, an inconsistent report, other bars than the run recorded, a date more than
 a day from the run, a result that does not name the report's device (vllm bench serve
 --metadata device=<the report's device>), and (unless --replace-own) one that would overwrite
-the harness's own figures. Exit 0 done, 2 bad input (the message names the file and
-the problem).
+the harness's own figures. Exit 0 done, 2 bad input (the message names the file and the
+problem).
 
     tt-conformance history add REPORT.json [--history reports/history] [--replace]
 
@@ -64,11 +66,17 @@ from tt_conformance.benchimport import (
     own_figures_replaced,
     result_mismatches,
 )
-from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.expectations import (
+    Expectations,
+    ExpectationsError,
+    PerfTarget,
+    load_expectations,
+)
 from tt_conformance.formats.markdown import render_step_summary
 from tt_conformance.history import HISTORY_STORE, HistoryError, add_run
 from tt_conformance.names import default_report_dir, normalize_device
-from tt_conformance.report import ReportError, load_report
+from tt_conformance.rederive import require_consistent
+from tt_conformance.report import Report, ReportError, load_report
 from tt_conformance.tiers import derive_tier, evaluate_targets
 from tt_conformance.writers import write_report
 
@@ -76,6 +84,37 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "main"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+
+def recorded_targets(report: Report) -> dict[str, PerfTarget]:
+    """The perf targets the run recorded, as the bars it was judged by."""
+    return {
+        t.figure: PerfTarget(
+            reference=t.reference,
+            source=t.source,
+            functional=t.functional,
+            complete=t.complete,
+            target=t.target,
+        )
+        for t in report.perf_targets
+    }
+
+
+def swapped_bars(recorded: dict[str, PerfTarget], given: dict[str, PerfTarget]) -> list[str]:
+    """Each figure whose bars in ``given`` differ from the recorded ones (added or dropped
+    included)."""
+    out = []
+    for name in sorted(set(recorded) | set(given)):
+        was, now = recorded.get(name), given.get(name)
+        if was != now:
+            out.append(f"{name}: recorded {_bars(was)}, given {_bars(now)}")
+    return out
+
+
+def _bars(t: PerfTarget | None) -> str:
+    if t is None:
+        return "none"
+    return f"reference {t.reference:g} ({t.functional:g}/{t.complete:g}/{t.target:g})"
 
 
 def import_bench(args: argparse.Namespace) -> int:
@@ -99,7 +138,7 @@ def import_bench(args: argparse.Namespace) -> int:
         report_path = default_report_dir(Path.cwd(), model, device) / "latest.json"
         if not report_path.is_file():
             raise BenchImportError(f"no report at {report_path}: pass --report REPORT.json")
-    report = load_report(report_path)
+    report = require_consistent(load_report(report_path), str(report_path))
     shape = bench_shape(data, args.input_len, args.output_len, args.concurrency)
     mismatches = result_mismatches(
         data, report, shape, args.concurrency, args.input_len, args.output_len
@@ -116,8 +155,18 @@ def import_bench(args: argparse.Namespace) -> int:
             f"{args.result} would overwrite {len(replaced)} of the harness's own figures in "
             f"{report_path}: {', '.join(replaced)}; pass --replace-own to replace them"
         )
-    exp_path = args.expectations or report.expectations_file
-    expectations = load_expectations(exp_path) if exp_path else Expectations()
+    # The bars a run is judged by are the ones it recorded: the import re-evaluates them
+    # against the new figures, and an --expectations file may only restate them.
+    recorded = recorded_targets(report)
+    if args.expectations:
+        swapped = swapped_bars(recorded, load_expectations(args.expectations).perf_targets)
+        if swapped:
+            raise BenchImportError(
+                f"field 'perf_targets': --expectations {args.expectations} judges the run by "
+                f"other bars than those it recorded ({'; '.join(swapped)}); a run is judged by "
+                "its own expectations: rerun it with the new file"
+            )
+    expectations = Expectations(perf_targets=recorded)
     perf = {**report.perf, **figures}
     name = Path(args.result).name
     warnings = list(report.warnings) + [
@@ -219,7 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("result", help="vllm bench serve --save-result JSON")
     bench.add_argument("--report", default=None, help="report JSON to amend (default: see above)")
     bench.add_argument("--device", default=None, help="device of the default report path")
-    bench.add_argument("--expectations", default=None, help="default: the report's own")
+    bench.add_argument(
+        "--expectations", default=None, help="may only restate the perf targets the run recorded"
+    )
     bench.add_argument("--input-len", type=int, default=None)
     bench.add_argument("--output-len", type=int, default=None)
     bench.add_argument("--concurrency", type=int, default=None)

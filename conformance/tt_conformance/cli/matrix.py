@@ -8,9 +8,10 @@ as expectations, is ignored; so is the ``baselines/`` subtree unless --include-b
 newest report per model x device is shown (a lane-DP server, lanes > 1, is its own column).
 Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html.
 
-Only committed runs are published unless --include-uncommitted: in a git work tree a report
-file must be tracked and unmodified, and no run of a ``+dirty`` checkout is shown (each report
-left out is named on stderr). An inconsistent report (its stored tier or coverage disagrees
+Only provably committed runs are published unless --include-uncommitted: a report file must be
+tracked and unmodified in a git work tree (outside one nothing proves it committed), and its run
+must have recorded its plugin and harness commits, neither ``+dirty`` (each report left out is
+named on stderr). An inconsistent report (its stored tier or coverage disagrees
 with its checks, rederive.py) is refused, never published.
 
 Every output is guarded the same way: the MATRIX.md and matrix.html it would overwrite
@@ -72,8 +73,10 @@ def _git_files(root: Path) -> tuple[set[Path], set[Path]] | None:
 def committed_only(
     found: list[tuple[Path, Report]],
 ) -> tuple[list[tuple[Path, Report]], list[tuple[Path, str]]]:
-    """The reports a published matrix may show: committed files (in a git work tree: tracked
-    and unmodified) of runs from a clean checkout (no ``+dirty`` commit); the rest, with why."""
+    """The reports a published matrix may show: provably committed runs, i.e. report files
+    tracked and unmodified in a git work tree, of runs that recorded their plugin and harness
+    commits and were not of a ``+dirty`` checkout; the rest, with why. A file outside any git
+    work tree, or a run that recorded no commit, proves nothing: it is left out too."""
     kept: list[tuple[Path, Report]] = []
     left: list[tuple[Path, str]] = []
     git: dict[Path, tuple[set[Path], set[Path]] | None] = {}
@@ -83,17 +86,25 @@ def committed_only(
             git[where] = _git_files(where)
         files = git[where]
         v = report.versions
-        dirty = [name for name, value in (("plugin", v.plugin_commit),
-                                          ("harness", v.harness_commit))
-                 if value.endswith("+dirty")]  # fmt: skip
-        if files is not None and path.resolve() not in files[0]:
+        commits = (("plugin", v.plugin_commit), ("harness", v.harness_commit))
+        dirty = [name for name, value in commits if value.endswith("+dirty")]
+        unrecorded = [name for name, value in commits if value.strip() in ("", "unknown")]
+        if files is None:
+            left.append((path, "not committed as far as can be told: not in a git work "
+                               "tree (pass --include-uncommitted)"))  # fmt: skip
+        elif path.resolve() not in files[0]:
             left.append((path, "not committed to git (pass --include-uncommitted)"))
-        elif files is not None and path.resolve() in files[1]:
+        elif path.resolve() in files[1]:
             left.append((path, "modified since its commit (pass --include-uncommitted)"))
         elif dirty:
             left.append(
                 (path, f"a run of a modified checkout ({', '.join(dirty)} commit +dirty; pass "
                        "--include-uncommitted)")
+            )  # fmt: skip
+        elif unrecorded:
+            left.append(
+                (path, f"the run recorded no {' and no '.join(unrecorded)} commit, so nothing "
+                       "shows it ran committed code (pass --include-uncommitted)")
             )  # fmt: skip
         else:
             kept.append((path, report))

@@ -27,6 +27,7 @@ from tt_conformance.matrix import (
     MatrixCell,
     concern_not_run,
     concern_status,
+    is_partial,
     not_run_concerns,
     tier_of,
 )
@@ -185,6 +186,8 @@ def story_text(cell: MatrixCell, story: CellStory | None) -> str:
             f" since tt-metal {since.versions.tt_metal}, ttnn {since.versions.ttnn} "
             f"({since.finished_at[:10]})"
         )
+        if is_partial(since):
+            parts[0] += " (partial run)"  # a failing run enters the story however little ran
         if story.perf_drops:
             parts.append("perf ↓ " + "; ".join(story.perf_drops))
         good = story.last_good
