@@ -50,6 +50,8 @@ __all__ = [
     "MANIFEST_KIND",
     "MANIFEST_NAME",
     "NEEDS_LANES",
+    "OPTIONAL_CONCERNS",
+    "OPTIONAL_NOT_RUN",
     "WAIVED",
     "SkipKind",
     "SuiteState",
@@ -81,8 +83,13 @@ BLOCK_OUTPUT_ABSENT = "not a block-output server"
 # model): on a server whose recorded class is none of these, the block probe's skip is borne out.
 _BLOCK_CLASS = re.compile(r"Block|Diffusion")
 _LANES_NEEDED = re.compile(re.escape(NEEDS_LANES) + r" >= (\d+)")
+# An optional concern's skip when the harness was not given what it needs (the forward
+# reference without a checkpoint, or without torch + transformers): the concern is not run and
+# the report says so, but it does not cap the tier. Only the concerns listed here may say so.
+OPTIONAL_NOT_RUN = "forward reference not run:"
+OPTIONAL_CONCERNS = frozenset({"forward_reference"})
 
-SkipKind = Literal["not_applicable", "waived", "other"]
+SkipKind = Literal["not_applicable", "waived", "optional", "other"]
 
 
 def _file_digest(data: bytes) -> str:
@@ -190,6 +197,8 @@ def skip_kind(
     needed = _LANES_NEEDED.match(reason)
     if needed is not None:
         return "not_applicable" if lanes < int(needed.group(1)) else "other"
+    if reason.startswith(OPTIONAL_NOT_RUN):
+        return "optional" if check.concern in OPTIONAL_CONCERNS else "other"
     if reason.startswith(BLOCK_OUTPUT_ABSENT):
         # Only the block-output probe may say so, and only of a server recorded as serving
         # another kind of model: the same words on a KV-capacity check are a waiver.
@@ -214,7 +223,8 @@ def concern_coverage(
     for concern, members in sorted(by_concern.items()):
         if any(c.outcome != "skip" for c in members):
             continue
-        if all(skip_kind(c, device, lanes, model_class) == "not_applicable" for c in members):
+        kinds = {skip_kind(c, device, lanes, model_class) for c in members}
+        if kinds <= {"not_applicable", "optional"}:
             continue
         not_run.append(concern or "(no concern)")
     waived = tuple(

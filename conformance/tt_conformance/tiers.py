@@ -112,6 +112,33 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
 
 
 def derive_tier(report: Report) -> Tier:
+    tier = _derive_tier(report)
+    optional = _optional_not_run(report)
+    if not optional or tier.tier == "fail":
+        return tier
+    # Optional concerns do not cap the tier, but the tier never hides that they did not run.
+    note = f"; optional concerns not run: {', '.join(optional)}"
+    return tier.model_copy(update={"reason": tier.reason + note})
+
+
+def _optional_not_run(report: Report) -> list[str]:
+    """Optional concerns (selection.OPTIONAL_CONCERNS) whose checks were all skipped for want
+    of what they need (the forward reference without a checkpoint)."""
+    server = report.server
+    by_concern: dict[str, set[str]] = {}
+    for c in report.checks:
+        kind = (
+            "ran"
+            if c.outcome != "skip"
+            else skip_kind(c, report.device, server.lanes, server.model_class)
+        )
+        by_concern.setdefault(c.concern, set()).add(kind)
+    return sorted(
+        k for k, kinds in by_concern.items() if "optional" in kinds and "ran" not in kinds
+    )
+
+
+def _derive_tier(report: Report) -> Tier:
     failing = sorted(c.id for c in report.checks_with(*FAILING))
     if report.aborted is not None:
         not_run = report.aborted.not_run

@@ -168,18 +168,30 @@ def test_a_tie_within_the_tolerance_is_no_failure() -> None:
 
 
 # --- not run is never covered ------------------------------------------------------------
-def test_a_skipped_forward_reference_leaves_the_concern_not_run() -> None:
+@pytest.mark.parametrize(
+    ("reason", "not_run"),
+    [
+        # optional: without a checkpoint the concern does not make the run partial (the tier's
+        # reason names it: test_red_team_tiers.py)
+        ("forward reference not run: no checkpoint given", ()),
+        # any other skip of every check of the concern: not run
+        ("not exercised: no prefix-cache hits", ("forward_reference",)),
+    ],
+)
+def test_a_skipped_forward_reference_is_not_run_unless_optional(
+    reason: str, not_run: tuple[str, ...]
+) -> None:
     checks = [
         CheckResult(
             id="m::test_batched_chunked_long_prompts",
             nodeid="n",
             concern="forward_reference",
             outcome="skip",
-            reason="forward reference not run: no checkpoint given",
+            reason=reason,
         ),
         CheckResult(id="m2::t", nodeid="n2", concern="logprobs", outcome="pass"),
     ]
-    assert concern_coverage(checks, "emulated-T3K", 1).not_run == ("forward_reference",)
+    assert concern_coverage(checks, "emulated-T3K", 1).not_run == not_run
 
 
 @pytest.mark.parametrize(("block", "cap"), [(64, 1024), (64, 512), (32, 512), (64, 200)])

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.test_red_team import ACCURACY, FIGURE, _sealed, honest  # noqa: F401
+from tests.conformance.test_red_team import (  # noqa: F401
+    ACCURACY,
+    FIGURE,
+    _check,
+    _sealed,
+    honest,
+)
 from tt_conformance import selection
 from tt_conformance.bars import file_digest
 from tt_conformance.cli import conformance as cli
@@ -187,3 +193,49 @@ def test_the_whole_shipped_suite_recorded_is_full(honest: Any) -> None:
     run = _real_suite_run(honest, shipped, shipped)
     assert inconsistencies(run) == []
     assert run.coverage is not None and run.coverage.full
+
+
+# ------------------------------------------------------- an optional concern not run
+
+
+def _with_forward(honest: Any, reason: str, concern: str = "forward_reference") -> Report:
+    """The honest run plus two checks of ``concern`` skipped with ``reason``."""
+    extra = tuple(
+        _check(100 + i, concern, "skip", reason).model_copy(update={"concern": concern})
+        for i in range(2)
+    )
+    return honest(checks=honest().checks + extra)
+
+
+def test_the_forward_reference_without_a_checkpoint_is_named_but_does_not_cap(
+    honest: Any,
+) -> None:
+    """The forward reference is optional (no checkpoint on the harness host): the tier keeps
+    its level, names the concern as not run, and the coverage does not count it as run."""
+    control = tier_of(honest())
+    report = _with_forward(honest, f"{selection.OPTIONAL_NOT_RUN} no checkpoint given")
+    tier = tier_of(report)
+    assert inconsistencies(report) == []
+    assert tier.tier == control.tier == "complete"
+    assert "optional concerns not run: forward_reference" in tier.reason
+    assert "optional concerns" not in control.reason
+    assert report.coverage is not None and report.coverage.skipped_other == 2
+
+
+@pytest.mark.parametrize(
+    ("reason", "concern", "level", "why"),
+    [
+        # the optional words on a check of another concern: an unexplained skip
+        (f"{selection.OPTIONAL_NOT_RUN} no checkpoint given", "isolation", "functional",
+         "no skipped checks"),
+        # a forward-reference check skipped for any other reason: the concern did not run
+        ("not exercised: no prefix-cache hits", "forward_reference", "partial", "whole suite"),
+    ],
+)  # fmt: skip
+def test_only_the_optional_concerns_own_skip_is_excused(
+    honest: Any, reason: str, concern: str, level: str, why: str
+) -> None:
+    tier = tier_of(_with_forward(honest, reason, concern))
+    assert tier.tier == level
+    assert tier.next_blocker is not None and why in tier.next_blocker
+    assert "optional concerns" not in tier.reason

@@ -19,10 +19,11 @@ The requests create the situations such faults live in, and the check records ho
   a server that reports none, prefix caching off, gets that check reported not exercised).
 
 Optional: it needs the served checkpoint (``--tt-reference-checkpoint PATH`` or
-``TT_REFERENCE_CHECKPOINT``) and torch + transformers. Without them it skips saying so, and the
-concern counts as not run (the run is partial), never as covered. What stands in then is the
-host path (device_sampling, long_context): it checks what the device does with its logits, not
-the logits themselves.
+``TT_REFERENCE_CHECKPOINT``) and torch + transformers. Without them it skips saying so
+(``selection.OPTIONAL_NOT_RUN``): the concern is not run and never counted as covered, and the
+run's tier says so, but it is not capped (a 70B model's forward does not fit a harness host's
+CPU). What stands in then is the host path (device_sampling, long_context): it checks what the
+device does with its logits, not the logits themselves.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from tt_conformance.forward import (
     vocab_problems,
 )
 from tt_conformance.names import is_emulated
+from tt_conformance.selection import OPTIONAL_NOT_RUN
 from tt_conformance.ttmetrics import NOT_EXERCISED
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.forward_reference, pytest.mark.xdist_group("exclusive")]
 
-NOT_RUN = "forward reference not run:"
+NOT_RUN = OPTIONAL_NOT_RUN
 GENERATED = 12  # tokens per request; prompts end GENERATED // 2 before a block boundary
 # Prompt + output cap: transformers reruns every sequence on the CPU. Hardware serves models of
 # billions of parameters (an 8B model in float32 takes seconds per 100 tokens on a CPU), so its
