@@ -86,9 +86,23 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "contract/call_plan.py",
         "call planning",
-        ("tests/unit/test_adapter_signature_binding.py", "tests/unit/test_warmup_forms.py"),
+        (
+            "tests/unit/test_adapter_signature_binding.py",
+            "tests/unit/test_warmup_forms.py",
+            "tests/unit/test_model_adapter.py",
+            "tests/unit/test_contract_parity_checker.py",
+        ),
     ),
-    Target("input_batch.py", "slot / lane mapping", ("tests/unit/test_input_batch.py",)),
+    Target(
+        "input_batch.py",
+        "slot / lane mapping",
+        (
+            "tests/unit/test_input_batch.py",
+            "tests/unit/test_step_rows.py",
+            "tests/unit/test_seeding_convention.py",
+            "tests/unit/test_host_sampler.py",
+        ),
+    ),
     Target("step/decode_inputs.py", "slot / lane mapping", ("tests/unit/test_decode_inputs.py",)),
     # Block-output requests: refused fields and the length admission (max_tokens per canvas).
     Target("policy/block_output.py", "request validation", ("tests/unit/test_block_output.py",)),
@@ -328,7 +342,14 @@ def _line_of(source: str, function: str, diff: str) -> int | None:
         if node is None:
             return None
         scope = node.body
-    hunk = [line for line in diff.splitlines() if not line.startswith(("---", "+++", "@@"))]
+    hunk: list[str] = []  # the lines of the first hunk that removes a line
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            hunk = []
+        elif not line.startswith(("---", "+++")):
+            hunk.append(line)
+            if line.startswith("-"):
+                break
     first = next((i for i, line in enumerate(hunk) if line.startswith("-")), None)
     if first is None or not isinstance(node, ast.FunctionDef):
         return None
@@ -445,8 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for target in chosen:
         names = CI_SAMPLE[target.module] if args.ci else ()
         result = run_target(target, bin_dir, names, SCRATCH / f"{target.key}.log")
-        if args.ci and len(result.mutants) < len(names):
-            raise SystemExit(f"CI sample of {target.module}: a name matches no mutant: {names}")
+        unmatched_names = [
+            n for n in names if not any(_selected(m.name, [n]) for m in result.mutants)
+        ]
+        if unmatched_names:
+            raise SystemExit(
+                f"CI sample of {target.module}: {unmatched_names} match no mutant (the function "
+                "changed): pick the sample again"
+            )
         unmatched = mark_equivalents(result, target, equivalents)
         stale += [] if args.ci else unmatched
         results.append(result)
