@@ -143,3 +143,32 @@ def test_only_changed_slots_are_encoded() -> None:
     moved[2] = states[2]
     inputs.sampling_params(moved, layout_of(moved))
     assert calls == ["r2"]
+
+
+def test_a_step_writes_only_what_changed() -> None:
+    """The tables are written by change, not rebuilt: a mark left in a row survives every step
+    that does not change that row (a steady step, another slot's growth or join, a compaction
+    that moves the row whole), and a row that changes is written from its new blocks only."""
+    rng = random.Random(1)
+    inputs = PersistentDecodeInputs(4, WIDTH, 1, VOCAB)
+    a, b, c = (state(name, 1, rng) for name in "abc")
+    active: list[TTRequestState | None] = [a, None, b, None]
+    inputs.update_tables(active, layout_of(active), set())
+    table = inputs.tables[0]
+    mark = -7
+    table[0, WIDTH - 1] = mark  # beyond a's one block: no step of a's may touch it
+    table[2, WIDTH - 1] = mark
+    inputs.update_tables(active, layout_of(active), set())  # steady
+    assert table[0, WIDTH - 1] == mark and table[2, WIDTH - 1] == mark
+    b.block_ids[0].append(77)  # b grows by one block
+    inputs.update_tables(active, layout_of(active), {"b"})
+    assert table[2, :3].tolist() == [b.block_ids[0][0], 77, 0]
+    assert table[2, WIDTH - 1] == mark and table[0, WIDTH - 1] == mark
+    active[1] = c  # c joins
+    inputs.update_tables(active, layout_of(active), set())
+    assert table[1, 0] == c.block_ids[0][0]
+    assert table[0, WIDTH - 1] == mark and table[2, WIDTH - 1] == mark
+    active = [a, c, None, b]  # compaction: b moves to slot 3 with its row
+    inputs.update_tables(active, layout_of(active), set())
+    assert table[3, WIDTH - 1] == mark and table[0, WIDTH - 1] == mark
+    assert table[2].tolist() == [0] * WIDTH
