@@ -4,6 +4,7 @@
     python tools/run_plugin_mutation.py --module PATH     one target (a path under vllm_tt_plugin/)
     python tools/run_plugin_mutation.py --ci              the fixed sample CI runs
     python tools/run_plugin_mutation.py --list            the targets and their tests
+    python tools/run_plugin_mutation.py --rejudge         the last full run, equivalents reapplied
 
 Each target is one decision module with the unit test files that exercise it (the oracle). The
 driver lays out a scratch tree under .mutation/<target>/ (the package at its top, as mutmut
@@ -274,7 +275,8 @@ def prepare(target: Target) -> Path:
     return work
 
 
-def run_target(target: Target, bin_dir: Path, names: Sequence[str], log: Path) -> ModuleResult:
+def run_mutmut(target: Target, bin_dir: Path, names: Sequence[str], log: Path) -> float:
+    """Run mutmut over one target in a fresh scratch tree; its wall time in seconds."""
     work = prepare(target)
     env = dict(os.environ)
     # The mutated copy is found through mutants/ (mutmut puts it first); the stubs and the
@@ -287,13 +289,20 @@ def run_target(target: Target, bin_dir: Path, names: Sequence[str], log: Path) -
             [str(bin_dir / "mutmut"), "run", "--max-children", "1", *names],
             cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False,
         )  # fmt: skip
-    seconds = round(time.monotonic() - started, 1)
-    meta = work / "mutants" / PACKAGE / f"{target.module}.meta"
-    if proc.returncode != 0 or not meta.is_file():
+    if proc.returncode != 0:
         raise SystemExit(
             f"mutmut failed on {target.module} (exit {proc.returncode}) before judging mutants: "
             f"see {log}"
         )
+    return round(time.monotonic() - started, 1)
+
+
+def collect(target: Target, bin_dir: Path, names: Sequence[str], seconds: float) -> ModuleResult:
+    """The verdicts mutmut recorded in the target's scratch tree, with each survivor's diff."""
+    work = SCRATCH / target.key
+    meta = work / "mutants" / PACKAGE / f"{target.module}.meta"
+    if not meta.is_file():
+        raise SystemExit(f"{target.module}: no mutmut results under {work}: run it first")
     codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
     wanted = [name for name in codes if _selected(name, names)]
     result = ModuleResult(target.module, target.concern, list(target.tests), seconds)
@@ -448,8 +457,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--module", action="append", help="a target's module (repeatable)")
     parser.add_argument("--ci", action="store_true", help="CI's fixed sample")
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="apply the equivalents list again to the last full run's verdicts (kept under "
+        ".mutation/), without running mutants; keeps that run's date and commit",
+    )
     parser.add_argument("--env-dir", type=Path, default=REPO / ".tox" / "mutmut")
     args = parser.parse_args(argv)
+    if args.rejudge and (args.ci or args.module):
+        parser.error("--rejudge re-reads the last full run: no --ci or --module")
     if args.list:
         for target in TARGETS:
             print(f"{target.module:32} {target.concern:20} {' '.join(target.tests)}")
@@ -466,9 +483,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     equivalents = load_equivalents()
     SCRATCH.mkdir(exist_ok=True)
     results, stale = [], []
+    previous = json.loads(PUBLISHED.read_text()) if args.rejudge else None
     for target in chosen:
         names = CI_SAMPLE[target.module] if args.ci else ()
-        result = run_target(target, bin_dir, names, SCRATCH / f"{target.key}.log")
+        if previous is None:
+            seconds = run_mutmut(target, bin_dir, names, SCRATCH / f"{target.key}.log")
+        else:
+            ran = {m["module"]: m["seconds"] for m in previous["modules"]}
+            seconds = ran[target.module]
+        result = collect(target, bin_dir, names, seconds)
         unmatched_names = [
             n for n in names if not any(_selected(m.name, [n]) for m in result.mutants)
         ]
@@ -483,7 +506,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     full = not args.ci and not args.module
     out = PUBLISHED if full else SCRATCH / ("ci-summary.json" if args.ci else "summary.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary(results, args.ci), indent=2, ensure_ascii=False) + "\n")
+    record = summary(results, args.ci)
+    if previous is not None:  # the mutants ran then: keep that run's date and commit
+        record.update({k: previous[k] for k in ("date", "plugin_commit", "tree_clean")})
+        record["equivalents_rejudged"] = datetime.now(timezone.utc).date().isoformat()
+    out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     status = report(results, stale)
     print(f"summary: {out.relative_to(REPO)}")
     return status
