@@ -47,6 +47,8 @@ from tt_conformance.mutation import MUTATION_CONCERNS  # noqa: E402  (the pages 
 
 PACKAGE = "vllm_tt_plugin"
 LOCK = REPO / "requirements" / "lock" / "mutation.txt"
+# Scratch trees per kind of run (full, ci, module): a sample never overwrites the verdicts of
+# the last full run, which --rejudge reads again.
 SCRATCH = REPO / ".mutation"
 PUBLISHED = REPO / "reports" / "mutation" / "plugin.json"
 EQUIVALENTS = REPO / "reports" / "mutation" / "equivalent-mutants.json"
@@ -247,9 +249,9 @@ def mutation_env(env_dir: Path) -> Path:
     return env_dir / "bin"
 
 
-def prepare(target: Target) -> Path:
+def prepare(target: Target, root: Path) -> Path:
     """A fresh scratch tree for one target: the package on top, the repository linked in."""
-    work = SCRATCH / target.key
+    work = root / target.key
     shutil.rmtree(work, ignore_errors=True)
     (work / "mutants").mkdir(parents=True)
     (work / PACKAGE).symlink_to(REPO / "plugin" / PACKAGE)
@@ -275,9 +277,10 @@ def prepare(target: Target) -> Path:
     return work
 
 
-def run_mutmut(target: Target, bin_dir: Path, names: Sequence[str], log: Path) -> float:
-    """Run mutmut over one target in a fresh scratch tree; its wall time in seconds."""
-    work = prepare(target)
+def run_mutmut(target: Target, bin_dir: Path, names: Sequence[str], root: Path) -> float:
+    """Run mutmut over one target in a fresh scratch tree under ``root``; its wall time."""
+    work = prepare(target, root)
+    log = root / f"{target.key}.log"
     env = dict(os.environ)
     # The mutated copy is found through mutants/ (mutmut puts it first); the stubs and the
     # harness come from the repository. The repository's plugin/ stays off the path.
@@ -297,9 +300,11 @@ def run_mutmut(target: Target, bin_dir: Path, names: Sequence[str], log: Path) -
     return round(time.monotonic() - started, 1)
 
 
-def collect(target: Target, bin_dir: Path, names: Sequence[str], seconds: float) -> ModuleResult:
+def collect(
+    target: Target, bin_dir: Path, names: Sequence[str], seconds: float, root: Path
+) -> ModuleResult:
     """The verdicts mutmut recorded in the target's scratch tree, with each survivor's diff."""
-    work = SCRATCH / target.key
+    work = root / target.key
     meta = work / "mutants" / PACKAGE / f"{target.module}.meta"
     if not meta.is_file():
         raise SystemExit(f"{target.module}: no mutmut results under {work}: run it first")
@@ -481,17 +486,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = [by_module[m] for m in args.module] if args.module else list(TARGETS)
     bin_dir = mutation_env(args.env_dir)
     equivalents = load_equivalents()
-    SCRATCH.mkdir(exist_ok=True)
+    root = SCRATCH / ("ci" if args.ci else "module" if args.module else "full")
+    root.mkdir(parents=True, exist_ok=True)
     results, stale = [], []
     previous = json.loads(PUBLISHED.read_text()) if args.rejudge else None
     for target in chosen:
         names = CI_SAMPLE[target.module] if args.ci else ()
         if previous is None:
-            seconds = run_mutmut(target, bin_dir, names, SCRATCH / f"{target.key}.log")
+            seconds = run_mutmut(target, bin_dir, names, root)
         else:
             ran = {m["module"]: m["seconds"] for m in previous["modules"]}
             seconds = ran[target.module]
-        result = collect(target, bin_dir, names, seconds)
+        result = collect(target, bin_dir, names, seconds, root)
         unmatched_names = [
             n for n in names if not any(_selected(m.name, [n]) for m in result.mutants)
         ]
@@ -504,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale += [] if args.ci else unmatched
         results.append(result)
     full = not args.ci and not args.module
-    out = PUBLISHED if full else SCRATCH / ("ci-summary.json" if args.ci else "summary.json")
+    out = PUBLISHED if full else root / "summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = summary(results, args.ci)
     if previous is not None:  # the mutants ran then: keep that run's date and commit

@@ -178,8 +178,8 @@ def test_intermediate_prefill_chunk_forces_host() -> None:
 
 
 def test_the_boundaries_of_each_host_only_rule() -> None:
-    """Each rule's edge: one min_token is host-only, top_k=1 is device-eligible, and the
-    smallest temperature vLLM samples at (its SAMPLING_EPS) is sampling, not greedy."""
+    """Each rule's edge: one min_token is host-only, top_k=1 is device-eligible, and a request
+    at vLLM's greedy threshold (SAMPLING_EPS; vLLM raises it to its 0.01 floor) samples."""
     assert host_only_feature(SamplingParams(min_tokens=1), CAPS) == "min_tokens"
     assert host_only_feature(SamplingParams(temperature=0.8, top_k=1), CAPS) is None
     assert host_only_feature(SamplingParams(temperature=SAMPLING_EPS, top_k=-1), CAPS) == "top_k"
@@ -194,7 +194,7 @@ def rule(feature: str | None) -> str | None:
     ("kwargs", "expected"),
     [
         ({"temperature": 0.8, "top_k": 1}, None),
-        ({"temperature": SAMPLING_EPS, "top_k": -1}, "logprobs"),  # sampling, top_k off
+        ({"temperature": SAMPLING_EPS, "top_k": -1}, "logprobs"),  # samples (at 0.01), top_k off
         ({"temperature": 0.0, "logprobs": 0}, None),
         ({"temperature": 0.0, "logprobs": 32}, None),  # the device's whole top-32
         ({"temperature": 0.0, "logprobs": 33}, "logprobs"),
