@@ -172,3 +172,31 @@ def test_a_step_writes_only_what_changed() -> None:
     inputs.update_tables(active, layout_of(active), set())
     assert table[3, WIDTH - 1] == mark and table[0, WIDTH - 1] == mark
     assert table[2].tolist() == [0] * WIDTH
+
+
+def test_token_and_position_buffers_start_empty_and_load_every_slot() -> None:
+    """One int32 token column and one int32 position per slot; an empty slot holds token 0 at
+    position -1, an occupied one its last token at its computed length."""
+    rng = random.Random(2)
+    inputs = PersistentDecodeInputs(3, WIDTH, 1, VOCAB)
+    assert (tuple(inputs.tokens.shape), inputs.tokens.dtype) == ((3, 1), torch.int32)
+    assert inputs.positions.dtype == torch.int32 and inputs.positions.tolist() == [-1, -1, -1]
+    a = state("a", 1, rng)
+    a.output_token_ids.append(42)
+    a.num_computed_tokens = 4
+    inputs.load_tokens([None, a, None])
+    assert inputs.tokens[:, 0].tolist() == [0, 42, 0]
+    assert inputs.positions.tolist() == [-1, 4, -1]
+
+
+def test_reshape_starts_the_tables_over_only_when_the_shape_changes() -> None:
+    rng = random.Random(4)
+    inputs = PersistentDecodeInputs(2, WIDTH, 1, VOCAB)
+    active: list[TTRequestState | None] = [state("a", 1, rng), None]
+    inputs.update_tables(active, layout_of(active), set())
+    kept = inputs.tables[0]
+    inputs.reshape(WIDTH, 1)
+    assert inputs.tables[0] is kept
+    inputs.reshape(WIDTH + 2, 2)
+    assert [tuple(t.shape) for t in inputs.tables] == [(2, WIDTH + 2), (2, WIDTH + 2)]
+    assert all(not t.any() for t in inputs.tables)

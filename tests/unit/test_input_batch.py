@@ -182,3 +182,32 @@ def test_padded_token_lists_shape_and_dtype() -> None:
     for lists, shape in (([], (0, 1)), ([[]], (1, 1)), ([[5]], (1, 1)), ([[5, 6], [7]], (2, 2))):
         out = padded_token_lists(lists)
         assert (tuple(out.shape), out.dtype) == (shape, torch.int32)
+
+
+def test_global_slot_of_a_later_lane_and_of_a_request_without_one() -> None:
+    batch = TTInputBatch(lanes=2, seqs_per_lane=3, max_blocks_per_req=4)
+    first, second = state("a", [1], lane=1), state("b", [1], lane=1)
+    batch.add(first)
+    batch.add(second)
+    assert (batch.ensure_slot(first), batch.ensure_slot(second)) == (3, 4)
+    assert batch.num_slots == 6
+    with pytest.raises(RuntimeError, match="request c has no decode slot"):
+        batch.global_slot(state("c", [1]))
+
+
+def test_device_row_carries_each_penalty_and_a_top_k_of_one() -> None:
+    row = state(
+        "a",
+        [1],
+        temperature=0.8,
+        top_k=1,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        repetition_penalty=1.5,
+    ).device_row()
+    assert (row.top_k, row.presence_penalty, row.frequency_penalty, row.repetition_penalty) == (
+        1,
+        0.5,
+        0.25,
+        1.5,
+    )
