@@ -110,6 +110,8 @@ LOCKS: tuple[Lock, ...] = (
         overrides=("requirements/tt-host-overrides.txt",),
         no_emit=("torch",),
     ),
+    # tox -e mutation: mutmut over the shared env (its pins as constraints, so nothing shadows).
+    Lock(name="mutation", inputs=("requirements/mutation.txt",)),
     Lock(name="lock-tool", inputs=("requirements/lock-tool.txt",)),
     # tox itself, for the README's commands and .ci/run.
     Lock(name="tox", inputs=("requirements/tox.txt",)),

@@ -47,6 +47,7 @@ from tt_conformance.history import (
     stories,
 )
 from tt_conformance.matrix import MatrixCell, fold
+from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
 from tt_conformance.report import Report
 
 # The file that marks a directory as a site this command built: --site refuses to write into
@@ -155,21 +156,33 @@ def write_index(path: Path, model: str, device: str, entries: Sequence[dict[str,
 
 
 def write_matrix(
-    found: Sequence[tuple[Path, Report]], generated_at: str, out_md: Path, out_html: Path
+    found: Sequence[tuple[Path, Report]],
+    generated_at: str,
+    out_md: Path,
+    out_html: Path,
+    mutation: PublishedScore = NO_CAMPAIGN,
 ) -> list[MatrixCell]:
     """The standalone matrix (the committed MATRIX.md and matrix.html): Markdown and a
     self-contained HTML page without site links, with each cell's story (since, last good,
-    drops) from every run found; returns the cells."""
+    drops) from every run found and the plugin's mutation score; returns the cells."""
     runs = distinct_runs(found)
     cells = fold([(r.path, r.report) for r in runs])
     told = stories(runs)
-    atomic_write_text(out_md, render_matrix_markdown(cells, generated_at, stories=told))
-    atomic_write_text(out_html, render_matrix_html(cells, generated_at, links=False, stories=told))
+    atomic_write_text(
+        out_md, render_matrix_markdown(cells, generated_at, stories=told, mutation=mutation)
+    )
+    atomic_write_text(
+        out_html,
+        render_matrix_html(cells, generated_at, links=False, stories=told, mutation=mutation),
+    )
     return cells
 
 
 def build_site(
-    found: Sequence[tuple[Path, Report]], out: Path, generated_at: str
+    found: Sequence[tuple[Path, Report]],
+    out: Path,
+    generated_at: str,
+    mutation: PublishedScore = NO_CAMPAIGN,
 ) -> dict[str, list[Path]]:
     """Write the whole site; returns the written pages by kind.
 
@@ -188,11 +201,13 @@ def build_site(
     atomic_write_text(out / SITE_MARKER, "written by tt-conformance-matrix --site\n")
     matrix_html = out / "index.html"
     atomic_write_text(
-        matrix_html, render_matrix_html(cells, generated_at, links=True, stories=told)
+        matrix_html,
+        render_matrix_html(cells, generated_at, links=True, stories=told, mutation=mutation),
     )
     matrix_md = out / "MATRIX.md"
     atomic_write_text(
-        matrix_md, render_matrix_markdown(cells, generated_at, links=True, stories=told)
+        matrix_md,
+        render_matrix_markdown(cells, generated_at, links=True, stories=told, mutation=mutation),
     )
     written["matrix"] += [matrix_html, matrix_md]
     all_comparisons: list[Comparison] = []

@@ -13,6 +13,7 @@ import pytest
 from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
 from vllm_tt_plugin.adapter.kv_cache import compute_block_budget
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.platform import TTPlatform
 from vllm_tt_plugin.policy import block_output
 from vllm_tt_plugin.policy.block_output import (
@@ -59,8 +60,12 @@ def test_servable_launch_forces_chunked_prefill_and_prefix_caching_off(block_con
 @pytest.mark.parametrize(
     ("tt", "engine_args", "fragment"),
     [
-        ({}, {"max_num_seqs": 2}, "--max-num-seqs 2 is not supported"),
-        ({}, {"async_scheduling": True}, "--async-scheduling is not supported"),
+        ({}, {"max_num_seqs": 2}, "--max-num-seqs 2 is not supported.*pass --max-num-seqs 1"),
+        (
+            {},
+            {"async_scheduling": True},
+            "--async-scheduling is not supported.*synchronous step; pass --no-async-scheduling",
+        ),
         # vLLM's default resolves to async before the platform hook: refused, not downgraded.
         ({}, {"async_scheduling": None}, "pass --no-async-scheduling"),
         ({"sample_on_device_mode": None}, {}, "'sample_on_device_mode'=None is not supported"),
@@ -69,7 +74,12 @@ def test_servable_launch_forces_chunked_prefill_and_prefix_caching_off(block_con
             {},
             "'sample_on_device_mode'='decode_only' is not supported",
         ),
-        ({}, {"distributed_executor_backend": "mp"}, "--distributed-executor-backend mp"),
+        (
+            {},
+            {"distributed_executor_backend": "mp"},
+            "--distributed-executor-backend mp.*pass --distributed-executor-backend uni or leave "
+            "it unset",
+        ),
         (
             {},
             {"logits_processors": ["vllm.v1.sample.logits_processor:MinPLogitsProcessor"]},
@@ -253,3 +263,43 @@ def test_a_prompt_leaving_no_canvas_is_rejected(block_config: Any) -> None:
 def test_token_models_are_not_validated_as_block_models(make_config: Any) -> None:
     make_config(max_model_len=1024)
     TTPlatform.validate_request(_prompt(8), SamplingParams(n=2, min_tokens=3, max_tokens=5000))
+
+
+def test_two_tokens_per_step_is_a_block_model_and_one_is_not() -> None:
+    token, block = ModelCapabilities(), ModelCapabilities(output_tokens_per_step=2)
+    assert not block_output.is_block_model(token) and block_output.is_block_model(block)
+    assert (block_output.canvas_tokens(token), block_output.canvas_tokens(block)) == (0, 2)
+
+
+def test_the_physical_limit_is_whole_tiles() -> None:
+    assert block_output.physical_limit(3 * block_output.TILE + 5) == 3 * block_output.TILE
+
+
+def test_nothing_is_served_after_a_reset() -> None:
+    assert block_output.serving_canvas() == 0
+
+
+def test_a_two_token_canvas_is_validated(block_config: Any) -> None:
+    config = block_config(max_model_len=1024)
+    block_output.remember_served(config.model_config, 2)
+    with pytest.raises(ValueError, match="'n' is not supported by the block-output model"):
+        TTPlatform.validate_request(_prompt(8), SamplingParams(n=2))
+
+
+def test_an_offline_default_max_tokens_that_fills_max_model_len_exactly_is_admitted(
+    block_config: Any,
+) -> None:
+    """A 256-token prompt leaves 768 = three canvases of a 1024-token max_model_len: vLLM's
+    default max_tokens (max_model_len - prompt) needs exactly the physical limit, and fits."""
+    block_config(max_model_len=1024)
+    params = SamplingParams(max_tokens=None)
+    TTPlatform.validate_request(_prompt(256), params)
+    assert params.max_tokens is None
+
+
+def test_offline_streaming_is_not_the_openai_server() -> None:
+    """Only the server's fresh per-request parameters are capped; an offline request asking
+    for deltas is still offline (rejected, never silently capped)."""
+    offline = SamplingParams(output_kind=RequestOutputKind.DELTA)
+    assert not block_output.from_openai_server(offline)
+    assert block_output.from_openai_server(_openai())

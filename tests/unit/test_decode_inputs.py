@@ -143,3 +143,60 @@ def test_only_changed_slots_are_encoded() -> None:
     moved[2] = states[2]
     inputs.sampling_params(moved, layout_of(moved))
     assert calls == ["r2"]
+
+
+def test_a_step_writes_only_what_changed() -> None:
+    """The tables are written by change, not rebuilt: a mark left in a row survives every step
+    that does not change that row (a steady step, another slot's growth or join, a compaction
+    that moves the row whole), and a row that changes is written from its new blocks only."""
+    rng = random.Random(1)
+    inputs = PersistentDecodeInputs(4, WIDTH, 1, VOCAB)
+    a, b, c = (state(name, 1, rng) for name in "abc")
+    active: list[TTRequestState | None] = [a, None, b, None]
+    inputs.update_tables(active, layout_of(active), set())
+    table = inputs.tables[0]
+    mark = -7
+    table[0, WIDTH - 1] = mark  # beyond a's one block: no step of a's may touch it
+    table[2, WIDTH - 1] = mark
+    inputs.update_tables(active, layout_of(active), set())  # steady
+    assert table[0, WIDTH - 1] == mark and table[2, WIDTH - 1] == mark
+    b.block_ids[0].append(77)  # b grows by one block
+    inputs.update_tables(active, layout_of(active), {"b"})
+    assert table[2, :3].tolist() == [b.block_ids[0][0], 77, 0]
+    assert table[2, WIDTH - 1] == mark and table[0, WIDTH - 1] == mark
+    active[1] = c  # c joins
+    inputs.update_tables(active, layout_of(active), set())
+    assert table[1, 0] == c.block_ids[0][0]
+    assert table[0, WIDTH - 1] == mark and table[2, WIDTH - 1] == mark
+    active = [a, c, None, b]  # compaction: b moves to slot 3 with its row
+    inputs.update_tables(active, layout_of(active), set())
+    assert table[3, WIDTH - 1] == mark and table[0, WIDTH - 1] == mark
+    assert table[2].tolist() == [0] * WIDTH
+
+
+def test_token_and_position_buffers_start_empty_and_load_every_slot() -> None:
+    """One int32 token column and one int32 position per slot; an empty slot holds token 0 at
+    position -1, an occupied one its last token at its computed length."""
+    rng = random.Random(2)
+    inputs = PersistentDecodeInputs(3, WIDTH, 1, VOCAB)
+    assert (tuple(inputs.tokens.shape), inputs.tokens.dtype) == ((3, 1), torch.int32)
+    assert inputs.positions.dtype == torch.int32 and inputs.positions.tolist() == [-1, -1, -1]
+    a = state("a", 1, rng)
+    a.output_token_ids.append(42)
+    a.num_computed_tokens = 4
+    inputs.load_tokens([None, a, None])
+    assert inputs.tokens[:, 0].tolist() == [0, 42, 0]
+    assert inputs.positions.tolist() == [-1, 4, -1]
+
+
+def test_reshape_starts_the_tables_over_only_when_the_shape_changes() -> None:
+    rng = random.Random(4)
+    inputs = PersistentDecodeInputs(2, WIDTH, 1, VOCAB)
+    active: list[TTRequestState | None] = [state("a", 1, rng), None]
+    inputs.update_tables(active, layout_of(active), set())
+    kept = inputs.tables[0]
+    inputs.reshape(WIDTH, 1)
+    assert inputs.tables[0] is kept
+    inputs.reshape(WIDTH + 2, 2)
+    assert [tuple(t.shape) for t in inputs.tables] == [(2, WIDTH + 2), (2, WIDTH + 2)]
+    assert all(not t.any() for t in inputs.tables)

@@ -39,10 +39,15 @@ def test_slots_are_stable_and_reused() -> None:
 
 
 def test_full_lane_is_a_clear_error() -> None:
-    slots = LaneSlots(1)
+    slots = LaneSlots(2)
     slots.take_free("a")
-    with pytest.raises(RuntimeError, match="no free decode slot for request b"):
-        slots.take_free("b")
+    slots.take_free("b")
+    with pytest.raises(
+        RuntimeError,
+        match=r"no free decode slot for request c: all 2 slots of the lane are taken \(the "
+        "scheduler admitted more requests than max_num_seqs per lane",
+    ):
+        slots.take_free("c")
 
 
 def test_compaction_fills_front_holes_with_the_last_rows() -> None:
@@ -160,3 +165,49 @@ def test_greedy_maps_to_zero_temperature() -> None:
 def test_padded_token_lists() -> None:
     out = padded_token_lists([[1, 2], [], [3]])
     assert out.tolist() == [[1, 2], [-1, -1], [3, -1]]
+
+
+def test_token_slice_and_last_token_at_every_boundary() -> None:
+    s = state("a", [1])
+    assert s.last_token() == 3  # no output yet: the prompt's last token
+    s.output_token_ids.extend([10, 11, 12])
+    assert s.token_slice(4, 6) == [11, 12]  # starts inside the output
+    assert s.token_slice(1, 3) == [2, 3]  # ends with the prompt
+    assert s.last_token() == 12
+
+
+def test_padded_token_lists_shape_and_dtype() -> None:
+    """At least one column (an empty batch of histories is still a tensor the device takes),
+    no more than the longest history, int32 throughout."""
+    for lists, shape in (([], (0, 1)), ([[]], (1, 1)), ([[5]], (1, 1)), ([[5, 6], [7]], (2, 2))):
+        out = padded_token_lists(lists)
+        assert (tuple(out.shape), out.dtype) == (shape, torch.int32)
+
+
+def test_global_slot_of_a_later_lane_and_of_a_request_without_one() -> None:
+    batch = TTInputBatch(lanes=2, seqs_per_lane=3, max_blocks_per_req=4)
+    first, second = state("a", [1], lane=1), state("b", [1], lane=1)
+    batch.add(first)
+    batch.add(second)
+    assert (batch.ensure_slot(first), batch.ensure_slot(second)) == (3, 4)
+    assert batch.num_slots == 6
+    with pytest.raises(RuntimeError, match="request c has no decode slot"):
+        batch.global_slot(state("c", [1]))
+
+
+def test_device_row_carries_each_penalty_and_a_top_k_of_one() -> None:
+    row = state(
+        "a",
+        [1],
+        temperature=0.8,
+        top_k=1,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        repetition_penalty=1.5,
+    ).device_row()
+    assert (row.top_k, row.presence_penalty, row.frequency_penalty, row.repetition_penalty) == (
+        1,
+        0.5,
+        0.25,
+        1.5,
+    )

@@ -7,6 +7,7 @@ import pytest
 from vllm_tt_plugin.contract.reload_contract import (
     FULL_RELOAD,
     HOST_STEP_RELOAD,
+    INPUTS_ONLY,
     PAGE_TABLE_ONLY,
     STEADY,
     DecodeStep,
@@ -98,17 +99,35 @@ def test_legacy_reset_batch_flag() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "reason"),
     [
-        {"reload_inputs": True, "reload_page_table": True},
-        {"reset_sampling_state": True},
-        {"reload_page_table": True, "reset_sampling_state": True},
-        {"reload_inputs": True, "slot_remap": (0, 0, 1)},
+        (
+            {"reload_inputs": True, "reload_page_table": True},
+            "reload_inputs and reload_page_table are never both set: a full reload already "
+            "carries the page table",
+        ),
+        ({"reset_sampling_state": True}, "reset_sampling_state requires reload_inputs"),
+        (
+            {"reload_page_table": True, "reset_sampling_state": True},
+            "reset_sampling_state requires reload_inputs",
+        ),
+        ({"reload_inputs": True, "slot_remap": (0, 0, 1)}, r"slot_remap \[0, 0, 1\] is not a"),
     ],
 )
-def test_incoherent_commands_are_refused(kwargs: dict) -> None:
-    with pytest.raises(ReloadContractError):
+def test_incoherent_commands_are_refused(kwargs: dict, reason: str) -> None:
+    with pytest.raises(ReloadContractError, match=reason):
         ReloadCommand(**kwargs)
+
+
+def test_without_resident_inputs_every_device_decode_reloads_its_inputs() -> None:
+    """A model that keeps no inputs resident gets them on every decode; a step that needs a
+    full reload (sampling state reset included) still gets the full reload."""
+    planner = ReloadPlanner(resident_inputs=False)
+    assert planner.plan(step()) == FULL_RELOAD
+    planner.commit_decode(step())
+    assert planner.plan(step()) == INPUTS_ONLY
+    assert planner.plan(step(blocks=(2, 1, 0, 0))) == INPUTS_ONLY
+    assert planner.plan(step(route=Route.HOST)) == HOST_STEP_RELOAD
 
 
 def test_v1_kwargs() -> None:
@@ -126,7 +145,7 @@ def test_apply_remap_gather_semantics_exactly_once() -> None:
     once = apply_remap(values, remap)
     assert once == ["s2", "s0", "s3", "s1"]
     assert apply_remap(once, remap) != once  # applying twice is observable
-    with pytest.raises(ReloadContractError):
+    with pytest.raises(ReloadContractError, match="slot_remap has 3 entries for 4 slots"):
         apply_remap(values, [0, 1, 2])
-    with pytest.raises(ReloadContractError):
+    with pytest.raises(ReloadContractError, match=r"slot_remap \[0, 1, 1, 2\] is not a"):
         apply_remap(values, [0, 1, 1, 2])

@@ -12,7 +12,7 @@ from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.data_parallel import LaneLayout
 from vllm_tt_plugin.launch.launch_plan import LaunchPlan, resolve_plan
 from vllm_tt_plugin.model_registry import ModelTarget
-from vllm_tt_plugin.policy.device_logprobs import DeviceLogprobSupport
+from vllm_tt_plugin.policy.device_logprobs import SAMPLING_EPS, DeviceLogprobSupport
 from vllm_tt_plugin.policy.sampling_route import (
     Route,
     StepKind,
@@ -175,3 +175,45 @@ def test_top_k_device_logprobs_cover_k_up_to_20_without_penalties() -> None:
 def test_intermediate_prefill_chunk_forces_host() -> None:
     decision = choose_route(plan(), StepKind.PREFILL, [PLAIN], intermediate_chunk=True)
     assert (decision.route, decision.reason) == (Route.HOST, "intermediate prefill chunk")
+
+
+def test_the_boundaries_of_each_host_only_rule() -> None:
+    """Each rule's edge: one min_token is host-only, top_k=1 is device-eligible, and a request
+    at vLLM's greedy threshold (SAMPLING_EPS; vLLM raises it to its 0.01 floor) samples."""
+    assert host_only_feature(SamplingParams(min_tokens=1), CAPS) == "min_tokens"
+    assert host_only_feature(SamplingParams(temperature=0.8, top_k=1), CAPS) is None
+    assert host_only_feature(SamplingParams(temperature=SAMPLING_EPS, top_k=-1), CAPS) == "top_k"
+
+
+def rule(feature: str | None) -> str | None:
+    """The rule a host-only feature names, without its explanation in parentheses."""
+    return None if feature is None else feature.split(" (", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"temperature": 0.8, "top_k": 1}, None),
+        ({"temperature": SAMPLING_EPS, "top_k": -1}, "logprobs"),  # samples (at 0.01), top_k off
+        ({"temperature": 0.0, "logprobs": 0}, None),
+        ({"temperature": 0.0, "logprobs": 32}, None),  # the device's whole top-32
+        ({"temperature": 0.0, "logprobs": 33}, "logprobs"),
+    ],
+)
+def test_top_k_device_logprobs_bounds(kwargs: dict[str, Any], expected: str | None) -> None:
+    params = SamplingParams(**{"logprobs": 1, **kwargs})
+    assert rule(host_only_feature(params, CAPS, TOP_K)) == expected
+
+
+@pytest.mark.parametrize("max_device_top_k", [None, 8])
+def test_top_k_device_logprobs_respect_the_models_top_k_limit(
+    max_device_top_k: int | None,
+) -> None:
+    """The device's top-32 logprobs hold the sampled token only when top_k fits both the
+    model's device top-k limit and the 32; a model without a limit is held to the 32."""
+    caps = ModelCapabilities(supports_sample_on_device=True, max_device_top_k=max_device_top_k)
+    inside = SamplingParams(temperature=0.8, top_k=5, logprobs=1)
+    beyond = SamplingParams(temperature=0.8, top_k=16, logprobs=1)
+    assert host_only_feature(inside, caps, TOP_K) is None
+    expected = None if max_device_top_k is None else "logprobs"
+    assert rule(host_only_feature(beyond, caps, TOP_K)) == expected

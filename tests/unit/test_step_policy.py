@@ -72,8 +72,18 @@ def test_prefill_run_counter_resets_after_plain_decode() -> None:
     assert run(policy, [BOTH, only_decode, BOTH, BOTH, BOTH]) == "PDPPD"
 
 
-def test_bad_knobs_rejected() -> None:
-    with pytest.raises(ValueError):
-        InterleaveConfig(True, 0, 1)
-    with pytest.raises(ValueError):
-        InterleaveConfig(True, 1, 0)
+@pytest.mark.parametrize("prefill_first", [False, True])
+def test_a_decode_step_with_no_prefill_waiting_starts_no_insertion(prefill_first: bool) -> None:
+    # With two decode steps per insertion, a decode step that ran because nothing else could
+    # is not the first half of an insertion: prefill, once it waits, keeps its priority.
+    policy = StepPolicy(InterleaveConfig(True, 2, 2))
+    only_decode = WorkFacts(prefill_ready=False, decode_ready=True)
+    lead = [BOTH, BOTH] if prefill_first else []
+    expected = "PP" if prefill_first else ""
+    assert run(policy, [*lead, only_decode, BOTH, BOTH]) == expected + "DPP"
+
+
+@pytest.mark.parametrize(("prefill_steps", "decode_steps"), [(0, 1), (1, 0), (-1, 2)])
+def test_bad_knobs_rejected(prefill_steps: int, decode_steps: int) -> None:
+    with pytest.raises(ValueError, match="decode interleave step counts must be >= 1"):
+        InterleaveConfig(True, prefill_steps, decode_steps)

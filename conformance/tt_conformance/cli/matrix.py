@@ -40,6 +40,7 @@ from tt_conformance.matrix import (
     find_reports,
     fold,
 )
+from tt_conformance.mutation import published_score
 from tt_conformance.report import Report, utc_now_iso
 from tt_conformance.writers import SITE_MARKER, build_site, write_matrix
 
@@ -155,6 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also publish reports not committed to git (untracked or modified files, runs "
         "of a +dirty checkout); by default only committed runs are published",
     )
+    parser.add_argument(
+        "--mutation",
+        type=Path,
+        default=None,
+        help="the plugin's last mutation campaign to show (default "
+        "REPORT_DIR/mutation/plugin.json; none recorded when absent)",
+    )
     args = parser.parse_args(argv)
     out_md = args.out_md or args.report_dir / "MATRIX.md"
     out_html = args.out_html or args.report_dir / "matrix.html"
@@ -191,12 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return EXIT_BAD_INPUT
     generated = utc_now_iso()
-    write_matrix(found, generated, out_md, out_html)
+    mutation = published_score(args.mutation or args.report_dir / "mutation" / "plugin.json")
+    if mutation.refused:
+        # Refused, the pages say that no campaign is recorded; the matrix itself is still true.
+        print(
+            f"tt-conformance-matrix: error: mutation score refused: {mutation.refused}",
+            file=sys.stderr,
+        )
+    write_matrix(found, generated, out_md, out_html, mutation)
     failing = sum(1 for c in cells if c.status in (STATUS_FAIL, STATUS_ABORTED))
     print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
     print(f"markdown: {out_md}\nhtml: {out_html}")
     if args.site is not None:
-        pages = build_site(found, args.site, generated)
+        pages = build_site(found, args.site, generated, mutation)
         print(
             f"site: {args.site / 'index.html'} ({len(pages['history']) // 2} history pages, "
             f"{(len(pages['compare']) - 1) // 2} comparisons)"

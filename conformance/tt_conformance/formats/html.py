@@ -9,6 +9,7 @@ from tt_conformance.formats.templates import render_template
 from tt_conformance.formats.views import Comparison, matrix_rows, pivot, run_context
 from tt_conformance.history import CellStory, Run
 from tt_conformance.matrix import KEY_PERF, MatrixCell, all_concerns
+from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
 
 __all__ = [
     "render_compare_html",
@@ -24,9 +25,11 @@ def render_matrix_html(
     generated_at: str,
     links: bool = False,
     stories: dict[tuple[str, str, str], CellStory | None] | None = None,
+    mutation: PublishedScore = NO_CAMPAIGN,
 ) -> str:
     """The matrix page: standalone (matrix.html) or the site's index with links; ``stories``
-    (the site's, from every kept run) add "since" and "last good" to the pivot."""
+    (the site's, from every kept run) add "since" and "last good" to the pivot; ``mutation``
+    is the plugin's last mutation campaign (or none recorded)."""
     concerns = all_concerns([c.report for c in cells])
     return render_template(
         "matrix.html.jinja",
@@ -36,6 +39,7 @@ def render_matrix_html(
         generated_at=generated_at,
         key_perf=[label for label, _ in KEY_PERF],
         links=links,
+        mutation=mutation,
     )
 
 

@@ -29,6 +29,7 @@ from tt_conformance.matrix import (
     fold,
     short_check,
 )
+from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
 from tt_conformance.numfmt import format_number
 from tt_conformance.report import OUTCOMES, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
@@ -246,10 +247,23 @@ def render_matrix_markdown(
     generated_at: str,
     links: bool = False,
     stories: dict[tuple[str, str, str], CellStory | None] | None = None,
+    mutation: PublishedScore = NO_CAMPAIGN,
 ) -> str:
     """The concern table (templates/matrix.md.jinja), then the tier per model and device with
     each cell's story (``stories``: since, last good, drops; history.stories), then the
-    details per row."""
+    details per row, then the plugin's mutation score (templates/mutation.md.jinja)."""
+    score = render_template("mutation.md.jinja", mutation=mutation).strip("\n")
+    return (
+        _matrix_markdown(cells, generated_at, links, stories).rstrip("\n") + "\n\n" + score + "\n"
+    )
+
+
+def _matrix_markdown(
+    cells: Sequence[MatrixCell],
+    generated_at: str,
+    links: bool,
+    stories: dict[tuple[str, str, str], CellStory | None] | None,
+) -> str:
     concerns = all_concerns([c.report for c in cells])
     head = render_template(
         "matrix.md.jinja",

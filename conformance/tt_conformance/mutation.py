@@ -1,0 +1,222 @@
+"""The plugin-side mutation score the matrix and the site publish (reports/mutation/plugin.json).
+
+tools/run_plugin_mutation.py writes the file after a full campaign (`tox -e mutation`): per
+concern of the plugin's decision code, how many mutants the unit tests killed. A green matrix
+row is worth as much as the tests behind it; this is the figure that says how much. The file is
+read here and refused, naming the field, when it is malformed or its figures do not add up
+(killed above total, a score that is not killed / (total - equivalent), an unknown concern, a
+date in the future): the pages then say that no campaign is recorded, never a figure of their
+own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "COUNT_FIELDS",
+    "MUTATION_CONCERNS",
+    "NO_CAMPAIGN",
+    "ConcernScore",
+    "MutationRecord",
+    "MutationRecordError",
+    "PublishedScore",
+    "load_mutation_record",
+    "parse_mutation_record",
+    "published_score",
+]
+
+# The decision concerns the campaign mutates (tools/run_plugin_mutation.py's targets).
+MUTATION_CONCERNS = (
+    "sampling route",
+    "step policy",
+    "reload planning",
+    "call planning",
+    "slot / lane mapping",
+    "request validation",
+)
+# Every mutant is exactly one of these; total is their sum.
+COUNT_FIELDS = ("killed", "survived", "equivalent", "timeout", "unjudged")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+class MutationRecordError(ValueError):
+    """The published mutation record is malformed or its figures contradict each other."""
+
+
+@dataclass(frozen=True)
+class ConcernScore:
+    concern: str
+    total: int
+    killed: int
+    survived: int
+    equivalent: int
+    timeout: int
+    unjudged: int
+    score: float | None  # killed / (total - equivalent); None when every mutant is equivalent
+
+    @property
+    def judged(self) -> int:
+        return self.total - self.equivalent
+
+
+@dataclass(frozen=True)
+class MutationRecord:
+    date: str
+    plugin_commit: str
+    tool: str
+    oracle: str
+    concerns: tuple[ConcernScore, ...]
+
+
+def _field(data: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
+    value = data.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise MutationRecordError(f"{where}'{name}' must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _counts(data: Mapping[str, Any], where: str) -> dict[str, int]:
+    counts = {name: _field(data, name, int, where) for name in ("total", *COUNT_FIELDS)}
+    for name, value in counts.items():
+        if value < 0:
+            raise MutationRecordError(f"{where}'{name}' is negative: {value}")
+    if counts["killed"] > counts["total"]:
+        raise MutationRecordError(
+            f"{where}'killed' ({counts['killed']}) exceeds 'total' ({counts['total']})"
+        )
+    parts = sum(counts[name] for name in COUNT_FIELDS)
+    if parts != counts["total"]:
+        raise MutationRecordError(
+            f"{where}'total' ({counts['total']}) is not the sum of {', '.join(COUNT_FIELDS)} "
+            f"({parts})"
+        )
+    return counts
+
+
+def _score(data: Mapping[str, Any], counts: Mapping[str, int], where: str) -> float | None:
+    judged = counts["total"] - counts["equivalent"]
+    expected = round(counts["killed"] / judged, 4) if judged else None
+    score = data.get("score")
+    if expected is None:
+        if score is not None:
+            raise MutationRecordError(f"{where}'score' must be null: every mutant is equivalent")
+        return None
+    if (
+        isinstance(score, bool)
+        or not isinstance(score, int | float)
+        or abs(score - expected) > 1e-4
+    ):
+        raise MutationRecordError(
+            f"{where}'score' ({score!r}) is not killed / (total - equivalent) = {expected}"
+        )
+    return expected
+
+
+def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecord:
+    """The record from the file's JSON; MutationRecordError names the first bad field."""
+    if not isinstance(data, dict):
+        raise MutationRecordError("the record must be a JSON object")
+    if data.get("schema") != 1:
+        raise MutationRecordError(f"'schema' must be 1, got {data.get('schema')!r}")
+    if data.get("campaign") != "full":
+        raise MutationRecordError(
+            f"'campaign' must be 'full' (a sample is not the record), got {data.get('campaign')!r}"
+        )
+    raw_date = _field(data, "date", str, "")
+    try:
+        when = date.fromisoformat(raw_date)
+    except ValueError:
+        raise MutationRecordError(f"'date' is not an ISO date: {raw_date!r}") from None
+    now = today or datetime.now(timezone.utc).date()
+    if when > now:
+        raise MutationRecordError(f"'date' ({raw_date}) is in the future (today is {now})")
+    commit = _field(data, "plugin_commit", str, "")
+    if not _COMMIT.fullmatch(commit):
+        raise MutationRecordError(f"'plugin_commit' is not a 40-digit git commit: {commit!r}")
+    tool = _field(data, "tool", str, "")
+    oracle = _field(data, "oracle", str, "")
+    concerns = []
+    seen: set[str] = set()
+    for index, entry in enumerate(_field(data, "concerns", list, "")):
+        if not isinstance(entry, dict):
+            raise MutationRecordError(f"concerns[{index}] must be an object")
+        name = _field(entry, "concern", str, f"concerns[{index}].")
+        where = f"concern '{name}': "
+        if name not in MUTATION_CONCERNS:
+            raise MutationRecordError(
+                f"concerns[{index}].'concern' {name!r} is unknown; known: "
+                f"{', '.join(MUTATION_CONCERNS)}"
+            )
+        if name in seen:
+            raise MutationRecordError(f"concerns[{index}].'concern' {name!r} appears twice")
+        seen.add(name)
+        counts = _counts(entry, where)
+        concerns.append(ConcernScore(name, **counts, score=_score(entry, counts, where)))
+    if not concerns:
+        raise MutationRecordError("'concerns' is empty: a campaign mutates at least one")
+    _check_modules(data, {c.concern: c for c in concerns})
+    return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns))
+
+
+def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]) -> None:
+    """Each concern's counts are the sums of its modules' (a hand-edited total is caught)."""
+    sums: dict[str, dict[str, int]] = {}
+    for index, entry in enumerate(_field(data, "modules", list, "")):
+        if not isinstance(entry, dict):
+            raise MutationRecordError(f"modules[{index}] must be an object")
+        name = _field(entry, "concern", str, f"modules[{index}].")
+        if name not in concerns:
+            raise MutationRecordError(f"modules[{index}].'concern' {name!r} has no concern entry")
+        counts = _counts(entry, f"modules[{index}].")
+        _score(entry, counts, f"modules[{index}].")
+        total = sums.setdefault(name, dict.fromkeys(("total", *COUNT_FIELDS), 0))
+        for key, value in counts.items():
+            total[key] += value
+    for name, concern in concerns.items():
+        got = sums.get(name, {})
+        for key in ("total", *COUNT_FIELDS):
+            if got.get(key, 0) != getattr(concern, key):
+                raise MutationRecordError(
+                    f"concern '{name}': '{key}' ({getattr(concern, key)}) is not the sum of its "
+                    f"modules ({got.get(key, 0)})"
+                )
+
+
+def load_mutation_record(path: Path, today: date | None = None) -> MutationRecord | None:
+    """The record at ``path``, or None when no campaign was recorded (no file)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MutationRecordError(f"{path}: not readable JSON: {exc}") from None
+    try:
+        return parse_mutation_record(data, today)
+    except MutationRecordError as exc:
+        raise MutationRecordError(f"{path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PublishedScore:
+    """What the pages show: the record, or none with the reason a file present was refused."""
+
+    record: MutationRecord | None = None
+    refused: str | None = None
+
+
+NO_CAMPAIGN = PublishedScore()
+
+
+def published_score(path: Path, today: date | None = None) -> PublishedScore:
+    """The record for the pages; a refused file is shown as no campaign, with why."""
+    try:
+        return PublishedScore(load_mutation_record(path, today))
+    except MutationRecordError as exc:
+        return PublishedScore(None, str(exc))

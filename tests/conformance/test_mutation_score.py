@@ -1,0 +1,159 @@
+"""The plugin's published mutation score: read and checked before the matrix and site show it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.test_matrix import _tree
+from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.formats.html import render_matrix_html
+from tt_conformance.formats.markdown import render_matrix_markdown
+from tt_conformance.mutation import (
+    MutationRecordError,
+    load_mutation_record,
+    parse_mutation_record,
+    published_score,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TODAY = date(2026, 12, 7)
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+ROUTE = "sampling route"
+
+
+def _counts(killed: int, survived: int = 0, equivalent: int = 0) -> dict[str, Any]:
+    total = killed + survived + equivalent
+    judged = total - equivalent
+    return {
+        "total": total,
+        "killed": killed,
+        "survived": survived,
+        "equivalent": equivalent,
+        "timeout": 0,
+        "unjudged": 0,
+        "score": round(killed / judged, 4) if judged else None,
+    }
+
+
+def record() -> dict[str, Any]:
+    """A valid full campaign: two modules of one concern, one of another."""
+    return {
+        "schema": 1,
+        "campaign": "full",
+        "tool": "mutmut 3.8.1",
+        "oracle": "unit tests",
+        "date": "2026-12-06",
+        "plugin_commit": COMMIT,
+        "concerns": [
+            {"concern": "sampling route", **_counts(9, survived=1, equivalent=2)},
+            {"concern": "step policy", **_counts(4)},
+        ],
+        "modules": [
+            {"module": "policy/sampling_route.py", "concern": ROUTE, **_counts(6, 1)},
+            {"module": "policy/device_logprobs.py", "concern": ROUTE, **_counts(3, 0, 2)},
+            {"module": "policy/step_policy.py", "concern": "step policy", **_counts(4)},
+        ],
+    }
+
+
+def test_a_consistent_record_is_read_per_concern() -> None:
+    parsed = parse_mutation_record(record(), TODAY)
+    assert (parsed.date, parsed.plugin_commit) == ("2026-12-06", COMMIT)
+    route = parsed.concerns[0]
+    assert (route.concern, route.killed, route.judged, route.score) == (ROUTE, 9, 10, 0.9)
+
+
+def _set(path: str, value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(record())
+    *parents, last = path.split(".")
+    target: Any = data
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else target[part]
+    target[int(last) if last.isdigit() else last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("forged", "named"),
+    [
+        (_set("concerns.1.killed", 5), "'killed' (5) exceeds 'total' (4)"),
+        (_set("concerns.0.score", 1.0), "'score' (1.0) is not killed / (total - equivalent)"),
+        (_set("concerns.0.survived", 0), "'total' (12) is not the sum"),
+        (_set("concerns.1.concern", "vibes"), "'concern' 'vibes' is unknown"),
+        (_set("date", "2026-12-08"), "'date' (2026-12-08) is in the future"),
+        (_set("date", "yesterday"), "'date' is not an ISO date"),
+        (_set("plugin_commit", "HEAD"), "'plugin_commit' is not a 40-digit git commit"),
+        (_set("campaign", "ci-sample"), "'campaign' must be 'full'"),
+        (_set("concerns.1.killed", -1), "'killed' is negative"),
+        (_set("concerns.1.total", True), "'total' must be a int"),
+        (_set("modules.2.killed", 3), "modules[2].'total' (4) is not the sum"),
+        (_set("concerns", []), "'concerns' is empty"),
+    ],
+)
+def test_a_forged_or_malformed_record_is_refused_naming_the_field(
+    forged: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(MutationRecordError) as refused:
+        parse_mutation_record(forged, TODAY)
+    assert named in str(refused.value)
+
+
+def test_a_concern_total_must_be_the_sum_of_its_modules() -> None:
+    forged = record()
+    forged["concerns"][1] = {"concern": "step policy", **_counts(40)}  # consistent, but invented
+    with pytest.raises(MutationRecordError, match="'total' \\(40\\) is not the sum of its modules"):
+        parse_mutation_record(forged, TODAY)
+
+
+def test_no_file_is_no_campaign_and_a_refused_file_is_shown_as_none(tmp_path: Path) -> None:
+    path = tmp_path / "plugin.json"
+    assert load_mutation_record(path) is None
+    assert published_score(path).record is None and published_score(path).refused is None
+    path.write_text(json.dumps(_set("concerns.1.killed", 5)))
+    shown = published_score(path, TODAY)
+    assert shown.record is None and shown.refused and str(path) in shown.refused
+    md = render_matrix_markdown([], "now", mutation=shown)
+    assert "No plugin mutation campaign recorded (refused:" in md and "| step policy |" not in md
+
+
+def test_the_matrix_shows_the_score_per_concern_with_date_and_commit(tmp_path: Path) -> None:
+    shown = published_score(_write(tmp_path / "plugin.json", record()), TODAY)
+    md = render_matrix_markdown([], "now", mutation=shown)
+    assert "Last campaign: 2026-12-06, plugin commit `0123456789ab`" in md
+    assert "| sampling route | 9 | 12 | 2 | 1 | 0 | 0 | 90.0 % |" in md
+    page = render_matrix_html([], "now", mutation=shown)
+    assert '<tr data-concern="step policy"><th>step policy</th><td>4</td>' in page
+    assert '<b class="mutation-date">2026-12-06</b>' in page
+
+
+def test_the_cli_publishes_the_record_and_refuses_a_forged_one(
+    tmp_path: Path, make_report, capsys
+) -> None:
+    root = _tree(tmp_path, make_report)
+    _write(root / "mutation" / "plugin.json", record())
+    assert matrix_cli.main([str(root), "--site", str(tmp_path / "site")]) == matrix_cli.EXIT_OK
+    for page in (root / "MATRIX.md", tmp_path / "site" / "MATRIX.md"):
+        assert "| step policy | 4 | 4 |" in page.read_text()
+    _write(root / "mutation" / "plugin.json", _set("concerns.0.unjudged", 3))
+    assert matrix_cli.main([str(root), "--replace"]) == matrix_cli.EXIT_OK
+    assert "mutation score refused" in capsys.readouterr().err
+    assert "No plugin mutation campaign recorded (refused:" in (root / "MATRIX.md").read_text()
+
+
+def test_the_committed_campaign_record_is_valid() -> None:
+    """reports/mutation/plugin.json, as tools/run_plugin_mutation.py wrote it, passes the checks
+    the pages apply (a hand edit that breaks its arithmetic fails here first)."""
+    parsed = load_mutation_record(REPO / "reports" / "mutation" / "plugin.json")
+    assert parsed is not None and parsed.concerns
+
+
+def _write(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path

@@ -1,0 +1,126 @@
+"""The plugin-side mutation driver's judgments (tools/run_plugin_mutation.py), without mutmut."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.tool_modules import load_tool
+
+driver = load_tool("run_plugin_mutation")
+mutation_verdict = pytest.importorskip("tests.mutation_verdict")
+
+STEP_POLICY = next(t for t in driver.TARGETS if t.module == "policy/step_policy.py")
+DIFF = """--- vllm_tt_plugin/policy/step_policy.py
++++ vllm_tt_plugin/policy/step_policy.py
+@@ -1,9 +1,9 @@
+ def record(self, mode: StepKind, facts: WorkFacts) -> None:
+     if mode is StepKind.PREFILL:
+         self.consecutive_prefill += 1
+         self.inserted_decode = 0
+     elif mode is StepKind.DECODE:
+@@ -12,4 +12,4 @@
+         else:
+             self.consecutive_prefill = 0
+-            self.inserted_decode = 0
++            self.inserted_decode = 1"""
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "status"),
+    [
+        (1, "killed"),
+        (0, "survived"),
+        (33, "no test"),
+        (36, "timeout"),
+        (-24, "timeout"),
+        (2, "unjudged"),  # a collection error
+        (3, "unjudged"),  # pytest's internal error: mutmut calls it a kill
+        (mutation_verdict.UNJUDGED_EXIT, "unjudged"),  # an error outside a test's call
+        (None, "unjudged"),  # never run
+        (-11, "unjudged"),
+    ],
+)
+def test_only_a_failing_test_is_a_kill(exit_code: int | None, status: str) -> None:
+    assert driver.classify(exit_code) == status
+
+
+def test_the_score_leaves_out_equivalents_and_counts_no_timeout_as_a_kill() -> None:
+    mutants = [
+        driver.Mutant("a", "killed", 1),
+        driver.Mutant("b", "killed", 1),
+        driver.Mutant("c", "timeout", 36),
+        driver.Mutant("d", "no test", 33),
+        driver.Mutant("e", "survived", 0, equivalent_because="same value"),
+        driver.Mutant("f", "unjudged", 2),
+    ]
+    totals = driver.counts(mutants)
+    assert totals == {
+        "total": 6,
+        "killed": 2,
+        "survived": 1,
+        "equivalent": 1,
+        "timeout": 1,
+        "unjudged": 1,
+    }
+    assert driver.score(totals) == 0.4
+
+
+def test_a_survivor_is_located_at_its_own_occurrence_of_a_repeated_line() -> None:
+    source = (REPO / "plugin" / "vllm_tt_plugin" / STEP_POLICY.module).read_text()
+    line = driver._line_of(source, "xǁStepPolicyǁrecord", DIFF)
+    lines = source.splitlines()
+    assert lines[line - 1].strip() == "self.inserted_decode = 0"
+    assert lines[line - 2].strip() == "self.consecutive_prefill = 0"
+    assert lines[line - 3].strip() == "else:"
+
+
+def test_equivalents_match_by_function_and_change_and_stale_entries_are_returned() -> None:
+    name = f"{STEP_POLICY.dotted}.xǁStepPolicyǁrecord__mutmut_18"
+    survivor = driver.Mutant(name, "survived", 0, diff=DIFF)
+    killed = driver.Mutant(name.replace("18", "2"), "killed", 1, diff=DIFF)
+    result = driver.ModuleResult(STEP_POLICY.module, STEP_POLICY.concern, [], 0.0)
+    result.mutants = [survivor, killed]
+    entry = {
+        "module": STEP_POLICY.module,
+        "function": "xǁStepPolicyǁrecord",
+        "change": ["-self.inserted_decode = 0", "+self.inserted_decode = 1"],
+        "why": "because",
+    }
+    other = {**entry, "change": ["-a", "+b"]}
+    stale = driver.mark_equivalents(result, STEP_POLICY, [entry, other])
+    assert survivor.equivalent_because == "because" and killed.equivalent_because is None
+    assert stale == [other]
+
+
+def test_the_committed_equivalents_each_say_why() -> None:
+    entries = driver.load_equivalents()
+    modules = {t.module for t in driver.TARGETS}
+    for entry in entries:
+        assert entry["module"] in modules, entry
+        assert [line[0] for line in entry["change"]].count("-") >= 1, entry
+
+
+def test_every_target_module_and_test_file_exists() -> None:
+    for target in driver.TARGETS:
+        assert (REPO / "plugin" / "vllm_tt_plugin" / target.module).is_file(), target
+        assert target.concern in driver.MUTATION_CONCERNS, target
+        for test in target.tests:
+            assert (REPO / test).is_file(), test
+    assert set(driver.CI_SAMPLE) <= {t.module for t in driver.TARGETS}
+
+
+def test_a_sample_summary_is_never_the_published_record(tmp_path: Path) -> None:
+    """Only a full run may feed the pages: a CI sample's summary is refused as the record."""
+    from tt_conformance.mutation import MutationRecordError, parse_mutation_record
+
+    result = driver.ModuleResult(STEP_POLICY.module, STEP_POLICY.concern, [], 1.0)
+    result.mutants = [driver.Mutant("m", "killed", 1)]
+    sample = json.loads(json.dumps(driver.summary([result], ci=True)))
+    with pytest.raises(MutationRecordError, match="'campaign' must be 'full'"):
+        parse_mutation_record(sample)
+    full = json.loads(json.dumps(driver.summary([result], ci=False)))
+    assert parse_mutation_record(full).concerns[0].score == 1.0
