@@ -35,6 +35,7 @@ __all__ = [
     "compare_position",
     "load_reference",
     "served_steps",
+    "vocab_problems",
 ]
 
 TOP_K = 5  # the served top logprobs asked for at every generated position

@@ -196,9 +196,9 @@ def test_a_skipped_forward_reference_is_not_run_unless_optional(
 
 @pytest.mark.parametrize(("block", "cap"), [(64, 1024), (64, 512), (32, 512), (64, 200)])
 def test_wave_prompts_cross_blocks_and_their_decode_crosses_one_more(block: int, cap: int) -> None:
-    from tt_conformance.checks.test_forward_reference import GENERATED, _lengths
+    from tt_conformance.checks.test_forward_reference import GENERATED, wave_lengths
 
-    lengths = _lengths(block, cap, 8)
+    lengths = wave_lengths(block, cap, 8)
     assert lengths and len(set(lengths)) == len(lengths)
     for n in lengths:
         assert n >= block and n + GENERATED <= cap  # past the first block, inside the context

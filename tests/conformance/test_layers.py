@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
             "report", "expectations", "tiers", "perfshapes", "perfstats", "benchimport",
             "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
             "longtasks", "chisquare", "identity", "selection", "fisher", "rederive", "mcnemar",
-            "paired", "independence", "suiteids", "restated", "bars", "mutation",
+            "paired", "independence", "suiteids", "restated", "bars", "mutation", "forward",
         ),
         MODEL,
     ),

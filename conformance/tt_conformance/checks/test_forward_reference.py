@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from tt_conformance.rawhttp import MetricSample, RawHttp
     from tt_conformance.server import ServerInfo
 
+__all__ = ["GENERATED", "wave_lengths"]
+
 pytestmark = [pytest.mark.forward_reference, pytest.mark.xdist_group("exclusive")]
 
 NOT_RUN = OPTIONAL_NOT_RUN
@@ -199,7 +201,7 @@ def _tolerance(tt_server: ServerInfo) -> float:
     return EMULATED_TOLERANCE if is_emulated(tt_server.device) else HARDWARE_TOLERANCE
 
 
-def _lengths(block: int, cap: int, count: int) -> list[int]:
+def wave_lengths(block: int, cap: int, count: int) -> list[int]:
     """``count`` prompt lengths, k blocks minus half the output for k spread from 2 blocks up to
     the cap: every prompt crosses blocks and its decode crosses one more boundary."""
     top = (cap - GENERATED) // block
@@ -219,7 +221,7 @@ def test_batched_chunked_long_prompts(
     block = _block_size(tt_raw_http) or DEFAULT_BLOCK
     cap = _cap(tt_server)
     count = max(1, min(WAVE, tt_server.max_num_seqs * tt_server.lanes))
-    lengths = _lengths(block, cap, count)
+    lengths = wave_lengths(block, cap, count)
     assert lengths, f"max_model_len {cap} leaves no prompt of two {block}-token blocks"
     head, corpus = _corpus(tt_raw_http, max(lengths) + 16 * len(lengths))
     # Each prompt starts elsewhere in the (periodic) text; hits between them are counted.
