@@ -104,6 +104,10 @@ step_mutants() {
 }
 
 # Serve the bundled model, plain/streaming/chat.
+step_mutation() {
+    tox -e mutation -- --ci
+}
+
 step_emu_smoke() {
     tox -e emu-smoke
 }
