@@ -47,6 +47,10 @@ WORKER_SIDE = (
     f"{PLUGIN}.device.mesh",
 )
 HARNESS_FORBIDDEN = (PLUGIN, "vllm", "torch")
+# The one place the harness may load torch: the optional forward reference, inside the function
+# that is called only when given a checkpoint (without torch + transformers the check skips,
+# saying so, and the concern is an optional one not run: docs/CONFORMANCE.md).
+HARNESS_OPTIONAL_TORCH = {("tt_conformance.forward", "load_reference")}
 SUBPROCESS_TIMEOUT_S = 180
 
 
@@ -371,10 +375,18 @@ def test_the_block_stepper_sees_the_runner_only_through_its_host_protocol() -> N
 
 # --- the harness never imports the plugin -----------------------------------------------------
 def test_the_harness_never_imports_the_plugin_vllm_or_torch() -> None:
+    imports = package_imports(tt_conformance)
+    excused = [
+        i
+        for i in imports
+        if (i.importer, i.function) in HARNESS_OPTIONAL_TORCH and within(i.imported, "torch")
+    ]
+    # Each excuse is still needed (a stale one would excuse a later import in its place).
+    assert {(i.importer, i.function) for i in excused} == HARNESS_OPTIONAL_TORCH
     offending = [
         i.where()
-        for i in package_imports(tt_conformance)
-        if any(within(i.imported, name) for name in HARNESS_FORBIDDEN)
+        for i in imports
+        if any(within(i.imported, name) for name in HARNESS_FORBIDDEN) and i not in excused
     ]
     assert not offending, (
         f"tt_conformance checks a server black-box and installs without {HARNESS_FORBIDDEN}: "
