@@ -63,13 +63,8 @@ def bar_differences(report: Report, expectations: Expectations, source: str) -> 
             )
             continue
         i, target = stored[name]
-        for field in _TARGET_FIELDS:
-            got, want = getattr(target, field), getattr(bar, field)
-            if got != want:
-                out.append(
-                    f"field 'perf_targets[{i}]' ({name}).{field}: stored {got!r}, the "
-                    f"expectations {source} give {want!r}"
-                )
+        where = f"field 'perf_targets[{i}]' ({name})"
+        out += _field_differences(where, target, bar, _TARGET_FIELDS, source)
     for name, (i, _) in sorted(stored.items()):
         if name not in expectations.perf_targets:
             out.append(
@@ -81,14 +76,21 @@ def bar_differences(report: Report, expectations: Expectations, source: str) -> 
         entry = entries.get(acc.task)
         if entry is None:
             continue  # a bar of the harness's own (the passkey check), not the file's
-        for field in _ACCURACY_FIELDS:
-            got, want = getattr(acc, field), getattr(entry, field)
-            if got != want:
-                out.append(
-                    f"field 'accuracy[{i}]' ({acc.task}).{field}: stored {got!r}, the "
-                    f"expectations {source} give {want!r}"
-                )
+        where = f"field 'accuracy[{i}]' ({acc.task})"
+        out += _field_differences(where, acc, entry, _ACCURACY_FIELDS, source)
     return out
+
+
+def _field_differences(
+    where: str, stored: object, bar: object, fields: tuple[str, ...], source: str
+) -> list[str]:
+    """The ``fields`` in which a stored bar differs from the expectations' one."""
+    return [
+        f"{where}.{field}: stored {getattr(stored, field)!r}, the expectations {source} give "
+        f"{getattr(bar, field)!r}"
+        for field in fields
+        if getattr(stored, field) != getattr(bar, field)
+    ]
 
 
 def file_bar_differences(report: Report) -> list[str]:
