@@ -56,7 +56,11 @@ def of(outcomes: dict[str, str], selection: tuple[str, ...]) -> dict[str, str]:
 
 # Contract v2: a TT device returns at most the sampled token's logprob (and only on 8 or 32
 # devices per rank), so batches mixing every k from 0 to 20 are host-sampled on any model but
-# GPT-OSS. Those two variants must say so ("not exercised", naming the logprobs fallback).
+# GPT-OSS. Those two variants must say so ("not exercised", naming the logprobs fallback) unless
+# a step of theirs really ran on the device: a k=0 request admitted a step before its neighbours
+# (or finishing a step after them) decodes alone on the device, and the suite runs with -n 0, so
+# the device steps counted in the check's window are its own. A pass is then honest; which of
+# the two happens depends on arrival timing.
 HOST_ONLY_LOGPROB_BATCHES = (
     "test_logprobs_shape_and_values[half]",
     "test_logprobs_shape_and_values[full]",
@@ -79,7 +83,8 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
     assert "--tt-device N150, but the server runs a host-emulated mesh" in wrong.stderr
     not_passed = {c: run.reasons[c] for c, o in run.outcomes.items() if o != "pass"}
     host_only = {c: r for c, r in not_passed.items() if c.endswith(HOST_ONLY_LOGPROB_BATCHES)}
-    assert len(host_only) == len(HOST_ONLY_LOGPROB_BATCHES), json.dumps(not_passed, indent=1)
+    ran = [c for c in run.outcomes if c.endswith(HOST_ONLY_LOGPROB_BATCHES)]
+    assert len(ran) == len(HOST_ONLY_LOGPROB_BATCHES), sorted(run.outcomes)
     for cid, reason in host_only.items():
         assert reason.startswith("not exercised: ") and "for logprobs" in reason, (cid, reason)
     rest = {c: r for c, r in not_passed.items() if c not in host_only}
@@ -109,7 +114,7 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
     assert page_table == stats["page_table_reloads"]
     assert counters.value("tt_decode_commands_total", command="resident") > 0
     reasons = counters.label_values("tt_host_fallback_steps_total", "reason")
-    assert {"min_p", "logit_bias", "bad_words", "allowed_token_ids"} <= {
+    assert {"min_p", "logit_bias", "bad_words", "allowed_token_ids", "logprobs"} <= {
         r for r, v in reasons.items() if v
     }
 
