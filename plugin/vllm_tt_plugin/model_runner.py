@@ -40,6 +40,7 @@ from vllm_tt_plugin.input_batch import (
     padded_token_lists,
 )
 from vllm_tt_plugin.observability.host_phases import Phase
+from vllm_tt_plugin.observability.situations import decode_situations, prefill_situations
 from vllm_tt_plugin.observability.step_recorder import StepRecorder, cpu_counted
 from vllm_tt_plugin.policy.sampling_route import RouteDecision, decide_route, row_feature
 from vllm_tt_plugin.policy.step_kind import StepKind
@@ -451,7 +452,8 @@ class TTModelRunner:
                 state.rope_delta = delta
         self.planner.commit_prefill()
         decision = step.decision if step.sampling else None
-        self.rec.prefill_done(decision, len(step.sampling), step.completing.count(False))
+        found = prefill_situations((r.start for r in step.rows), self.block_size)
+        self.rec.prefill_done(decision, len(step.sampling), step.completing.count(False), found)
         if decision is not None:
             self.last_route[StepKind.PREFILL] = decision
 
@@ -659,7 +661,14 @@ class TTModelRunner:
         overlap: bool,
     ) -> None:
         """The device now holds this layout."""
-        self.rec.decode_done(command, decision, overlap, batch.lanes)
+        found = decode_situations(
+            (s.num_computed_tokens for s in batch.states),
+            self.block_size,
+            decision.on_device,
+            self.inputs.penalties,
+            batch.want_logprobs,
+        )
+        self.rec.decode_done(command, decision, overlap, batch.lanes, found)
         self.planner.commit_decode(step)
         if batch.remap is not None:
             # The inputs already hold the rows in their new slots (written by occupant).

@@ -113,7 +113,7 @@ def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
         match = _STATS_RE.search(line)
         if match:
             stats: dict[str, Any] = {}
-            for part in re.findall(r"(\w+)=(\[[^\]]*\]|[^,]+)", match.group(1)):
+            for part in re.findall(r"(\w+)=(\[[^\]]*\]|\{[^}]*\}|[^,]+)", match.group(1)):
                 key, value = part
                 stats[key] = ast.literal_eval(value.strip())
             out.append(stats)

@@ -113,6 +113,10 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
     page_table = counters.value("tt_decode_commands_total", command="page_table_only")
     assert page_table == stats["page_table_reloads"]
     assert counters.value("tt_decode_commands_total", command="resident") > 0
+    # The situations the steps created: the same rows counted on /metrics and in the stats.
+    situations = counters.label_values("tt_situations_total", "situation")
+    assert {k: v for k, v in situations.items() if v} == stats["situations"]
+    assert stats["situations"].get("device_decode_logprobs", 0) > 0  # k=0 on eight devices
     reasons = counters.label_values("tt_host_fallback_steps_total", "reason")
     assert {"min_p", "logit_bias", "bad_words", "allowed_token_ids", "logprobs"} <= {
         r for r, v in reasons.items() if v

@@ -20,12 +20,13 @@ What a step's phases hold:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from vllm_tt_plugin.observability import host_phases, tt_metrics
 from vllm_tt_plugin.observability.host_phases import CLOCK, Part, Phase
+from vllm_tt_plugin.observability.situations import Situation
 from vllm_tt_plugin.policy.step_kind import StepKind
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from vllm_tt_plugin.policy.sampling_route import RouteDecision
 
 T = TypeVar("T")
+_NONE: Mapping[Situation, int] = {}
 
 
 @dataclass
@@ -56,6 +58,8 @@ class RunnerStats:
     multi_lane_steps: int = 0
     # Requests admitted per lane (lane-DP placement).
     lane_admissions: list[int] = field(default_factory=list)
+    # Situations the steps created (observability/situations.py), by name.
+    situations: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items())
@@ -185,18 +189,34 @@ class StepRecorder:
     def prefill_started(self) -> None:
         self._decode_run = 0
 
-    def prefill_done(self, decision: RouteDecision | None, sampled_rows: int, chunks: int) -> None:
-        """An accepted prefill; ``decision`` is None when no row sampled."""
+    def prefill_done(
+        self,
+        decision: RouteDecision | None,
+        sampled_rows: int,
+        chunks: int,
+        found: Mapping[Situation, int] = _NONE,
+    ) -> None:
+        """An accepted prefill; ``decision`` is None when no row sampled; ``found``: the
+        situations its rows created."""
         self.stats.prefill_steps += 1
         self.stats.prefill_chunks += chunks
         tt_metrics.observe_prefill(decision, sampled_rows, chunks)  # metrics hook
+        if found:
+            self._situations(found)
         if decision is not None:
             self._count_route(decision.on_device)
 
     def decode_done(
-        self, command: ReloadCommand, decision: RouteDecision, overlap: bool, lanes: set[int]
+        self,
+        command: ReloadCommand,
+        decision: RouteDecision,
+        overlap: bool,
+        lanes: set[int],
+        found: Mapping[Situation, int] = _NONE,
     ) -> None:
         """An accepted decode (the device now holds its layout)."""
+        if found:
+            self._situations(found)
         start = self._step_start
         if self._decode_run >= 2:
             CLOCK.add_interval(start - self._last_decode)
@@ -210,6 +230,12 @@ class StepRecorder:
         stats.page_table_reloads += int(command.reload_page_table)
         stats.slot_remaps += int(command.slot_remap is not None)
         stats.overlapped_decodes += int(overlap)
+
+    def _situations(self, found: Mapping[Situation, int]) -> None:
+        counts = self.stats.situations
+        for situation, n in found.items():
+            counts[situation.value] = counts.get(situation.value, 0) + n
+        tt_metrics.observe_situations(found)  # metrics hook
 
     def _count_route(self, on_device: bool) -> None:
         if on_device:

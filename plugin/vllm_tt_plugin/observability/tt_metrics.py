@@ -36,6 +36,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from vllm_tt_plugin.launch import envs
+from vllm_tt_plugin.observability.situations import Situation
 from vllm_tt_plugin.utils.log import get_logger
 
 if TYPE_CHECKING:
@@ -291,6 +292,12 @@ LANE_STEPS = Counter("tt_lane_steps", "Steps in which the lane carried at least 
 MULTI_LANE_STEPS = Counter("tt_multi_lane_steps", "Steps whose rows came from more than one lane")
 PREEMPTED = Counter("tt_preempted_requests", "Requests preempted (their slot released)")
 RESUMED = Counter("tt_preemptions_resumed", "Preempted requests resumed (recomputed by prefill)")
+SITUATIONS = Counter(
+    "tt_situations",
+    "Rows (steps for the sampling ones) that put the model in a situation faults live in "
+    "(observability/situations.py)",
+    ("situation",),
+)
 
 
 # --------------------------------------------------------------------------- hook points
@@ -332,6 +339,13 @@ def observe_prefill(decision: RouteDecision | None, sampled_rows: int = 1, chunk
         MULTI_ROW_PREFILLS.inc(decision.route.value)
     if not decision.on_device:
         HOST_FALLBACK.inc("prefill", decision.reason)
+
+
+def observe_situations(found: Mapping[Situation, int]) -> None:
+    """Runner, after an accepted prefill or decode that created situations (rare per step: a
+    decode row enters a new KV block once every block-size steps)."""
+    for situation, count in found.items():
+        SITUATIONS.inc(situation.value, amount=count)
 
 
 def observe_decode(
@@ -570,6 +584,8 @@ def publish_info(info: PluginInfo) -> None:
         counter.touch()
     for lane in range(int(info.lanes)):
         LANE_STEPS.touch(str(lane))
+    for situation in Situation:
+        SITUATIONS.touch(situation.value)
     for start in _at_publish:
         start()
     logger.info("TT plugin metrics published (%s): %s", store.directory, json.dumps(labels))
