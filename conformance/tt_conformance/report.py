@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from tt_conformance.datafile import DataFileError, Strict, read_json_file, validate_file_data
@@ -366,6 +366,13 @@ class Report(Strict):
     )
     coverage: Coverage | None = Field(
         default=None, description="what was selected; null in reports older than version 4"
+    )
+    situations: dict[str, NonNegativeInt] | None = Field(
+        default=None,
+        description="the plugin's tt_situations_total over the run, by situation (rows, or "
+        "steps for the sampling ones; server-wide): which situations faults live in the run "
+        "created (a zero: not created). Null when the server is not TT, its metrics could not "
+        "be read at both ends, or the report predates it",
     )
 
     _utc = field_validator("started_at", "finished_at")(_utc_or_none)

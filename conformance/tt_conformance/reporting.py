@@ -13,6 +13,7 @@ from tt_conformance.names import harness_commit, installed_version
 from tt_conformance.provenance import run_info
 from tt_conformance.report import Aborted, Report, ServerSnapshot, Versions, utc_now_iso
 from tt_conformance.selection import DESELECTED_KEY, coverage_of, installed_suite
+from tt_conformance.situations import run_situations
 from tt_conformance.state import HarnessState
 from tt_conformance.tiers import derive_tier, evaluate_targets
 from tt_conformance.writers import write_report
@@ -101,6 +102,13 @@ class SessionReporter:
             f"{len(names)} perf figures @{shape} are unreliable, not comparable: {flag}"
             for (shape, flag), names in flagged.items()
         ]
+        situations, uncounted = None, None
+        if state.probe is not None and abort is None:
+            situations, uncounted = run_situations(
+                state.probe.situations, state.options.server_url or "", state.options.api_key
+            )
+        if uncounted:
+            warnings.append(uncounted)
         report = Report(
             run_id=state.run_id,
             started_at=state.started_at,
@@ -147,6 +155,7 @@ class SessionReporter:
             collection_errors=tuple(self.collector.collection_errors),
             warnings=tuple(warnings),
             aborted=aborted,
+            situations=situations,
             coverage=coverage_of(
                 checks,
                 deselected=state.deselected,

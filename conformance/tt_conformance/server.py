@@ -75,6 +75,8 @@ class ServerProbe:
     # and TT detection (ttmetrics.TTProbe) both read this one probe.
     plugin_info: dict[str, str] = field(default_factory=dict)
     metrics_error: str | None = None  # why GET /metrics could not be read, if it could not
+    # tt_situations_total by situation at the probe: the start of the run's count (situations.py).
+    situations: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         # Plain data so that pytest-xdist can hand it to the workers.
@@ -84,6 +86,7 @@ class ServerProbe:
             "error": self.error,
             "plugin_info": dict(self.plugin_info),
             "metrics_error": self.metrics_error,
+            "situations": dict(self.situations),
         }
 
     @classmethod
@@ -94,6 +97,7 @@ class ServerProbe:
             error=data.get("error"),
             plugin_info=dict(data.get("plugin_info") or {}),
             metrics_error=data.get("metrics_error"),
+            situations=dict(data.get("situations") or {}),
         )
 
     def info(self, key: str) -> str | None:
@@ -200,19 +204,27 @@ def _probe(http: requests.Session, base_url: str, api_key: str | None) -> Server
     # Without the info metric provenance degrades to flags and the server is not certified as
     # TT (ttmetrics.py); the generic checks still run.
     info: dict[str, str] = {}
+    situations: dict[str, float] = {}
     error: str | None = None
     try:
         mresp = http.get(f"{base_url}/metrics", timeout=PROBE_TIMEOUT)
         if mresp.status_code != 200:
             error = f"GET /metrics returned HTTP {mresp.status_code}"
         else:
-            parsed, _ = parse_metrics(mresp.text)
+            parsed, counters = parse_metrics(mresp.text)
             info = parsed.to_json() if parsed is not None else {}
+            situations = counters.situations()
     except requests.RequestException as exc:
         error = f"GET /metrics failed: {exc}"
     except ValueError as exc:
         error = f"GET /metrics is not Prometheus text: {exc}"
-    return ServerProbe(models=models, vllm_version=version, plugin_info=info, metrics_error=error)
+    return ServerProbe(
+        models=models,
+        vllm_version=version,
+        plugin_info=info,
+        metrics_error=error,
+        situations=situations,
+    )
 
 
 def _parse_models(body: Any) -> tuple[ServedModel, ...]:

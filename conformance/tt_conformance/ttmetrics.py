@@ -44,6 +44,7 @@ __all__ = [
     "NO_TT_REASON",
     "OVERLAPS",
     "RESUMED",
+    "SITUATION_WORDS",
     "STEPS",
     "Claim",
     "NotExercised",
@@ -79,6 +80,18 @@ OVERLAPS = "tt_async_overlapped_decodes_total"
 LANE_STEPS = "tt_lane_steps_total"
 RESUMED = "tt_preemptions_resumed_total"
 MULTI_ROW_PREFILLS = "tt_multi_row_prefills_total"
+SITUATIONS = "tt_situations_total"
+# How the report words each situation the plugin counts today (a newer plugin's other
+# situations are shown by name).
+SITUATION_WORDS = {
+    "prefill_start_mid_block": "prefill rows starting inside a KV block (chunk continuations, "
+    "unaligned prefix hits)",
+    "prefill_start_on_block": "prefill rows starting on a later block boundary (aligned prefix "
+    "hits and chunks)",
+    "decode_new_block": "decode rows whose token opens a new KV block",
+    "device_decode_penalties": "device-sampled decode steps with a penalised row",
+    "device_decode_logprobs": "device-sampled decode steps returning logprobs",
+}
 
 
 @dataclass(frozen=True)
@@ -146,6 +159,10 @@ class TTCounters:
                 key = dict(ls).get(label, "")
                 out[key] = out.get(key, 0.0) + v
         return out
+
+    def situations(self) -> dict[str, float]:
+        """``tt_situations_total`` by situation (the plugin starts every series at zero)."""
+        return self.label_values(SITUATIONS, "situation")
 
     def __sub__(self, before: TTCounters) -> TTCounters:
         keys = set(self.samples) | set(before.samples)

@@ -33,6 +33,7 @@ from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
 from tt_conformance.numfmt import format_number
 from tt_conformance.report import OUTCOMES, PerfFigure, Report
 from tt_conformance.tiers import perf_is_informational
+from tt_conformance.ttmetrics import SITUATION_WORDS
 
 __all__ = [
     "render_compare_markdown",
@@ -218,10 +219,28 @@ def render_report_markdown(report: Report) -> str:
                 disable_numparse=True,
             )
         )
+    lines += _situation_lines(report.situations)
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- {md_cell(w, 1000)}" for w in report.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _situation_lines(situations: dict[str, int] | None) -> list[str]:
+    lines = ["", "## Situations the run created", ""]
+    if situations is None:
+        return [*lines, "Not counted (the server publishes no TT situations, or see Warnings)."]
+    lines.append(
+        "Counted by the plugin on the server over the run (server-wide: another client's "
+        "traffic counts too). A situation at 0 was not created, so no check saw it."
+    )
+    lines.append("")
+    rows = [
+        [md_cell(name), md_cell(SITUATION_WORDS.get(name, "")), str(n) if n else "0: not created"]
+        for name, n in situations.items()
+    ]
+    lines.append(tabulate(rows, headers=["situation", "what", "count"], tablefmt="github"))
+    return lines
 
 
 def _perf_text(figures: Sequence[PerfFigure]) -> list[str]:

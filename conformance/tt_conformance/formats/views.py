@@ -35,6 +35,7 @@ from tt_conformance.names import path_component
 from tt_conformance.report import Report
 from tt_conformance.selection import derive_coverage, skip_kind
 from tt_conformance.tiers import perf_is_informational
+from tt_conformance.ttmetrics import SITUATION_WORDS
 
 __all__ = [
     "Comparison",
@@ -220,6 +221,7 @@ def run_context(run: Run, generated_at: str) -> dict[str, Any]:
         "coverage": derive_coverage(report),
         "identity": identity_rows(report),
         "tt_figures": tt_figures,
+        "SITUATION_WORDS": SITUATION_WORDS,
         "history": f"history/{history_slug(*run.key)}.html",
         "generated_at": generated_at,
     }
