@@ -346,6 +346,10 @@ def test_the_new_trees_are_fixed_points_of_the_tool(tmp_path: Path) -> None:
         "qwen36-7ce79493",
         "tt_transformers_deepseek-e851a371",
         "common_models-040a27c1",
+        "deepseek_v3-01656bf7",
+        "qwen25_vl-00493af6",
+        "diffusion_gemma-00ca55d7",
+        "gemma4-00b97ff1",
     ):
         out = tmp_path / name
         write_skeletons(SKELETONS / name, out, targets)
