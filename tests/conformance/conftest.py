@@ -272,6 +272,7 @@ def make_report() -> Any:
     """Factory for small valid Report objects: make_report({"m::t": "pass"}, perf={...})."""
     from tt_conformance.report import CheckResult, PerfFigure, Report, ServerSnapshot, Versions
     from tt_conformance.selection import coverage_of
+    from tt_conformance.tiers import derive_tier
 
     counter = iter(range(1, 10_000))
 
@@ -336,7 +337,10 @@ def make_report() -> Any:
             suite = sorted({c.id.partition("::")[0] for c in report.checks}) or ["m"]
             coverage = coverage_of(report.checks, deselected=0, keyword=None, markers=None,
                                    args=(), suite=suite, device=device, lanes=1)  # fmt: skip
-        return report.replace(coverage=coverage)
+        report = report.replace(coverage=coverage)
+        # The tier its checks give, stored as the harness's writer stores it (schema 4 requires
+        # one); a test that changes the report after this derives it again where it matters.
+        return report.replace(tier=derive_tier(report))
 
     return build
 

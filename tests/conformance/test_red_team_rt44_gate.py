@@ -230,6 +230,12 @@ def test_a_candidate_with_its_tier_removed_still_drops_a_tier(
     data["tier"] = None
     data["perf"]["tps_user_median@i128o128c1"]["samples"] = 4
     c.write_text(json.dumps(data))
+    # A schema-4 report stores its tier: null is a removed one, refused naming the field.
+    assert _gate(b, c) == 2
+    assert "field 'tier': null in a schema-4 report" in capsys.readouterr().err
+    # Its stored tier kept, the samples cut: the gate derives the tiers and the drop stands.
+    data["tier"] = json.loads(write_report(cand, tmp_path / "kept").json.read_text())["tier"]
+    c.write_text(json.dumps(data))
     assert _gate(b, c) == 1
     out = capsys.readouterr().out
     assert "tier dropped from complete to functional" in out
