@@ -394,3 +394,36 @@ def shipped_manifest_only() -> Iterator[None]:
     with selection.fixture_suites(lambda suite: False):
         yield
 
+
+@pytest.fixture
+def vouch(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """vouch(report): the report with an expectations file stating its stored bars, recorded
+    with its digest as a run records the file it was judged by (bars.py: bars nothing vouches
+    for are self-asserted and cannot certify functional or complete)."""
+    from tt_conformance.bars import file_digest
+    from tt_conformance.longtasks import PASSKEY_TASK
+
+    def build(report: Any) -> Any:
+        targets = {
+            t.figure: {
+                "reference": t.reference, "source": t.source, "functional": t.functional,
+                "complete": t.complete, "target": t.target,
+            }
+            for t in report.perf_targets
+        }  # fmt: skip
+        accuracy = {
+            a.task: {
+                "task": a.task,
+                **({"threshold": a.threshold} if a.reference is None else {}),
+                **({} if a.reference is None else {"reference": a.reference}),
+                "tolerance": a.tolerance,
+            }
+            for a in report.accuracy
+            if a.task != PASSKEY_TASK
+        }
+        data = {"schema_version": 2, "perf_targets": targets, "accuracy": list(accuracy.values())}
+        path = tmp_path_factory.mktemp("bars") / "expectations.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return report.replace(expectations_file=str(path), expectations_digest=file_digest(path))
+
+    return build

@@ -84,7 +84,7 @@ def _sealed(report: Report) -> Report:
 
 
 @pytest.fixture
-def honest(make_report: Any) -> Any:
+def honest(make_report: Any, vouch: Any) -> Any:
     """Build an honest hardware run (derives complete unless changed): 3 concerns x 39
     checks, the 117 of the issue's Llama-3.3-70B run."""
 
@@ -111,7 +111,7 @@ def honest(make_report: Any) -> Any:
         report = report.replace(
             checks=all_checks, perf_targets=(target,), mesh_shape="1x8", **changes
         )
-        return _sealed(report)
+        return _sealed(vouch(report))
 
     return build
 
