@@ -104,12 +104,13 @@ def recorded_expectations(report: Report) -> tuple[str, Expectations] | None:
 
 
 def _local_path(named: str) -> Path | None:
-    """The named file here: as recorded, or (a repository-relative name) under the checkout."""
+    """The named file here: an absolute name as recorded; a relative one (recorded
+    repository-relative, committed.repo_relative) under the checkout, else from here."""
     path = Path(named)
-    if path.is_absolute() or path.is_file():
-        return path
     root = checkout_root()
-    return None if root is None else root / path
+    if path.is_absolute() or root is None or not (root / path).is_file():
+        return path
+    return root / path
 
 
 def bar_check(report: Report) -> BarCheck:

@@ -18,7 +18,7 @@ from tests.conformance.test_red_team_tiers import _promote, _real_suite_run
 from tt_conformance import selection
 from tt_conformance.bars import bar_check, bytes_digest, file_digest
 from tt_conformance.cli import gate as gate_cli
-from tt_conformance.committed import checkout_root
+from tt_conformance.committed import checkout_root, repo_relative
 from tt_conformance.matrix import tier_of
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import Report, ReportError, load_report
@@ -200,3 +200,28 @@ def test_an_older_schema_without_a_tier_is_read(honest: Any, tmp_path: Path) -> 
     path.write_text(json.dumps(data))
     report = load_report(path)
     assert report.tier is None and tier_of(report).tier == "complete"
+
+
+# ------------------------------------------- hole 5: the expectations file's recorded name
+
+
+def test_an_expectations_file_in_the_checkout_is_recorded_repository_relative(
+    honest: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the harness's checkout the name is repository-relative (the committed copy is
+    found by it on any machine) and is read under the checkout from any directory; outside,
+    and in older reports, it stays absolute."""
+    root = checkout_root()
+    if root is None:
+        pytest.skip("needs the harness's git checkout")
+    assert repo_relative(root / COMMITTED) == COMMITTED
+    assert repo_relative(tmp_path / "e.json") == str((tmp_path / "e.json").resolve())
+    monkeypatch.chdir(tmp_path)
+    named = honest().replace(
+        expectations_file=COMMITTED, expectations_digest=file_digest(root / COMMITTED)
+    )
+    check = bar_check(named)
+    assert check.checked and check.yardstick == COMMITTED
+    # Control: the absolute name an older report recorded is read as it is.
+    old = named.replace(expectations_file=str(root / COMMITTED))
+    assert bar_check(old).checked
