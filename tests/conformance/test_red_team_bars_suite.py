@@ -62,7 +62,9 @@ def test_bars_nobody_vouches_for_cannot_certify_complete(
     assert "self-asserted" in tier.reason and why in tier.reason
     assert not bar_check(forged).checked
     assert _gate(tmp_path, honest(), _stored(forged)) == 1
-    assert "tier dropped from complete to experimental" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tier dropped from complete to experimental" in out
+    assert "candidate's perf targets and accuracy bars are self-asserted" in out
 
 
 def test_bars_a_lowered_reference_and_a_rewritten_digest_stay_self_asserted(
@@ -91,11 +93,14 @@ def test_bars_a_lowered_reference_and_a_rewritten_digest_stay_self_asserted(
     assert any("reference: stored 50.0" in f for f in inconsistencies(kept))
 
 
-def test_vouched_bars_certify_and_gate_ok(honest: Any, tmp_path: Path) -> None:
+def test_vouched_bars_certify_and_gate_ok(
+    honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Control: bars the named file vouches for keep complete, and the bump gates OK."""
     run = honest(tt_metal="v2")
     assert bar_check(run).checked and tier_of(run).tier == "complete"
     assert _gate(tmp_path, honest(), run) == 0
+    assert "self-asserted" not in capsys.readouterr().out
 
 
 def _head() -> str:
