@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
+from tt_conformance.committed import committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers
@@ -50,12 +51,14 @@ __all__ = [
     "DESELECTED_KEY",
     "MANIFEST_KIND",
     "MANIFEST_NAME",
+    "MANIFEST_PATH",
     "NEEDS_LANES",
     "OPTIONAL_CONCERNS",
     "OPTIONAL_NOT_RUN",
     "WAIVED",
     "SkipKind",
     "SuiteState",
+    "Yardstick",
     "concern_coverage",
     "coverage_of",
     "derive_coverage",
@@ -69,6 +72,7 @@ __all__ = [
     "read_manifest_checks",
     "skip_kind",
     "suite_modules",
+    "yardstick_for",
 ]
 
 CHECKS_PACKAGE = "tt_conformance.checks"
@@ -341,6 +345,53 @@ def foreign_suite(suite: Sequence[str], shipped: Sequence[str]) -> bool:
     return rule is not None and bool(suite) and not set(suite) & set(shipped) and rule(suite)
 
 
+# Where the manifest lives in the repository (committed.py reads it at a recorded commit).
+MANIFEST_PATH = "conformance/tt_conformance/checks/MANIFEST.json"
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The manifest a report's coverage is judged against."""
+
+    modules: tuple[str, ...]
+    checks: Mapping[str, Sequence[str]]
+    label: str | None  # said when the run is partial: why today's manifest judged it
+
+
+def yardstick_for(report: Report) -> Yardstick:
+    """The manifest at the report's harness commit when this checkout's git holds it: a run
+    is judged by the suite its harness shipped, so a module added since neither makes an old
+    run partial nor inconsistent (the gate still names a check the candidate lacks). The
+    commit is the report's word, the manifest is git's: an older commit's suite is what that
+    harness ran. Otherwise today's manifest, labelled. A commit's manifest that lists no check
+    ids (written before they were) is paired with today's ids of its modules."""
+    commit = report.versions.harness_commit
+    found = committed_file(commit, MANIFEST_PATH)
+    if found is not None:
+        try:
+            data = json.loads(found[1].decode("utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND:
+            modules = tuple(sorted(str(m) for m in data.get("modules", {})))
+            listed = data.get("checks")
+            today = read_manifest_checks()
+            checks = (
+                {str(k): tuple(str(i) for i in v) for k, v in listed.items()}
+                if isinstance(listed, dict)
+                else {m: today[m] for m in modules if m in today}
+            )
+            return Yardstick(modules, checks, None)
+    recorded = re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", commit) is not None
+    label = (
+        f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
+        "cannot be read here)"
+        if recorded
+        else None  # no commit recorded: nothing else to judge by, nothing to say
+    )
+    return Yardstick(suite_modules(), read_manifest_checks(), label)
+
+
 def derive_coverage(report: Report) -> Coverage | None:
     """The report's coverage rebuilt from its checks and its stored selection (what pytest was
     asked: deselected count, -k, -m, arguments; the modified modules the run saw), judged
@@ -357,14 +408,15 @@ def derive_coverage(report: Report) -> Coverage | None:
     # missing, so one dropped from the manifest since still counts against it. Only a test's
     # own suite (`fixture_suites`, installed by the test, never read from the report) is taken as
     # recorded.
-    shipped = suite_modules()
+    yardstick = yardstick_for(report)
+    shipped = yardstick.modules
     if foreign_suite(stored.suite, shipped):
         judged: Sequence[str] = stored.suite
     elif stored.suite:
         judged = shipped
     else:
         judged = sorted(set(shipped) | set(stored.missing_modules))
-    return coverage_of(
+    derived = coverage_of(
         report.checks,
         deselected=stored.deselected,
         keyword=stored.keyword,
@@ -375,4 +427,10 @@ def derive_coverage(report: Report) -> Coverage | None:
         device=report.device,
         lanes=report.server.lanes,
         model_class=report.server.model_class,
+        suite_checks=yardstick.checks,
+    )
+    if derived.full or yardstick.label is None:
+        return derived
+    return derived.model_copy(
+        update={"partial_because": (*derived.partial_because, yardstick.label)}
     )

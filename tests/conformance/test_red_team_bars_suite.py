@@ -230,3 +230,54 @@ def test_an_expectations_file_in_the_checkout_is_recorded_repository_relative(
     # Control: the absolute name an older report recorded is read as it is.
     old = named.replace(expectations_file=str(root / COMMITTED))
     assert bar_check(old).checked
+
+
+# ------------------------------------ hole 4: the manifest the report's harness shipped
+
+
+NEWEST = "conformance/tt_conformance/checks/test_forward_reference.py"
+
+
+def _before_newest_module() -> str:
+    """The commit before the newest check module was added (its manifest lacks it)."""
+    root = checkout_root()
+    if root is None:
+        pytest.skip("needs the harness's git checkout")
+    done = subprocess.run(
+        ["git", "-C", str(root), "log", "--diff-filter=A", "--format=%H", "-1", "--", NEWEST],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    added = done.stdout.strip()
+    parent = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", f"{added}^"], capture_output=True, text=True
+    )
+    if done.returncode != 0 or not added or parent.returncode != 0:
+        pytest.skip("the checkout's history does not hold the module's addition")
+    return parent.stdout.strip()
+
+
+def _at(run: Report, commit: str) -> Report:
+    run = run.replace(versions=run.versions.model_copy(update={"harness_commit": commit}))
+    return run.replace(tier=derive_tier(run))
+
+
+def test_a_run_is_judged_by_the_manifest_its_harness_commit_shipped(
+    honest: Any, shipped_manifest_only: None
+) -> None:
+    """Every module the harness shipped before test_forward_reference, the suite recorded as
+    that harness's: full and consistent at its commit (git's manifest, not the report's word).
+    The same run claiming a commit git cannot read is judged by today's manifest: partial,
+    inconsistent, and the reason says which manifest judged it."""
+    commit = _before_newest_module()
+    old = tuple(m for m in selection.suite_modules() if not m.endswith("test_forward_reference"))
+    run = _at(_real_suite_run(honest, old, old), commit)
+    assert selection.yardstick_for(run).modules == old
+    assert inconsistencies(run) == []
+    assert run.coverage is not None and run.coverage.full
+    unknown = _at(_real_suite_run(honest, old, old), "0123456789abcdef0123")
+    assert any("lacks modules the harness ships" in f for f in inconsistencies(unknown))
+    tier = tier_of(unknown)
+    assert tier.tier == "partial" and "harness commit 0123456789ab cannot be read" in tier.reason
+    # Control: the newest harness's own suite is judged by today's manifest.
+    shipped = selection.suite_modules()
+    assert inconsistencies(_real_suite_run(honest, shipped, shipped)) == []
