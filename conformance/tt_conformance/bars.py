@@ -12,28 +12,70 @@ makes the report inconsistent.
 
 The digest is what tells "the file the run was judged by" from "the file as edited since": an
 honest run judged by an older version of the file (a reference re-measured later) keeps its
-bars. Its limit, documented: a report whose digest was rewritten too, or whose file cannot be
-reached (another machine, a CI artifact), or a report written before the digest, is judged by
-its stored bars. The file is read only when it is a regular file (a report cannot make a reader
-block on a device or a pipe).
+bars. The file is read only when it is a regular file (a report cannot make a reader block on a
+device or a pipe).
+
+When the named file is gone or edited, the second yardstick is the file as committed at the
+harness commit the report records (``git show <commit>:<path>`` in this harness's checkout):
+the recorded digest must be that committed content's, so the path only locates and the digest
+proves. A report whose bars meet neither yardstick (no file or digest recorded, the file
+unreachable and not committed with that content, a digest rewritten with the bars) has
+*self-asserted* bars (`bar_check`): nobody but the report vouches for its targets and
+thresholds, so tiers.py never lets them lift a run to functional or complete (the tier says
+why), and the gate, which compares tiers, cannot pass on them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
+from tt_conformance.committed import checkout_root, committed_file
+from tt_conformance.expectations import (
+    Expectations,
+    ExpectationsError,
+    expectations_from_dict,
+    load_expectations,
+)
+from tt_conformance.longtasks import PASSKEY_TASK
 from tt_conformance.report import Report
 
-__all__ = ["bar_differences", "file_bar_differences", "file_digest", "recorded_expectations"]
+__all__ = [
+    "BarCheck",
+    "bar_check",
+    "bar_differences",
+    "bytes_digest",
+    "file_bar_differences",
+    "file_digest",
+    "recorded_expectations",
+]
 
 _TARGET_FIELDS = ("reference", "source", "functional", "complete", "target")
 _ACCURACY_FIELDS = ("reference", "threshold", "tolerance")
 
 
 def file_digest(path: str | Path) -> str:
-    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return bytes_digest(Path(path).read_bytes())
+
+
+def bytes_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class BarCheck:
+    """Whether anything but the report vouches for its stored bars."""
+
+    checked: bool
+    yardstick: str | None  # what the bars were held against (None: nothing)
+    why: str | None = None  # why the bars are self-asserted
+
+
+def _has_bars(report: Report) -> bool:
+    # The passkey bar is the harness's own, not the expectations'.
+    return bool(report.perf_targets) or any(a.task != PASSKEY_TASK for a in report.accuracy)
 
 
 def recorded_expectations(report: Report) -> tuple[str, Expectations] | None:
@@ -41,14 +83,56 @@ def recorded_expectations(report: Report) -> tuple[str, Expectations] | None:
     is still the one the run recorded; None otherwise (no file or digest recorded, the file
     gone or edited since)."""
     named, digest = report.expectations_file, report.expectations_digest
-    if not named or not digest or not Path(named).is_file():
+    if not named or not digest:
         return None
+    local = _local_path(named)
+    if local is not None:
+        try:
+            if local.is_file() and file_digest(local) == digest:
+                return named, load_expectations(local)
+        except OSError:
+            pass
+    found = committed_file(report.versions.harness_commit, named)
+    if found is None or bytes_digest(found[1]) != digest:
+        return None
+    where = f"{found[0]} at harness commit {report.versions.harness_commit[:12]}"
     try:
-        if file_digest(named) != digest:
-            return None
-    except OSError:
-        return None
-    return named, load_expectations(named)
+        data = json.loads(found[1].decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise ExpectationsError(f"{where}: not a JSON expectations file: {exc}") from None
+    return where, expectations_from_dict(data, where)
+
+
+def _local_path(named: str) -> Path | None:
+    """The named file here: an absolute name as recorded; a relative one (recorded
+    repository-relative, committed.repo_relative) under the checkout, else from here."""
+    path = Path(named)
+    root = checkout_root()
+    if path.is_absolute() or root is None or not (root / path).is_file():
+        return path
+    return root / path
+
+
+def bar_check(report: Report) -> BarCheck:
+    """Whether the report's stored bars were held against a yardstick it does not control."""
+    if not _has_bars(report):
+        return BarCheck(checked=True, yardstick=None)
+    if not report.expectations_file:
+        why = "the report names no expectations file"
+    elif not report.expectations_digest:
+        why = "the report records no digest of its expectations file"
+    else:
+        try:
+            found = recorded_expectations(report)
+        except ExpectationsError as exc:
+            return BarCheck(checked=False, yardstick=None, why=f"unreadable expectations: {exc}")
+        if found is not None:
+            return BarCheck(checked=True, yardstick=found[0])
+        why = (
+            f"its expectations file {report.expectations_file} cannot be read with the recorded "
+            "digest, here or as committed at its harness commit"
+        )
+    return BarCheck(checked=False, yardstick=None, why=why)
 
 
 def bar_differences(report: Report, expectations: Expectations, source: str) -> list[str]:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tt_conformance.bars import bar_check
 from tt_conformance.expectations import Expectations
 from tt_conformance.identity import (
     AXES,
@@ -327,6 +328,13 @@ def _compare_tier(baseline: Report, candidate: Report, out: GateResult) -> None:
         out.regressions.append(f"tier dropped from {base.tier} to {cand.tier}: {cand.reason}")
     elif after > before:
         out.improvements.append(f"tier rose from {base.tier} to {cand.tier}")
+    # Self-asserted bars already cap the tiers above; the verdict also says whose bars they are.
+    for role, report in (("baseline", baseline), ("candidate", candidate)):
+        bars = bar_check(report)
+        if not bars.checked:
+            out.notes.append(
+                f"{role}'s perf targets and accuracy bars are self-asserted: {bars.why}"
+            )
 
 
 def _compare_check(

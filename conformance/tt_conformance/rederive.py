@@ -19,8 +19,8 @@ import math
 from tt_conformance.bars import file_bar_differences
 from tt_conformance.report import Coverage, Report, ReportError
 from tt_conformance.restated import contradictions
-from tt_conformance.selection import derive_coverage, foreign_suite, suite_modules
-from tt_conformance.tiers import derive_tier, evaluate_fraction
+from tt_conformance.selection import derive_coverage, foreign_suite, yardstick_for
+from tt_conformance.tiers import derive_tier, evaluate_fraction, stated_tier
 
 __all__ = ["InconsistentReport", "inconsistencies", "require_consistent"]
 
@@ -33,14 +33,15 @@ class InconsistentReport(ReportError):
     """A report whose stored verdicts disagree with what its checks and figures give."""
 
 
-def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
+def _coverage_fields(stored: Coverage, derived: Coverage, shipped: tuple[str, ...]) -> list[str]:
     out = []
     names = ["full", "selected", "missing_modules", "missing_checks"]
     names += ["not_applicable", "skipped_other"]
     if stored.suite:  # written by a harness that records the suite, waivers and concerns
         names += ["suite", "modified_modules", "waived", "concerns_not_run"]
-    if stored.suite and not foreign_suite(stored.suite, suite_modules()):
-        # Judged against the shipped manifest (selection.derive_coverage): name the difference.
+    if stored.suite and not foreign_suite(stored.suite, shipped):
+        # Judged against the manifest its harness commit shipped when git has it, else this
+        # harness's (selection.yardstick_for): name the difference.
         foreign = sorted(set(stored.suite) - set(derived.suite))
         lacking = sorted(set(derived.suite) - set(stored.suite))
         if foreign:
@@ -48,9 +49,8 @@ def _coverage_fields(stored: Coverage, derived: Coverage) -> list[str]:
                 f"field 'coverage.suite': modules the harness does not ship: {_short(foreign)}"
             )
         if lacking:
-            # Judged against the shipped manifest: a report of an older harness that lacked
-            # them is regenerated with this one (a recorded version cannot excuse it: it is
-            # the report's own word).
+            # Its harness commit's manifest (git's word, not the report's) lists them, or none
+            # could be read: regenerate it with this harness.
             out.append(
                 f"field 'coverage.suite': lacks modules the harness ships: {_short(lacking)}"
             )
@@ -72,16 +72,18 @@ def _short(value: object) -> str:
 def inconsistencies(report: Report) -> list[str]:
     """Every stored verdict of the report that its own checks and figures contradict."""
     out: list[str] = []
-    derived_tier = derive_tier(report)
-    if report.tier is not None and report.tier.tier != derived_tier.tier:
+    # The stored tier may be the one the report's own bars give (an honest run read where its
+    # expectations file cannot be reached) or the one its vouched-for bars cap it at.
+    derived_tier, stated = derive_tier(report), stated_tier(report)
+    if report.tier is not None and report.tier.tier not in (derived_tier.tier, stated.tier):
         out.append(
             f"field 'tier.tier': stored {report.tier.tier!r}, the checks give "
-            f"{derived_tier.tier!r} ({derived_tier.reason})"
+            f"{stated.tier!r} ({stated.reason})"
         )
     if report.coverage is not None:
         derived = derive_coverage(report)
         assert derived is not None
-        out += _coverage_fields(report.coverage, derived)
+        out += _coverage_fields(report.coverage, derived, yardstick_for(report).modules)
     out += file_bar_differences(report)
     for i, target in enumerate(report.perf_targets):
         fig = report.perf.get(target.figure)

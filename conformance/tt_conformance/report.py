@@ -486,6 +486,18 @@ def report_from_dict(data: Any, source: str = "<report>") -> Report:
             f"{source}: field 'schema_version': unsupported version "
             f"{data.get('schema_version')!r} (this harness reads {readable})"
         )
+    # Schema 4 stores the tier its writer derived; null or absent is a report whose tier was
+    # removed (an older schema's is dropped on migration and derived again).
+    if (
+        isinstance(data, dict)
+        and data.get("schema_version") == SCHEMA_VERSION
+        and data.get("tier") is None
+    ):
+        raise ReportError(
+            f"{source}: field 'tier': {'null' if 'tier' in data else 'missing'} in a "
+            f"schema-{SCHEMA_VERSION} report, which stores the tier its checks give: "
+            "inconsistent, refused (regenerate it, never edit it)"
+        )
     return validate_file_data(Report, migrate_report(data), source, ReportError)
 
 

@@ -9,6 +9,7 @@ import pytest
 from tt_conformance.abort import WORKEROUTPUT_KEY, AbortInfo
 from tt_conformance.bars import file_digest
 from tt_conformance.baseline import gate_run
+from tt_conformance.committed import repo_relative
 from tt_conformance.names import harness_commit, installed_version
 from tt_conformance.provenance import run_info
 from tt_conformance.report import Aborted, Report, ServerSnapshot, Versions, utc_now_iso
@@ -144,7 +145,11 @@ class SessionReporter:
             ),
             run=run_info(state.options.args, state.options.cwd),
             server_options=state.options.server_options,
-            expectations_file=str(state.expectations_path) if state.expectations_path else None,
+            # Repository-relative inside the harness's checkout: the committed copy at the
+            # recorded harness commit is then found by name on any machine (bars.py).
+            expectations_file=(
+                repo_relative(state.expectations_path) if state.expectations_path else None
+            ),
             expectations_digest=(
                 file_digest(state.expectations_path) if state.expectations_path else None
             ),

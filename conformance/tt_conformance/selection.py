@@ -33,11 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
+from tt_conformance.committed import committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers
@@ -49,15 +51,18 @@ __all__ = [
     "DESELECTED_KEY",
     "MANIFEST_KIND",
     "MANIFEST_NAME",
+    "MANIFEST_PATH",
     "NEEDS_LANES",
     "OPTIONAL_CONCERNS",
     "OPTIONAL_NOT_RUN",
     "WAIVED",
     "SkipKind",
     "SuiteState",
+    "Yardstick",
     "concern_coverage",
     "coverage_of",
     "derive_coverage",
+    "fixture_suites",
     "foreign_suite",
     "installed_files",
     "installed_suite",
@@ -67,6 +72,7 @@ __all__ = [
     "read_manifest_checks",
     "skip_kind",
     "suite_modules",
+    "yardstick_for",
 ]
 
 CHECKS_PACKAGE = "tt_conformance.checks"
@@ -313,9 +319,77 @@ def coverage_of(
     )
 
 
+# Which recorded suites are a test's own (judged as recorded): never decided by a report. The
+# harness accepts none; tests that build small reports of made-up modules install a rule
+# (`fixture_suites`) for their duration.
+_fixture_suite_rule: Callable[[Sequence[str]], bool] | None = None
+
+
+@contextmanager
+def fixture_suites(rule: Callable[[Sequence[str]], bool]) -> Iterator[None]:
+    """For tests only: recorded suites ``rule`` accepts are judged as recorded, not against
+    the shipped manifest. A report claiming this harness is otherwise always held to it."""
+    global _fixture_suite_rule
+    before, _fixture_suite_rule = _fixture_suite_rule, rule
+    try:
+        yield
+    finally:
+        _fixture_suite_rule = before
+
+
 def foreign_suite(suite: Sequence[str], shipped: Sequence[str]) -> bool:
-    """A recorded suite that names none of the harness's modules (not its suite at all)."""
-    return bool(suite) and not set(suite) & set(shipped)
+    """A recorded suite that names none of the harness's modules and that a test declared its
+    own (`fixture_suites`); without such a declaration, none is (the report's word is not
+    enough: a suite of one made-up module would escape the manifest)."""
+    rule = _fixture_suite_rule
+    return rule is not None and bool(suite) and not set(suite) & set(shipped) and rule(suite)
+
+
+# Where the manifest lives in the repository (committed.py reads it at a recorded commit).
+MANIFEST_PATH = "conformance/tt_conformance/checks/MANIFEST.json"
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The manifest a report's coverage is judged against."""
+
+    modules: tuple[str, ...]
+    checks: Mapping[str, Sequence[str]]
+    label: str | None  # said when the run is partial: why today's manifest judged it
+
+
+def yardstick_for(report: Report) -> Yardstick:
+    """The manifest at the report's harness commit when this checkout's git holds it: a run
+    is judged by the suite its harness shipped, so a module added since neither makes an old
+    run partial nor inconsistent (the gate still names a check the candidate lacks). The
+    commit is the report's word, the manifest is git's: an older commit's suite is what that
+    harness ran. Otherwise today's manifest, labelled. A commit's manifest that lists no check
+    ids (written before they were) is paired with today's ids of its modules."""
+    commit = report.versions.harness_commit
+    found = committed_file(commit, MANIFEST_PATH)
+    if found is not None:
+        try:
+            data = json.loads(found[1].decode("utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND:
+            modules = tuple(sorted(str(m) for m in data.get("modules", {})))
+            listed = data.get("checks")
+            today = read_manifest_checks()
+            checks = (
+                {str(k): tuple(str(i) for i in v) for k, v in listed.items()}
+                if isinstance(listed, dict)
+                else {m: today[m] for m in modules if m in today}
+            )
+            return Yardstick(modules, checks, None)
+    recorded = re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", commit) is not None
+    label = (
+        f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
+        "cannot be read here)"
+        if recorded
+        else None  # no commit recorded: nothing else to judge by, nothing to say
+    )
+    return Yardstick(suite_modules(), read_manifest_checks(), label)
 
 
 def derive_coverage(report: Report) -> Coverage | None:
@@ -331,17 +405,18 @@ def derive_coverage(report: Report) -> Coverage | None:
     # A recorded suite of the harness's modules is never the yardstick: a shortened one would
     # make a run of two modules full. The shipped manifest is (rederive names the modules a
     # recorded suite lacks or adds). A report of no suite keeps the modules it recorded
-    # missing, so one dropped from the manifest since still counts against it. A suite naming
-    # none of the shipped modules is still taken as recorded (docs/CONFORMANCE.md: the test
-    # fixtures' one-module suites; a known limit).
-    shipped = suite_modules()
+    # missing, so one dropped from the manifest since still counts against it. Only a test's
+    # own suite (`fixture_suites`, installed by the test, never read from the report) is taken as
+    # recorded.
+    yardstick = yardstick_for(report)
+    shipped = yardstick.modules
     if foreign_suite(stored.suite, shipped):
         judged: Sequence[str] = stored.suite
     elif stored.suite:
         judged = shipped
     else:
         judged = sorted(set(shipped) | set(stored.missing_modules))
-    return coverage_of(
+    derived = coverage_of(
         report.checks,
         deselected=stored.deselected,
         keyword=stored.keyword,
@@ -352,4 +427,10 @@ def derive_coverage(report: Report) -> Coverage | None:
         device=report.device,
         lanes=report.server.lanes,
         model_class=report.server.model_class,
+        suite_checks=yardstick.checks,
+    )
+    if derived.full or yardstick.label is None:
+        return derived
+    return derived.model_copy(
+        update={"partial_because": (*derived.partial_because, yardstick.label)}
     )

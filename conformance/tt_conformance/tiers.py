@@ -32,12 +32,20 @@ Perf targets are evaluated against the expectations once, when a report is writt
 Coverage is never taken from the report: it is rebuilt from the checks (selection.py), so a
 stored ``full`` cannot lift a run out of partial, and a stored tier is never read
 (rederive.py refuses a report whose stored tier disagrees with this one).
+
+Stored bars vouched for by nothing but the report (bars.bar_check: no expectations file or
+digest, the file gone or rewritten and no committed copy with the recorded digest) are
+*self-asserted*: `derive_tier` never lets them lift a run to functional or complete, and says
+so in the reason. `stated_tier` is the tier the report's own bars give (what the run stored,
+rederive.py compares it); every reader that ranks a run (matrix, history, gate) uses
+`derive_tier`.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from tt_conformance.bars import bar_check
 from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
 from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, is_emulated
@@ -50,6 +58,7 @@ __all__ = [
     "evaluate_fraction",
     "evaluate_targets",
     "perf_is_informational",
+    "stated_tier",
 ]
 
 INFORMATIONAL_DEVICES = frozenset({EMULATED_DEVICE, "cpu", "gpu", "unknown", NOT_TT_DEVICE})
@@ -112,6 +121,24 @@ def evaluate_targets(report: Report, expectations: Expectations) -> tuple[PerfTa
 
 
 def derive_tier(report: Report) -> Tier:
+    """The run's tier, never higher than experimental on self-asserted bars."""
+    tier = stated_tier(report)
+    if tier.tier not in ("functional", "complete"):
+        return tier
+    bars = bar_check(report)
+    if bars.checked:
+        return tier
+    return Tier(
+        tier="experimental",
+        reason=f"{tier.reason}; but its perf targets and accuracy bars are self-asserted "
+        f"({bars.why}): they cannot certify {tier.tier}",
+        next_blocker="a report whose bars its expectations file (as recorded, or as committed "
+        "at its harness commit) vouches for: rerun with the expectations file",
+    )
+
+
+def stated_tier(report: Report) -> Tier:
+    """The tier the report's stored bars give, whoever vouches for them."""
     tier = _derive_tier(report)
     optional = _optional_not_run(report)
     if not optional or tier.tier == "fail":

@@ -272,6 +272,7 @@ def make_report() -> Any:
     """Factory for small valid Report objects: make_report({"m::t": "pass"}, perf={...})."""
     from tt_conformance.report import CheckResult, PerfFigure, Report, ServerSnapshot, Versions
     from tt_conformance.selection import coverage_of
+    from tt_conformance.tiers import derive_tier
 
     counter = iter(range(1, 10_000))
 
@@ -336,7 +337,10 @@ def make_report() -> Any:
             suite = sorted({c.id.partition("::")[0] for c in report.checks}) or ["m"]
             coverage = coverage_of(report.checks, deselected=0, keyword=None, markers=None,
                                    args=(), suite=suite, device=device, lanes=1)  # fmt: skip
-        return report.replace(coverage=coverage)
+        report = report.replace(coverage=coverage)
+        # The tier its checks give, stored as the harness's writer stores it (schema 4 requires
+        # one); a test that changes the report after this derives it again where it matters.
+        return report.replace(tier=derive_tier(report))
 
     return build
 
@@ -368,3 +372,58 @@ def published_reports(dest: Path) -> Path:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
     return out
+
+
+# The tests' small reports record suites of made-up modules ("m", "checks.test_x"); the harness
+# holds every recorded suite to its shipped manifest, so this declares those suites the tests'
+# own (selection.fixture_suites: a test's word, never a report's). A suite naming any shipped
+# module is still judged against the manifest. Tests of the manifest itself request
+# `shipped_manifest_only`, which withdraws the declaration.
+@pytest.fixture(autouse=True)
+def _fixture_suites() -> Iterator[None]:
+    from tt_conformance import selection
+
+    with selection.fixture_suites(lambda suite: True):
+        yield
+
+
+@pytest.fixture
+def shipped_manifest_only() -> Iterator[None]:
+    from tt_conformance import selection
+
+    with selection.fixture_suites(lambda suite: False):
+        yield
+
+
+@pytest.fixture
+def vouch(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """vouch(report): the report with an expectations file stating its stored bars, recorded
+    with its digest as a run records the file it was judged by (bars.py: bars nothing vouches
+    for are self-asserted and cannot certify functional or complete)."""
+    from tt_conformance.bars import file_digest
+    from tt_conformance.longtasks import PASSKEY_TASK
+
+    def build(report: Any) -> Any:
+        targets = {
+            t.figure: {
+                "reference": t.reference, "source": t.source, "functional": t.functional,
+                "complete": t.complete, "target": t.target,
+            }
+            for t in report.perf_targets
+        }  # fmt: skip
+        accuracy = {
+            a.task: {
+                "task": a.task,
+                **({"threshold": a.threshold} if a.reference is None else {}),
+                **({} if a.reference is None else {"reference": a.reference}),
+                "tolerance": a.tolerance,
+            }
+            for a in report.accuracy
+            if a.task != PASSKEY_TASK
+        }
+        data = {"schema_version": 2, "perf_targets": targets, "accuracy": list(accuracy.values())}
+        path = tmp_path_factory.mktemp("bars") / "expectations.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return report.replace(expectations_file=str(path), expectations_digest=file_digest(path))
+
+    return build

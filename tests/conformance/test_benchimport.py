@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tt_conformance.bars import file_digest
 from tt_conformance.benchimport import BenchImportError, bench_figures, bench_shape
 from tt_conformance.cli import conformance as cli
 from tt_conformance.expectations import load_expectations
@@ -70,7 +71,9 @@ def test_cli_folds_figures_into_the_report(tmp_path: Path, make_report, passing_
     # The run recorded the target (its figure missing): the import fills the figure in.
     old = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))
     old = old.replace(
-        expectations_file=str(exp), perf_targets=evaluate_targets(old, load_expectations(exp))
+        expectations_file=str(exp),
+        expectations_digest=file_digest(exp),
+        perf_targets=evaluate_targets(old, load_expectations(exp)),
     )
     old = old.replace(tier=derive_tier(old))
     new = make_report({"m::a": "pass"}, accuracy=(passing_accuracy,))

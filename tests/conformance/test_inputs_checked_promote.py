@@ -12,6 +12,7 @@ import pytest
 
 from tt_conformance.cli import conformance as cli
 from tt_conformance.report import Aborted, Report, load_report
+from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
 
@@ -39,7 +40,8 @@ def test_an_aborted_run_is_refused(
         reason="GET /health: connection refused", at="2025-01-01T00:10:00Z", during="m::c019",
         not_run=89,
     )  # fmt: skip
-    path = _write(ran.replace(aborted=gone, exit_status=2), tmp_path / "run")
+    aborted = ran.replace(aborted=gone, exit_status=2)
+    path = _write(aborted.replace(tier=derive_tier(aborted)), tmp_path / "run")
     err = _refused(capsys, path, tmp_path / "baselines")
     assert "field 'aborted': the run was aborted during m::c019" in err
     assert "89 selected check(s) never ran" in err

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conformance.test_benchimport import BENCH
 from tests.conformance.test_red_team import FIGURE, honest  # noqa: F401
+from tt_conformance.bars import file_digest
 from tt_conformance.cli import conformance as cli
 from tt_conformance.matrix import tier_of
 from tt_conformance.report import load_report
@@ -72,7 +73,7 @@ def test_import_bench_cannot_swap_the_bars_a_run_was_judged_by(
     is 25 would re-judge the run complete."""
     own = _expectations(tmp_path / "e1.json", 100.0)
     other = _expectations(tmp_path / "e2.json", 25.0)
-    run = honest(tps=20.0).replace(expectations_file=str(own))
+    run = honest(tps=20.0).replace(expectations_file=str(own), expectations_digest=file_digest(own))
     assert tier_of(run).tier == "functional"
     report = write_report(run, tmp_path / "run").json
     assert _import(report, _bench(tmp_path), "--expectations", str(other)) == 2

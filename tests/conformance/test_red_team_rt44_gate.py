@@ -196,7 +196,7 @@ def test_another_model_class_is_another_baseline_and_unrecorded_weights_are_said
 
 
 def test_a_candidate_with_its_tier_removed_still_drops_a_tier(
-    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, make_report: Any, vouch: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """rt44 G5: baseline complete (T/S/U 55 % of the reference), candidate functional (49 %):
     with 'tier': null and the T/S/U figure's samples cut to 4, OK. The gate compares the tiers
@@ -220,7 +220,7 @@ def test_a_candidate_with_its_tier_removed_still_drops_a_tier(
             r.checks, deselected=0, keyword=None, markers=None, args=(), suite=("m",),
             device="T3K", lanes=1,
         )  # fmt: skip
-        r = r.replace(coverage=cov)
+        r = vouch(r.replace(coverage=cov))
         return r.replace(tier=derive_tier(r))
 
     base, cand = run(1, 55.0, "v1"), run(2, 49.0, "v2")
@@ -229,6 +229,12 @@ def test_a_candidate_with_its_tier_removed_still_drops_a_tier(
     data = json.loads(c.read_text())
     data["tier"] = None
     data["perf"]["tps_user_median@i128o128c1"]["samples"] = 4
+    c.write_text(json.dumps(data))
+    # A schema-4 report stores its tier: null is a removed one, refused naming the field.
+    assert _gate(b, c) == 2
+    assert "field 'tier': null in a schema-4 report" in capsys.readouterr().err
+    # Its stored tier kept, the samples cut: the gate derives the tiers and the drop stands.
+    data["tier"] = json.loads(write_report(cand, tmp_path / "kept").json.read_text())["tier"]
     c.write_text(json.dumps(data))
     assert _gate(b, c) == 1
     out = capsys.readouterr().out

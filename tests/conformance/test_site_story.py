@@ -25,7 +25,9 @@ FIGURE = "tps_user_median@i128o128c1"
 TPS = {"experimental": 5.0, "functional": 30.0, "complete": 90.0, "fail": 30.0}
 
 
-def _run(make_report: Any, i: int, tier: str, tt_metal: str, **changes: Any) -> history.Run:
+def _run(
+    make_report: Any, vouch: Any, i: int, tier: str, tt_metal: str, **changes: Any
+) -> history.Run:
     """A run whose checks and figures give ``tier`` (derived, as every reader derives it)."""
     value = TPS[tier]
     report: Report = make_report(
@@ -48,6 +50,7 @@ def _run(make_report: Any, i: int, tier: str, tt_metal: str, **changes: Any) -> 
     report = report.replace(
         coverage=changes.pop("coverage", FULL), perf_targets=(target,), **changes
     )
+    report = vouch(report)  # the bars as a run's expectations file states them (bars.py)
     if report.coverage is not None and report.coverage.full:
         assert derive_tier(report).tier == tier
     return history.Run(Path(f"{i}.json"), report)
@@ -55,13 +58,14 @@ def _run(make_report: Any, i: int, tier: str, tt_metal: str, **changes: Any) -> 
 
 def test_since_is_the_first_run_of_the_newest_streak_and_last_good_skips_failures(
     make_report: Any,
+    vouch: Any,
 ) -> None:
     runs = [
-        _run(make_report, 1, "functional", "v1"),
-        _run(make_report, 2, "functional", "v2"),
-        _run(make_report, 3, "fail", "v3"),
-        _run(make_report, 4, "functional", "v4"),
-        _run(make_report, 5, "functional", "v5"),
+        _run(make_report, vouch, 1, "functional", "v1"),
+        _run(make_report, vouch, 2, "functional", "v2"),
+        _run(make_report, vouch, 3, "fail", "v3"),
+        _run(make_report, vouch, 4, "functional", "v4"),
+        _run(make_report, vouch, 5, "functional", "v5"),
     ]
     story = history.cell_story(runs)
     assert story is not None and story.status == "functional"
@@ -70,30 +74,39 @@ def test_since_is_the_first_run_of_the_newest_streak_and_last_good_skips_failure
     assert not story.regressed
 
 
-def test_a_drop_is_a_regression_and_last_good_names_the_run_before(make_report: Any) -> None:
-    runs = [_run(make_report, 1, "complete", "v1"), _run(make_report, 2, "fail", "v2")]
+def test_a_drop_is_a_regression_and_last_good_names_the_run_before(
+    make_report: Any, vouch: Any
+) -> None:
+    runs = [
+        _run(make_report, vouch, 1, "complete", "v1"),
+        _run(make_report, vouch, 2, "fail", "v2"),
+    ]
     story = history.cell_story(runs)
     assert story is not None and story.regressed and story.previous == "complete"
     assert story.dropped_from == "complete"
     assert story.since is runs[1] and story.last_good is runs[0]
     # A drop stays marked until the cell recovers: a second failing run, then functional, are
     # still below complete; complete again clears it.
-    again = history.cell_story([*runs, _run(make_report, 3, "fail", "v3")])
+    again = history.cell_story([*runs, _run(make_report, vouch, 3, "fail", "v3")])
     assert again is not None and again.dropped_from == "complete"
-    better = history.cell_story([*runs, _run(make_report, 3, "functional", "v3")])
+    better = history.cell_story([*runs, _run(make_report, vouch, 3, "functional", "v3")])
     assert better is not None and better.regressed and better.dropped_from == "complete"
     back = history.cell_story(
-        [*runs, _run(make_report, 3, "functional", "v3"), _run(make_report, 4, "complete", "v4")]
+        [
+            *runs,
+            _run(make_report, vouch, 3, "functional", "v3"),
+            _run(make_report, vouch, 4, "complete", "v4"),
+        ]
     )
     assert back is not None and not back.regressed and back.dropped_from is None
 
 
-def test_partial_and_unlike_runs_tell_no_story(make_report: Any) -> None:
-    newest = _run(make_report, 3, "functional", "v3")
-    failing = _run(make_report, 2, "fail", "v2", coverage=PARTIAL)
+def test_partial_and_unlike_runs_tell_no_story(make_report: Any, vouch: Any) -> None:
+    newest = _run(make_report, vouch, 3, "functional", "v3")
+    failing = _run(make_report, vouch, 2, "fail", "v2", coverage=PARTIAL)
     passed = tuple(c.model_copy(update={"outcome": "pass"}) for c in failing.report.checks)
     partial = history.Run(failing.path, failing.report.replace(checks=passed))
-    other_mesh = _run(make_report, 1, "complete", "v1", mesh_shape="1x8")
+    other_mesh = _run(make_report, vouch, 1, "complete", "v1", mesh_shape="1x8")
     story = history.cell_story([other_mesh, partial, newest])
     # A partial run that failed nothing certifies nothing and the 1x8 run measured another
     # configuration.
@@ -106,7 +119,7 @@ def test_partial_and_unlike_runs_tell_no_story(make_report: Any) -> None:
     assert history.cell_story([failing]) is not None
 
 
-def test_a_history_series_is_one_configuration(make_report: Any) -> None:
+def test_a_history_series_is_one_configuration(make_report: Any, vouch: Any) -> None:
     """Runs of one column with another max_num_seqs are another series: their own trend line,
     compared only with each other, with their own story."""
 

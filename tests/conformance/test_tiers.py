@@ -58,10 +58,12 @@ def test_targets_are_fractions_of_the_reference_in_the_right_direction(
          "functional needs perf targets"),
     ],
 )  # fmt: skip
-def test_tiers(make_report, passing_accuracy, outcomes, accuracy, perf, tier, reason, blocker):
+def test_tiers(
+    make_report, passing_accuracy, vouch, outcomes, accuracy, perf, tier, reason, blocker
+):
     report = make_report(outcomes, accuracy=(passing_accuracy,) if accuracy else ())
     if perf is not None:
-        report = _with_perf(report, *perf)
+        report = vouch(_with_perf(report, *perf))
     got = derive_tier(report)
     assert got.tier == tier and reason in got.reason
     assert (got.next_blocker is None) if blocker is None else (blocker in got.next_blocker)
