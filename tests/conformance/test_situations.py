@@ -63,7 +63,7 @@ def test_the_report_counts_what_the_server_counted_during_the_run(
     assert "opens a new KV block" in section  # worded
     html = render_run_html(Run(Path("latest.json"), report), "now")
     table = html.split('<table id="situations">', 1)[1].split("</table>", 1)[0]
-    assert "<code>decode_new_block</code>" in table and "<td class=\"\">12</td>" in table
+    assert "<code>decode_new_block</code>" in table and '<td class="">12</td>' in table
     assert table.count("0: not created") == 2
 
 
