@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit.test_contract_parity_checker import ADAPTER, edit, run, tree
 from vllm_tt_plugin.contract.call_plan import (
     METHODS,
     PlanFacts,
@@ -181,3 +183,57 @@ def test_a_refused_warmup_names_its_form_as_found_and_every_reason() -> None:
 
     form = negotiate_warmup("warmup_model_prefill", inspect.signature(bare))
     assert form.refusal == "takes no kv_cache, enable_trace; required but not passed: x, y"
+
+
+BLOCK = ', "output_tokens_per_step": 4'
+READ_BACK_OK = "def read_decode_output(self, tt_out, async_read=False):\n        ...\n\n    "
+PROCESS_OK = "def process_decode_output_host(self, tt_out, is_tokens=True):\n        ...\n\n    "
+
+
+@pytest.mark.parametrize(
+    ("added", "capabilities", "method", "label"),
+    [
+        ("def allocate_kv_cache(self):", "", "allocate_kv_cache", "allocate"),
+        ("def allocate_kv_cache_per_layer(self):", "", "allocate_kv_cache_per_layer", "allocate"),
+        ("def get_kv_cache_spec(self):", "", "get_kv_cache_spec", "spec"),
+        ("def get_max_tokens_all_users(self):", "", "get_max_tokens_all_users", "sizing"),
+        (PROCESS_OK + "def read_decode_output(self):", "", "read_decode_output", "async read-back"),
+        (READ_BACK_OK + "def process_decode_output_host(self):", "", "process_decode_output_host",
+         "read-back"),
+        ("def release_request(self):", BLOCK, "release_request", "release"),
+        ("def release_persistent_capture(self, slot):", BLOCK, "release_persistent_capture",
+         "release"),
+    ],
+)  # fmt: skip
+def test_the_checker_names_the_call_a_signature_refuses(
+    tmp_path: Path, added: str, capabilities: str, method: str, label: str
+) -> None:
+    """A method whose signature cannot take the plugin's call is reported broken, naming the
+    call (its variant) the way the adapter makes it."""
+    caps = '{"supports_sample_on_device": True'
+    adapter = edit(
+        ADAPTER,
+        ("def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        ...\n", ""),
+        (caps + "}", caps + capabilities + "}"),
+    )
+    adapter += f"\n    {added}\n        ...\n"
+    found = run(tree(tmp_path, adapter=adapter))[method]
+    assert found.status == "broken", found
+    assert found.detail.startswith(f"{label} call: "), found.detail
+
+
+def test_the_checker_names_a_refused_load_call(tmp_path: Path) -> None:
+    adapter = edit(ADAPTER, ("hf_config, mesh_device, max_batch_size, max_seq_len,", "hf_config,"))
+    found = run(tree(tmp_path, adapter=adapter))["initialize_vllm_model"]
+    assert found.status == "broken" and found.detail.startswith("load call: "), found
+
+
+def test_the_checker_names_a_warmup_call_its_hand_off_refuses(tmp_path: Path) -> None:
+    """A warm-up taking **kwargs is negotiated today's keywords; handing them to a method that
+    cannot take them breaks the warm-up call."""
+    adapter = ADAPTER + (
+        "\n    def warmup_model_prefill(self, **kwargs):\n"
+        "        return super().warmup_model_decode(**kwargs)\n"
+    )
+    found = run(tree(tmp_path, adapter=adapter))["warmup_model_prefill"]
+    assert found.status == "broken" and found.detail.startswith("warm-up call: "), found
