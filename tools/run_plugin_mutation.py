@@ -90,6 +90,7 @@ TARGETS: tuple[Target, ...] = (
         "contract/call_plan.py",
         "call planning",
         (
+            "tests/unit/test_call_plan.py",
             "tests/unit/test_adapter_signature_binding.py",
             "tests/unit/test_warmup_forms.py",
             "tests/unit/test_model_adapter.py",

@@ -303,3 +303,43 @@ def test_offline_streaming_is_not_the_openai_server() -> None:
     offline = SamplingParams(output_kind=RequestOutputKind.DELTA)
     assert not block_output.from_openai_server(offline)
     assert block_output.from_openai_server(_openai())
+
+
+def test_a_block_model_declaring_chunking_and_prefix_caching_still_gets_neither(
+    make_config: Any,
+) -> None:
+    """The block rules turn both off even when the class declares them (a canvas step holds a
+    whole prompt and commits on the device)."""
+    config = make_config(
+        model_class=f"{FAKES}:BlockOutputModel",
+        tt=DEVICE_ALL,
+        enable_chunked_prefill=True,
+        enable_prefix_caching=True,
+        **SERVABLE,
+    )
+    assert config.scheduler_config.enable_chunked_prefill is False
+    assert config.cache_config.enable_prefix_caching is False
+    assert block_output.serving_canvas() == 256
+
+
+def test_data_parallel_is_refused_naming_the_option(
+    block_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESH_DEVICE", "N300")  # two devices: a mesh that splits in two
+    monkeypatch.delenv("TT_DP_DEVICE_GROUPS", raising=False)
+    with pytest.raises(
+        Exception,
+        match=r"--data-parallel-size 2 is not supported: .* is a block-output model "
+        r"\(output_tokens_per_step=256\); leave it at 1\. ",
+    ):
+        block_config(tt={"emulated_mesh": True}, data_parallel_size=2)
+
+
+def test_an_input_without_prompt_tokens_counts_as_an_empty_prompt(block_config: Any) -> None:
+    """An encoder-decoder shaped input carries no top-level prompt_token_ids: no prompt tiles,
+    so max_model_len's four canvases are all output."""
+    block_config(max_model_len=1024)
+    params = SamplingParams(max_tokens=1024)
+    TTPlatform.validate_request({"encoder": {}, "decoder": {}}, params)
+    with pytest.raises(ValueError, match="with a 1-token prompt"):
+        TTPlatform.validate_request(_prompt(1), SamplingParams(max_tokens=1024))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from vllm.sampling_params import SamplingParams
 
@@ -200,3 +201,110 @@ def test_reshape_starts_the_tables_over_only_when_the_shape_changes() -> None:
     inputs.reshape(WIDTH + 2, 2)
     assert [tuple(t.shape) for t in inputs.tables] == [(2, WIDTH + 2), (2, WIDTH + 2)]
     assert all(not t.any() for t in inputs.tables)
+
+
+def plain(req_id: str, blocks: list[int], **params: object) -> TTRequestState:
+    return TTRequestState(
+        req_id=req_id,
+        prompt_token_ids=[1, 2, 3],
+        sampling_params=SamplingParams(**params),
+        block_ids=(list(blocks),),
+        num_computed_tokens=3,
+        lane=0,
+        device_seed=11,
+        generator=None,
+    )
+
+
+def test_the_tables_are_int32_as_the_device_takes_them() -> None:
+    inputs = PersistentDecodeInputs(2, WIDTH, 2, VOCAB)
+    assert [t.dtype for t in inputs.tables] == [torch.int32, torch.int32]
+    inputs.reshape(WIDTH + 1, 1)
+    assert [t.dtype for t in inputs.tables] == [torch.int32]
+
+
+def test_a_slot_taken_over_in_one_step_holds_only_the_new_requests_blocks() -> None:
+    """A finish and a join in the same step: the slot goes from one request to another without
+    being empty in between; the new row starts at its first block."""
+    inputs = PersistentDecodeInputs(2, WIDTH, 1, VOCAB)
+    a, b = plain("a", [5, 6, 7]), plain("b", [9])
+    inputs.update_tables([a, None], ("a", None), set())
+    inputs.update_tables([b, None], ("b", None), set())
+    assert inputs.tables[0].tolist() == [[9, 0, 0, 0, 0, 0], [0] * WIDTH]
+
+
+def test_a_grown_request_not_decoding_now_is_written_when_it_returns() -> None:
+    """Block growth of a request outside the layout (idle, preempted) is skipped, not an error,
+    and does not stop the others' growth from being written."""
+    for trial in range(20):  # the dirty set's order varies: the idle one is not always last
+        names = [f"t{trial}-{i}" for i in range(4)]
+        states = [plain(name, [10 * i + 1]) for i, name in enumerate(names)]
+        active: list[TTRequestState | None] = [*states[:3], None]
+        inputs = PersistentDecodeInputs(4, WIDTH, 1, VOCAB)
+        inputs.update_tables(active, layout_of(active), set())
+        for s in states:
+            s.block_ids[0].append(99)
+        dirty = set(names)
+        inputs.update_tables(active, layout_of(active), dirty)
+        assert not dirty
+        assert inputs.tables[0][:, :2].tolist() == [[1, 99], [11, 99], [21, 99], [0, 0]]
+        active[3] = states[3]  # the idle one back: written in full
+        inputs.update_tables(active, layout_of(active), set())
+        assert inputs.tables[0][3, :2].tolist() == [31, 99]
+
+
+def test_growth_after_a_resume_or_a_move_writes_only_the_new_blocks() -> None:
+    """A mark over a block already written survives that request's growth: after a resume
+    (its row written anew with the new epoch) and after a compaction moved its row."""
+    inputs = PersistentDecodeInputs(3, WIDTH, 1, VOCAB)
+    table = inputs.tables[0]
+    a, b = plain("a", [5]), plain("b", [6])
+    active: list[TTRequestState | None] = [a, b, None]
+    inputs.update_tables(active, layout_of(active), set())
+    a.replace_blocks(([7, 8],))  # resumed with new blocks
+    inputs.update_tables(active, layout_of(active), {"a"})
+    assert table[0, :3].tolist() == [7, 8, 0]
+    table[0, 0] = mark = -7
+    a.block_ids[0].append(9)
+    inputs.update_tables(active, layout_of(active), {"a"})
+    assert table[0, :3].tolist() == [mark, 8, 9]  # only the new block
+    active = [None, b, a]  # a moves with its row
+    inputs.update_tables(active, layout_of(active), set())
+    assert table[2, :3].tolist() == [mark, 8, 9]
+    a.block_ids[0].append(10)
+    inputs.update_tables(active, layout_of(active), {"a"})
+    assert table[2, :4].tolist() == [mark, 8, 9, 10]
+    # A growth the row already holds in full queues nothing: the mark stays.
+    b.block_ids[0].append(11)
+    inputs.update_tables(active, layout_of(active), {"b"})
+    table[1, 0] = mark
+    inputs.update_tables(active, layout_of(active), {"b"})
+    assert table[1, :3].tolist() == [mark, 11, 0]
+
+
+def test_a_vocabulary_of_one_is_the_smallest_accepted() -> None:
+    PersistentDecodeInputs(1, WIDTH, 1, 1)
+    with pytest.raises(ValueError, match=r"^vocab_size=0 must be positive$"):
+        PersistentDecodeInputs(1, WIDTH, 1, 0)
+
+
+def test_penalties_follow_the_penalized_requests_in_and_out() -> None:
+    inputs = PersistentDecodeInputs(2, WIDTH, 1, VOCAB)
+    p, q = plain("p", [1], presence_penalty=0.5), plain("q", [2])
+    inputs.sampling_params([p, q], ("p", "q"))
+    assert inputs.penalties
+    inputs.sampling_params([None, q], (None, "q"))  # the penalized one leaves
+    assert not inputs.penalties
+    inputs.sampling_params([p, q], ("p", "q"))
+    assert inputs.penalties
+    inputs.forget_layout()  # a failed call: rebuilt from the states
+    assert inputs.sampling_params([None, q], (None, "q")).presence_penalty == [0.0, 0.0]
+    assert not inputs.penalties
+
+
+def test_after_a_failed_call_even_an_empty_layout_gets_its_params_built() -> None:
+    inputs = PersistentDecodeInputs(2, WIDTH, 1, VOCAB)
+    empty = inputs.sampling_params([None, None], (None, None))
+    inputs.forget_layout()
+    again = inputs.sampling_params([None, None], (None, None))
+    assert isinstance(again, TTSamplingParams) and again == empty and again is not empty

@@ -134,11 +134,6 @@ def check_block_launch(
 
 
 # --- KV and admission arithmetic -----------------------------------------------------------------
-def canvas_headroom_blocks(canvas: int, block_size: int) -> int:
-    """Blocks one sequence's working canvas needs beyond its committed tokens."""
-    return math.ceil(canvas / block_size)
-
-
 def physical_tokens(prompt_len: int, max_tokens: int, canvas: int) -> int:
     """Tokens a request occupies: its prompt in whole tiles plus its output in whole canvases."""
     return math.ceil(prompt_len / TILE) * TILE + math.ceil(max_tokens / canvas) * canvas

@@ -99,13 +99,9 @@ class _PageTables:
             state = None if at is None else active[at]
             if at is None or state is None:
                 continue  # not decoding now: written in full when it takes a slot again
-            # Replaced (a resume) or shorter: the old row goes; else only the new blocks.
+            # Replaced (a resume: the only way a block list shrinks, and it bumps the epoch): the
+            # old row goes; else only the new blocks.
             rewrite = state.block_epoch != self._epoch[at]
-            if not rewrite:
-                for ids, count in zip(state.block_ids, self._written, strict=True):
-                    if len(ids) < count[at]:
-                        rewrite = True
-                        break
             if rewrite:
                 zero.append(at)
             self._append(writes, at, state, rewrite)
@@ -195,7 +191,6 @@ class _SamplingColumns:
 class PersistentDecodeInputs:
     def __init__(self, num_slots: int, width: int, num_groups: int, vocab_size: int) -> None:
         self.num_slots = num_slots
-        self.vocab_size = vocab_size
         self.tokens = torch.zeros((num_slots, 1), dtype=torch.int32)
         self.positions = torch.full((num_slots,), -1, dtype=torch.int32)
         self._tokens_np = self.tokens.numpy()
