@@ -56,6 +56,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.parity_reach import attribute_setters, bind_call, unused_content
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
     ContractMismatch,
@@ -209,6 +210,7 @@ def _walk(
     kwargs: Mapping[str, Any],
     path: list[FoundMethod],
     out: _Walk,
+    certain: bool = True,
 ) -> None:
     path = [*path, link]
     if link.unresolved:
@@ -226,7 +228,11 @@ def _walk(
     except ContractMismatch as exc:
         out.errors.append(f"{variant} call: {exc} [{link.where}]")
         return
-    _check_kwargs(link, bound, variant, path, out)
+    if certain and link.body is not None and link.body.raises:
+        out.errors.append(f"{variant} call: {describe_chain(path)} always raises: "
+                          f"{link.body.raises} [{link.where}]")  # fmt: skip
+        return
+    _check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
         if fwd.unresolved:
@@ -256,12 +262,15 @@ def _walk(
                 f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
             )
             continue
-        _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out)
+        _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
+              certain and fwd.certain)  # fmt: skip
     if not followed:
         out.paths.append(path)
 
 
 def _check_kwargs(
+    source: SignatureSource,
+    target: str,
     link: FoundMethod,
     bound: inspect.BoundArguments,
     variant: str,
@@ -276,9 +285,17 @@ def _check_kwargs(
     var_kw = next(
         (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
     )
-    if body is None or var_kw is None:
+    if body is None:
         return
-    received: Mapping[str, Any] = bound.arguments.get(var_kw, {})
+    received: Mapping[str, Any] = bound.arguments.get(var_kw, {}) if var_kw else {}
+    lost = unused_content(source, target, link, received, bound.arguments)
+    if lost:
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
+            f"never uses it [{link.where}]"
+        )
+    if var_kw is None:
+        return
     for key in body.kwargs_required:
         if key not in received:
             out.errors.append(
@@ -289,7 +306,7 @@ def _check_kwargs(
     if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
         out.dropped.append(
             f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
-            f"**{var_kw} (pop / del) without using it [{link.where}]"
+            f"**{var_kw} (or reads it) without using its value [{link.where}]"
         )
     if body.kwargs_opaque:
         return
@@ -301,7 +318,7 @@ def _check_kwargs(
         return  # the next method decides (its own **kwargs, or its named parameters)
     unread = [k for k in received if k not in body.kwargs_reads and k in CONTENT_KEYWORDS]
     if unread:
-        other = [k for k in body.kwargs_reads if k not in received]
+        other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]
         also = (
             f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
             if other
@@ -367,12 +384,19 @@ def _reach(
                     f"{at_line}]"
                 )
         for call in body.calls:
-            if call.how == "self" and call.method in body.guarded:
+            if call.guarded:
                 continue
             after = (call.after or method.owner) if call.how == "super" else call.after
             nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
+                    setters = attribute_setters(source, target, call.method)
+                    if setters and "" not in setters:  # set only where it may not have run
+                        out.unresolved.append(
+                            f"{describe_chain(chain)} calls {call.describe()}, an attribute "
+                            f"only set in {', '.join(setters)} [{method.where.rpartition(':')[0]}:"
+                            f"{call.line}]"
+                        )
                     continue  # an attribute holding a callable
                 others = foreign(target)
                 where = f"after {class_label(after)} " if after and call.how == "super" else ""
@@ -389,6 +413,12 @@ def _reach(
                 else:
                     out.missing.append(f"{line} {at}")
                 continue
+            bind_call(
+                lambda link, a, k, variant, inner, certain: _walk(
+                    source, target, family, variant, link, a, k, [], inner, certain
+                ),
+                _Walk, method, chain, call, nxt, out,
+            )  # fmt: skip
             nexts.append(nxt)
         for construct in body.constructs:
             _construct(source, target, family, method, chain, construct, out)

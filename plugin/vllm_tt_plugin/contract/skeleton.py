@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
+    _SAFE_WITH_SELF,
     _callee,
     _composed,
     _elided,
@@ -40,6 +42,15 @@ from vllm_tt_plugin.contract.source_body import (
     _walk_body,
     body_of,
     plugin_imports,
+)
+from vllm_tt_plugin.contract.source_flow import (
+    always_raises,
+    always_run,
+    elided,
+    guarded_calls,
+    parents_of,
+    unused_params,
+    value_used,
 )
 from vllm_tt_plugin.utils.checkout import git_output
 
@@ -81,6 +92,18 @@ def _simple(expr: ast.expr) -> bool:
 
 def _value(expr: ast.expr | None) -> str:
     return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
+
+
+def _fact(expr: ast.expr | None) -> str:
+    """A fact attribute's value: whole when simple; a dict entry by entry; what the checker
+    cannot evaluate as a call it cannot evaluate either (``...`` would read as a non-dict)."""
+    if expr is None or _simple(expr):
+        return _value(expr)
+    if isinstance(expr, ast.Dict) and all(k is not None for k in expr.keys):
+        items = [f"{ast.unparse(k)}: {_fact(v)}"
+                 for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
+        return "{" + ", ".join(items) + "}"
+    return "unevaluated()"
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -140,6 +163,10 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
         return "..."
 
     args = [arg(x) for x in node.args]
+    if args == ["..."] and not node.keywords:
+        # One argument: `(...)` would read as elided (a hand-written skeleton), not counted.
+        elided = isinstance(node.args[0], ast.Constant) and node.args[0].value is Ellipsis
+        args = ["..."] if elided else ["None"]
     for k in node.keywords:
         if k.arg is None:
             value = k.value
@@ -168,6 +195,12 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
+    parents = parents_of(fn)
+    run = always_run(fn)
+    guards = guarded_calls(fn, me)
+    locals_ = {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     # How a key leaves **kwargs matters to the checker: a pop whose value is used is a read, a
     # bare pop / del is not, and only one that is a statement of the body itself is certain.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
@@ -177,7 +210,8 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         return text if id(node) in top else f"if ...: {text}"
 
     def add(node: ast.AST, text: str) -> None:
-        lines.append((getattr(node, "lineno", 0), text))
+        sure = id(node) in run or not isinstance(node, ast.Call) or text.startswith("if ")
+        lines.append((getattr(node, "lineno", 0), text if sure else f"if ...: {text}"))
 
     def add_call(node: ast.Call, text: str) -> None:
         # A local mapping passed as ``**kw`` (``kw = dict(a=...)`` / ``{"a": ...}``, bound once)
@@ -207,11 +241,37 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
             )
             if forward:
-                add_call(node, "return " + _call_text(node, params))
+                returned = isinstance(parents.get(id(node)), ast.Return)
+                add_call(node, ("return " if returned else "") + _call_text(node, params))
                 continue
             target = _callee(func, me)
             if target is not None:
-                add(node, f"{ast.unparse(func)}(...)")
+                text = _call_text(node, params)
+                if target[0] == "self" and target[1] in guards.get(id(node), set()):
+                    text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
+                add(node, text)
+                continue
+            root = func
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            gives_me = me is not None and any(
+                isinstance(x, ast.Name) and x.id == me
+                for x in (*node.args, *(k.value for k in node.keywords))
+            )
+            safe = isinstance(func, ast.Name) and func.id in _SAFE_WITH_SELF
+            if (gives_me and not safe) or (
+                isinstance(root, ast.Call) and _hands_all(node, vararg, kwarg)
+            ):
+                # The instance or the arguments handed to what the checker does not follow.
+                add(node, _call_text(node, params | {me or ""}))
+                continue
+            if (
+                isinstance(root, ast.Name)
+                and root.id in locals_
+                and _hands_all(node, vararg, kwarg)
+            ):
+                add(node, f"{root.id} = ...")
+                add(node, _call_text(node, params))
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
@@ -245,7 +305,12 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             ):
                 key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
                 text = f"{kwarg}.{func.attr}({key_text})"
-                add(node, placed(node, text) if id(node) in bare else f"_ = {text}")
+                if id(node) in bare:
+                    add(node, placed(node, text))
+                elif value_used(fn, node, parents):
+                    add(node, f"used({text})")
+                else:
+                    add(node, f"_ = {text}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Subscript)
@@ -255,7 +320,8 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         ):
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
-                add(node, f"{kwarg}[{key}]")
+                used = value_used(fn, node, parents)
+                add(node, f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
             else:
@@ -280,7 +346,18 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                         and sub.value.id == me
                     ):
                         value = node.value if sub.attr in FACT_ATTRIBUTES else None
-                        add(node, f"{me}.{sub.attr} = {_value(value)}")
+                        stored = ast.unparse(node.value) if (
+                            isinstance(node.value, ast.Name) and node.value.id == kwarg
+                        ) else _value(value)  # fmt: skip
+                        add(node, f"{me}.{sub.attr} = {stored}")
+    raises = always_raises(fn)
+    if raises:
+        line = int(raises.rpartition("(line ")[2].rstrip(")"))
+        lines.append((line, raises.rpartition(" (line ")[0]))
+    named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CONTENT_KEYWORDS
+    unused = set(unused_params(fn, named)) if not elided(fn) else set()
+    for p in sorted(named - unused):
+        lines.append((fn.body[0].lineno, f"used({p})"))
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
@@ -288,7 +365,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
-        add(first, f"{kwarg}.copy()")
+        add(first, f"used({kwarg})")
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
     return list(dict.fromkeys(out)) or ["pass"]
 
@@ -362,9 +439,12 @@ def _class(node: ast.ClassDef) -> list[str]:
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
                 value = item.value if _simple(item.value) else None
-                body.append(f"    {' = '.join(names)} = {_value(value)}")
+                facts = set(names) & set(FACT_ATTRIBUTES)
+                text = _fact(item.value) if facts else _value(value)
+                body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-            body.append(f"    {item.target.id} = {_value(item.value)}")
+            fact = item.target.id in FACT_ATTRIBUTES
+            body.append(f"    {item.target.id} = {(_fact if fact else _value)(item.value)}")
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
