@@ -173,7 +173,7 @@ def test_skeleton_text_refuses_nothing_it_can_parse() -> None:
 
 def test_diff_names_the_targets_that_change_verdict_and_why(tmp_path: Path, capsys: Any) -> None:
     old, new = SKELETONS / "tt_transformers-0015d62b", SKELETONS / "tt_transformers-21a4db48"
-    assert parity.main(["--diff", str(old), str(new)]) == 0
+    assert parity.main(["--diff", str(old), str(new)]) == 0  # nothing newly fails
     out = capsys.readouterr().out
     llama = "models.tt_transformers.tt.generator_vllm:LlamaForCausalLM  [TTLlamaForCausalLM]"
     assert f"{llama}: fails -> binds" in out

@@ -6,11 +6,12 @@ called must be set where it surely is, and content must reach something that use
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
-from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain
+from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
 
 
 class WalkLike(Protocol):
@@ -143,3 +144,88 @@ def unused_content(
         if keys and not attribute_read(source, target, attr):
             lost += [f"{k} (stored in self.{attr}, which nothing reads)" for k in keys]
     return lost
+
+
+def check_kwargs(
+    source: Any,
+    target: str,
+    link: FoundMethod,
+    bound: inspect.BoundArguments,
+    variant: str,
+    path: list[FoundMethod],
+    out: WalkLike,
+) -> None:
+    """What reaches ``link``'s ``**kwargs``: a key it reads with ``kwargs["key"]`` must be
+    there (a KeyError otherwise), and content the plugin sends (images, sampling parameters,
+    histories, ...) must be read by name, passed on whole, or handed to the next method:
+    otherwise it is silently dropped."""
+    body = link.body
+    var_kw = next(
+        (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
+    )
+    if body is None:
+        return
+    received: Mapping[str, Any] = bound.arguments.get(var_kw, {}) if var_kw else {}
+    lost = unused_content(source, target, link, received, bound.arguments)
+    if lost:
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
+            f"never uses it [{link.where}]"
+        )
+    if var_kw is None:
+        return
+    for key in body.kwargs_required:
+        if key not in received:
+            out.errors.append(
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
+                f"which the plugin does not send (a KeyError) [{link.where}]"
+            )
+    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
+    if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
+            f"**{var_kw} (or reads it) without using its value [{link.where}]"
+        )
+    # Stored in an attribute something reads: used (later, elsewhere).
+    kept = {k for k, attr in body.kwargs_stored if attribute_read(source, target, attr)}
+    if body.kwargs_opaque or "*" in kept:
+        return
+    passed_on = any(
+        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
+        if key is None
+    )  # fmt: skip
+    if passed_on:
+        return  # the next method decides (its own **kwargs, or its named parameters)
+    unread = [k for k in received if k not in (*body.kwargs_reads, *kept) and k in CONTENT_KEYWORDS]
+    if unread:
+        other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]
+        also = (
+            f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
+            if other
+            else ""
+        )
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
+            f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
+            f"[{link.where}]"
+        )
+
+
+_READ_BACK = ("read_decode_output", "process_decode_output_host")
+
+
+def lone_read_back_hook(source: Any, target: str, method: str) -> str:
+    """One read-back hook defined without the other: the plugin uses them only as a pair, so
+    the missing one is reported (``absent``) rather than both left out."""
+    if method not in _READ_BACK or not source.complete:
+        return ""
+    other = _READ_BACK[1 - _READ_BACK.index(method)]
+    if (
+        find_method(source, target, method) is not None
+        or find_method(source, target, other) is None
+    ):
+        return ""
+    return (
+        f"not defined, but {other} is: the plugin uses the read-back hooks only as a pair, so "
+        "it reads decode output itself"
+    )

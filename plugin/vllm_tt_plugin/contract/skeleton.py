@@ -52,6 +52,7 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
+from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -177,8 +178,29 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
-def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    """What the checker reads from ``fn``'s body, one statement a line, in source order."""
+def _copy_text(expr: ast.expr) -> str:
+    """A copy / edit of ``**kwargs`` with its keys and mapping names kept, other values ``...``
+    (``{**kwargs, "k": ...}``, ``kwargs.update(k=...)``, ``dict(kwargs)``)."""
+
+    def keep(x: ast.expr) -> str:
+        return x.id if isinstance(x, ast.Name) else "..."
+
+    if isinstance(expr, ast.Dict):
+        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
+                 for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
+        return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.Call):
+        args = [_copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
+        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
+        return f"{ast.unparse(expr.func)}({', '.join(args)})"
+    return "..."
+
+
+def body_lines(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, stored: frozenset[str] = frozenset()
+) -> list[str]:
+    """What the checker reads from ``fn``'s body, one statement a line, in source order
+    (``stored``: attributes the class stores plugin arguments in: their reads are kept)."""
     if _elided(fn):
         return ["..."]
     if _only_raises_not_implemented(fn):
@@ -196,6 +218,7 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     )
     lines: list[tuple[int, str]] = []
     parents = parents_of(fn)
+    kw_names = copies(fn, kwarg) if kwarg else set()
     run = always_run(fn)
     guards = guarded_calls(fn, me)
     locals_ = {
@@ -231,6 +254,14 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         add(node, text)
 
     for node in nodes:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and node.attr in stored
+            and isinstance(node.value, ast.Name)
+            and node.value.id == me
+        ):
+            add(node, f"used({me}.{node.attr})")
         if isinstance(node, ast.Call):
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
@@ -295,16 +326,24 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 add(node, _call_text(node, set()))
                 continue
             if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in kw_names
+                and func.attr in ("update", "clear", "popitem")
+            ):  # an edit of **kwargs (or a copy) before it is handed on
+                add(node, placed(node, _copy_text(node)))
+                continue
+            if (
                 kwarg is not None
                 and isinstance(func, ast.Attribute)
                 and isinstance(func.value, ast.Name)
-                and func.value.id == kwarg
+                and func.value.id in kw_names
                 and func.attr in ("get", "pop", "setdefault")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
                 key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
-                text = f"{kwarg}.{func.attr}({key_text})"
+                text = f"{func.value.id}.{func.attr}({key_text})"
                 if id(node) in bare:
                     add(node, placed(node, text))
                 elif value_used(fn, node, parents):
@@ -336,6 +375,13 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             and isinstance(node.left, ast.Constant)
         ):
             add(node, f"{node.left.value!r} in {kwarg}")
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in kw_names - {kwarg}
+        ):
+            add(node, f"{node.targets[0].id} = {_copy_text(node.value)}")  # a copy of **kwargs
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -346,10 +392,10 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                         and sub.value.id == me
                     ):
                         value = node.value if sub.attr in FACT_ATTRIBUTES else None
-                        stored = ast.unparse(node.value) if (
+                        kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
-                        add(node, f"{me}.{sub.attr} = {stored}")
+                        add(node, f"{me}.{sub.attr} = {kept}")
     raises = always_raises(fn)
     if raises:
         line = int(raises.rpartition("(line ")[2].rstrip(")"))
@@ -370,10 +416,12 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return list(dict.fromkeys(out)) or ["pass"]
 
 
-def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str) -> list[str]:
+def _function(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str, stored: frozenset[str] = frozenset()
+) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
     out.append(f"{indent}{_header(fn)}")
-    out += [f"{indent}    {line}" for line in body_lines(fn)]
+    out += [f"{indent}    {line}" for line in body_lines(fn, stored)]
     return out
 
 
@@ -434,6 +482,12 @@ def _class(node: ast.ClassDef) -> list[str]:
     bases += [ast.unparse(k) for k in node.keywords]
     out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
     body: list[str] = []
+    stored = frozenset(
+        attr
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
+    )
     for item in node.body:
         if isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
@@ -448,7 +502,7 @@ def _class(node: ast.ClassDef) -> list[str]:
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            body += _function(item, "    ")
+            body += _function(item, "    ", stored)
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")

@@ -37,9 +37,14 @@ def _is_copy(value: ast.expr, names: set[str]) -> bool:
                 and isinstance(sources[0], ast.Name)
                 and sources[0].id in names
             )
-    if isinstance(value, ast.Dict) and len(value.keys) == 1 and value.keys[0] is None:
-        inner = value.values[0]
-        return isinstance(inner, ast.Name) and inner.id in names
+    if isinstance(value, ast.Dict):  # {**kw} / {**kw, "key": v}: a copy with keys added
+        spread = [v for k, v in zip(value.keys, value.values, strict=True) if k is None]
+        return (
+            len(spread) == 1
+            and isinstance(spread[0], ast.Name)
+            and spread[0].id in names
+            and all(k is None or _key(k) for k in value.keys)
+        )
     return False
 
 
@@ -67,6 +72,12 @@ def edits(fn: Fn, names: set[str]) -> Edits:
     """The edits of the mappings ``names`` (``**kwargs`` and its copies), flow-insensitive."""
     out = Edits()
     for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+        ):
+            out.added += [str(_key(k)) for k in node.value.keys if k is not None]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner, attr = node.func.value, node.func.attr
             if not (isinstance(owner, ast.Name) and owner.id in names):
