@@ -4,11 +4,12 @@ the controls must still bind, and the skeleton of each tree must read as the tre
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from vllm_tt_plugin.contract.parity import CheckoutReader, check
+from vllm_tt_plugin.contract.parity import CheckoutReader, check, main
 from vllm_tt_plugin.contract.signatures import profiles_from_mapping
 from vllm_tt_plugin.contract.skeleton import write_skeletons
 
@@ -80,6 +81,8 @@ REFUSED = [
     ("kwargs_update_unknown", _decode(
         "        kwargs.update(self.defaults)\n        kwargs.pop('slot_remap', None)\n"
         "        return self._impl(*args, **kwargs)", IMPL, STAR), "unresolved"),
+    ("c03_kwargs_merge_inline", _decode(
+        "        return self._impl(*args, **{**kwargs, 'extra': 1})", IMPL, STAR), "broken"),
     ("kwargs_copy_merge_extra", _decode(
         "        kw = {**kwargs, 'extra': 1}\n        kw.pop('slot_remap', None)\n"
         "        return self._impl(*args, **kw)", IMPL, STAR), "broken"),
@@ -200,3 +203,85 @@ def test_the_skeleton_of_a_tree_reads_as_the_tree(tmp_path: Path, name: str, ada
     tree_found = _findings(src)
     skel_found = _findings(tmp_path / "skel")
     assert {m: s for m, (s, _) in skel_found.items()} == {m: s for m, (s, _) in tree_found.items()}
+
+
+ENV_ON = (
+    BASE.replace(
+        '"supports_sample_on_device": True,',
+        '"supports_sample_on_device": os.environ.get("TT_DS") == "on",',
+    )
+    .replace(SIG, NO_SP)
+    .replace(SENDS, "        return tokens\n")
+)
+ENV_OFF = ENV_ON.replace('== "on"', '!= "on"')
+MORE = [
+    ("h06_partial_cls", BASE.replace("        return cls(None)",
+                                     "        return functools.partial(cls, bad_kw=1)(None)")),
+    ("b12_caps_dict_call", BASE.replace(
+        '    model_capabilities = {\n        "supports_async_decode": True,\n'
+        '        "supports_sample_on_device": True,\n'
+        '        "supports_device_penalties": False,\n    }',
+        "    model_capabilities = dict(supports_sample_on_device=True)",
+    ).replace(SIG, NO_SP).replace(SENDS, "        return tokens\n")),
+    ("b10d_env_len", ENV_ON.replace('os.environ.get("TT_DS") == "on"',
+                                    'len(os.environ.get("TT_DS", "")) > 3')),
+    ("b06_env_int_ge2", ENV_ON.replace('os.environ.get("TT_DS") == "on"',
+                                       'int(os.environ.get("TT_DS", "0")) >= 2')),
+    ("e_env_on", ENV_ON),
+    ("e_no_process", BASE + "\n    def read_decode_output(self, output, async_read=False):\n"
+                            "        return output, []\n"),
+]  # fmt: skip
+
+
+def _module(adapter: str) -> str:
+    return "import functools\nimport os\n" + adapter
+
+
+@pytest.mark.parametrize(("name", "adapter"), MORE, ids=[c[0] for c in MORE])
+def test_the_skeleton_keeps_facts_and_constructions(
+    tmp_path: Path, name: str, adapter: str
+) -> None:
+    src = _tree(tmp_path / "tree", _module(adapter))
+    write_skeletons(src, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    tree_found = _findings(src)
+    skel_found = _findings(tmp_path / "skel")
+    assert {m: s for m, (s, _) in skel_found.items()} == {m: s for m, (s, _) in tree_found.items()}
+    # Not read as a non-dict (an elided `...` value), nor a construction lost.
+    assert "not a dict" not in " ".join(d for _, d in skel_found.values())
+
+
+def test_a_construction_through_partial_is_not_ok(tmp_path: Path) -> None:
+    found = _findings(_tree(tmp_path, _module(dict(MORE)["h06_partial_cls"])))
+    assert found["initialize_vllm_model"][0] == "unresolved", found["initialize_vllm_model"]
+
+
+def test_an_env_variant_is_labelled_with_the_value_tried(tmp_path: Path) -> None:
+    found = _findings(_tree(tmp_path, _module(dict(MORE)["b06_env_int_ge2"])))
+    facts = found["(class facts)"][1]
+    assert "[TT_DS=2]" in facts and "supports_async_decode" not in facts, facts
+    assert found["decode_forward"][0] == "dropped"  # sampling_params sent only for TT_DS=2
+    assert found["decode_forward"][1].startswith("[TT_DS=2]")
+
+
+def test_one_read_back_hook_reports_the_other_absent(tmp_path: Path) -> None:
+    found = _findings(_tree(tmp_path, _module(dict(MORE)["e_no_process"])))
+    status, detail = found["process_decode_output_host"]
+    assert status == "absent" and "read_decode_output is" in detail
+    assert "read_decode_output" not in found  # the plugin does not call it alone
+
+
+def test_diff_sees_the_default_deployment_break_and_exits_nonzero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A registry target's path: --diff checks the built-in registry.
+    rel = "models/demos/llama31_8b_qb2/tt/generator_vllm.py"
+    on, off = tmp_path / "on", tmp_path / "off"
+    for root, text in ((on, ENV_ON), (off, ENV_OFF)):
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).write_text(_module(text.replace("DemoForCausalLM", "LlamaForCausalLM")))
+    assert main(["--diff", str(on), str(off)]) == 1
+    out = capsys.readouterr().out
+    # The same status in both trees, but another variant: the default deployment now fails.
+    assert re.search(r"decode_forward: (\w+) \[TT_DS=on\] -> \1 \[TT_DS unset\]", out), out
+    assert main(["--diff", str(on), str(on)]) == 0
+    assert "diff: 0 target(s)" in capsys.readouterr().out

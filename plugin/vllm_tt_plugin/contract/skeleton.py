@@ -171,7 +171,8 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     for k in node.keywords:
         if k.arg is None:
             value = k.value
-            args.append(f"**{value.id}" if isinstance(value, ast.Name) else "**...")
+            merge = _copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
+            args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
         else:
             v = k.value
             args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
