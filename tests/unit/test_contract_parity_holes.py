@@ -78,6 +78,10 @@ REFUSED = [
     ("c04_kwargs_update", _decode(
         "        kwargs.update(extra=1)\n        kwargs.pop('slot_remap', None)\n"
         "        return self._impl(*args, **kwargs)", IMPL, STAR), "broken"),
+    ("partial_helper_arity", _decode(
+        "        return functools.partial(self._impl, tokens)(sampling_params, start_pos)",
+        "    def _impl(self, tokens, sampling_params):\n        return tokens\n",
+    ), "broken"),
     ("kwargs_update_unknown", _decode(
         "        kwargs.update(self.defaults)\n        kwargs.pop('slot_remap', None)\n"
         "        return self._impl(*args, **kwargs)", IMPL, STAR), "unresolved"),
@@ -171,7 +175,8 @@ CONTROLS = [
 def _tree(root: Path, adapter: str) -> Path:
     path = root / "models/demo/tt/generator_vllm.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("import logging\n\nlogger = logging.getLogger(__name__)\n" + adapter)
+    header = "import functools\nimport logging\n\nlogger = logging.getLogger(__name__)\n"
+    path.write_text(header + adapter)
     return root
 
 
@@ -234,7 +239,7 @@ MORE = [
 
 
 def _module(adapter: str) -> str:
-    return "import functools\nimport os\n" + adapter
+    return "import os\n" + adapter
 
 
 @pytest.mark.parametrize(("name", "adapter"), MORE, ids=[c[0] for c in MORE])

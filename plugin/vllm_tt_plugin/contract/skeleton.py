@@ -276,6 +276,12 @@ def body_lines(
                 returned = isinstance(parents.get(id(node)), ast.Return)
                 add_call(node, ("return " if returned else "") + _call_text(node, params))
                 continue
+            partial = _partial(func)
+            if partial is not None and _callee(partial.args[0], me) is not None:
+                # partial(self.m, a)(b): both argument lists reach m (the checker binds them).
+                outer = _call_text(node, params)[len(ast.unparse(func)) :]
+                add(node, _call_text(partial, params) + outer)
+                continue
             target = _callee(func, me)
             if target is not None:
                 text = _call_text(node, params)

@@ -578,14 +578,22 @@ def body_of(
                     after = resolve(cls_expr)
                     if after is None:
                         continue
-                if expr is not func:
+                if (
+                    id(node) not in forward_nodes
+                    and partial is not None
+                    and (expr is partial.args[0])
+                ):  # partial(self.m, a, k=v)(b): m gets a, b, k
+                    both = ast.Call(expr, [*partial.args[1:], *node.args],
+                                    [*partial.keywords, *node.keywords])  # fmt: skip
+                    shape = _shape(both, fn, 0)
+                elif expr is not func:
                     shape = SelfCall("self", "", None, 0, "handed")
                 elif id(node) in forward_nodes:
                     shape = SelfCall("self", "", None, 0, "forward")
                 else:
                     shape = _shape(node, fn, 0)
                 call = SelfCall(how, method, after, node.lineno, shape.shape, shape.positional,
-                                shape.keywords, certain and expr is func,
+                                shape.keywords, certain and shape.shape != "handed",
                                 how == "self" and method in proven)  # fmt: skip
                 if call not in calls:
                     calls.append(call)
