@@ -138,6 +138,7 @@ REFUSED = [
         "        return self.generator.decode(tokens, sampling_params)"
     ).replace(*NO_PENALTIES), "dropped"),
     ("j01_runtimeerror_stub", _decode("        raise RuntimeError('not supported')"), "broken"),
+    ("assert_false_stub", _decode("        assert False, 'not supported'"), "broken"),
     ("j02_nie_in_helper", _decode("        return self._unsupported()", NIE), "abstract"),
 ]  # fmt: skip
 CONTROLS = [

@@ -81,6 +81,13 @@ def always_raises(fn: Fn) -> str:
         if isinstance(node, ast.Raise) and id(node) in run:
             text = ast.unparse(node.exc) if node.exc is not None else "(re-raise)"
             return f"raise {text} (line {node.lineno})"
+        if (
+            isinstance(node, ast.Assert)
+            and id(node) in run
+            and isinstance(node.test, ast.Constant)
+            and not node.test.value
+        ):
+            return f"raise AssertionError (line {node.lineno})"  # `assert False`
     return ""
 
 
