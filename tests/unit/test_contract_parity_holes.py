@@ -115,6 +115,9 @@ REFUSED = [
     ("c15_sp_read_overwritten", _decode(
         "        sp = kwargs.get('sampling_params')\n        sp = None\n"
         "        return self.generator.decode(tokens, sp)", sig=NO_SP), "dropped"),
+    ("sp_named_overwritten", _decode(
+        "        sampling_params = None\n"
+        "        return self.generator.decode(tokens, sampling_params)"), "dropped"),
     ("c16_sp_named_unused", _decode("        return self.generator.decode(tokens, None)"),
      "dropped"),
     ("c18_lambda_fwd", _decode(
@@ -156,6 +159,12 @@ CONTROLS = [
     ("sp_read_and_used", _decode(
         "        sp = kwargs.get('sampling_params')\n"
         "        return self.generator.decode(tokens, sp)", sig=NO_SP)),
+    ("sp_read_or_default", _decode(
+        "        sp = kwargs.get('sampling_params') or self.default\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP)),
+    ("sp_named_rebound_from_itself", _decode(
+        "        sampling_params = sampling_params or self.default\n"
+        "        return self.generator.decode(tokens, sampling_params)")),
     ("penalties_stored_and_read", _decode(
         "        self._last = kwargs\n"
         "        return self.generator.decode(tokens, sampling_params, self._last)"

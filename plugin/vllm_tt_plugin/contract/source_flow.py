@@ -180,7 +180,7 @@ def _name_used(fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops:
             and node.id == name
             and isinstance(node.ctx, ast.Load)
             and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
-            and (kill is None or node.lineno < kill)
+            and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
             and value_used(fn, node, parents, hops + 1)
         ):
             return True
@@ -233,10 +233,8 @@ def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0
         return False
     if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
         return value_used(fn, parent, parents, hops + 1)
-    if isinstance(parent, ast.BoolOp) and node is parent.values[-1]:
+    if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
         return value_used(fn, parent, parents, hops + 1)
-    if isinstance(parent, ast.BoolOp):
-        return False  # `a or b`: a left operand is tested
     if isinstance(parent, _CARRIERS):
         return value_used(fn, parent, parents, hops + 1)
     # A comprehension over a mapping loops over its keys (values are read by name elsewhere).
@@ -259,9 +257,6 @@ def unused_params(fn: Fn, names: set[str]) -> tuple[str, ...]:
     if elided(fn):
         return ()
     parents = parents_of(fn)
-    used = {
-        n.id for n in ast.walk(fn)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
-        and value_used(fn, n, parents)
-    }  # fmt: skip
-    return tuple(sorted(names - used))
+    # As a local bound at the def: a use before any body-level rebinding (`sp = None`) counts.
+    first = fn.body[0].lineno - 1 if fn.body else fn.lineno
+    return tuple(sorted(n for n in names if not _name_used(fn, n, first, parents, 0)))
