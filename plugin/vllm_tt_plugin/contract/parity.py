@@ -49,12 +49,19 @@ from typing import Any, Literal
 
 from vllm_tt_plugin.contract import parity_diff
 from vllm_tt_plugin.contract.call_plan import (
-    CONTENT_KEYWORDS,
     METHODS,
     PlanFacts,
     ServedFacts,
     derive_facts,
     plan_calls,
+)
+from vllm_tt_plugin.contract.parity_reach import (
+    attribute_setters,
+    bind_call,
+    check_kwargs,
+)
+from vllm_tt_plugin.contract.parity_reach import (
+    lone_read_back_hook as _lone_read_back_hook,
 )
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
@@ -209,6 +216,7 @@ def _walk(
     kwargs: Mapping[str, Any],
     path: list[FoundMethod],
     out: _Walk,
+    certain: bool = True,
 ) -> None:
     path = [*path, link]
     if link.unresolved:
@@ -226,7 +234,11 @@ def _walk(
     except ContractMismatch as exc:
         out.errors.append(f"{variant} call: {exc} [{link.where}]")
         return
-    _check_kwargs(link, bound, variant, path, out)
+    if certain and link.body is not None and link.body.raises:
+        out.errors.append(f"{variant} call: {describe_chain(path)} always raises: "
+                          f"{link.body.raises} [{link.where}]")  # fmt: skip
+        return
+    check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
         if fwd.unresolved:
@@ -256,62 +268,10 @@ def _walk(
                 f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
             )
             continue
-        _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out)
+        _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
+              certain and fwd.certain)  # fmt: skip
     if not followed:
         out.paths.append(path)
-
-
-def _check_kwargs(
-    link: FoundMethod,
-    bound: inspect.BoundArguments,
-    variant: str,
-    path: list[FoundMethod],
-    out: _Walk,
-) -> None:
-    """What reaches ``link``'s ``**kwargs``: a key it reads with ``kwargs["key"]`` must be
-    there (a KeyError otherwise), and content the plugin sends (images, sampling parameters,
-    histories, ...) must be read by name, passed on whole, or handed to the next method:
-    otherwise it is silently dropped."""
-    body = link.body
-    var_kw = next(
-        (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
-    )
-    if body is None or var_kw is None:
-        return
-    received: Mapping[str, Any] = bound.arguments.get(var_kw, {})
-    for key in body.kwargs_required:
-        if key not in received:
-            out.errors.append(
-                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
-                f"which the plugin does not send (a KeyError) [{link.where}]"
-            )
-    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
-    if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
-        out.dropped.append(
-            f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
-            f"**{var_kw} (pop / del) without using it [{link.where}]"
-        )
-    if body.kwargs_opaque:
-        return
-    passed_on = any(
-        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
-        if key is None
-    )  # fmt: skip
-    if passed_on:
-        return  # the next method decides (its own **kwargs, or its named parameters)
-    unread = [k for k in received if k not in body.kwargs_reads and k in CONTENT_KEYWORDS]
-    if unread:
-        other = [k for k in body.kwargs_reads if k not in received]
-        also = (
-            f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
-            if other
-            else ""
-        )
-        out.dropped.append(
-            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
-            f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
-            f"[{link.where}]"
-        )
 
 
 def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> list[FoundMethod]:
@@ -367,12 +327,19 @@ def _reach(
                     f"{at_line}]"
                 )
         for call in body.calls:
-            if call.how == "self" and call.method in body.guarded:
+            if call.guarded:
                 continue
             after = (call.after or method.owner) if call.how == "super" else call.after
             nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
+                    setters = attribute_setters(source, target, call.method)
+                    if setters and "" not in setters:  # set only where it may not have run
+                        out.unresolved.append(
+                            f"{describe_chain(chain)} calls {call.describe()}, an attribute "
+                            f"only set in {', '.join(setters)} [{method.where.rpartition(':')[0]}:"
+                            f"{call.line}]"
+                        )
                     continue  # an attribute holding a callable
                 others = foreign(target)
                 where = f"after {class_label(after)} " if after and call.how == "super" else ""
@@ -389,6 +356,12 @@ def _reach(
                 else:
                     out.missing.append(f"{line} {at}")
                 continue
+            bind_call(
+                lambda link, a, k, variant, inner, certain: _walk(
+                    source, target, family, variant, link, a, k, [], inner, certain
+                ),
+                _Walk, method, chain, call, nxt, out,
+            )  # fmt: skip
             nexts.append(nxt)
         for construct in body.constructs:
             _construct(source, target, family, method, chain, construct, out)
@@ -571,6 +544,9 @@ def _check_variant(
     served = ServedFacts(profile.facts.mrope, profile.facts.multimodal_kwargs)
     for plan in METHODS:
         if not plan.applies(facts):
+            lone = _lone_read_back_hook(source, target, plan.method)
+            if lone:
+                findings.append(Finding(target, archs, plan.method, "absent", lone))
             continue
         method = plan.method
         found = find_method(source, target, method)
@@ -740,7 +716,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         mode = "diff" if args.diff else "table"
         for line in parity_diff.run(mode, trees, found, targets, FAILING):
             out(line)
-        return 0
+        return parity_diff.exit_code(mode, found, targets, FAILING)
     if not args.tt_metal_home:
         fixture_findings = check(FixtureSource(profiles), profiles, targets)
         bad = failures(fixture_findings)

@@ -4,8 +4,10 @@ Both trees (checkouts, or skeleton trees from ``contract.skeleton``) are checked
 registry target; a target's verdict is ``binds`` (nothing fails), ``fails`` (a failing finding:
 the methods are named), or ``not in the tree``. The report lists the targets whose verdict
 changes, with each method whose status changed and the new finding's reason, then the count of
-unchanged targets. ``--table TREE`` prints one tree's verdicts as a Markdown table (the per-tree
-table of docs/CONTRACT_PARITY.md).
+unchanged targets; it exits 1 when a target that bound in OLD fails in NEW, or a method fails
+that did not (a finding merged over environment variants names its variant: failing in another
+variant is a change), else 0 (2: bad input). ``--table TREE`` prints one tree's verdicts as a
+Markdown table (the per-tree table of docs/CONTRACT_PARITY.md).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def verdicts(
     for target, archs in targets.items():
         mine = [f for f in found if f.target == target]
         bad = tuple(f.method for f in mine if f.status in failing)
+        # A finding merged over environment variants names the variant it comes from: the
+        # same status in another variant (the default deployment going from binding to
+        # broken) is a change.
         if any(f.status == "no_class" for f in mine):
             verdict = "not in the tree"
         else:
@@ -63,10 +68,35 @@ def verdicts(
             target,
             archs,
             verdict,
-            {f.method: f.status for f in mine},
+            {f.method: f.status + _variant(f.detail) for f in mine},
             {f.method: f.detail for f in mine},
             bad,
         )
+    return out
+
+
+def _variant(detail: str) -> str:
+    """`` [label]`` of a finding merged over variants (``[label] ... (other variants: ...)``)."""
+    if detail.startswith("[") and "(other variants: " in detail:
+        return " " + detail[: detail.index("]") + 1]
+    return ""
+
+
+def regressed(old: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> list[str]:
+    """Targets that bind in ``old`` and fail in ``new``, or have a method that fails where it
+    did not (another environment variant counts: the default deployment newly broken)."""
+    out = []
+    for target, after in new.items():
+        before = old.get(target)
+        if before is None or after.verdict != "fails" or before.verdict == "not in the tree":
+            continue
+
+        def where(v: Verdict, m: str) -> str:
+            return m + v.statuses[m].partition(" ")[2]  # the method and its variant label
+
+        was = {where(before, m) for m in before.failing_methods}
+        if before.verdict == "binds" or {where(after, m) for m in after.failing_methods} - was:
+            out.append(target)
     return out
 
 
@@ -129,3 +159,17 @@ def run(
     if mode == "table":
         return table(rows[0], trees[0].name)
     return [f"contract-parity --diff {trees[0]} {trees[1]}", *diff_report(rows[0], rows[1])]
+
+
+def exit_code(
+    mode: str,
+    findings: Sequence[Sequence[FindingLike]],
+    targets: Mapping[str, tuple[str, ...]],
+    failing: Collection[str],
+) -> int:
+    """``--diff``: 1 when a target that bound in OLD fails in NEW (or fails in a new way), else
+    0; ``--table``: 0."""
+    if mode != "diff":
+        return 0
+    rows = [verdicts(f, targets, failing) for f in findings]
+    return 1 if regressed(rows[0], rows[1]) else 0

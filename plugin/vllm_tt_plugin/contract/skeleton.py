@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
+    _SAFE_WITH_SELF,
     _callee,
     _composed,
     _elided,
@@ -41,6 +43,16 @@ from vllm_tt_plugin.contract.source_body import (
     body_of,
     plugin_imports,
 )
+from vllm_tt_plugin.contract.source_flow import (
+    always_raises,
+    always_run,
+    elided,
+    guarded_calls,
+    parents_of,
+    unused_params,
+    value_used,
+)
+from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -81,6 +93,18 @@ def _simple(expr: ast.expr) -> bool:
 
 def _value(expr: ast.expr | None) -> str:
     return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
+
+
+def _fact(expr: ast.expr | None) -> str:
+    """A fact attribute's value: whole when simple; a dict entry by entry; what the checker
+    cannot evaluate as a call it cannot evaluate either (``...`` would read as a non-dict)."""
+    if expr is None or _simple(expr):
+        return _value(expr)
+    if isinstance(expr, ast.Dict) and all(k is not None for k in expr.keys):
+        items = [f"{ast.unparse(k)}: {_fact(v)}"
+                 for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
+        return "{" + ", ".join(items) + "}"
+    return "unevaluated()"
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -140,18 +164,44 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
         return "..."
 
     args = [arg(x) for x in node.args]
+    if args == ["..."] and not node.keywords:
+        # One argument: `(...)` would read as elided (a hand-written skeleton), not counted.
+        elided = isinstance(node.args[0], ast.Constant) and node.args[0].value is Ellipsis
+        args = ["..."] if elided else ["None"]
     for k in node.keywords:
         if k.arg is None:
             value = k.value
-            args.append(f"**{value.id}" if isinstance(value, ast.Name) else "**...")
+            merge = _copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
+            args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
         else:
             v = k.value
             args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
-def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    """What the checker reads from ``fn``'s body, one statement a line, in source order."""
+def _copy_text(expr: ast.expr) -> str:
+    """A copy / edit of ``**kwargs`` with its keys and mapping names kept, other values ``...``
+    (``{**kwargs, "k": ...}``, ``kwargs.update(k=...)``, ``dict(kwargs)``)."""
+
+    def keep(x: ast.expr) -> str:
+        return x.id if isinstance(x, ast.Name) else "..."
+
+    if isinstance(expr, ast.Dict):
+        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
+                 for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
+        return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.Call):
+        args = [_copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
+        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
+        return f"{ast.unparse(expr.func)}({', '.join(args)})"
+    return "..."
+
+
+def body_lines(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, stored: frozenset[str] = frozenset()
+) -> list[str]:
+    """What the checker reads from ``fn``'s body, one statement a line, in source order
+    (``stored``: attributes the class stores plugin arguments in: their reads are kept)."""
     if _elided(fn):
         return ["..."]
     if _only_raises_not_implemented(fn):
@@ -168,6 +218,13 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
+    parents = parents_of(fn)
+    kw_names = copies(fn, kwarg) if kwarg else set()
+    run = always_run(fn)
+    guards = guarded_calls(fn, me)
+    locals_ = {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     # How a key leaves **kwargs matters to the checker: a pop whose value is used is a read, a
     # bare pop / del is not, and only one that is a statement of the body itself is certain.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
@@ -177,7 +234,8 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         return text if id(node) in top else f"if ...: {text}"
 
     def add(node: ast.AST, text: str) -> None:
-        lines.append((getattr(node, "lineno", 0), text))
+        sure = id(node) in run or not isinstance(node, ast.Call) or text.startswith("if ")
+        lines.append((getattr(node, "lineno", 0), text if sure else f"if ...: {text}"))
 
     def add_call(node: ast.Call, text: str) -> None:
         # A local mapping passed as ``**kw`` (``kw = dict(a=...)`` / ``{"a": ...}``, bound once)
@@ -197,6 +255,14 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         add(node, text)
 
     for node in nodes:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and node.attr in stored
+            and isinstance(node.value, ast.Name)
+            and node.value.id == me
+        ):
+            add(node, f"used({me}.{node.attr})")
         if isinstance(node, ast.Call):
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
@@ -207,11 +273,43 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
             )
             if forward:
-                add_call(node, "return " + _call_text(node, params))
+                returned = isinstance(parents.get(id(node)), ast.Return)
+                add_call(node, ("return " if returned else "") + _call_text(node, params))
+                continue
+            partial = _partial(func)
+            if partial is not None and _callee(partial.args[0], me) is not None:
+                # partial(self.m, a)(b): both argument lists reach m (the checker binds them).
+                outer = _call_text(node, params)[len(ast.unparse(func)) :]
+                add(node, _call_text(partial, params) + outer)
                 continue
             target = _callee(func, me)
             if target is not None:
-                add(node, f"{ast.unparse(func)}(...)")
+                text = _call_text(node, params)
+                if target[0] == "self" and target[1] in guards.get(id(node), set()):
+                    text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
+                add(node, text)
+                continue
+            root = func
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            gives_me = me is not None and any(
+                isinstance(x, ast.Name) and x.id == me
+                for x in (*node.args, *(k.value for k in node.keywords))
+            )
+            safe = isinstance(func, ast.Name) and func.id in _SAFE_WITH_SELF
+            if (gives_me and not safe) or (
+                isinstance(root, ast.Call) and _hands_all(node, vararg, kwarg)
+            ):
+                # The instance or the arguments handed to what the checker does not follow.
+                add(node, _call_text(node, params | {me or ""}))
+                continue
+            if (
+                isinstance(root, ast.Name)
+                and root.id in locals_
+                and _hands_all(node, vararg, kwarg)
+            ):
+                add(node, f"{root.id} = ...")
+                add(node, _call_text(node, params))
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
@@ -235,17 +333,30 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                 add(node, _call_text(node, set()))
                 continue
             if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in kw_names
+                and func.attr in ("update", "clear", "popitem")
+            ):  # an edit of **kwargs (or a copy) before it is handed on
+                add(node, placed(node, _copy_text(node)))
+                continue
+            if (
                 kwarg is not None
                 and isinstance(func, ast.Attribute)
                 and isinstance(func.value, ast.Name)
-                and func.value.id == kwarg
+                and func.value.id in kw_names
                 and func.attr in ("get", "pop", "setdefault")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
                 key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
-                text = f"{kwarg}.{func.attr}({key_text})"
-                add(node, placed(node, text) if id(node) in bare else f"_ = {text}")
+                text = f"{func.value.id}.{func.attr}({key_text})"
+                if id(node) in bare:
+                    add(node, placed(node, text))
+                elif value_used(fn, node, parents):
+                    add(node, f"used({text})")
+                else:
+                    add(node, f"_ = {text}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Subscript)
@@ -255,7 +366,8 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         ):
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
-                add(node, f"{kwarg}[{key}]")
+                used = value_used(fn, node, parents)
+                add(node, f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
             else:
@@ -270,6 +382,13 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             and isinstance(node.left, ast.Constant)
         ):
             add(node, f"{node.left.value!r} in {kwarg}")
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in kw_names - {kwarg}
+        ):
+            add(node, f"{node.targets[0].id} = {_copy_text(node.value)}")  # a copy of **kwargs
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -280,7 +399,18 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
                         and sub.value.id == me
                     ):
                         value = node.value if sub.attr in FACT_ATTRIBUTES else None
-                        add(node, f"{me}.{sub.attr} = {_value(value)}")
+                        kept = ast.unparse(node.value) if (
+                            isinstance(node.value, ast.Name) and node.value.id == kwarg
+                        ) else _value(value)  # fmt: skip
+                        add(node, f"{me}.{sub.attr} = {kept}")
+    raises = always_raises(fn)
+    if raises:
+        line = int(raises.rpartition("(line ")[2].rstrip(")"))
+        lines.append((line, raises.rpartition(" (line ")[0]))
+    named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CONTENT_KEYWORDS
+    unused = set(unused_params(fn, named)) if not elided(fn) else set()
+    for p in sorted(named - unused):
+        lines.append((fn.body[0].lineno, f"used({p})"))
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
@@ -288,15 +418,17 @@ def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
-        add(first, f"{kwarg}.copy()")
+        add(first, f"used({kwarg})")
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
     return list(dict.fromkeys(out)) or ["pass"]
 
 
-def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str) -> list[str]:
+def _function(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str, stored: frozenset[str] = frozenset()
+) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
     out.append(f"{indent}{_header(fn)}")
-    out += [f"{indent}    {line}" for line in body_lines(fn)]
+    out += [f"{indent}    {line}" for line in body_lines(fn, stored)]
     return out
 
 
@@ -357,18 +489,27 @@ def _class(node: ast.ClassDef) -> list[str]:
     bases += [ast.unparse(k) for k in node.keywords]
     out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
     body: list[str] = []
+    stored = frozenset(
+        attr
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
+    )
     for item in node.body:
         if isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
                 value = item.value if _simple(item.value) else None
-                body.append(f"    {' = '.join(names)} = {_value(value)}")
+                facts = set(names) & set(FACT_ATTRIBUTES)
+                text = _fact(item.value) if facts else _value(value)
+                body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-            body.append(f"    {item.target.id} = {_value(item.value)}")
+            fact = item.target.id in FACT_ATTRIBUTES
+            body.append(f"    {item.target.id} = {(_fact if fact else _value)(item.value)}")
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            body += _function(item, "    ")
+            body += _function(item, "    ", stored)
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")

@@ -8,6 +8,24 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vllm_tt_plugin.contract.source_ast import PLUGIN_PACKAGE as PLUGIN_PACKAGE
+from vllm_tt_plugin.contract.source_ast import _elided as _elided
+from vllm_tt_plugin.contract.source_ast import _literal_keys as _literal_keys
+from vllm_tt_plugin.contract.source_ast import (
+    _only_raises_not_implemented as _only_raises_not_implemented,
+)
+from vllm_tt_plugin.contract.source_ast import plugin_imports as plugin_imports
+from vllm_tt_plugin.contract.source_flow import (
+    always_raises,
+    always_run,
+    guarded_calls,
+    parents_of,
+    stored_attribute,
+    unused_params,
+    value_used,
+)
+from vllm_tt_plugin.contract.source_kwargs import copies, edits, mapping_of
+
 
 @dataclass(frozen=True)
 class Passed:
@@ -35,6 +53,7 @@ class Forward:
     added: tuple[str, ...] = ()  # keys the body sets in its **kwargs
     defaults: tuple[str, ...] = ()  # keys a functools.partial supplies unless the call does
     unresolved: str = ""  # why the checker cannot follow what reaches the method (a helper)
+    certain: bool = True  # every call of the method makes it (not in a branch)
 
     def describe(self) -> str:
         if self.how == "class":
@@ -55,6 +74,14 @@ class SelfCall:
     method: str
     after: str | None
     line: int
+    # "counted" (``positional`` / ``keywords`` bind), "elided" (a skeleton's ``(...)``),
+    # "starred" (``*x`` / ``**x`` the checker cannot count), "forward" (the method's own
+    # ``*args`` / ``**kwargs``: bound along the call path), "handed" (a bound method handed on)
+    shape: str = "elided"
+    positional: int = 0
+    keywords: tuple[str, ...] = ()
+    certain: bool = False  # every call of the method makes it
+    guarded: bool = False  # a hasattr(self, name) test holds where it runs
 
     def describe(self) -> str:
         if self.how == "class":
@@ -94,21 +121,11 @@ class Body:
     # (line, module, names) of what the body imports from the plugin's own package
     # (``from vllm_tt_plugin.x import A``): the serving plugin must ship it
     plugin_imports: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
-
-
-def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    body = [
-        s
-        for s in fn.body
-        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # docstring
-        and not isinstance(s, ast.Pass)
-    ]
-    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    exc = body[0].exc
-    if isinstance(exc, ast.Call):
-        exc = exc.func
-    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    raises: str = ""  # the raise every call reaches (not a NotImplementedError stub)
+    unused: tuple[str, ...] = ()  # named parameters whose value the body never uses
+    # (key or "*", attribute): a **kwargs value only stored in self.<attribute>
+    kwargs_stored: tuple[tuple[str, str], ...] = ()
+    kind: str = "method"  # "classmethod" / "staticmethod": how a call binds its first argument
 
 
 def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
@@ -207,26 +224,6 @@ def _partial(func: ast.expr) -> ast.Call | None:
     return None
 
 
-PLUGIN_PACKAGE = "vllm_tt_plugin"
-
-
-def plugin_imports(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef,
-) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
-    """The imports of the plugin's own package inside ``fn`` (a tt-metal adapter that imports
-    ``vllm_tt_plugin.<module>`` binds to one plugin's internals)."""
-    found: list[tuple[int, str, tuple[str, ...]]] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.split(".")[0] == PLUGIN_PACKAGE:
-                found.append((node.lineno, node.module, tuple(a.name for a in node.names)))
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == PLUGIN_PACKAGE:
-                    found.append((node.lineno, alias.name, ()))
-    return tuple(found)
-
-
 def _hands_all(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
     """``node`` passes on every variadic of the method (``*args`` and ``**kwargs``): all the
     plugin sends goes there (a helper handed ``**kwargs`` alone beside the method's own path
@@ -295,36 +292,6 @@ def _passes_on(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
     )
 
 
-def _kwargs_edits(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, kwarg: str | None
-) -> tuple[list[str], list[str]]:
-    """Keys the body pops / deletes from its ``**kwargs``, and keys it sets (flow-insensitive)."""
-    dropped: list[str] = []
-    added: list[str] = []
-    if kwarg is None:
-        return dropped, added
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = node.func.value
-            key = node.args[0] if node.args else None
-            if isinstance(owner, ast.Name) and owner.id == kwarg and isinstance(key, ast.Constant):
-                if node.func.attr == "pop" and isinstance(key.value, str):
-                    dropped.append(key.value)
-                elif node.func.attr == "setdefault" and isinstance(key.value, str):
-                    added.append(key.value)
-        targets = node.targets if isinstance(node, (ast.Delete, ast.Assign)) else []
-        for t in targets:
-            if (
-                isinstance(t, ast.Subscript)
-                and isinstance(t.value, ast.Name)
-                and t.value.id == kwarg
-                and isinstance(t.slice, ast.Constant)
-                and isinstance(t.slice.value, str)
-            ):
-                (dropped if isinstance(node, ast.Delete) else added).append(t.slice.value)
-    return dropped, added
-
-
 def forwards_of(
     fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, function: Any = None
 ) -> tuple[Forward, ...]:
@@ -345,10 +312,13 @@ def forwards_of(
     me = firsts[0].arg if firsts else None
     aliases = _aliases(fn, me)
     params = {p.arg for p in (*firsts, *a.kwonlyargs)}
-    dropped, added = _kwargs_edits(fn, kwarg)
+    kw_names = copies(fn, kwarg) if kwarg else set()
+    edited = edits(fn, kw_names)
+    dropped, added = edited.dropped, edited.added
+    run = always_run(fn)
     found: list[Forward] = []
     for node in ast.walk(fn):
-        if not isinstance(node, ast.Call) or not _passes_on(node, vararg, kwarg):
+        if not isinstance(node, ast.Call) or not _carries(fn, node, vararg, kw_names):
             continue
         rest: list[ast.expr] = list(node.args)
         keywords: list[ast.keyword] = list(node.keywords)
@@ -400,28 +370,61 @@ def forwards_of(
             after = resolve(cls_expr)
             if after is None:
                 continue  # super(<something unreadable>, self): cannot follow
-        args = tuple(
-            _passed(x.value, params, True)
-            if isinstance(x, ast.Starred)
-            else _passed(x, params, False)
-            for x in rest
-        )
-        kw = tuple(
-            (
-                k.arg,
-                Passed("double_star", k.value.id if isinstance(k.value, ast.Name) else "")
-                if k.arg is None
-                else _passed(k.value, params, False),
+        args: list[Passed] = []
+        for x in rest:
+            if isinstance(x, ast.Starred) and not (
+                isinstance(x.value, ast.Name) and x.value.id == vararg
+            ):
+                unresolved = unresolved or f"it passes *{ast.unparse(x.value)}, which is not read"
+            args.append(_passed(x.value, params, True) if isinstance(x, ast.Starred)
+                        else _passed(x, params, False))  # fmt: skip
+        kw: list[tuple[str | None, Passed]] = []
+        merged: list[str] = []  # keys a {**kwargs, "k": v} mapping adds
+        carries = False
+        for k in keywords:
+            if k.arg is not None:
+                kw.append((k.arg, _passed(k.value, params, False)))
+                continue
+            keys = _literal_keys(fn, k.value) if isinstance(k.value, ast.Name) else None
+            mapping = mapping_of(fn, k.value, kw_names, keys)
+            if mapping is None:
+                unresolved = unresolved or f"it passes **{ast.unparse(k.value)}, which is not read"
+                continue
+            if mapping[0]:
+                carries = True
+                kw.append((None, Passed("double_star", kwarg or "")))
+                merged += mapping[1]
+            else:  # a literal mapping: its keys by name (a duplicate is Python's TypeError)
+                kw += [(key, Passed("other", key)) for key in mapping[1]]
+        if carries and edited.unknown:
+            unresolved = unresolved or (
+                f"it edits **{kwarg} in a way the checker cannot follow ({edited.unknown[0]})"
             )
-            for k in keywords
-        )
-        same = (how, method, after, args, kw)
+        same = (how, method, after, tuple(args), tuple(kw))
         if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):
             found.append(
-                Forward(how, method, after, args, kw, node.lineno, (*dropped,), (*added,),
-                        (*defaults,), unresolved)
+                Forward(how, method, after, tuple(args), tuple(kw), node.lineno, (*dropped,),
+                        (*added, *merged), (*defaults,), unresolved, id(node) in run)
             )  # fmt: skip
     return tuple(found)
+
+
+def _carries(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    node: ast.Call,
+    vararg: str | None,
+    kw_names: set[str],
+) -> bool:
+    """``node`` passes on the method's ``*args``, or its ``**kwargs`` (or a copy of it, or a
+    ``{**kwargs, ...}`` merge)."""
+    if _passes_on(node, vararg, None):
+        return True
+    for k in node.keywords:
+        if k.arg is None:
+            mapping = mapping_of(fn, k.value, kw_names, None)
+            if mapping is not None and mapping[0]:
+                return True
+    return False
 
 
 def _walk_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str | None) -> list[ast.AST]:
@@ -443,10 +446,31 @@ def _walk_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str | None) -> li
     return out
 
 
-_WHOLE_DICT = {"keys", "items", "values", "copy", "update"}
 # Builtins that take the instance without calling its methods by other names.
 _SAFE_WITH_SELF = {"hasattr", "getattr", "setattr", "isinstance", "type", "super", "id", "repr",
                    "str", "print", "vars", "callable", "len", "format"}  # fmt: skip
+
+
+def _shape(node: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, skip: int) -> SelfCall:
+    """How a direct call's arguments can be bound (``skip``: leading arguments that are the
+    instance, as in ``Base.m(self, ...)``)."""
+    args = node.args[skip:]
+    if (
+        len(args) == 1
+        and not node.keywords
+        and isinstance(args[0], ast.Constant)
+        and (args[0].value is Ellipsis)
+    ):
+        return SelfCall("self", "", None, 0)  # a skeleton's elided arguments
+    keywords = [k.arg for k in node.keywords if k.arg is not None]
+    for k in node.keywords:
+        keys = _literal_keys(fn, k.value) if k.arg is None else []
+        if keys is None:
+            return SelfCall("self", "", None, 0, "starred")
+        keywords += keys
+    if any(isinstance(x, ast.Starred) for x in args):
+        return SelfCall("self", "", None, 0, "starred")
+    return SelfCall("self", "", None, 0, "counted", len(args), tuple(keywords))
 
 
 def body_of(
@@ -463,19 +487,26 @@ def body_of(
     me = firsts[0].arg if firsts and kind != "staticmethod" else None
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
+    kw_names = copies(fn, kwarg) if kwarg else set()
     nodes = _walk_body(fn, me)
     aliases = _aliases(fn, me)
+    parents = parents_of(fn)
+    run = always_run(fn)
+    guards = guarded_calls(fn, me)
     calls: list[SelfCall] = []
     unresolved: list[tuple[int, str]] = []
     constructs: list[Construct] = []
     reads: list[str] = []
     required: list[str] = []
-    guarded: list[str] = []
+    stored: list[tuple[str, str]] = []
+    local_names = {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    } | {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {me or ""}
     forward_nodes = {
         id(n)
         for n in nodes
         if isinstance(n, ast.Call)
-        and _passes_on(n, vararg, kwarg)
+        and _carries(fn, n, vararg, kw_names)
         and (
             _callee(n.func, me, aliases) is not None
             or _handed_on(n, me, aliases) is not None
@@ -484,29 +515,22 @@ def body_of(
         )
     }
     handled: set[int] = set()  # Name nodes of kwarg whose use is a read by name
-    # `kwargs.pop("k")` as a statement and `del kwargs["k"]` remove a key without using it.
-    discarded: list[str] = []
-    discards = {
-        id(n.value) for n in nodes
-        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
-        and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "pop"
-    }  # fmt: skip
-    # ... and unconditionally (a statement of the body itself): a KeyError when it is absent.
+    discarded: list[str] = []  # keys read or removed without the value being used
+    # ... a key removed by a statement of the body itself: a KeyError when it is absent.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
+
+    def read(key: str, node: ast.AST) -> None:
+        attr = stored_attribute(node, parents, me)
+        if attr is not None:
+            stored.append((key, attr))
+        elif value_used(fn, node, parents):
+            reads.append(key)
+        else:
+            discarded.append(key)
+
     for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
-            # hasattr(self, "name")
-            if (
-                isinstance(func, ast.Name)
-                and func.id == "hasattr"
-                and len(node.args) == 2
-                and isinstance(node.args[0], ast.Name)
-                and node.args[0].id == me
-                and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)
-            ):
-                guarded.append(node.args[1].value)
             # cls(...) / type(self)(...)
             if me is not None and (
                 (isinstance(func, ast.Name) and func.id == me and kind == "classmethod")
@@ -534,8 +558,14 @@ def body_of(
                 handed_args = [*handed_args, partial.args[0]]
             explicit = _explicit(node, me)
             explicit_cls = resolve(explicit[1]) if explicit is not None else None
+            proven = guards.get(id(node), set())
+            certain = id(node) in run
             if explicit is not None and explicit_cls is not None:
-                call = SelfCall("class", explicit[0], explicit_cls, node.lineno)
+                shape = _shape(node, fn, 1)
+                if id(node) in forward_nodes:
+                    shape = SelfCall("self", "", None, 0, "forward")
+                call = SelfCall("class", explicit[0], explicit_cls, node.lineno, shape.shape,
+                                shape.positional, shape.keywords, certain)  # fmt: skip
                 if call not in calls:
                     calls.append(call)
             for expr in (func, *handed_args):
@@ -548,7 +578,23 @@ def body_of(
                     after = resolve(cls_expr)
                     if after is None:
                         continue
-                call = SelfCall(how, method, after, node.lineno)
+                if (
+                    id(node) not in forward_nodes
+                    and partial is not None
+                    and (expr is partial.args[0])
+                ):  # partial(self.m, a, k=v)(b): m gets a, b, k
+                    both = ast.Call(expr, [*partial.args[1:], *node.args],
+                                    [*partial.keywords, *node.keywords])  # fmt: skip
+                    shape = _shape(both, fn, 0)
+                elif expr is not func:
+                    shape = SelfCall("self", "", None, 0, "handed")
+                elif id(node) in forward_nodes:
+                    shape = SelfCall("self", "", None, 0, "forward")
+                else:
+                    shape = _shape(node, fn, 0)
+                call = SelfCall(how, method, after, node.lineno, shape.shape, shape.positional,
+                                shape.keywords, certain and shape.shape != "handed",
+                                how == "self" and method in proven)  # fmt: skip
                 if call not in calls:
                     calls.append(call)
             # The instance handed to a function the checker does not follow (its calls on it
@@ -567,19 +613,26 @@ def body_of(
                 unresolved.append(
                     (node.lineno, f"hands {me} to {ast.unparse(func)}(...), which is not followed")
                 )
-            # The method's own arguments handed to an object it holds (executor-backed
-            # generators: self.executor.prefill_forward(*args, **kwargs)): what that object's
-            # method accepts is not in the class, so the call is never "ok".
+            # The method's own arguments handed to anything the checker does not follow (an
+            # object the instance holds: self.executor.prefill_forward(*args, **kwargs), a
+            # local alias of it, a lambda, getattr with a computed name): never "ok".
+            root = func
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
             composed = _composed(node, me)
+            computed = isinstance(root, ast.Call) or (
+                isinstance(root, ast.Name) and root.id in local_names
+            )  # not a module function or import: those are the tree's own helpers
             if (
-                composed is not None
+                (composed is not None or computed)
                 and id(node) not in forward_nodes
+                and not gives_me
                 and _hands_all(node, vararg, kwarg)
             ):
+                what = f"{composed}(...) (composition)" if composed else f"{ast.unparse(func)}(...)"
                 unresolved.append(
-                    (node.lineno, f"hands its arguments to {composed}(...) (composition), "
-                     "which is not followed")
-                )  # fmt: skip
+                    (node.lineno, f"hands its arguments to {what}, which is not followed")
+                )
             # kwargs.get("x") / kwargs.pop("x") / kwargs.setdefault("x")
             if (
                 kwarg is not None
@@ -589,14 +642,12 @@ def body_of(
             ):
                 key = node.args[0] if node.args else None
                 if func.attr in ("get", "pop", "setdefault") and isinstance(key, ast.Constant):
-                    (discarded if id(node) in discards else reads).append(str(key.value))
+                    read(str(key.value), node)
                     handled.add(id(func.value))
                     if func.attr == "pop" and len(node.args) == 1 and id(node) in top:
                         required.append(str(key.value))
-                elif func.attr in _WHOLE_DICT and not _in_fstring(node, nodes):
-                    pass  # used whole: opaque (below)
-                elif func.attr in _WHOLE_DICT:
-                    handled.add(id(func.value))  # kwargs.keys() in a log line reads nothing
+                elif func.attr in ("keys", "update", "__len__"):
+                    handled.add(id(func.value))  # its keys, or keys the edits record
         elif (
             kwarg is not None
             and isinstance(node, ast.Subscript)
@@ -604,110 +655,62 @@ def body_of(
             and node.value.id == kwarg
             and isinstance(node.slice, ast.Constant)
         ):
-            name = str(node.slice.value)
+            key_name = str(node.slice.value)
             handled.add(id(node.value))
             if isinstance(node.ctx, ast.Load):
-                reads.append(name)
-                required.append(name)
+                read(key_name, node)
+                required.append(key_name)
             elif isinstance(node.ctx, ast.Del):
-                discarded.append(name)
+                discarded.append(key_name)
                 if id(node) in top:
-                    required.append(name)
-        elif (
-            kwarg is not None
-            and isinstance(node, ast.Compare)
-            and len(node.ops) == 1
-            and isinstance(node.ops[0], (ast.In, ast.NotIn))
-            and isinstance(node.comparators[0], ast.Name)
-            and node.comparators[0].id == kwarg
-            and isinstance(node.left, ast.Constant)
-        ):
-            reads.append(str(node.left.value))
-            handled.add(id(node.comparators[0]))
+                    required.append(key_name)
+            else:
+                handled.add(id(node.value))
     opaque = False
     if kwarg is not None:
-        passed_on = set()
+        passed_on: set[int] = set()
         for node in nodes:
             if isinstance(node, ast.Call) and id(node) in forward_nodes:
-                passed_on |= {id(k.value) for k in node.keywords if k.arg is None}
+                passed_on |= {
+                    id(n) for k in node.keywords if k.arg is None for n in ast.walk(k.value)
+                }
         for node in nodes:
             if (
                 isinstance(node, ast.Name)
-                and node.id == kwarg
+                and node.id in kw_names
                 and isinstance(node.ctx, ast.Load)
                 and id(node) not in handled
                 and id(node) not in passed_on
             ):
-                opaque = True
-                break
+                parent = parents.get(id(node))
+                use: ast.AST = node
+                if isinstance(parent, ast.Attribute):
+                    if parent.attr in ("items", "values"):
+                        opaque = True  # its values, by key: used whole
+                        break
+                    use = parents.get(id(parent), parent)
+                attr = stored_attribute(use, parents, me)
+                if attr is not None:
+                    stored.append(("*", attr))
+                elif value_used(fn, use, parents):
+                    opaque = True
+                    break
+    named = {p.arg for p in (*firsts[1 if me else 0 :], *a.kwonlyargs)}
+    if any(isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("locals", "vars")
+           for n in nodes):  # fmt: skip
+        named = set()
     return Body(
         tuple(calls),
         tuple(constructs),
         tuple(dict.fromkeys(reads)),
         tuple(dict.fromkeys(required)),
         opaque,
-        tuple(dict.fromkeys(guarded)),
+        (),
         tuple(dict.fromkeys(unresolved)),
         tuple(k for k in dict.fromkeys(discarded) if k not in reads),
         plugin_imports(fn),
-    )
-
-
-def _literal_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef, expr: ast.expr) -> list[str] | None:
-    """The keys of a ``**mapping`` argument: a ``{...}`` / ``dict(k=...)`` literal, or a local
-    bound once to one (None: cannot tell)."""
-    if isinstance(expr, ast.Name):
-        binds = [
-            n for n in ast.walk(fn)
-            if isinstance(n, ast.Name) and n.id == expr.id and not isinstance(n.ctx, ast.Load)
-        ]  # fmt: skip
-        value = next(
-            (
-                n.value for n in ast.walk(fn)
-                if isinstance(n, ast.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == expr.id
-            ),
-            None,
-        )  # fmt: skip
-        mutated = any(
-            (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == expr.id and n.attr != "get")
-            or (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
-            and n.value.id == expr.id and not isinstance(n.ctx, ast.Load))
-            for n in ast.walk(fn)
-        )  # fmt: skip
-        if len(binds) != 1 or value is None or mutated:
-            return None
-        expr = value
-    if isinstance(expr, ast.Dict) and all(
-        isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys
-    ):
-        return [str(k.value) for k in expr.keys if isinstance(k, ast.Constant)]
-    if (
-        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict"
-        and not expr.args and all(k.arg is not None for k in expr.keywords)
-    ):  # fmt: skip
-        return [k.arg for k in expr.keywords if k.arg is not None]
-    return None
-
-
-def _elided(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """The body is only ``...`` (after a docstring): elided, as in an interface skeleton."""
-    body = [
-        st
-        for st in fn.body
-        if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
-                and isinstance(st.value.value, str))
-    ]  # fmt: skip
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and body[0].value.value is Ellipsis
-    )
-
-
-def _in_fstring(call: ast.Call, nodes: list[ast.AST]) -> bool:
-    return any(
-        isinstance(n, ast.JoinedStr) and any(sub is call for sub in ast.walk(n)) for n in nodes
+        "" if _only_raises_not_implemented(fn) else always_raises(fn),
+        unused_params(fn, named),
+        tuple(dict.fromkeys(stored)),
+        kind,
     )

@@ -225,8 +225,16 @@ class EnvFacts(abc.ABC):
         found: dict[str, set[str]] = {}
         if depth > _MAX_DEPTH:
             return found
+        # The values worth trying: what the expression compares with (a dict's keys are not
+        # values of a variable; a number compared is tried as its text).
+        keys = {id(k) for n in ast.walk(expr) if isinstance(n, ast.Dict) for k in n.keys if k}
         strings = {n.value for n in ast.walk(expr) if isinstance(n, ast.Constant)
-                   and isinstance(n.value, str)}  # fmt: skip
+                   and isinstance(n.value, str) and id(n) not in keys}  # fmt: skip
+        strings |= {
+            str(c.value) for n in ast.walk(expr) if isinstance(n, ast.Compare)
+            for c in (n.left, *n.comparators) if isinstance(c, ast.Constant)
+            and isinstance(c.value, int) and not isinstance(c.value, bool)
+        }  # fmt: skip
         for node in ast.walk(expr):
             if not isinstance(node, ast.expr):
                 continue

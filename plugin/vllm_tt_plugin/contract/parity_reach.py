@@ -1,0 +1,231 @@
+"""The parity checker's reading of the calls a driven method makes on its own instance beyond
+the plugin's arguments: each ``self.m(...)`` must bind its arguments (not only be found), a
+helper every call reaches must not always raise, a ``hasattr`` must really guard, an attribute
+called must be set where it surely is, and content must reach something that uses it."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
+
+
+class WalkLike(Protocol):
+    errors: list[str]
+    missing: list[str]
+    abstract: list[str]
+    dropped: list[str]
+    unresolved: list[str]
+
+
+Walker = Callable[..., None]
+
+
+def _where(method: FoundMethod, line: int) -> str:
+    return f"[{method.where.rpartition(':')[0]}:{line}]"
+
+
+def bind_call(
+    walk: Walker,
+    new_walk: Callable[[], WalkLike],
+    method: FoundMethod,
+    chain: list[FoundMethod],
+    call: SelfCall,
+    nxt: FoundMethod,
+    out: WalkLike,
+) -> None:
+    """Bind ``call`` (made in ``method``) to ``nxt``, the method it reaches, and follow what
+    ``nxt`` hands on. A call the checker cannot count is ``unresolved``; the method reached
+    being a stub (or always raising) counts only where every call of ``method`` makes it."""
+    at = _where(method, call.line)
+    if call.shape == "starred":
+        out.unresolved.append(
+            f"{describe_chain(chain)} calls {call.describe()} with *x / **x arguments the "
+            f"checker cannot count {at}"
+        )
+        return
+    if call.shape != "counted":
+        if call.certain and nxt.abstract:
+            out.abstract.append(
+                f"{describe_chain([*chain, nxt])} only raises NotImplementedError [{nxt.where}]"
+            )
+        return
+    positional = call.positional
+    callee_kind = nxt.body.kind if nxt.body is not None else "method"
+    caller_kind = method.body.kind if method.body is not None else "method"
+    if call.how == "class" and callee_kind != "method":
+        positional += 1  # Base.m(self, ...) of a static/class method: self is an argument
+    if call.how == "self" and caller_kind == "classmethod" and callee_kind == "method":
+        positional -= 1  # cls.m(x, ...) of a plain function: x is its self
+        if positional < 0:
+            out.errors.append(
+                f"{describe_chain(chain)} calls {call.describe()} on the class without an "
+                f"instance for its self (a TypeError) {at}"
+            )
+            return
+    inner = new_walk()
+    args = tuple(f"arg{i}" for i in range(positional))
+    walk(nxt, args, {k: k for k in call.keywords}, f"{call.describe()} {at}", inner, call.certain)
+    out.errors += [f"{describe_chain(chain)} calls {e}" for e in inner.errors]
+    out.missing += inner.missing
+    out.unresolved += inner.unresolved
+    if call.certain:
+        out.abstract += inner.abstract
+
+
+def attribute_setters(source: Any, target: str, name: str) -> list[str]:
+    """Where ``self.<name> = ...`` is assigned along the MRO: "" for a class body or an
+    ``__init__`` (set whenever the instance exists), else the method's name."""
+    where: list[str] = []
+    for cls in source.mro(target):
+        found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
+        if found is None:
+            continue
+        for item in found[1].body:
+            targets: list[ast.expr] = []
+            if isinstance(item, ast.Assign):
+                targets = list(item.targets)
+            elif isinstance(item, ast.AnnAssign):
+                targets = [item.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                where.append("")
+            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(item):
+                stores = [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else (
+                    node.targets if isinstance(node, ast.Assign) else []
+                )  # fmt: skip
+                if any(
+                    isinstance(sub, ast.Attribute) and sub.attr == name
+                    and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")
+                    for t in stores for sub in ast.walk(t)
+                ):  # fmt: skip
+                    where.append("" if item.name == "__init__" else item.name)
+    return list(dict.fromkeys(where))
+
+
+def attribute_read(source: Any, target: str, name: str) -> bool:
+    """``self.<name>`` is read somewhere along the MRO (not only assigned)."""
+    for cls in source.mro(target):
+        found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
+        if found is None:
+            continue
+        for node in ast.walk(found[1]):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == name
+                and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")
+            ):
+                return True
+    return False
+
+
+def unused_content(
+    source: Any,
+    target: str,
+    link: FoundMethod,
+    received: Mapping[str, Any],
+    named: Mapping[str, Any],
+) -> list[str]:
+    """Content the plugin sends that ``link`` takes and never uses: a named parameter the body
+    never uses, or a ``**kwargs`` value only stored in an attribute nothing reads."""
+    body = link.body
+    if body is None:
+        return []
+    lost = [k for k in body.unused if k in named and k in CONTENT_KEYWORDS]
+    for key, attr in body.kwargs_stored:
+        keys = [k for k in received if k in CONTENT_KEYWORDS and key in ("*", k)]
+        if keys and not attribute_read(source, target, attr):
+            lost += [f"{k} (stored in self.{attr}, which nothing reads)" for k in keys]
+    return lost
+
+
+def check_kwargs(
+    source: Any,
+    target: str,
+    link: FoundMethod,
+    bound: inspect.BoundArguments,
+    variant: str,
+    path: list[FoundMethod],
+    out: WalkLike,
+) -> None:
+    """What reaches ``link``'s ``**kwargs``: a key it reads with ``kwargs["key"]`` must be
+    there (a KeyError otherwise), and content the plugin sends (images, sampling parameters,
+    histories, ...) must be read by name, passed on whole, or handed to the next method:
+    otherwise it is silently dropped."""
+    body = link.body
+    var_kw = next(
+        (p.name for p in link.signature.parameters.values() if p.kind is p.VAR_KEYWORD), None
+    )
+    if body is None:
+        return
+    received: Mapping[str, Any] = bound.arguments.get(var_kw, {}) if var_kw else {}
+    lost = unused_content(source, target, link, received, bound.arguments)
+    if lost:
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
+            f"never uses it [{link.where}]"
+        )
+    if var_kw is None:
+        return
+    for key in body.kwargs_required:
+        if key not in received:
+            out.errors.append(
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
+                f"which the plugin does not send (a KeyError) [{link.where}]"
+            )
+    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
+    if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
+            f"**{var_kw} (or reads it) without using its value [{link.where}]"
+        )
+    # Stored in an attribute something reads: used (later, elsewhere).
+    kept = {k for k, attr in body.kwargs_stored if attribute_read(source, target, attr)}
+    if body.kwargs_opaque or "*" in kept:
+        return
+    passed_on = any(
+        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
+        if key is None
+    )  # fmt: skip
+    if passed_on:
+        return  # the next method decides (its own **kwargs, or its named parameters)
+    unread = [k for k in received if k not in (*body.kwargs_reads, *kept) and k in CONTENT_KEYWORDS]
+    if unread:
+        other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]
+        also = (
+            f"; it reads {', '.join(map(repr, other))}, which the plugin does not send"
+            if other
+            else ""
+        )
+        out.dropped.append(
+            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
+            f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
+            f"[{link.where}]"
+        )
+
+
+_READ_BACK = ("read_decode_output", "process_decode_output_host")
+
+
+def lone_read_back_hook(source: Any, target: str, method: str) -> str:
+    """One read-back hook defined without the other: the plugin uses them only as a pair, so
+    the missing one is reported (``absent``) rather than both left out."""
+    if method not in _READ_BACK or not source.complete:
+        return ""
+    other = _READ_BACK[1 - _READ_BACK.index(method)]
+    if (
+        find_method(source, target, method) is not None
+        or find_method(source, target, other) is None
+    ):
+        return ""
+    return (
+        f"not defined, but {other} is: the plugin uses the read-back hooks only as a pair, so "
+        "it reads decode output itself"
+    )

@@ -1,0 +1,262 @@
+"""Where values go in a method body (``ast``, flow-light): which statements run on every call,
+whether the body always raises, which ``self.m(...)`` a ``hasattr`` really guards, and whether
+a value read from the plugin's arguments reaches anything that uses it."""
+
+from __future__ import annotations
+
+import ast
+
+Fn = ast.FunctionDef | ast.AsyncFunctionDef
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
+             ast.AsyncWith)  # fmt: skip
+# Callees that take a value without using its content (a log line, a count, a type test).
+_INERT = {"print", "len", "str", "repr", "format", "isinstance", "bool", "type", "id", "hash",
+          "debug", "info", "warning", "warn", "error", "exception", "critical", "log"}  # fmt: skip
+_MAX_HOPS = 4
+# Expressions whose value carries an operand's (a use of theirs is a use of it).
+_CARRIERS = (ast.BinOp, ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred,
+             ast.FormattedValue, ast.JoinedStr)  # fmt: skip
+
+
+def _exits(stmt: ast.stmt) -> bool:
+    """``stmt`` holds a ``return`` / ``raise`` (a later statement may not run)."""
+    return any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(stmt))
+
+
+def _sure(node: ast.AST, out: set[int]) -> None:
+    """``node`` runs, and so does each sub-expression that is not deferred or short-circuited."""
+    out.add(id(node))
+    for field, value in ast.iter_fields(node):
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        children = value if isinstance(value, list) else [value]
+        for i, child in enumerate(children):
+            if not isinstance(child, ast.AST):
+                continue
+            if isinstance(node, ast.BoolOp) and i > 0:
+                continue  # `a and self.m()`: only when a holds
+            if isinstance(node, ast.IfExp) and field != "test":
+                continue
+            _sure(child, out)
+
+
+def always_run(fn: Fn) -> set[int]:
+    """Ids of the nodes every call of ``fn`` runs: the body's statements up to the first that
+    may leave early or branch (``with`` bodies included)."""
+    out: set[int] = set()
+
+    def block(stmts: list[ast.stmt]) -> bool:
+        for st in stmts:
+            if isinstance(st, (ast.With, ast.AsyncWith)):
+                for item in st.items:
+                    _sure(item.context_expr, out)
+                if not block(st.body):
+                    return False
+                continue
+            if isinstance(st, _COMPOUND):
+                if _exits(st):
+                    return False
+                if isinstance(st, ast.If):
+                    _sure(st.test, out)
+                continue
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            _sure(st, out)
+            if isinstance(st, (ast.Return, ast.Raise)):
+                return False
+        return True
+
+    block(fn.body)
+    return out
+
+
+def always_raises(fn: Fn) -> str:
+    """``raise X`` that every call of ``fn`` reaches (as text with its line), else ""."""
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
+        return ""  # a generator: the call itself returns
+    run = always_run(fn)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Raise) and id(node) in run:
+            text = ast.unparse(node.exc) if node.exc is not None else "(re-raise)"
+            return f"raise {text} (line {node.lineno})"
+        if (
+            isinstance(node, ast.Assert)
+            and id(node) in run
+            and isinstance(node.test, ast.Constant)
+            and not node.test.value
+        ):
+            return f"raise AssertionError (line {node.lineno})"  # `assert False`
+    return ""
+
+
+def _hasattr_names(test: ast.expr, me: str | None, positive: bool) -> set[str]:
+    """Names ``test`` proves present (``positive``) or, when false, proves present."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _hasattr_names(test.operand, me, not positive)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and positive:
+        return set().union(*(_hasattr_names(v, me, True) for v in test.values))
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not positive:
+        return set().union(*(_hasattr_names(v, me, False) for v in test.values))
+    if (
+        positive
+        and isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "hasattr"
+        and len(test.args) == 2
+        and isinstance(test.args[0], ast.Name)
+        and test.args[0].id == me
+        and isinstance(test.args[1], ast.Constant)
+        and isinstance(test.args[1].value, str)
+    ):
+        return {test.args[1].value}
+    return set()
+
+
+def guarded_calls(fn: Fn, me: str | None) -> dict[int, set[str]]:
+    """For each node, the names a ``hasattr(self, name)`` proves present where it runs: the
+    branch the test holds in, the statements after ``if not hasattr(...): return``, the right
+    of ``hasattr(...) and ...`` (an inverted or unrelated test guards nothing)."""
+    out: dict[int, set[str]] = {}
+
+    def expr(node: ast.AST, names: set[str]) -> None:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            proven = set(names)
+            for v in node.values:
+                expr(v, proven)
+                proven |= _hasattr_names(v, me, True)
+            return
+        if isinstance(node, ast.IfExp):
+            expr(node.test, names)
+            expr(node.body, names | _hasattr_names(node.test, me, True))
+            expr(node.orelse, names | _hasattr_names(node.test, me, False))
+            return
+        out[id(node)] = names
+        for child in ast.iter_child_nodes(node):
+            expr(child, names)
+
+    def block(stmts: list[ast.stmt], names: set[str]) -> None:
+        names = set(names)
+        for st in stmts:
+            if isinstance(st, (ast.If, ast.While)):
+                expr(st.test, names)
+                block(st.body, names | _hasattr_names(st.test, me, True))
+                block(st.orelse, names | _hasattr_names(st.test, me, False))
+                if st.body and isinstance(st.body[-1], (ast.Return, ast.Raise)):
+                    names |= _hasattr_names(st.test, me, False)
+                continue
+            for _field, value in ast.iter_fields(st):
+                items = value if isinstance(value, list) else [value]
+                if items and all(isinstance(x, ast.stmt) for x in items):
+                    block(items, names)
+                else:
+                    for x in items:
+                        if isinstance(x, ast.AST):
+                            expr(x, names)
+            out[id(st)] = names
+
+    block(fn.body, set())
+    return out
+
+
+def parents_of(fn: Fn) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+
+
+def _name_used(fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int) -> bool:
+    """A local bound at line ``after`` is used: a later load of it (before a body-level
+    rebinding) whose value is used."""
+    kill = min(
+        (
+            st.lineno for st in fn.body if st.lineno > after and isinstance(st, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in st.targets)
+        ),
+        default=None,
+    )  # fmt: skip
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Load)
+            and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
+            and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
+            and value_used(fn, node, parents, hops + 1)
+        ):
+            return True
+    return elided(fn)  # a skeleton's `(...)` arguments may use it
+
+
+def elided(fn: Fn) -> bool:
+    """The body elides arguments (``...``: an interface skeleton): any local may be used."""
+    return any(
+        isinstance(n, ast.Constant) and n.value is Ellipsis for st in fn.body for n in ast.walk(st)
+    )
+
+
+def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0) -> bool:
+    """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
+    log line, ``len``, a type test), a return, a local that is used, an attribute of the
+    instance (``stored_attribute`` says which), an operand of an expression that is used.
+    Dropped: a bare statement, a test (``if x``, ``x is None``, ``"k" in x``), a loop over
+    keys, an unused local. Unknown uses count as used (no false alarm)."""
+    if hops > _MAX_HOPS:
+        return True
+    parent = parents.get(id(node))
+    if parent is None or isinstance(parent, ast.Expr):
+        return False
+    if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
+        return True
+    if isinstance(parent, (ast.If, ast.While, ast.Assert)) and node is parent.test:
+        return False
+    if isinstance(parent, (ast.Compare, ast.UnaryOp)) or (
+        isinstance(parent, ast.IfExp) and node is parent.test
+    ):
+        return False
+    if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
+        return False  # iterating a mapping yields its keys
+    if isinstance(parent, ast.Call):
+        if node is parent.func:
+            return True
+        func = parent.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        return name not in _INERT
+    if isinstance(parent, ast.keyword):
+        return value_used(fn, parent, parents, hops + 1)
+    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        for t in targets:
+            if isinstance(t, ast.Name) and _name_used(fn, t.id, parent.lineno, parents, hops):
+                return True
+            if not isinstance(t, ast.Name):
+                return True  # an attribute or item: stored (see stored_attribute)
+        return False
+    if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
+        return value_used(fn, parent, parents, hops + 1)
+    if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
+        return value_used(fn, parent, parents, hops + 1)
+    if isinstance(parent, _CARRIERS):
+        return value_used(fn, parent, parents, hops + 1)
+    # A comprehension over a mapping loops over its keys (values are read by name elsewhere).
+    return not (isinstance(parent, ast.comprehension) and node is parent.iter)
+
+
+def stored_attribute(node: ast.AST, parents: dict[int, ast.AST], me: str | None) -> str | None:
+    """``self.<attr> = node``: the attribute the value is only stored in."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is node:
+        t = parent.targets[0]
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+            return t.attr
+    return None
+
+
+def unused_params(fn: Fn, names: set[str]) -> tuple[str, ...]:
+    """Of the named parameters ``names``, those whose value the body never uses. A body with an
+    elision (``...`` as an argument: an interface skeleton) may use any of them."""
+    if elided(fn):
+        return ()
+    parents = parents_of(fn)
+    # As a local bound at the def: a use before any body-level rebinding (`sp = None`) counts.
+    first = fn.body[0].lineno - 1 if fn.body else fn.lineno
+    return tuple(sorted(n for n in names if not _name_used(fn, n, first, parents, 0)))
