@@ -7,13 +7,22 @@ candidate's file is then edited as the red team edited it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conformance.test_red_team_rt44_gate import _gate, _pair
+from tt_conformance.baseline import find_baseline
+from tt_conformance.cli import conformance as cli
+from tt_conformance.cli import gate as gate_cli
+from tt_conformance.report import load_report
+from tt_conformance.writers import write_report
+
+FIGURE = "ttft_median@i128o128c1"
 
 
 def _launch_pair(
@@ -74,3 +83,90 @@ def test_honest_neutral_options_each_in_its_own_element_still_gate_ok(
         ["--port", "8001", "--uvicorn-log-level=debug", "--disable-log-stats", "served-model"],
     )
     assert _gate(b, c) == 0
+
+
+# -------------------------- item 5 (#10): a saved gate OK judged against another baseline
+
+
+def _saved_gate(tmp_path: Path, name: str, *args: str) -> tuple[int, Path]:
+    saved = tmp_path / f"{name}.txt"
+    with saved.open("w") as fh, contextlib.redirect_stdout(fh):
+        code = gate_cli.main(list(args))
+    return code, saved
+
+
+def _summary_title(report: Path, saved: Path, baselines: Path) -> str:
+    out = report.parent / f"summary-{saved.stem}-{baselines.name}.md"  # --out appends
+    args = ["summary", str(report), "--gate-output", str(saved), "--out", str(out)]
+    assert cli.main([*args, "--baselines-dir", str(baselines)]) == 0
+    return out.read_text().splitlines()[0]
+
+
+def test_a_saved_gate_ok_titles_a_run_only_against_its_committed_baseline_and_expectations(
+    tmp_path: Path, make_report: Any
+) -> None:
+    """rt44b #10: a failing run gated OK against a doctored baseline failing the same check,
+    with its own expectations calling it an expected failure; the saved OK titled the run's
+    summary "gate OK". The gate names the baseline, candidate and expectations it judged by
+    digest; the summary takes the OK only when those are the committed ones for the run."""
+
+    def run(name: str, b: str, ttft: float = 100.0, **kwargs: Any) -> Path:
+        perf = {FIGURE: (ttft, "ms", "lower")}
+        report = make_report({"m::a": "pass", "m::b": b}, device="T3K", perf=perf, **kwargs)
+        return write_report(report, tmp_path / name).json
+
+    def expectations(path: Path, **entries: Any) -> Path:
+        path.write_text(json.dumps({"schema_version": 2, **entries}))
+        return path
+
+    baselines = tmp_path / "baselines"
+    promoted = run("b", "pass")
+    assert cli.main(["baseline", "promote", str(promoted), "--baselines-dir", str(baselines)]) == 0
+    c = run("c", "fail", tt_metal="v2")
+    committed_base = find_baseline(baselines, load_report(c))
+    assert committed_base is not None
+    # The committed expectations gate the figure at 10 %.
+    expectations(committed_base.parent / "expectations.json", perf_tolerances={FIGURE: 0.1})
+    assert gate_cli.main(["--baseline", str(committed_base), "--candidate", str(c)]) == 1
+    failure = {"check": "m::b", "reason": "known on this build"}
+    excuse = expectations(tmp_path / "own.json", expected_failures=[failure])
+    # Another baseline failing the same check, judged by its own expectations: OK.
+    d = run("d", "fail")
+    code, saved = _saved_gate(
+        tmp_path, "doctored", "--baseline", str(d), "--candidate", str(c),
+        "--expectations", str(excuse),
+    )  # fmt: skip
+    assert code == 0
+    judged = r"^judged: baseline sha256:\S+, candidate sha256:\S+, expectations sha256:\S+$"
+    assert re.search(judged, saved.read_text(), re.M)
+    title = _summary_title(c, saved, baselines)
+    assert "gate OK" not in title
+    assert title.startswith(
+        "## gate output not recognised (it judged another baseline than the committed one for "
+        "this run's setup: not an OK for this run)"
+    )
+    # The committed baseline, judged by other expectations than those committed with it: a
+    # 3x slower figure made informational.
+    slow = run("s", "pass", ttft=300.0, tt_metal="v2")
+    assert gate_cli.main(["--baseline", str(committed_base), "--candidate", str(slow)]) == 1
+    loose = expectations(tmp_path / "loose.json", perf_tolerances={FIGURE: None})
+    code, saved = _saved_gate(
+        tmp_path, "excused", "--baseline", str(committed_base), "--candidate", str(slow),
+        "--expectations", str(loose),
+    )  # fmt: skip
+    assert code == 0
+    assert _summary_title(slow, saved, baselines).startswith(
+        "## gate output not recognised (it judged by other expectations than the committed ones"
+    )
+    # No baseline committed for the run under the summary's directory: no OK for it either.
+    assert _summary_title(slow, saved, tmp_path / "empty").startswith(
+        "## gate output not recognised (no baseline is committed for this run's model and device"
+    )
+    # Honest control: a passing run gated against the committed baseline (its expectations
+    # found next to it) titles its summary with the OK.
+    passing = run("p", "pass", tt_metal="v2")
+    code, saved = _saved_gate(
+        tmp_path, "honest", "--baseline", str(committed_base), "--candidate", str(passing)
+    )
+    assert code == 0
+    assert _summary_title(passing, saved, baselines).startswith("## gate OK (no regression) — ")

@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from tt_conformance.formats.cells import OUTCOME_ORDER, md_cell, shape_text
 from tt_conformance.formats.templates import render_template
-from tt_conformance.formats.text import content_digest, gate_headline
+from tt_conformance.formats.text import JudgedAgainst, content_digest, gate_headline
 from tt_conformance.formats.views import (
     Comparison,
     check_counts,
@@ -420,8 +420,11 @@ def render_compare_markdown(comparison: Comparison, generated_at: str) -> str:
     return render_template("compare.md.jinja", c=comparison, generated_at=generated_at)
 
 
-def render_step_summary(report: Report, gate_text: str | None = None) -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate."""
+def render_step_summary(
+    report: Report, gate_text: str | None = None, against: JudgedAgainst | None = None
+) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate; an OK
+    titles it only when judged against ``against`` (`formats.text.gate_headline`)."""
     concerns = all_concerns([report])
     cells = fold([(Path(report.run_id), report)])
     # tt-metal and ttnn exist only on TT hardware: elsewhere no flag should label them.
@@ -438,5 +441,9 @@ def render_step_summary(report: Report, gate_text: str | None = None) -> str:
         hardware=hardware,
         key_perf=[label for label, _ in KEY_PERF],
         gate_text=gate_text,
-        gate=gate_headline(gate_text, report.run_id, content_digest(report)) if gate_text else None,
+        gate=(
+            gate_headline(gate_text, report.run_id, content_digest(report), against)
+            if gate_text
+            else None
+        ),
     )
