@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ __all__ = [
     "setup_options",
     "unknown_axes",
     "unlike",
+    "weights_pinned",
 ]
 
 VERSION_AXES = ("vllm", "plugin", "ttnn", "tt_metal")
@@ -149,6 +151,11 @@ _NEUTRAL_FLAGS: frozenset[str] = frozenset(
         "--disable-uvicorn-access-log",
     }
 )
+# A weights record naming one checkpoint's content (plugin utils/weights_identity.py): a
+# repository at a commit, or a digest of every file's bytes. A branch or tag, "unresolved" (the
+# hub's head at load time) or files-sha256 (config, names and sizes only: a retrained checkpoint
+# of the same shapes reads alike) names no content: equal on both runs, it proves no same weights.
+_PINNED_WEIGHTS = re.compile(r"[^@\s]+@[0-9a-f]{40}|sha256:[0-9a-f]{16,64}")
 # What a tt-metal bump changes: the gate's default axes under test.
 DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
 # Identity words reports carry since issue 44 (older reports read them as not recorded).
@@ -389,6 +396,11 @@ def _launch_differences(baseline: Report, candidate: Report) -> list[Difference]
         for name in sorted(set(before) | set(after))
         if before.get(name, _NOT_GIVEN) != after.get(name, _NOT_GIVEN)
     ]
+
+
+def weights_pinned(value: object) -> bool:
+    """``value`` (a report's server.weights) names one checkpoint's content."""
+    return isinstance(value, str) and _PINNED_WEIGHTS.fullmatch(value) is not None
 
 
 def unlike(found: Iterable[Difference]) -> list[Difference]:

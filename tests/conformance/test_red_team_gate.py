@@ -751,7 +751,7 @@ def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_ru
         assert cli.main([*args, str(baselines)]) == 0
         return capsys.readouterr().out.splitlines()[0]
 
-    assert title(c).startswith("## gate OK (no regression) — ")
+    assert title(c).startswith("## gate OK (no regression; same weights not proven) — ")
     # The same OK, pointed at by another run (a regression, never gated): not its verdict.
     later = write_report(make_report({"m::a": "fail"}, device="T3K"), tmp_path / "later").json
     assert title(later).startswith("## gate output not recognised (not a gate of this run) — ")

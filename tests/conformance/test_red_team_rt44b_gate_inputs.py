@@ -169,4 +169,68 @@ def test_a_saved_gate_ok_titles_a_run_only_against_its_committed_baseline_and_ex
         tmp_path, "honest", "--baseline", str(committed_base), "--candidate", str(passing)
     )
     assert code == 0
-    assert _summary_title(passing, saved, baselines).startswith("## gate OK (no regression) — ")
+    title = _summary_title(passing, saved, baselines)  # weights recorded by neither (said)
+    assert title.startswith("## gate OK (no regression; same weights not proven) — ")
+
+
+# -------------------------------------------- item 9 (#17): unpinned weights on both runs
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        "meta-llama/Llama-3.1-8B-Instruct@unresolved",
+        "meta-llama/Llama-3.1-8B-Instruct@main",
+        "meta-llama/Llama-3.1-8B-Instruct@0e9e39f",  # a short hash: not a whole commit
+        "files-sha256:0123456789abcdef",  # file names and sizes only
+    ],
+)
+def test_the_same_unpinned_weights_on_both_runs_do_not_give_an_unqualified_ok(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], weights: str
+) -> None:
+    """rt44b #17: server.weights '<repo>@unresolved' on both runs: 'everything else is equal',
+    OK. The same name of a hub head (or branch, or file sizes) proves no same checkpoint: the
+    verdict line qualifies the OK and the identity says why."""
+
+    def unpinned(d: dict[str, Any]) -> None:
+        d["server"]["weights"] = weights
+
+    b, c = _pair(tmp_path, make_report, unpinned)
+    data = json.loads(b.read_text())
+    unpinned(data)
+    b.write_text(json.dumps(data))
+    assert _gate(b, c) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "tt-conformance gate: OK (no regression; same weights not proven)"
+    assert f"weights unpinned on both sides ({weights!r}: no commit" in out
+    assert "under test: tt_metal: 'v1' -> 'v2'" in out
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        "meta-llama/Llama-3.1-8B-Instruct@0e9e39f7d0a0d4f2b4b1c7f9a3e2d1c0b9a8f7e6",
+        "sha256:d9473f7d8eb9575d",
+    ],
+)
+def test_the_same_pinned_weights_on_both_runs_gate_an_unqualified_ok(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], weights: str
+) -> None:
+    """Control: a repository at a whole commit, or a digest of the files' bytes, on both runs:
+    the same checkpoint, a plain OK. Weights pinned on one run only still differ (exit 2)."""
+
+    def pinned(d: dict[str, Any]) -> None:
+        d["server"]["weights"] = weights
+
+    b, c = _pair(tmp_path, make_report, pinned)
+    data = json.loads(b.read_text())
+    pinned(data)
+    b.write_text(json.dumps(data))
+    assert _gate(b, c) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "tt-conformance gate: OK (no regression)"
+    assert "weights" not in out
+    data["server"]["weights"] = "meta-llama/Llama-3.1-8B-Instruct@unresolved"
+    b.write_text(json.dumps(data))
+    assert _gate(b, c) == 2
+    assert "weights: 'meta-llama/Llama-3.1-8B-Instruct@unresolved' -> " in capsys.readouterr().err

@@ -41,7 +41,9 @@ def change_text(worse_by: float | None) -> str:
 
 
 # The verdict lines `render_gate` writes, and nothing else: a title is read from these only.
-_VERDICT = re.compile(r"(OK \(no regression\)|REGRESSION \(\d+ found\))")
+_VERDICT = re.compile(
+    r"(OK \(no regression(; same weights not proven)?\)|REGRESSION \(\d+ found\))"
+)
 _CANDIDATE = re.compile(r"candidate (\S+): ")
 _DIGESTS = re.compile(
     r"judged: baseline (sha256:[0-9a-f]+), candidate (sha256:[0-9a-f]+), "
@@ -144,6 +146,9 @@ def render_gate(
     verdict = (
         f"REGRESSION ({len(result.regressions)} found)"
         if result.regressions
+        # An OK on weights nobody pinned is qualified where it is read: the verdict line.
+        else "OK (no regression; same weights not proven)"
+        if result.weights_unproven
         else "OK (no regression)"
     )
     # The verdict is the first line, from the decision alone; every line after it that holds
