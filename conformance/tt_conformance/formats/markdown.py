@@ -64,7 +64,7 @@ def render_report_markdown(report: Report) -> str:
                 ["tier reason", md_cell(tier.reason if tier else "")],
                 ["next tier needs", md_cell((tier.next_blocker if tier else None) or "—")],
                 ["run", md_cell(report.run_id)],
-                ["started / finished", f"{report.started_at} / {report.finished_at}"],
+                ["started / finished", md_cell(f"{report.started_at} / {report.finished_at}")],
                 ["command", md_cell(" ".join(run.command) if run else "unknown", 600)],
                 ["host", md_cell(run.host if run else "unknown")],
                 [
@@ -144,7 +144,7 @@ def render_report_markdown(report: Report) -> str:
                 [
                     [
                         md_cell(a.task),
-                        a.verdict,
+                        md_cell(a.verdict),
                         f"{a.score:.3f}",
                         f"{a.ci_low:.3f} to {a.ci_high:.3f}",
                         str(a.num_samples),
@@ -180,7 +180,7 @@ def render_report_markdown(report: Report) -> str:
                         format_number(p.value),
                         md_cell(p.unit),
                         shape_text(p),
-                        p.source,
+                        md_cell(p.source),
                         md_cell(p.flag or ""),
                     ]
                     for _, p in sorted(report.perf.items())
@@ -203,7 +203,7 @@ def render_report_markdown(report: Report) -> str:
                         md_cell(t.source),
                         "n/a" if t.fraction is None else f"{t.fraction:.1%}",
                         f"{t.functional:.0%} / {t.complete:.0%} / {t.target:.0%}",
-                        t.met,
+                        md_cell(t.met),
                     ]
                     for t in report.perf_targets
                 ],
