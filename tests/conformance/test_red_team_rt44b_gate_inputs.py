@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.conformance.test_red_team_rt44_gate import _gate, _pair
 from tt_conformance.baseline import find_baseline
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
+from tt_conformance.independence import clock_problems
 from tt_conformance.report import load_report
 from tt_conformance.writers import write_report
 
@@ -234,3 +236,70 @@ def test_the_same_pinned_weights_on_both_runs_gate_an_unqualified_ok(
     b.write_text(json.dumps(data))
     assert _gate(b, c) == 2
     assert "weights: 'meta-llama/Llama-3.1-8B-Instruct@unresolved' -> " in capsys.readouterr().err
+
+
+# ------------------------------- item 8 (#16): a resynthesised copy of the committed baseline
+
+EMU = Path(__file__).resolve().parents[2] / "reports"
+EMU_BASE = EMU / "baselines" / "tt-reference-llama" / "emulated-T3K" / "baseline.json"
+EMU_RERUN = EMU / "history" / "tt-reference-llama" / "emulated-T3K"
+
+
+def _resynthesised(data: dict[str, Any]) -> dict[str, Any]:
+    """rt44b resynth.py: the baseline under a new run id, every time 3 h later, durations
+    x 1.15 (the top of its U(0.85, 1.15)) with the checks' times left as shifted, base figures
+    x 1.02, the derived ones recomputed from them (restated.py), another plugin commit."""
+    out: dict[str, Any] = json.loads(json.dumps(data))
+    out["run_id"] = "20261207T082909Z-5e5e5e5e"
+
+    def later(stamp: str) -> str:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")) + timedelta(hours=3)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    out["started_at"], out["finished_at"] = later(out["started_at"]), later(out["finished_at"])
+    for c in out["checks"]:
+        c.update({k: later(c[k]) for k in ("started_at", "finished_at") if c.get(k)})
+        c["duration_s"] = round(c["duration_s"] * 1.15, 6)
+    perf = out["perf"]
+    for fig in perf.values():
+        if fig["stat"] not in ("count", "max") and fig["metric"] not in ("tps_user", "tt_tps"):
+            fig["value"] *= 1.02
+    for name, fig in perf.items():
+        shape = name.partition("@")[2]
+        if fig["metric"] == "tps_user":
+            fig["value"] = 1000.0 / perf[name.replace("tps_user", "tpot")]["value"]
+        if fig["metric"] == "tt_tps":
+            fig["value"] = 1000.0 / perf[f"tpot_median@{shape}"]["value"] * fig["concurrency"]
+    out["versions"]["plugin_commit"] = "335cc33d6d1d192a613aabaee50ea173597d40b1"
+    return out
+
+
+def test_a_resynthesised_copy_whose_checks_outlast_their_own_times_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rt44b #16: gate --axis plugin OK on a resynthesised copy of the committed baseline. The
+    report stores no raw samples to re-derive a figure from (statistics only; derived figures
+    are re-derived from their base, restated.py), but a check's duration is the sum of its
+    pytest phases, all inside its own recorded start and end: a duration stretched without its
+    times contradicts them (exit 2 naming the field). A copy re-timed consistently is the known
+    limit (docs/CONFORMANCE.md, "What the copy check can and cannot see")."""
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(_resynthesised(json.loads(EMU_BASE.read_text()))))
+    assert _gate(EMU_BASE, copy, "--axis", "plugin") == 2
+    err = capsys.readouterr().err
+    assert "took longer than their own start-to-end, e.g. " in err
+
+
+def test_every_committed_run_keeps_its_checks_inside_their_own_times(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Control: every committed report (real runs) meets the rule, and the committed re-run of
+    the emulated llama baseline under another plugin commit still gates OK."""
+    for path in sorted(EMU.glob("**/*.json")):
+        data = json.loads(path.read_text())
+        if data.get("kind") == "tt-conformance-report":
+            assert clock_problems(load_report(path)) == [], path
+    base_run = load_report(EMU_BASE).run_id
+    (rerun,) = [p for p in EMU_RERUN.glob("*.json") if load_report(p).run_id != base_run]
+    assert _gate(EMU_BASE, rerun, "--axis", "plugin") == 0
+    assert capsys.readouterr().out.startswith("tt-conformance gate: OK (no regression)\n")
