@@ -142,6 +142,12 @@ LAUNCH_NEUTRAL: dict[str, str] = {
     "env.LOGURU_LEVEL": "logging only",
     "env.PYTHONUNBUFFERED": "logging only",
 }
+# What the neutral options that take a value accept; another value is not that option.
+_NEUTRAL_VALUES: dict[str, re.Pattern[str]] = {
+    "--port": re.compile(r"\d{1,5}"),
+    "--host": re.compile(r"[A-Za-z0-9._:%\[\]-]+"),
+    "--uvicorn-log-level": re.compile(r"(?i)critical|error|warning|info|debug|trace"),
+}
 # The neutral options that take no value: a word after one is not theirs (vLLM's positional).
 _NEUTRAL_FLAGS: frozenset[str] = frozenset(
     {
@@ -350,8 +356,9 @@ def launch_options(report: Report) -> dict[str, Any]:
 
 def _parse_args(args: list[Any]) -> dict[str, Any]:
     """vLLM's options one by one, a LAUNCH_NEUTRAL one dropped only when its element (and its
-    value element) is exactly one shell word: ``"--port=8000 --kv-cache-dtype=fp8"`` in one
-    element is not a port, it is kept whole as the option's value and so differs."""
+    value element) is exactly one shell word and its value one the option takes (a port, a
+    host, a log level; none for a flag): ``"--port=8000 --kv-cache-dtype=fp8"`` in one element
+    is not a port, it is kept whole as the option's value and so differs."""
     out: dict[str, Any] = {}
     positional: list[str] = []
     words = [str(a) for a in args]
@@ -368,7 +375,10 @@ def _parse_args(args: list[Any]) -> dict[str, Any]:
             value, i = words[i], i + 1
             taken.append(value)
         key = f"vllm_args.{name}"
-        exact = all(_one_shell_word(w) for w in taken) and (takes_value or not eq)
+        accepted = _NEUTRAL_VALUES.get(name)
+        exact = all(_one_shell_word(w) for w in taken) and (
+            not eq if not takes_value else accepted is not None and accepted.fullmatch(value)
+        )
         if key in LAUNCH_NEUTRAL and exact:
             continue
         out[key] = value

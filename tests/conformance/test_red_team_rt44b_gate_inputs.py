@@ -54,6 +54,10 @@ def _launch_pair(
         (["--port", "8000 --kv-cache-dtype fp8"], "vllm_args.--port: not given -> '8000 --kv"),
         (["--port", "--kv-cache-dtype=fp8"], "vllm_args.--kv-cache-dtype: not given -> 'fp8'"),
         (["--host", "'0.0.0.0'"], "vllm_args.--host: not given -> \"'0.0.0.0'\""),
+        # One word, but no port: what the option takes is a port, a host, a log level.
+        (["--port=8000--kv-cache-dtype=fp8"], "vllm_args.--port: not given -> '8000--kv-"),
+        (["--port=8000\u00a0--kv-cache-dtype=fp8"], "vllm_args.--port: not given -> '8000"),
+        (["--uvicorn-log-level=info,fp8"], "vllm_args.--uvicorn-log-level: not given"),
         (["--disable-log-stats", "--dtype=float16"], "vllm_args.--dtype: not given"),
     ],
 )
@@ -81,8 +85,8 @@ def test_honest_neutral_options_each_in_its_own_element_still_gate_ok(
     b, c = _launch_pair(
         tmp_path,
         make_report,
-        ["served-model", "--port=8000", "--host", "0.0.0.0"],
-        ["--port", "8001", "--uvicorn-log-level=debug", "--disable-log-stats", "served-model"],
+        ["m", "--port=8000", "--host", "0.0.0.0"],
+        ["--port", "8001", "--uvicorn-log-level=INFO", "--host=::", "--disable-log-stats", "m"],
     )
     assert _gate(b, c) == 0
 
