@@ -48,6 +48,9 @@ _RATIO_TOLERANCE = 1e-4
 _MEASURED_TIMES = frozenset({"ttft", "tpot", "itl", "e2el"})
 # Run and check times are stored to the second.
 CLOCK_SLACK_S = 1.0
+# Durations come from a monotonic clock, times from the wall clock, which NTP may slew by up to
+# 500 ppm; twice that is allowed between them.
+_SLEW = 1e-3
 
 
 def copy_evidence(baseline: Report, candidate: Report) -> str | None:
@@ -142,13 +145,14 @@ def clock_problems(report: Report) -> list[str]:
             f"{wall:.0f} s, e.g. {longer[0].id} ({longer[0].duration_s:.1f} s)"
         )
     # A check's duration is the sum of its pytest phases, each inside the check's own start and
-    # end (stored truncated to the second): it never exceeds that span by more than the slack.
+    # end (stored truncated to the second): it never exceeds that span by more than the slack
+    # and what the wall clock's slewing can take off the span (_SLEW).
     overrun = [
         c
         for c in report.checks
         if c.started_at
         and c.finished_at
-        and c.duration_s > _span_s(c.started_at, c.finished_at) + 2 * CLOCK_SLACK_S
+        and c.duration_s * (1 - _SLEW) > _span_s(c.started_at, c.finished_at) + 2 * CLOCK_SLACK_S
     ]
     if overrun:
         c = overrun[0]
