@@ -31,7 +31,12 @@ from tt_conformance.expectations import (
     load_expectations,
 )
 from tt_conformance.formats.escape import one_line
-from tt_conformance.formats.text import render_gate
+from tt_conformance.formats.text import (
+    JudgedAgainst,
+    content_digest,
+    expectations_digest,
+    render_gate,
+)
 from tt_conformance.gate import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -60,6 +65,7 @@ __all__ = [
     "RunGate",
     "baseline_dir",
     "baseline_dir_of",
+    "committed_gate_inputs",
     "find_baseline",
     "gate_run",
     "placeholder_reason",
@@ -101,6 +107,18 @@ def baseline_dir_of(baselines_dir: Path, report: Report) -> Path:
 def find_baseline(baselines_dir: Path, report: Report) -> Path | None:
     path = baseline_dir_of(baselines_dir, report) / BASELINE_NAME
     return path if path.is_file() else None
+
+
+def committed_gate_inputs(baselines_dir: Path, report: Report) -> JudgedAgainst:
+    """What a gate OK of ``report`` must have judged it against to title its summary: the
+    baseline `find_baseline` gives it under ``baselines_dir`` and the expectations next to it
+    (ReportError / ExpectationsError when they do not load: no OK is read against them)."""
+    path = find_baseline(baselines_dir, report)
+    if path is None:
+        return JudgedAgainst(None, expectations_digest(None))
+    exp_path = path.parent / EXPECTATIONS_NAME
+    expectations = load_expectations(exp_path) if exp_path.is_file() else None
+    return JudgedAgainst(content_digest(load_report(path)), expectations_digest(expectations))
 
 
 def placeholder_reason(outcome: str, device: str) -> str:
@@ -363,5 +381,5 @@ def gate_run(candidate: Report, baselines_dir: Path, axes: frozenset[str] = froz
     except (ReportError, ExpectationsError, GateInputError, PromoteError) as exc:
         return RunGate(EXIT_BAD_INPUT, one_line(f"bad input, failing closed: {exc}"), path)
     # The verdict stays the first line (formats.text.gate_headline reads it there).
-    verdict, _, rest = render_gate(result, baseline, candidate).partition("\n")
+    verdict, _, rest = render_gate(result, baseline, candidate, expectations).partition("\n")
     return RunGate(result.exit_code, f"{verdict}\nbaseline: {path}\n{rest}", path)

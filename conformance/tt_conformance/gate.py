@@ -29,6 +29,9 @@ Exit codes
        nothing), a model, weights, model class, device or mesh difference (never under
        test, never allowed: another model or machine is another baseline), and an accuracy
        task scored on other items or another sample count (unless ``accuracy`` is allowed).
+    An OK whose runs do not establish the same weights (recorded by neither, or the same
+    unpinned name on both: `identity.weights_pinned`) says so on its verdict line,
+    "OK (no regression; same weights not proven)".
 
 Expectations default to ``expectations.json`` next to the baseline when that file exists.
 A check the expectations list as an expected failure is not a regression when it fails; one
@@ -66,6 +69,7 @@ from tt_conformance.identity import (
     Difference,
     differences,
     field_of,
+    weights_pinned,
 )
 from tt_conformance.independence import clock_problems, copy_evidence
 from tt_conformance.numfmt import format_number, pct
@@ -145,6 +149,9 @@ class GateResult:
     perf: list[PerfComparison] = field(default_factory=list)
     # How the two runs' identities differ: on an axis under test, or allowed by name.
     identity: list[str] = field(default_factory=list)
+    # Why "the same weights" is not established (recorded by neither run, or unpinned on
+    # both): an OK then says so on its verdict line, never an unqualified OK.
+    weights_unproven: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -191,6 +198,9 @@ def compare(
         allowed = allowed | {ACCURACY_AXIS}
     result = GateResult()
     result.identity = _compare_identity(baseline, candidate, axes, allowed, floors)
+    result.weights_unproven = _weights_unproven(baseline, candidate)
+    if result.weights_unproven:
+        result.identity.insert(0, result.weights_unproven)
     if candidate.aborted is not None:
         # An aborted run proves nothing about the checks it never ran: always a failure.
         missed = candidate.aborted.not_run
@@ -271,10 +281,6 @@ def _compare_identity(
         f"not recorded by either run: {axis} (the gate cannot tell whether it changed)"
         for axis in neither
     ]
-    if unrecorded_by_both("weights"):
-        # Weights are never under test, so no rule above names them: a checkpoint swapped under
-        # the same model name would otherwise pass as "alike".
-        lines.append("weights not recorded on either side: cannot tell a checkpoint change")
     lines += [f"under test: {d}" for d in found if d.matches(axes)]
     lines += [f"allowed difference: {d}" for d in found if not d.matches(axes)]
     lines += [
@@ -283,6 +289,24 @@ def _compare_identity(
         for d in predates
     ]
     return lines
+
+
+def _weights_unproven(baseline: Report, candidate: Report) -> str | None:
+    """Why two runs are not shown to serve the same checkpoint, when no difference says it.
+    Weights are never under test, so no identity rule names them: a checkpoint swapped under
+    the same model name, or a hub head that moved between two ``@unresolved`` runs, would
+    otherwise pass as "alike"."""
+    before, after = field_of(baseline, "weights"), field_of(candidate, "weights")
+    d = Difference("weights", before, after)
+    if not d.baseline_recorded and not d.candidate_recorded:
+        return "weights not recorded on either side: cannot tell a checkpoint change"
+    if before == after and not weights_pinned(before):
+        return (
+            f"weights unpinned on both sides ({before!r}: no commit and no digest of the files' "
+            "bytes): the same name proves no same checkpoint; pin them (vllm serve --revision "
+            "<commit>, or a local folder)"
+        )
+    return None
 
 
 def _refuse_self_compare(baseline: Report, candidate: Report) -> None:

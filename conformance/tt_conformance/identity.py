@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +72,7 @@ __all__ = [
     "setup_options",
     "unknown_axes",
     "unlike",
+    "weights_pinned",
 ]
 
 VERSION_AXES = ("vllm", "plugin", "ttnn", "tt_metal")
@@ -139,6 +142,26 @@ LAUNCH_NEUTRAL: dict[str, str] = {
     "env.LOGURU_LEVEL": "logging only",
     "env.PYTHONUNBUFFERED": "logging only",
 }
+# What the neutral options that take a value accept; another value is not that option.
+_NEUTRAL_VALUES: dict[str, re.Pattern[str]] = {
+    "--port": re.compile(r"\d{1,5}"),
+    "--host": re.compile(r"[A-Za-z0-9._:%\[\]-]+"),
+    "--uvicorn-log-level": re.compile(r"(?i)critical|error|warning|info|debug|trace"),
+}
+# The neutral options that take no value: a word after one is not theirs (vLLM's positional).
+_NEUTRAL_FLAGS: frozenset[str] = frozenset(
+    {
+        "--disable-log-requests",
+        "--enable-log-requests",
+        "--disable-log-stats",
+        "--disable-uvicorn-access-log",
+    }
+)
+# A weights record naming one checkpoint's content (plugin utils/weights_identity.py): a
+# repository at a commit, or a digest of every file's bytes. A branch or tag, "unresolved" (the
+# hub's head at load time) or files-sha256 (config, names and sizes only: a retrained checkpoint
+# of the same shapes reads alike) names no content: equal on both runs, it proves no same weights.
+_PINNED_WEIGHTS = re.compile(r"[^@\s]+@[0-9a-f]{40}|sha256:[0-9a-f]{16,64}")
 # What a tt-metal bump changes: the gate's default axes under test.
 DEFAULT_AXES: frozenset[str] = frozenset({"tt_metal", "ttnn"})
 # Identity words reports carry since issue 44 (older reports read them as not recorded).
@@ -311,8 +334,9 @@ def differences(baseline: Report, candidate: Report) -> list[Difference]:
 def launch_options(report: Report) -> dict[str, Any]:
     """How the server was launched, one entry per option: ``vllm_args.--name`` (``--a=b``,
     ``--a b`` or a bare ``--flag``), ``env.NAME``, ``server_options.key`` for any other key;
-    without the LAUNCH_NEUTRAL ones. Free text (not an object) is kept whole under
-    ``server_options``; an unrecorded launch is empty."""
+    without the LAUNCH_NEUTRAL ones (a vLLM option only when exactly that: `_parse_args`).
+    Free text (not an object) is kept whole under ``server_options``; an unrecorded launch is
+    empty."""
     options = report.server_options
     if options is None:
         return {}
@@ -323,29 +347,52 @@ def launch_options(report: Report) -> dict[str, Any]:
         if key == "vllm_args" and isinstance(value, list):
             out.update(_parse_args(value))
         elif key == "env" and isinstance(value, dict):
-            out.update({f"env.{name}": v for name, v in value.items()})
+            env = {f"env.{name}": v for name, v in value.items()}
+            out.update({k: v for k, v in env.items() if k not in LAUNCH_NEUTRAL})
         else:
             out[f"server_options.{key}"] = value
-    return {k: v for k, v in sorted(out.items()) if k not in LAUNCH_NEUTRAL}
+    return dict(sorted(out.items()))
 
 
 def _parse_args(args: list[Any]) -> dict[str, Any]:
+    """vLLM's options one by one, a LAUNCH_NEUTRAL one dropped only when its element (and its
+    value element) is exactly one shell word and its value one the option takes (a port, a
+    host, a log level; none for a flag): ``"--port=8000 --kv-cache-dtype=fp8"`` in one element
+    is not a port, it is kept whole as the option's value and so differs."""
     out: dict[str, Any] = {}
     positional: list[str] = []
     words = [str(a) for a in args]
     i = 0
     while i < len(words):
+        taken = [words[i]]
         name, eq, value = words[i].partition("=")
         i += 1
         if not name.startswith("-"):
-            positional.append(words[i - 1])  # the model vLLM serves
+            positional.append(taken[0])  # the model vLLM serves
             continue
-        if not eq and i < len(words) and not words[i].startswith("-"):
+        takes_value = name not in _NEUTRAL_FLAGS
+        if takes_value and not eq and i < len(words) and not words[i].startswith("-"):
             value, i = words[i], i + 1
-        out[f"vllm_args.{name}"] = value
+            taken.append(value)
+        key = f"vllm_args.{name}"
+        accepted = _NEUTRAL_VALUES.get(name)
+        exact = all(_one_shell_word(w) for w in taken) and (
+            not eq if not takes_value else accepted is not None and accepted.fullmatch(value)
+        )
+        if key in LAUNCH_NEUTRAL and exact:
+            continue
+        out[key] = value
     if positional:
         out["vllm_args"] = positional
     return out
+
+
+def _one_shell_word(word: str) -> bool:
+    """A shell would pass ``word`` as itself, one argument (no blank, quote or escape in it)."""
+    try:
+        return shlex.split(word) == [word]
+    except ValueError:  # an unbalanced quote
+        return False
 
 
 def _launch_differences(baseline: Report, candidate: Report) -> list[Difference]:
@@ -359,6 +406,11 @@ def _launch_differences(baseline: Report, candidate: Report) -> list[Difference]
         for name in sorted(set(before) | set(after))
         if before.get(name, _NOT_GIVEN) != after.get(name, _NOT_GIVEN)
     ]
+
+
+def weights_pinned(value: object) -> bool:
+    """``value`` (a report's server.weights) names one checkpoint's content."""
+    return isinstance(value, str) and _PINNED_WEIGHTS.fullmatch(value) is not None
 
 
 def unlike(found: Iterable[Difference]) -> list[Difference]:

@@ -8,8 +8,13 @@ fake cheaply is what a real run measures afresh every time:
   identically, nor all of them in one ratio (a copy with its durations scaled);
 - the serving figures: a mean or median over many timed requests is never reproduced to the
   last bit by another run, nor are all its measured latencies moved by one factor;
-- the run's own clock: the checks' recorded start and end lie inside the run's window, and no
-  timed check took longer than the whole run.
+- the run's own clock: the checks' recorded start and end lie inside the run's window, no
+  timed check took longer than the whole run, nor longer than its own start-to-end.
+
+What none of this sees: a copy whose every number is redrawn on its own within run-to-run
+noise, its check times made to agree with their durations and its derived figures recomputed
+from the redrawn ones. A report keeps statistics, not the samples behind them, so nothing in it
+tells a redrawn figure from a measured one; only an attestation of who ran it could.
 
 `copy_evidence` names what matched (None: independent as far as the evidence goes);
 `clock_problems` names where one report's timings contradict its own window.
@@ -43,6 +48,9 @@ _RATIO_TOLERANCE = 1e-4
 _MEASURED_TIMES = frozenset({"ttft", "tpot", "itl", "e2el"})
 # Run and check times are stored to the second.
 CLOCK_SLACK_S = 1.0
+# Durations come from a monotonic clock, times from the wall clock, which NTP may slew by up to
+# 500 ppm; twice that is allowed between them.
+_SLEW = 1e-3
 
 
 def copy_evidence(baseline: Report, candidate: Report) -> str | None:
@@ -136,4 +144,25 @@ def clock_problems(report: Report) -> list[str]:
             f"field 'checks[].duration_s': {len(longer)} check(s) took longer than the run's "
             f"{wall:.0f} s, e.g. {longer[0].id} ({longer[0].duration_s:.1f} s)"
         )
+    # A check's duration is the sum of its pytest phases, each inside the check's own start and
+    # end (stored truncated to the second): it never exceeds that span by more than the slack
+    # and what the wall clock's slewing can take off the span (_SLEW).
+    overrun = [
+        c
+        for c in report.checks
+        if c.started_at
+        and c.finished_at
+        and c.duration_s * (1 - _SLEW) > _span_s(c.started_at, c.finished_at) + 2 * CLOCK_SLACK_S
+    ]
+    if overrun:
+        c = overrun[0]
+        out.append(
+            f"field 'checks[].duration_s': {len(overrun)} check(s) took longer than their own "
+            f"start-to-end, e.g. {c.id} ({c.duration_s:.1f} s from {c.started_at} to "
+            f"{c.finished_at})"
+        )
     return out
+
+
+def _span_s(start: str, end: str) -> float:
+    return (parse_utc(end) - parse_utc(start)).total_seconds()

@@ -357,8 +357,14 @@ _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _LINKED = re.compile(r"^\[(?P<model>.*)\]\(history/[^()]*\.md\)$")
 
 
+# What the template's `md` filter (formats.escape.md_text) escapes, undone: a backslash before
+# a character, and the two entities it writes (the data model imports no format module).
+_MD_ESCAPED = re.compile(r"\\(.)|&lt;|&amp;")
+_MD_ENTITIES = {"&lt;": "<", "&amp;": "&"}
+
+
 def _unescape(cell: str) -> str:
-    return cell.strip().replace("\\|", "|")  # the template's `md` filter escapes pipes
+    return _MD_ESCAPED.sub(lambda m: m.group(1) or _MD_ENTITIES[m.group(0)], cell.strip())
 
 
 _HTML_TITLE = "<title>Model support matrix</title>"
@@ -426,8 +432,9 @@ def published_rows(path: Path) -> list[tuple[str, str, str]]:
 
 
 def _row_key(*parts: str) -> tuple[str, ...]:
-    # As rendered: the `md` filter turns newlines into spaces, and cells are stripped on reading.
-    return tuple(p.replace("\n", " ").strip() for p in parts)
+    # As rendered: the `md` filter makes each whitespace run one space (any other control
+    # character reads back as its escape: such a row reads as dropped, and nothing is written).
+    return tuple(" ".join(p.split()) for p in parts)
 
 
 def dropped_rows(cells: Sequence[MatrixCell], published: Iterable[Path]) -> dict[Path, list[str]]:

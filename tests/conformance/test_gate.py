@@ -259,7 +259,7 @@ def test_cli_perf_is_not_gated_by_default(tmp_path: Path, make_report, capsys) -
     c = _write(tmp_path, "cand", make_report(BASE, device="emulated", perf=perf_c))
     assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
     out = capsys.readouterr().out
-    assert "OK (no regression)" in out
+    assert "OK (no regression; same weights not proven)" in out
     assert "900.0% worse" in out and "not gated" in out
     args = ["--baseline", str(b), "--candidate", str(c), "--default-perf-tolerance", "0.5"]
     assert gate_cli.main(args) == gate.EXIT_REGRESSION
@@ -288,7 +288,10 @@ def test_cli_ok_uses_expectations_next_to_baseline(tmp_path: Path, make_report, 
     assert gate_cli.main(["--baseline", str(b), "--candidate", str(c)]) == gate.EXIT_OK
     out = capsys.readouterr().out
     assert f"expectations: {b.parent / 'expectations.json'}" in out
-    assert "OK (no regression)" in out and "~ m::a: pass -> fail, expected failure: known" in out
+    assert (
+        "OK (no regression; same weights not proven)" in out
+        and "~ m::a: pass -> fail, expected failure: known" in out
+    )
 
 
 @pytest.mark.parametrize("which", ["baseline", "candidate"])

@@ -737,7 +737,9 @@ def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_ru
 ) -> None:
     base = make_report({"m::a": "pass"}, device="T3K")
     cand = make_report({"m::a": "pass"}, device="T3K", tt_metal="v2")
+    baselines = tmp_path / "baselines"
     b = write_report(base, tmp_path / "b").json
+    assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
     c = write_report(cand, tmp_path / "c").json
     saved = tmp_path / "gate.txt"
     with saved.open("w") as fh, contextlib.redirect_stdout(fh):
@@ -745,10 +747,11 @@ def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_ru
 
     def title(report: Path) -> str:
         capsys.readouterr()
-        assert cli.main(["summary", str(report), "--gate-output", str(saved)]) == 0
+        args = ["summary", str(report), "--gate-output", str(saved), "--baselines-dir"]
+        assert cli.main([*args, str(baselines)]) == 0
         return capsys.readouterr().out.splitlines()[0]
 
-    assert title(c).startswith("## gate OK (no regression) — ")
+    assert title(c).startswith("## gate OK (no regression; same weights not proven) — ")
     # The same OK, pointed at by another run (a regression, never gated): not its verdict.
     later = write_report(make_report({"m::a": "fail"}, device="T3K"), tmp_path / "later").json
     assert title(later).startswith("## gate output not recognised (not a gate of this run) — ")

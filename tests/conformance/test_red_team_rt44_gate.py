@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from tests.conformance.test_red_team import ACCURACY, honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
+from tt_conformance.baseline import baseline_dir_of
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.identity import launch_options, profile_key
@@ -254,17 +256,21 @@ def test_a_saved_gate_ok_does_not_title_the_report_amended_since(
     """rt44 G7: gated OK, then amended in place under the same run id (3x slower TTFT, as
     import-bench --replace-own amends a run); the saved OK still titled its summary."""
     b, c = _pair(tmp_path, make_report, lambda d: None)
+    committed = baseline_dir_of(tmp_path / "baselines", load_report(b))  # where promote puts b
+    committed.mkdir(parents=True)
+    shutil.copy(b, committed / "baseline.json")
     assert _gate(b, c) == 0
     saved = tmp_path / "gate.txt"
     saved.write_text(capsys.readouterr().out)
 
     def title() -> str:
         out = tmp_path / f"summary{len(list(tmp_path.glob('summary*')))}.md"  # --out appends
-        assert cli.main(["summary", str(c), "--gate-output", str(saved), "--out", str(out)]) == 0
+        args = ["summary", str(c), "--gate-output", str(saved), "--out", str(out)]
+        assert cli.main([*args, "--baselines-dir", str(tmp_path / "baselines")]) == 0
         return out.read_text().splitlines()[0]
 
     # Honest control: the report the gate judged is titled by its verdict.
-    assert title().startswith("## gate OK (no regression)")
+    assert title().startswith("## gate OK (no regression; same weights not proven)")
     data = json.loads(c.read_text())
     _slower(data)
     c.write_text(json.dumps(data))

@@ -10,11 +10,14 @@ expected-failing or flaky checks the expectations do not cover, unless --write-t
 then each gets an entry whose reason is a ``TODO`` placeholder, and the gate refuses the file,
 naming them, until each is written.
 
-    tt-conformance summary REPORT.json [--gate [--baselines-dir D] | --gate-output FILE]
+    tt-conformance summary REPORT.json [--gate | --gate-output FILE] [--baselines-dir D]
                            [--out FILE]
 
 writes the run as Markdown for $GITHUB_STEP_SUMMARY (appended to --out, default stdout), with
-the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate output.
+the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate output. A saved
+OK titles the run only when it judged this run's content against the baseline committed for
+its model and device under --baselines-dir (default reports/baselines) and the expectations
+next to it (the gate's "judged:" line names all three by digest).
 
     tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
                                 [--expectations E] [--input-len N] [--output-len N]
@@ -57,7 +60,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tt_conformance import envs
-from tt_conformance.baseline import PromoteError, gate_run, promote
+from tt_conformance.baseline import PromoteError, committed_gate_inputs, gate_run, promote
 from tt_conformance.benchimport import (
     BenchImportError,
     bench_delivery_problems,
@@ -227,7 +230,10 @@ def step_summary(args: argparse.Namespace) -> int:
     if args.gate:
         # The same gate tox -e hw ran (--tt-gate): baseline of the run's model and device.
         gate_text = gate_run(report, Path(args.baselines_dir)).text.strip()
-    text = render_step_summary(report, gate_text)
+    # A saved OK titles the run only when judged against its committed baseline and
+    # expectations: one against a doctored baseline or other excuses is no OK for this run.
+    against = committed_gate_inputs(Path(args.baselines_dir), report) if gate_text else None
+    text = render_step_summary(report, gate_text, against)
     if args.out:
         with open(args.out, "a", encoding="utf-8") as fh:  # GitHub's summary file is appended
             fh.write(text)
@@ -303,7 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     summ.add_argument(
         "--gate", action="store_true", help="include the gate against the run's baseline"
     )
-    summ.add_argument("--baselines-dir", default="reports/baselines", help="for --gate")
+    summ.add_argument(
+        "--baselines-dir",
+        default="reports/baselines",
+        help="for --gate; a --gate-output OK must have judged the baseline committed here",
+    )
     summ.set_defaults(run=step_summary)
     hist = sub.add_parser("history", help="the published run history (reports/history)")
     hist_sub = hist.add_subparsers(dest="history_command", required=True)

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tt-conformance-gate: bad input, failing closed: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     # The verdict is the first line of the output (a saved output's title is read from it).
-    sys.stdout.write(render_gate(result, baseline, candidate))
+    sys.stdout.write(render_gate(result, baseline, candidate, expectations))
     if exp_path is not None:
         print(f"expectations: {exp_path}")
     return result.exit_code

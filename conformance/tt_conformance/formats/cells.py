@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from tt_conformance.formats.escape import flat_text, md_text
 from tt_conformance.report import PerfFigure
 
 __all__ = ["MAX_CELL", "OUTCOME_ORDER", "md_cell", "shape_text"]
@@ -14,18 +14,15 @@ OUTCOME_ORDER: dict[str, int] = {
     o: i for i, o in enumerate(("fail", "error", "xpass", "flaky", "xfail", "skip", "pass"))
 }
 MAX_CELL = 300
-_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def md_cell(value: Any, limit: int = MAX_CELL) -> str:
-    """Make any text safe inside a Markdown table cell (pipes, newlines, overlong text)."""
-    text = "" if value is None else str(value)
-    text = " ".join(text.split())
+    """Make any text safe inside a Markdown table cell: one line, no HTML, no cell break
+    (`escape.md_text`), overlong text cut at ``limit``."""
+    text = "" if value is None else flat_text(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    # Only a "<" that could open a tag is escaped: a bare ">" or "<=" reads as itself.
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return _TAG_OPEN.sub("&lt;", text)
+    return md_text(text)
 
 
 def shape_text(fig: PerfFigure) -> str:

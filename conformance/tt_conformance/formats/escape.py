@@ -13,7 +13,15 @@ import html
 import re
 import unicodedata
 
-__all__ = ["code_span", "fence_for", "md_inline", "one_line"]
+__all__ = [
+    "code_span",
+    "fence_for",
+    "flat_text",
+    "md_inline",
+    "md_link_text",
+    "md_text",
+    "one_line",
+]
 
 # Characters that start or end inline markdown, a table cell or a heading's closing sequence.
 _MARKDOWN = re.compile(r"([\\`*_\[\]#|~!])")
@@ -31,6 +39,28 @@ def one_line(text: object) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def flat_text(text: object) -> str:
+    """``text`` on one line as a table shows it: each run of whitespace (line breaks, Unicode
+    line and paragraph separators included) one space, other control characters as escapes."""
+    return one_line(" ".join(str(text).split()))
+
+
+def md_text(text: object) -> str:
+    """``text`` as literal text in a Markdown table cell, heading or list item: `flat_text`,
+    with no HTML (``&`` and ``<`` as entities: no tag, no entity of the report's), no cell
+    break (``\\`` and ``|`` escaped) and no heading (a leading ``#`` escaped). Emphasis stays
+    (it adds no line and no tag); `md_inline` escapes that too."""
+    flat = flat_text(text).replace("\\", "\\\\").replace("|", "\\|")
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;")
+    # A leading "#" after a list marker would make the item a heading.
+    return "\\" + flat if flat.startswith("#") else flat
+
+
+def md_link_text(text: object) -> str:
+    """`md_text` inside a link's [text]: brackets escaped too, so none closes it early."""
+    return md_text(text).replace("[", "\\[").replace("]", "\\]")
 
 
 def md_inline(text: object) -> str:

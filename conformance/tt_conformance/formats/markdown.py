@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from tt_conformance.formats.cells import OUTCOME_ORDER, md_cell, shape_text
 from tt_conformance.formats.templates import render_template
-from tt_conformance.formats.text import content_digest, gate_headline
+from tt_conformance.formats.text import JudgedAgainst, content_digest, gate_headline
 from tt_conformance.formats.views import (
     Comparison,
     check_counts,
@@ -64,7 +64,7 @@ def render_report_markdown(report: Report) -> str:
                 ["tier reason", md_cell(tier.reason if tier else "")],
                 ["next tier needs", md_cell((tier.next_blocker if tier else None) or "—")],
                 ["run", md_cell(report.run_id)],
-                ["started / finished", f"{report.started_at} / {report.finished_at}"],
+                ["started / finished", md_cell(f"{report.started_at} / {report.finished_at}")],
                 ["command", md_cell(" ".join(run.command) if run else "unknown", 600)],
                 ["host", md_cell(run.host if run else "unknown")],
                 [
@@ -144,7 +144,7 @@ def render_report_markdown(report: Report) -> str:
                 [
                     [
                         md_cell(a.task),
-                        a.verdict,
+                        md_cell(a.verdict),
                         f"{a.score:.3f}",
                         f"{a.ci_low:.3f} to {a.ci_high:.3f}",
                         str(a.num_samples),
@@ -180,7 +180,7 @@ def render_report_markdown(report: Report) -> str:
                         format_number(p.value),
                         md_cell(p.unit),
                         shape_text(p),
-                        p.source,
+                        md_cell(p.source),
                         md_cell(p.flag or ""),
                     ]
                     for _, p in sorted(report.perf.items())
@@ -203,7 +203,7 @@ def render_report_markdown(report: Report) -> str:
                         md_cell(t.source),
                         "n/a" if t.fraction is None else f"{t.fraction:.1%}",
                         f"{t.functional:.0%} / {t.complete:.0%} / {t.target:.0%}",
-                        t.met,
+                        md_cell(t.met),
                     ]
                     for t in report.perf_targets
                 ],
@@ -420,8 +420,11 @@ def render_compare_markdown(comparison: Comparison, generated_at: str) -> str:
     return render_template("compare.md.jinja", c=comparison, generated_at=generated_at)
 
 
-def render_step_summary(report: Report, gate_text: str | None = None) -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate."""
+def render_step_summary(
+    report: Report, gate_text: str | None = None, against: JudgedAgainst | None = None
+) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: tier, concerns, failures, key perf, the gate; an OK
+    titles it only when judged against ``against`` (`formats.text.gate_headline`)."""
     concerns = all_concerns([report])
     cells = fold([(Path(report.run_id), report)])
     # tt-metal and ttnn exist only on TT hardware: elsewhere no flag should label them.
@@ -438,5 +441,9 @@ def render_step_summary(report: Report, gate_text: str | None = None) -> str:
         hardware=hardware,
         key_perf=[label for label, _ in KEY_PERF],
         gate_text=gate_text,
-        gate=gate_headline(gate_text, report.run_id, content_digest(report)) if gate_text else None,
+        gate=(
+            gate_headline(gate_text, report.run_id, content_digest(report), against)
+            if gate_text
+            else None
+        ),
     )

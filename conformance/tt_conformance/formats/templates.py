@@ -6,7 +6,7 @@ import functools
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from tt_conformance.formats.escape import code_span, fence_for, md_inline
+from tt_conformance.formats.escape import code_span, fence_for, md_inline, md_link_text, md_text
 from tt_conformance.history import UNKNOWN
 from tt_conformance.matrix import CONCERN_STATES, short_check, tier_of
 from tt_conformance.names import path_component
@@ -59,7 +59,9 @@ def _environment() -> Environment:
     env.filters["inline"] = md_inline
     env.filters["code"] = code_span
     env.filters["fence"] = fence_for
-    env.filters["md"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    # Report text in a Markdown page: one line, no HTML, no cell break (formats/escape.py).
+    env.filters["md"] = md_text
+    env.filters["md_link"] = md_link_text
     env.globals["UNKNOWN"] = UNKNOWN
     env.globals["CONCERN_CLASS"] = CONCERN_CLASS
     env.globals["TIER_CLASS"] = TIER_CLASS
