@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -97,9 +97,27 @@ def parse_utc(text: str) -> datetime:
     return moment
 
 
+# The moments a run can have: none before this harness existed, none after now. A run dated
+# 2099 would stay the newest of its cell forever and hide every later failure; year 1 or 9999
+# overflows date arithmetic. A day of slack for a clock set a little ahead.
+EARLIEST_RUN: Final = datetime(2020, 1, 1, tzinfo=timezone.utc)
+CLOCK_AHEAD: Final = timedelta(days=1)
+
+
 def _utc_or_none(value: str | None) -> str | None:
-    if value is not None:
-        parse_utc(value)
+    if value is None:
+        return value
+    moment = parse_utc(value)
+    try:
+        latest = datetime.now(timezone.utc) + CLOCK_AHEAD
+        plausible = EARLIEST_RUN <= moment <= latest
+    except OverflowError:  # an offset that moves year 1 or 9999 out of datetime's range
+        plausible = False
+    if not plausible:
+        raise ValueError(
+            f"{value!r} is not a plausible run time (between {iso_utc(EARLIEST_RUN)} and a day "
+            "after now)"
+        )
     return value
 
 

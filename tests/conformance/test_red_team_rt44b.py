@@ -1,0 +1,99 @@
+"""Red team rt44b: reports whose own record contradicts what they claim (a date after now, an
+emulated server named as hardware, a concern the manifest does not give the check), yardsticks
+the report chose (a loose commit) and "committed" reports committed elsewhere. Each attack is
+refused (exit 2 naming the field) or labelled honestly, next to an honest control that passes.
+"""
+
+# ruff: noqa: F811
+# (the tests take `honest`, test_red_team's honest-run fixture, imported as a fixture)
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.test_red_team import honest  # noqa: F401
+from tests.conformance.test_red_team_gate import _timed_run
+from tt_conformance.cli import conformance as cli
+from tt_conformance.cli import gate as gate_cli
+from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.writers import write_report
+
+
+def _edited(path: Path, edit: Any, out: Path) -> Path:
+    """The report as the harness wrote it, then edited by hand (what the red team did)."""
+    data = json.loads(path.read_text())
+    edit(data)
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _pair(tmp_path: Path, make_report: Any) -> tuple[Path, Path]:
+    base = write_report(_timed_run(make_report, 1, device="T3K"), tmp_path / "base").json
+    cand = _timed_run(make_report, 2, device="T3K", tt_metal="v2")
+    return base, write_report(cand, tmp_path / "cand").json
+
+
+def _gate(b: Path, c: Path) -> int:
+    return gate_cli.main(["--baseline", str(b), "--candidate", str(c)])
+
+
+# ------------------------------------------------- items 2 and 4 (#4, #7): implausible dates
+
+
+def _set(field: str, value: str) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        if field.startswith("checks."):
+            data["checks"][0][field.removeprefix("checks.")] = value
+        else:
+            data[field] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("finished_at", "2099-01-01T00:00:00Z"),  # a pass "newest" forever
+        ("started_at", "0001-01-01T00:00:00Z"),  # overflowed the gate's clock check (exit 1)
+        ("finished_at", "9999-12-31T23:59:59+00:00"),
+        ("started_at", "0001-01-01T00:00:00+05:00"),  # year 0 in UTC: out of datetime's range
+        ("started_at", "2019-12-31T23:59:59Z"),  # before this harness existed
+        ("checks.finished_at", "9999-12-31T23:59:59-05:00"),
+    ],
+)
+def test_a_date_after_now_or_before_the_harness_is_refused_everywhere(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str], field: str, value: str
+) -> None:
+    b, c = _pair(tmp_path, make_report)
+    forged = _edited(c, _set(field, value), tmp_path / "forged.json")
+    name = field.replace("checks.", "")
+    assert _gate(b, forged) == 2
+    assert name in capsys.readouterr().err
+    assert _gate(forged, c) == 2
+    store = tmp_path / "history"
+    assert cli.main(["history", "add", str(forged), "--history", str(store)]) == 2
+    assert name in capsys.readouterr().err and not store.exists()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _edited(forged, lambda d: None, runs / "forged.json")
+    out = ["--out-md", str(tmp_path / "M.md"), "--out-html", str(tmp_path / "m.html")]
+    assert matrix_cli.main([str(runs), *out, "--include-uncommitted"]) == 2
+    assert "plausible run time" in capsys.readouterr().err
+
+
+def test_a_run_of_today_is_accepted(
+    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Control: the honest pair gates OK, and a run finished a few hours ahead of this clock
+    (another machine's) is still within the slack."""
+    b, c = _pair(tmp_path, make_report)
+    assert _gate(b, c) == 0
+    ahead = (datetime.now(timezone.utc) + timedelta(hours=3)).isoformat()
+    store = tmp_path / "history"
+    later = _edited(c, _set("finished_at", ahead), tmp_path / "later.json")
+    assert cli.main(["history", "add", str(later), "--history", str(store)]) == 0
