@@ -17,10 +17,13 @@ from typing import Any
 import pytest
 
 from tests.conformance.test_red_team import honest  # noqa: F401
-from tests.conformance.test_red_team_gate import _timed_run
+from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
+from tt_conformance.rederive import inconsistencies
+from tt_conformance.report import load_report
+from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
 
@@ -97,3 +100,59 @@ def test_a_run_of_today_is_accepted(
     store = tmp_path / "history"
     later = _edited(c, _set("finished_at", ahead), tmp_path / "later.json")
     assert cli.main(["history", "add", str(later), "--history", str(store)]) == 0
+
+
+# --------------------------------------------- item 6 (#13): an emulated run named hardware
+
+EMULATED = EMU_BASELINE / "baseline.json"
+
+
+def _as_hardware(tmp_path: Path, **server: Any) -> Path:
+    """The committed emulated baseline with only its device (and what follows from it) made
+    T3K, written by the harness's writer: the red team's "hardware" baseline."""
+    run = load_report(EMULATED)
+    run = run.replace(device="T3K", server=run.server.model_copy(update=server))
+    return write_report(run.replace(tier=derive_tier(run)), tmp_path / "t3k").json
+
+
+@pytest.mark.parametrize(
+    ("server", "versions", "named"),
+    [
+        ({}, {}, "'server.tt_options.emulated_mesh' is true"),
+        ({"tt_options": {"emulated_mesh": False}}, {}, "'versions.ttnn' is the host stub's"),
+        (
+            {"tt_options": {}, "mesh_device": "emulated-T3K"},
+            {"ttnn": "1.2.0"},
+            "'server.mesh_device' is 'emulated-T3K'",
+        ),
+    ],
+)
+def test_an_emulated_run_cannot_carry_a_hardware_device(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    server: dict[str, Any],
+    versions: dict[str, Any],
+    named: str,
+) -> None:
+    run = load_report(EMULATED)
+    server = {**server, "tt_options": server.get("tt_options", run.server.tt_options)}
+    forged = _as_hardware(tmp_path, **server)
+    if versions:
+        forged = _edited(forged, lambda d: d["versions"].update(versions), forged)
+    store = tmp_path / "history"
+    assert cli.main(["history", "add", str(forged), "--history", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'device': 'T3K' is TT hardware" in err and named in err
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _edited(forged, lambda d: None, runs / "forged.json")
+    out = ["--out-md", str(tmp_path / "M.md"), "--out-html", str(tmp_path / "m.html")]
+    assert matrix_cli.main([str(runs), *out, "--include-uncommitted"]) == 2
+    assert named in capsys.readouterr().err
+    assert gate_cli.main(["--baseline", str(forged), "--candidate", str(forged)]) == 2
+    assert "field 'device'" in capsys.readouterr().err
+
+
+def test_the_emulated_baseline_as_recorded_is_consistent() -> None:
+    """Control: the same record under its own device name is consistent."""
+    assert inconsistencies(load_report(EMULATED)) == []
