@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from tt_conformance.committed import committed_file
+from tt_conformance.committed import commit_state, committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers
@@ -359,11 +359,11 @@ class Yardstick:
 
 
 def yardstick_for(report: Report) -> Yardstick:
-    """The manifest at the report's harness commit when this checkout's git holds it: a run
-    is judged by the suite its harness shipped, so a module added since neither makes an old
-    run partial nor inconsistent (the gate still names a check the candidate lacks). The
-    commit is the report's word, the manifest is git's: an older commit's suite is what that
-    harness ran. Otherwise today's manifest, labelled. A commit's manifest that lists no check
+    """The manifest at the report's harness commit when this checkout's git holds it in the
+    harness's history (committed.history_commit): a run is judged by the suite its harness
+    shipped, so a module added since neither makes an old run partial nor inconsistent (the
+    gate still names a check the candidate lacks). The commit is the report's word, the
+    manifest is git's: an older commit's suite is what that harness ran. Otherwise today's manifest, labelled. A commit's manifest that lists no check
     ids (written before they were) is paired with today's ids of its modules."""
     commit = report.versions.harness_commit
     found = committed_file(commit, MANIFEST_PATH)
@@ -383,12 +383,20 @@ def yardstick_for(report: Report) -> Yardstick:
             )
             return Yardstick(modules, checks, None)
     recorded = re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", commit) is not None
-    label = (
-        f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
-        "cannot be read here)"
-        if recorded
-        else None  # no commit recorded: nothing else to judge by, nothing to say
-    )
+    if not recorded:
+        label = None  # no commit recorded: nothing else to judge by, nothing to say
+    elif commit_state(commit) == "foreign":
+        # A loose or unrelated commit in the object store is no harness's: its manifest is
+        # whatever its author wrote.
+        label = (
+            f"judged against this harness's manifest (harness commit {commit[:12]} is not in "
+            "this harness's history)"
+        )
+    else:
+        label = (
+            f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
+            "cannot be read here)"
+        )
     return Yardstick(suite_modules(), read_manifest_checks(), label)
 
 

@@ -10,6 +10,7 @@ refused (exit 2 naming the field) or labelled honestly, next to an honest contro
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,14 @@ import pytest
 
 from tests.conformance.test_red_team import honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
+from tt_conformance import committed, selection
+from tt_conformance.bars import bar_check
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import load_report
+from tt_conformance.selection import coverage_of
 from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
 
@@ -156,3 +160,105 @@ def test_an_emulated_run_cannot_carry_a_hardware_device(
 def test_the_emulated_baseline_as_recorded_is_consistent() -> None:
     """Control: the same record under its own device name is consistent."""
     assert inconsistencies(load_report(EMULATED)) == []
+
+
+# ------------------------------------------- item 1 (#2): a yardstick of the report's choosing
+
+THREE = tuple(f"tt_conformance.checks.test_{m}" for m in ("isolation", "seeding", "errors"))
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def _harness_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, str]:
+    """A harness checkout (the harness reads git here) whose branch holds today's manifest,
+    and a loose commit on top of it, on no branch, holding a manifest of three modules and the
+    emulated baseline's expectations: (repo, the branch's commit, the loose commit)."""
+    repo = tmp_path / "harness"
+    manifest = repo / selection.MANIFEST_PATH
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(selection.manifest_text())
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "harness")
+    head = _git(repo, "rev-parse", "HEAD")
+    listed = selection.read_manifest_checks()
+    small = {
+        "kind": selection.MANIFEST_KIND,
+        "modules": {m: digest for m, digest in selection.read_manifest().items() if m in THREE},
+        "checks": {m: list(listed[m]) for m in THREE},
+    }
+    manifest.write_text(json.dumps(small))
+    bars = repo / "bars" / "expectations.json"
+    bars.parent.mkdir()
+    bars.write_bytes((EMU_BASELINE / "expectations.json").read_bytes())
+    _git(repo, "add", ".")
+    tree = _git(repo, "write-tree")
+    loose = _git(repo, "commit-tree", tree, "-p", head, "-m", "loose")
+    _git(repo, "reset", "-q", "--hard", head)
+    monkeypatch.setattr(committed, "checkout_root", lambda: repo)
+    return repo, head, loose
+
+
+def _thinned(commit: str) -> Any:
+    """The emulated baseline cut to the three modules' checks, harness commit ``commit``,
+    bars from the loose commit's expectations, its coverage as a run of that small suite
+    records it (full)."""
+    run = load_report(EMULATED)
+    checks = tuple(c for c in run.checks if c.id.partition("::")[0] in THREE)
+    listed = selection.read_manifest_checks()
+    coverage = coverage_of(
+        checks, deselected=0, keyword=None, markers=None, args=(), suite=THREE,
+        device=run.device, lanes=1, model_class=run.server.model_class,
+        suite_checks={m: listed[m] for m in THREE},
+    )  # fmt: skip
+    assert coverage.full
+    versions = run.versions.model_copy(update={"harness_commit": commit})
+    thin = run.replace(
+        checks=checks, coverage=coverage, versions=versions,
+        expectations_file="bars/expectations.json",
+    )  # fmt: skip
+    return thin.replace(tier=derive_tier(thin))
+
+
+def test_a_loose_commit_is_no_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """30-odd checks of three modules, judged by the three-module manifest the report's own
+    loose commit holds, read full; the loose commit is not the harness's: today's manifest
+    judges the run (partial, saying why) and its bars are self-asserted."""
+    _, _, loose = _harness_repo(tmp_path, monkeypatch)
+    forged = _thinned(loose)
+    assert committed.commit_state(loose) == "foreign"
+    yardstick = selection.yardstick_for(forged)
+    assert yardstick.modules == selection.suite_modules()
+    assert yardstick.label is not None and "is not in this harness's history" in yardstick.label
+    derived = selection.derive_coverage(forged)
+    assert derived is not None and not derived.full
+    assert any("not in this harness's history" in why for why in derived.partial_because)
+    assert not bar_check(forged).checked
+    path = write_report(forged, tmp_path / "run").json
+    assert cli.main(["history", "add", str(path), "--history", str(tmp_path / "h")]) == 2
+    assert "field 'coverage.full': stored True" in capsys.readouterr().err
+
+
+def test_a_commit_of_the_harness_history_is_the_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Controls: the branch's commit judges by its (today's) manifest, unlabelled; the same
+    loose commit once a branch of the harness holds it is the harness's, and its manifest and
+    bars are the yardstick."""
+    repo, head, loose = _harness_repo(tmp_path, monkeypatch)
+    assert selection.yardstick_for(_thinned(head)).label is None
+    _git(repo, "branch", "small-suite", loose)
+    assert committed.commit_state(loose) == "history"
+    kept = _thinned(loose)
+    assert selection.yardstick_for(kept).modules == tuple(sorted(THREE))
+    derived = selection.derive_coverage(kept)
+    assert derived is not None and derived.full
+    assert bar_check(kept).checked
