@@ -100,9 +100,27 @@ def _device_contradiction(report: Report) -> list[str]:
     ]
 
 
+def _concern_fields(report: Report) -> list[str]:
+    """Checks whose stored concern is not the one the manifest gives their module: a concern
+    is the harness's, never the report's (a relabelled check would borrow another concern's
+    excuse, or hide its own concern from the summary)."""
+    concerns = yardstick_for(report).concerns
+    wrong = []
+    for i, c in enumerate(report.checks):
+        want = concerns.get(c.id.partition("::")[0])
+        if want is not None and c.concern != want:
+            wrong.append(
+                f"field 'checks[{i}].concern' ({c.id}): stored {c.concern!r}, the manifest "
+                f"gives its module {want!r}"
+            )
+    if len(wrong) > 3:
+        return [*wrong[:3], f"field 'checks[].concern': {len(wrong) - 3} more relabelled"]
+    return wrong
+
+
 def inconsistencies(report: Report) -> list[str]:
     """Every stored verdict of the report that its own checks and figures contradict."""
-    out: list[str] = _device_contradiction(report)
+    out: list[str] = _device_contradiction(report) + _concern_fields(report)
     # The stored tier may be the one the report's own bars give (an honest run read where its
     # expectations file cannot be reached) or the one its vouched-for bars cap it at.
     derived_tier, stated = derive_tier(report), stated_tier(report)

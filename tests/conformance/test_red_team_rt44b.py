@@ -25,7 +25,7 @@ from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.cli import matrix as matrix_cli
 from tt_conformance.rederive import inconsistencies
-from tt_conformance.report import load_report
+from tt_conformance.report import CheckResult, Report, load_report
 from tt_conformance.selection import coverage_of
 from tt_conformance.tiers import derive_tier
 from tt_conformance.writers import write_report
@@ -262,3 +262,110 @@ def test_a_commit_of_the_harness_history_is_the_yardstick(
     derived = selection.derive_coverage(kept)
     assert derived is not None and derived.full
     assert bar_check(kept).checked
+
+
+# ----------------------------- item 7 (#14, #15): a concern is the manifest's, not the report's
+
+LOGPROBS = "tt_conformance.checks.test_logprobs::test_logprobs_shape_and_values"
+UNEXERCISED = "not exercised: device-sampled decode steps: the batches fell back to the host"
+
+
+def _suite_run(honest: Any, edit: Any = lambda c: c) -> Report:
+    """An honest T3K run of every check the manifest lists, ``edit`` applied to each check
+    (its concern and reason as the run wrote them, or as the attacker relabelled them), its
+    coverage and tier derived as the harness writes them."""
+    listed, concerns = selection.read_manifest_checks(), selection.read_manifest_concerns()
+    checks = tuple(
+        edit(CheckResult(id=f"{m}::{e.replace('[*]', '[x]')}", nodeid=f"{m}::{e}",
+                         concern=concerns[m], outcome="pass"))
+        for m in selection.suite_modules()
+        for e in listed[m]
+    )  # fmt: skip
+    run = honest()
+    run = run.replace(
+        checks=checks, server=run.server.model_copy(update={"model_class": "LlamaForCausalLM"})
+    )
+    run = run.replace(coverage=coverage_of(run.checks, deselected=0, keyword=None, markers=None,
+                                           args=(), device=run.device, lanes=1,
+                                           model_class="LlamaForCausalLM"))  # fmt: skip
+    return run.replace(tier=derive_tier(run))
+
+
+def _unexercised(c: CheckResult) -> CheckResult:
+    """The emulated baseline's two logprob checks the device path did not exercise."""
+    if c.id in (f"{LOGPROBS}[half]", f"{LOGPROBS}[full]"):
+        return c.model_copy(update={"outcome": "skip", "reason": UNEXERCISED})
+    return c
+
+
+def _as_block_output(c: CheckResult) -> CheckResult:
+    """#14: the same two checks relabelled block_output, with the block probe's words."""
+    c = _unexercised(c)
+    if c.outcome != "skip":
+        return c
+    reason = f"{selection.BLOCK_OUTPUT_ABSENT} (n=2 was not refused)"
+    return c.model_copy(update={"concern": "block_output", "reason": reason})
+
+
+FORWARD_EXCUSED = ("device_sampling", "isolation", "long_context")
+
+
+def _as_forward_reference(c: CheckResult) -> CheckResult:
+    """#15: every device_sampling, isolation and long_context check skipped as an optional
+    forward reference that was not run."""
+    if c.concern not in FORWARD_EXCUSED:
+        return c
+    reason = f"{selection.OPTIONAL_NOT_RUN} no checkpoint given"
+    return c.model_copy(update={"outcome": "skip", "concern": "forward_reference",
+                                "reason": reason})  # fmt: skip
+
+
+def test_honest_suite_runs_complete_and_unexercised_checks_cap_it(honest: Any) -> None:
+    """Controls: every check passing is complete; two unexercised logprob checks keep the run
+    below complete, honestly; the forward reference's own checks skipped for want of a
+    checkpoint are optional (the tier notes it, does not cap it)."""
+    assert _suite_run(honest).tier.tier == "complete"  # type: ignore[union-attr]
+    capped = _suite_run(honest, _unexercised)
+    assert capped.tier is not None and capped.tier.tier != "complete"
+    assert inconsistencies(capped) == []
+
+    def no_checkpoint(c: CheckResult) -> CheckResult:
+        if c.concern != "forward_reference":
+            return c
+        reason = f"{selection.OPTIONAL_NOT_RUN} no checkpoint given"
+        return c.model_copy(update={"outcome": "skip", "reason": reason})
+
+    optional = _suite_run(honest, no_checkpoint)
+    assert optional.tier is not None and optional.tier.tier == "complete"
+    assert "optional concerns not run: forward_reference" in optional.tier.reason
+    assert inconsistencies(optional) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "relabelled"),
+    [(_as_block_output, "block_output"), (_as_forward_reference, "forward_reference")],
+)
+def test_a_relabelled_concern_is_inconsistent_and_borrows_no_excuse(
+    honest: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Any,
+    relabelled: str,
+) -> None:
+    forged = _suite_run(honest, edit)
+    # Judged by the manifest's concerns, the excuse does not hold: not complete, and the
+    # concerns the attack emptied are named as not run.
+    assert forged.tier is not None and forged.tier.tier != "complete"
+    skipped = [c for c in forged.checks if c.outcome == "skip"]
+    kinds = {selection.skip_kind(c, forged.device, 1, "LlamaForCausalLM") for c in skipped}
+    assert kinds == {"other"}
+    if relabelled == "forward_reference":
+        assert forged.coverage is not None
+        assert set(FORWARD_EXCUSED) <= set(forged.coverage.concerns_not_run)
+    # Its stored concerns are the report's word: inconsistent, naming the field.
+    found = inconsistencies(forged)
+    assert any(f.startswith("field 'checks[") and f"stored {relabelled!r}" in f for f in found)
+    path = write_report(forged, tmp_path / "run").json
+    assert cli.main(["history", "add", str(path), "--history", str(tmp_path / "h")]) == 2
+    assert ".concern' (tt_conformance.checks." in capsys.readouterr().err
+    assert gate_cli.main(["--baseline", str(path), "--candidate", str(path)]) == 2
