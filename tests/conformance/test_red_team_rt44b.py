@@ -10,13 +10,13 @@ refused (exit 2 naming the field) or labelled honestly, next to an honest contro
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import commit_all, git, harness_checkout
 from tests.conformance.test_red_team import honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
 from tt_conformance import committed, selection
@@ -167,14 +167,6 @@ def test_the_emulated_baseline_as_recorded_is_consistent() -> None:
 THREE = tuple(f"tt_conformance.checks.test_{m}" for m in ("isolation", "seeding", "errors"))
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 def _harness_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, str]:
     """A harness checkout (the harness reads git here) whose branch holds today's manifest,
     and a loose commit on top of it, on no branch, holding a manifest of three modules and the
@@ -183,10 +175,10 @@ def _harness_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path
     manifest = repo / selection.MANIFEST_PATH
     manifest.parent.mkdir(parents=True)
     manifest.write_text(selection.manifest_text())
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "harness")
-    head = _git(repo, "rev-parse", "HEAD")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "harness")
+    head = git(repo, "rev-parse", "HEAD")
     listed = selection.read_manifest_checks()
     small = {
         "kind": selection.MANIFEST_KIND,
@@ -197,10 +189,10 @@ def _harness_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path
     bars = repo / "bars" / "expectations.json"
     bars.parent.mkdir()
     bars.write_bytes((EMU_BASELINE / "expectations.json").read_bytes())
-    _git(repo, "add", ".")
-    tree = _git(repo, "write-tree")
-    loose = _git(repo, "commit-tree", tree, "-p", head, "-m", "loose")
-    _git(repo, "reset", "-q", "--hard", head)
+    git(repo, "add", ".")
+    tree = git(repo, "write-tree")
+    loose = git(repo, "commit-tree", tree, "-p", head, "-m", "loose")
+    git(repo, "reset", "-q", "--hard", head)
     monkeypatch.setattr(committed, "checkout_root", lambda: repo)
     return repo, head, loose
 
@@ -255,7 +247,7 @@ def test_a_commit_of_the_harness_history_is_the_yardstick(
     bars are the yardstick."""
     repo, head, loose = _harness_repo(tmp_path, monkeypatch)
     assert selection.yardstick_for(_thinned(head)).label is None
-    _git(repo, "branch", "small-suite", loose)
+    git(repo, "branch", "small-suite", loose)
     assert committed.commit_state(loose) == "history"
     kept = _thinned(loose)
     assert selection.yardstick_for(kept).modules == tuple(sorted(THREE))
@@ -369,3 +361,76 @@ def test_a_relabelled_concern_is_inconsistent_and_borrows_no_excuse(
     assert cli.main(["history", "add", str(path), "--history", str(tmp_path / "h")]) == 2
     assert ".concern' (tt_conformance.checks." in capsys.readouterr().err
     assert gate_cli.main(["--baseline", str(path), "--candidate", str(path)]) == 2
+
+
+# ---------------------------------- item 10 (#21, #22): committed in the harness's repository
+
+
+def _publish(runs: Path, out: Path, *flags: str) -> str:
+    """The published matrix's Markdown (the command must succeed)."""
+    args = [str(runs), "--out-md", str(out / "M.md"), "--out-html", str(out / "m.html")]
+    assert matrix_cli.main([*args, *flags]) == 0
+    return (out / "M.md").read_text()
+
+
+def _committed_run(honest: Any, repo: Path, model: str, harness: str, plugin: str) -> Path:
+    run = honest(model=model)
+    versions = run.versions.model_copy(update={"harness_commit": harness, "plugin_commit": plugin})
+    path = write_report(run.replace(versions=versions), repo / "runs" / model.replace("/", "-"))
+    return path.json
+
+
+@pytest.mark.parametrize(
+    ("harness", "plugin"),
+    [
+        ("{head}-dirty", "{head}"),  # git describe's spelling: a modified tree
+        ("not-a-commit", "{head}"),
+        ("{head}", "x"),
+        ("{head}", "f" * 40),  # well-formed, but no commit of the harness's repository
+    ],
+)
+def test_a_malformed_or_unknown_commit_is_not_published_as_committed(
+    honest: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    harness: str,
+    plugin: str,
+) -> None:
+    repo = tmp_path / "harness"
+    head = harness_checkout(repo, monkeypatch)
+    bad = _committed_run(
+        honest, repo, "org/bad", harness.format(head=head), plugin.format(head=head)
+    )
+    _committed_run(honest, repo, "org/good", head, head)  # control: real commits of it
+    commit_all(repo)
+    md = _publish(repo / "runs", tmp_path / "pub")
+    assert "org/good" in md and "org/bad" not in md
+    err = capsys.readouterr().err
+    assert f"left out {bad}: its " in err and "is not a commit of the harness's history" in err
+    assert "org/bad" in _publish(repo / "runs", tmp_path / "pub", "--include-uncommitted")
+
+
+def test_a_report_committed_in_another_repository_is_not_published(
+    honest: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#22: a forged report committed in a throwaway `git init` under /tmp, recording real
+    commits of the harness: nothing but its author vouches for that commit."""
+    harness = tmp_path / "harness"
+    head = harness_checkout(harness, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q")
+    forged = _committed_run(honest, elsewhere, "org/forged", head, head)
+    commit_all(elsewhere)
+    md = _publish(elsewhere / "runs", tmp_path / "pub")
+    assert "org/forged" not in md
+    err = capsys.readouterr().err
+    assert f"left out {forged}: committed in another git repository" in err
+    # Control: the same run committed in the harness's repository is published.
+    _committed_run(honest, harness, "org/forged", head, head)
+    commit_all(harness)
+    assert "org/forged" in _publish(harness / "runs", tmp_path / "pub2")
