@@ -31,6 +31,7 @@ __all__ = [
     "checkout_root",
     "commit_state",
     "committed_file",
+    "harness_repository",
     "history_commit",
     "repo_relative",
 ]
@@ -52,6 +53,20 @@ def checkout_root() -> Path | None:
     return None
 
 
+def harness_repository() -> Path | None:
+    """The work tree of the harness's own repository: the checkout it runs from, else (an
+    installed harness: tox builds a wheel) the git work tree it is run in when that holds the
+    harness's source, as `tox -e matrix` is run from the repository's root."""
+    root = checkout_root()
+    if root is not None:
+        return root
+    top = _git(str(Path.cwd()), "rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    base = Path(top.decode("utf-8", "replace").strip())
+    return base if (base / "conformance" / "tt_conformance").is_dir() else None
+
+
 def repo_relative(path: Path) -> str:
     """``path`` relative to the checkout when it lies inside it, else as given (absolute)."""
     root = checkout_root()
@@ -61,11 +76,11 @@ def repo_relative(path: Path) -> str:
     return str(resolved)
 
 
-def commit_state(commit: str) -> CommitState:
-    """Where ``commit`` (a recorded harness commit, ``+dirty`` dropped) stands in this
-    checkout's git."""
+def commit_state(commit: str, repository: Path | None = None) -> CommitState:
+    """Where ``commit`` (a recorded commit, ``+dirty`` dropped) stands in the git of
+    ``repository`` (default: the checkout this harness runs from)."""
     head = commit.removesuffix("+dirty")
-    root = checkout_root()
+    root = repository if repository is not None else checkout_root()
     if root is None or not _COMMIT.fullmatch(head):
         return "absent"
     return _state(str(root), head)

@@ -434,3 +434,27 @@ def test_a_report_committed_in_another_repository_is_not_published(
     _committed_run(honest, harness, "org/forged", head, head)
     commit_all(harness)
     assert "org/forged" in _publish(harness / "runs", tmp_path / "pub2")
+
+
+def test_an_installed_harness_trusts_the_repository_it_is_run_in_only_if_it_holds_the_harness(
+    honest: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`tox -e matrix` runs a wheel of the harness from the repository's root: that repository
+    (it holds the harness's source) is the harness's. Run elsewhere, nothing proves a report
+    committed in the harness's repository."""
+    repo = tmp_path / "harness"
+    head = harness_checkout(repo, monkeypatch)
+    source = repo / "conformance" / "tt_conformance" / "__init__.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("")
+    _committed_run(honest, repo, "org/good", head, head)
+    commit_all(repo)
+    monkeypatch.setattr(committed, "checkout_root", lambda: None)
+    monkeypatch.chdir(repo)
+    assert "org/good" in _publish(repo / "runs", tmp_path / "pub")
+    monkeypatch.chdir(tmp_path)
+    assert "org/good" not in _publish(repo / "runs", tmp_path / "pub2")
+    assert "no git repository of the harness here" in capsys.readouterr().err

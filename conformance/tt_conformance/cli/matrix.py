@@ -10,7 +10,8 @@ Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html.
 
 Only provably committed runs are published unless --include-uncommitted: a report file must be
 tracked and unmodified in a work tree of the harness's own git repository (the checkout this
-harness runs from: a throwaway ``git init`` proves nothing), and its run must have recorded its
+harness runs from, or for an installed harness the repository it is run in when that holds the
+harness's source: a throwaway ``git init`` proves nothing), and its run must have recorded its
 plugin and harness commits as commits of that repository's history, neither ``+dirty`` (each
 report left out is named on stderr). An inconsistent report (its stored tier or coverage disagrees
 with its checks, rederive.py) is refused, never published.
@@ -97,8 +98,16 @@ def _git_files(root: Path) -> _GitFiles | None:
     return _GitFiles(repository, paths(tracked.stdout), paths(changed.stdout))
 
 
+@dataclass(frozen=True)
+class _Harness:
+    """The harness's own repository: a work tree of it and its common git directory."""
+
+    root: Path
+    repository: Path
+
+
 def _not_committed(
-    path: Path, report: Report, files: _GitFiles | None, harness: Path | None
+    path: Path, report: Report, files: _GitFiles | None, harness: _Harness | None
 ) -> str | None:
     """Why the report is not provably a committed run of this harness's repository, or None."""
     v = report.versions
@@ -108,8 +117,11 @@ def _not_committed(
     if files is None:
         return "not committed as far as can be told: not in a git work tree"
     if harness is None:
-        return "not committed as far as can be told: this harness runs from no git checkout"
-    if files.repository != harness:
+        return (
+            "not committed as far as can be told: no git repository of the harness here (an "
+            "installed harness run outside its repository)"
+        )
+    if files.repository != harness.repository:
         # Anyone can commit a forged report to a repository of their own.
         return f"committed in another git repository ({files.repository}), not the harness's"
     if path.resolve() not in files.tracked:
@@ -126,7 +138,7 @@ def _not_committed(
     foreign = [
         f"{name} commit {value!r}"
         for name, value in commits
-        if committed.commit_state(value) != "history"
+        if committed.commit_state(value, harness.root) != "history"
     ]
     if foreign:
         return f"its {' and '.join(foreign)} is not a commit of the harness's history"
@@ -137,13 +149,15 @@ def committed_only(
     found: list[tuple[Path, Report]],
 ) -> tuple[list[tuple[Path, Report]], list[tuple[Path, str]]]:
     """The reports a published matrix may show: provably committed runs, i.e. report files
-    tracked and unmodified in a git work tree, of runs that recorded their plugin and harness
-    commits and were not of a ``+dirty`` checkout; the rest, with why. A file outside any git
-    work tree, or a run that recorded no commit, proves nothing: it is left out too."""
+    tracked and unmodified in a work tree of the harness's own repository, of runs that
+    recorded their plugin and harness commits as commits of its history, not of a ``+dirty``
+    checkout; the rest, with why. A file outside any git work tree, one committed in another
+    repository, or a run that recorded no commit, proves nothing: it is left out too."""
     kept: list[tuple[Path, Report]] = []
     left: list[tuple[Path, str]] = []
-    root = committed.checkout_root()
-    harness = _repository(root) if root is not None else None
+    root = committed.harness_repository()
+    repository = _repository(root) if root is not None else None
+    harness = _Harness(root, repository) if root is not None and repository is not None else None
     git: dict[Path, _GitFiles | None] = {}
     for path, report in found:
         where = path.resolve().parent
