@@ -395,6 +395,17 @@ class Report(Strict):
 
     _utc = field_validator("started_at", "finished_at")(_utc_or_none)
 
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_time(cls, value: str) -> str:
+        # Its time names the history store's file: the same bounds as the run's own times.
+        try:
+            moment = datetime.strptime(value[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise ValueError(f"{value!r} does not start with a UTC time") from None
+        _utc_or_none(iso_utc(moment))
+        return value
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:

@@ -71,6 +71,7 @@ def _set(field: str, value: str) -> Any:
         ("started_at", "0001-01-01T00:00:00+05:00"),  # year 0 in UTC: out of datetime's range
         ("started_at", "2019-12-31T23:59:59Z"),  # before this harness existed
         ("checks.finished_at", "9999-12-31T23:59:59-05:00"),
+        ("run_id", "99991231T235959Z-852b4eeb"),  # names the history store's file
     ],
 )
 def test_a_date_after_now_or_before_the_harness_is_refused_everywhere(
