@@ -19,7 +19,7 @@ import pytest
 from tests.conformance.harnessgit import commit_all, git, harness_checkout
 from tests.conformance.test_red_team import honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
-from tt_conformance import committed, selection
+from tt_conformance import committed, selection, suiteids
 from tt_conformance.bars import bar_check
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
@@ -459,3 +459,22 @@ def test_an_installed_harness_trusts_the_repository_it_is_run_in_only_if_it_hold
     monkeypatch.chdir(tmp_path)
     assert "org/good" not in _publish(repo / "runs", tmp_path / "pub2")
     assert "no git repository of the harness here" in capsys.readouterr().err
+
+
+def test_the_manifest_records_one_concern_per_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check module's concern is its marker; a function marked with another concern would
+    make the module's entry wrong, so the manifest refuses to be written over it."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    head = "import pytest\n\npytestmark = pytest.mark.isolation\n\n\ndef test_a():\n    pass\n"
+    (tmp_path / "h44_one_concern.py").write_text(head)
+    (tmp_path / "h44_two_concerns.py").write_text(
+        head + "\n\n@pytest.mark.logprobs\ndef test_b():\n    pass\n"
+    )
+    assert suiteids.module_concern("h44_one_concern") == "isolation"
+    with pytest.raises(ValueError, match="'logprobs' differs from its module's 'isolation'"):
+        suiteids.module_concern("h44_two_concerns")
+    assert selection.read_manifest_concerns()["tt_conformance.checks.test_draw_frequencies"] == (
+        "device_sampling"
+    )
