@@ -10,6 +10,12 @@ A recorded path may be absolute (reports written before paths were recorded
 repository-relative, on another machine's checkout): its trailing parts are tried as
 repository paths, longest first. The path only locates the file; callers prove it is the one
 the run used by its digest.
+
+Only a commit of the harness's own history is a yardstick (`history_commit`): an ancestor of
+HEAD or of a branch or tag of this checkout. Anyone who can write a report can also put a
+loose commit in the object store (``git commit-tree``: a manifest of three modules, bars of
+their choosing) and record it; such a commit, or one of an unrelated history, reads as not
+held (`commit_state` tells the caller which, for its label).
 """
 
 from __future__ import annotations
@@ -18,8 +24,21 @@ import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path, PurePath
+from typing import Literal
 
-__all__ = ["checkout_root", "committed_file", "repo_relative"]
+__all__ = [
+    "CommitState",
+    "checkout_root",
+    "commit_state",
+    "committed_file",
+    "harness_repository",
+    "history_commit",
+    "repo_relative",
+]
+
+# "history": in the harness's history; "foreign": an object git holds outside it (a loose or
+# unrelated commit); "absent": not held here, or not a commit name at all.
+CommitState = Literal["history", "foreign", "absent"]
 
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 # git answers from its local object store; a hung one must not hang a reader.
@@ -34,6 +53,20 @@ def checkout_root() -> Path | None:
     return None
 
 
+def harness_repository() -> Path | None:
+    """The work tree of the harness's own repository: the checkout it runs from, else (an
+    installed harness: tox builds a wheel) the git work tree it is run in when that holds the
+    harness's source, as `tox -e matrix` is run from the repository's root."""
+    root = checkout_root()
+    if root is not None:
+        return root
+    top = _git(str(Path.cwd()), "rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    base = Path(top.decode("utf-8", "replace").strip())
+    return base if (base / "conformance" / "tt_conformance").is_dir() else None
+
+
 def repo_relative(path: Path) -> str:
     """``path`` relative to the checkout when it lies inside it, else as given (absolute)."""
     root = checkout_root()
@@ -43,11 +76,50 @@ def repo_relative(path: Path) -> str:
     return str(resolved)
 
 
+def commit_state(commit: str, repository: Path | None = None) -> CommitState:
+    """Where ``commit`` (a recorded commit, ``+dirty`` dropped) stands in the git of
+    ``repository`` (default: the checkout this harness runs from)."""
+    head = commit.removesuffix("+dirty")
+    root = repository if repository is not None else checkout_root()
+    if root is None or not _COMMIT.fullmatch(head):
+        return "absent"
+    return _state(str(root), head)
+
+
+def history_commit(commit: str) -> str | None:
+    """The commit name without ``+dirty`` when it is in the harness's history, else None."""
+    return commit.removesuffix("+dirty") if commit_state(commit) == "history" else None
+
+
+@lru_cache(maxsize=256)
+def _state(root: str, commit: str) -> CommitState:
+    full = _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if full is None:
+        return "absent"
+    sha = full.decode("ascii", "replace").strip()
+    if _git(root, "merge-base", "--is-ancestor", sha, "HEAD") is not None:
+        return "history"
+    refs = _git(root, "for-each-ref", "--count=1", "--contains", sha, "refs/heads", "refs/tags")
+    return "history" if refs else "foreign"
+
+
+def _git(root: str, *args: str) -> bytes | None:
+    """git's output, None when it fails (or cannot run in time)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, *args], capture_output=True, timeout=_GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 def committed_file(commit: str, named: str) -> tuple[str, bytes] | None:
     """The repository path and bytes of ``named`` as committed at ``commit`` (a ``+dirty``
-    suffix is dropped: the digest the caller checks tells an edited file), or None."""
-    head = commit.removesuffix("+dirty")
-    if checkout_root() is None or not _COMMIT.fullmatch(head):
+    suffix is dropped: the digest the caller checks tells an edited file), or None, also when
+    the commit is not in the harness's history."""
+    head = history_commit(commit)
+    if head is None:
         return None
     parts = PurePath(named).parts
     if PurePath(named).is_absolute():
@@ -60,18 +132,13 @@ def committed_file(commit: str, named: str) -> tuple[str, bytes] | None:
     return None
 
 
-@lru_cache(maxsize=256)
 def _show(commit: str, path: str) -> bytes | None:
     root = checkout_root()
     if root is None or path.startswith("-"):
         return None
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "show", f"{commit}:{path}"],
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
+    return _shown(str(root), commit, path)
+
+
+@lru_cache(maxsize=256)
+def _shown(root: str, commit: str, path: str) -> bytes | None:
+    return _git(root, "show", f"{commit}:{path}")

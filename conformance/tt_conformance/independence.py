@@ -117,6 +117,16 @@ def clock_problems(report: Report) -> list[str]:
     """Where the report's check timings contradict its own start and end (a copy whose run
     dates were edited, its checks' left as they were)."""
     try:
+        return _clock_problems(report)
+    except OverflowError:  # refused on reading (report.py); a hand-built Report may hold one
+        return [
+            f"field 'started_at'/'finished_at': {report.started_at} .. {report.finished_at} is "
+            "out of range"
+        ]
+
+
+def _clock_problems(report: Report) -> list[str]:
+    try:
         start, end = parse_utc(report.started_at), parse_utc(report.finished_at)
     except ValueError as exc:  # validated on reading; a hand-built Report may still hold one
         return [f"field 'started_at'/'finished_at': {exc}"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from tt_conformance.bars import file_bar_differences
+from tt_conformance.names import KNOWN_MESH_SHAPES, is_emulated
 from tt_conformance.report import Coverage, Report, ReportError
 from tt_conformance.restated import contradictions
 from tt_conformance.selection import derive_coverage, foreign_suite, yardstick_for
@@ -69,9 +70,57 @@ def _short(value: object) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+# The ttnn the repository's host stub reports (host_stubs/ttnn): no TT hardware behind it.
+_HOST_STUB = "+host.stub"
+
+
+def _emulation_evidence(report: Report) -> list[str]:
+    """The fields of the report's own server record that say it ran on no TT hardware."""
+    out = []
+    options = report.server.tt_options
+    if isinstance(options, dict) and options.get("emulated_mesh") is True:
+        out.append("'server.tt_options.emulated_mesh' is true")
+    if _HOST_STUB in report.versions.ttnn:
+        out.append(f"'versions.ttnn' is the host stub's {report.versions.ttnn!r}")
+    mesh = report.server.mesh_device
+    if mesh is not None and is_emulated(mesh.strip().lower()):
+        out.append(f"'server.mesh_device' is {mesh!r}")
+    return out
+
+
+def _device_contradiction(report: Report) -> list[str]:
+    """A hardware device name on a report whose server record says emulated: the name alone
+    would make an emulated run a TT tier (tiers.py reads the device)."""
+    evidence = _emulation_evidence(report)
+    if report.device not in KNOWN_MESH_SHAPES or not evidence:
+        return []
+    return [
+        f"field 'device': {report.device!r} is TT hardware, but the run's own record says it "
+        f"ran emulated: {', '.join(evidence)}"
+    ]
+
+
+def _concern_fields(report: Report) -> list[str]:
+    """Checks whose stored concern is not the one the manifest gives their module: a concern
+    is the harness's, never the report's (a relabelled check would borrow another concern's
+    excuse, or hide its own concern from the summary)."""
+    concerns = yardstick_for(report).concerns
+    wrong = []
+    for i, c in enumerate(report.checks):
+        want = concerns.get(c.id.partition("::")[0])
+        if want is not None and c.concern != want:
+            wrong.append(
+                f"field 'checks[{i}].concern' ({c.id}): stored {c.concern!r}, the manifest "
+                f"gives its module {want!r}"
+            )
+    if len(wrong) > 3:
+        return [*wrong[:3], f"field 'checks[].concern': {len(wrong) - 3} more relabelled"]
+    return wrong
+
+
 def inconsistencies(report: Report) -> list[str]:
     """Every stored verdict of the report that its own checks and figures contradict."""
-    out: list[str] = []
+    out: list[str] = _device_contradiction(report) + _concern_fields(report)
     # The stored tier may be the one the report's own bars give (an honest run read where its
     # expectations file cannot be reached) or the one its vouched-for bars cap it at.
     derived_tier, stated = derive_tier(report), stated_tier(report)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -97,9 +97,27 @@ def parse_utc(text: str) -> datetime:
     return moment
 
 
+# The moments a run can have: none before this harness existed, none after now. A run dated
+# 2099 would stay the newest of its cell forever and hide every later failure; year 1 or 9999
+# overflows date arithmetic. A day of slack for a clock set a little ahead.
+EARLIEST_RUN: Final = datetime(2020, 1, 1, tzinfo=timezone.utc)
+CLOCK_AHEAD: Final = timedelta(days=1)
+
+
 def _utc_or_none(value: str | None) -> str | None:
-    if value is not None:
-        parse_utc(value)
+    if value is None:
+        return value
+    moment = parse_utc(value)
+    try:
+        latest = datetime.now(timezone.utc) + CLOCK_AHEAD
+        plausible = EARLIEST_RUN <= moment <= latest
+    except OverflowError:  # an offset that moves year 1 or 9999 out of datetime's range
+        plausible = False
+    if not plausible:
+        raise ValueError(
+            f"{value!r} is not a plausible run time (between {iso_utc(EARLIEST_RUN)} and a day "
+            "after now)"
+        )
     return value
 
 
@@ -376,6 +394,17 @@ class Report(Strict):
     )
 
     _utc = field_validator("started_at", "finished_at")(_utc_or_none)
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_time(cls, value: str) -> str:
+        # Its time names the history store's file: the same bounds as the run's own times.
+        try:
+            moment = datetime.strptime(value[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise ValueError(f"{value!r} does not start with a UTC time") from None
+        _utc_or_none(iso_utc(moment))
+        return value
 
     @field_validator("device")
     @classmethod

@@ -36,13 +36,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from tt_conformance.committed import committed_file
+from tt_conformance.committed import commit_state, committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
-from tt_conformance.suiteids import check_ids, covers
+from tt_conformance.suiteids import check_ids, covers, module_concern
 from tt_conformance.ttmetrics import NOT_APPLICABLE
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "SuiteState",
     "Yardstick",
     "concern_coverage",
+    "concern_of",
     "coverage_of",
     "derive_coverage",
     "fixture_suites",
@@ -70,6 +72,7 @@ __all__ = [
     "missing_checks",
     "read_manifest",
     "read_manifest_checks",
+    "read_manifest_concerns",
     "skip_kind",
     "suite_modules",
     "yardstick_for",
@@ -118,7 +121,8 @@ def manifest_text() -> str:
     files = installed_files()
     modules = {name: _file_digest(data) for name, data in files.items()}
     checks = {name: check_ids(name) for name in files}
-    body = {"kind": MANIFEST_KIND, "modules": modules, "checks": checks}
+    concerns = {name: module_concern(name) for name in files}
+    body = {"kind": MANIFEST_KIND, "modules": modules, "checks": checks, "concerns": concerns}
     return json.dumps(body, indent=2) + "\n"
 
 
@@ -139,6 +143,24 @@ def read_manifest_checks() -> dict[str, tuple[str, ...]]:
     if not isinstance(checks, dict):
         raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: lists no check ids")
     return {str(k): tuple(str(i) for i in v) for k, v in checks.items()}
+
+
+@lru_cache(maxsize=1)
+def read_manifest_concerns() -> Mapping[str, str]:
+    """The shipped manifest's concern per module: a check's concern is its module's, never
+    the report's word (skip_kind's excuses, rederive's comparison)."""
+    text = (resources.files(CHECKS_PACKAGE) / MANIFEST_NAME).read_text(encoding="utf-8")
+    data = json.loads(text)
+    concerns = data.get("concerns") if isinstance(data, dict) else None
+    if not isinstance(concerns, dict):
+        raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: lists no concerns")
+    return {str(k): str(v) for k, v in concerns.items()}
+
+
+def concern_of(check: CheckResult) -> str:
+    """The check's concern: its module's in the shipped manifest; the stored one only for a
+    module the manifest does not know (a test's made-up module, which certifies nothing)."""
+    return read_manifest_concerns().get(_module_of(check.id), check.concern)
 
 
 def missing_checks(
@@ -203,13 +225,15 @@ def skip_kind(
     needed = _LANES_NEEDED.match(reason)
     if needed is not None:
         return "not_applicable" if lanes < int(needed.group(1)) else "other"
+    # The concern-bound excuses hold only for the checks the manifest gives that concern:
+    # the stored concern is the report's word (a logprobs check relabelled block_output).
     if reason.startswith(OPTIONAL_NOT_RUN):
-        return "optional" if check.concern in OPTIONAL_CONCERNS else "other"
+        return "optional" if concern_of(check) in OPTIONAL_CONCERNS else "other"
     if reason.startswith(BLOCK_OUTPUT_ABSENT):
         # Only the block-output probe may say so, and only of a server recorded as serving
         # another kind of model: the same words on a KV-capacity check are a waiver.
         borne_out = model_class is not None and not _BLOCK_CLASS.search(model_class)
-        return "not_applicable" if check.concern == "block_output" and borne_out else "other"
+        return "not_applicable" if concern_of(check) == "block_output" and borne_out else "other"
     return "other"
 
 
@@ -224,7 +248,7 @@ def concern_coverage(
 ) -> ConcernCoverage:
     by_concern: dict[str, list[CheckResult]] = {}
     for c in checks:
-        by_concern.setdefault(c.concern, []).append(c)
+        by_concern.setdefault(concern_of(c), []).append(c)
     not_run = []
     for concern, members in sorted(by_concern.items()):
         if any(c.outcome != "skip" for c in members):
@@ -355,16 +379,18 @@ class Yardstick:
 
     modules: tuple[str, ...]
     checks: Mapping[str, Sequence[str]]
+    concerns: Mapping[str, str]  # each module's concern (its checks')
     label: str | None  # said when the run is partial: why today's manifest judged it
 
 
 def yardstick_for(report: Report) -> Yardstick:
-    """The manifest at the report's harness commit when this checkout's git holds it: a run
-    is judged by the suite its harness shipped, so a module added since neither makes an old
-    run partial nor inconsistent (the gate still names a check the candidate lacks). The
-    commit is the report's word, the manifest is git's: an older commit's suite is what that
-    harness ran. Otherwise today's manifest, labelled. A commit's manifest that lists no check
-    ids (written before they were) is paired with today's ids of its modules."""
+    """The manifest at the report's harness commit when this checkout's git holds it in the
+    harness's history (committed.history_commit): a run is judged by the suite its harness
+    shipped, so a module added since neither makes an old run partial nor inconsistent (the
+    gate still names a check the candidate lacks). The commit is the report's word, the
+    manifest is git's: an older commit's suite is what that harness ran. Otherwise today's
+    manifest, labelled. A commit's manifest that lists no check ids or concerns (written
+    before they were) is paired with today's of its modules."""
     commit = report.versions.harness_commit
     found = committed_file(commit, MANIFEST_PATH)
     if found is not None:
@@ -374,22 +400,35 @@ def yardstick_for(report: Report) -> Yardstick:
             data = None
         if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND:
             modules = tuple(sorted(str(m) for m in data.get("modules", {})))
-            listed = data.get("checks")
-            today = read_manifest_checks()
+            listed, named = data.get("checks"), data.get("concerns")
+            today, concerns_now = read_manifest_checks(), read_manifest_concerns()
             checks = (
                 {str(k): tuple(str(i) for i in v) for k, v in listed.items()}
                 if isinstance(listed, dict)
                 else {m: today[m] for m in modules if m in today}
             )
-            return Yardstick(modules, checks, None)
+            concerns = (
+                {str(k): str(v) for k, v in named.items()}
+                if isinstance(named, dict)
+                else {m: concerns_now[m] for m in modules if m in concerns_now}
+            )
+            return Yardstick(modules, checks, concerns, None)
     recorded = re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", commit) is not None
-    label = (
-        f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
-        "cannot be read here)"
-        if recorded
-        else None  # no commit recorded: nothing else to judge by, nothing to say
-    )
-    return Yardstick(suite_modules(), read_manifest_checks(), label)
+    if not recorded:
+        label = None  # no commit recorded: nothing else to judge by, nothing to say
+    elif commit_state(commit) == "foreign":
+        # A loose or unrelated commit in the object store is no harness's: its manifest is
+        # whatever its author wrote.
+        label = (
+            f"judged against this harness's manifest (harness commit {commit[:12]} is not in "
+            "this harness's history)"
+        )
+    else:
+        label = (
+            f"judged against this harness's manifest (the one at harness commit {commit[:12]} "
+            "cannot be read here)"
+        )
+    return Yardstick(suite_modules(), read_manifest_checks(), read_manifest_concerns(), label)
 
 
 def derive_coverage(report: Report) -> Coverage | None:

@@ -20,7 +20,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ANY_PARAMS", "check_ids", "covers"]
+from tt_conformance.names import CONCERN_MARKERS
+
+__all__ = ["ANY_PARAMS", "check_ids", "covers", "module_concern"]
 
 ANY_PARAMS = "[*]"
 _GENERATED = re.compile(r"""["'](\w+)["']\s+(?:not\s+)?in\s+metafunc\.fixturenames""")
@@ -55,6 +57,28 @@ def check_ids(module_name: str) -> list[str]:
             continue
         out += [f"{name}[{c}]" if marks else name for c in combos]
     return sorted(out)
+
+
+def module_concern(module_name: str) -> str:
+    """The concern of every check of the module, as the plugin names it (pytest_plugin's
+    concern_for: the first concern marker of ``pytestmark``, else the module name minus
+    ``test_``). The manifest records it, so a report cannot relabel a check; a function that
+    carries a concern marker of its own would break that, and is refused here."""
+    module = importlib.import_module(module_name)
+    marks = getattr(module, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    named = [m.name for m in marks if m.name in CONCERN_MARKERS]
+    base = module_name.rsplit(".", 1)[-1]
+    concern = named[0] if named else base.removeprefix("test_").removesuffix("_test")
+    for name, fn in vars(module).items():
+        if name.startswith("test_") and inspect.isfunction(fn):
+            own = [m.name for m in getattr(fn, "pytestmark", []) if m.name in CONCERN_MARKERS]
+            if own and own[0] != concern:
+                raise ValueError(
+                    f"{module_name}::{name}: concern marker {own[0]!r} differs from its "
+                    f"module's {concern!r} (the manifest records one concern per module)"
+                )
+    return concern
 
 
 def _mark_ids(mark: Any) -> list[str]:

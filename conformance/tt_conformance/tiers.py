@@ -50,7 +50,7 @@ from tt_conformance.expectations import Expectations
 from tt_conformance.longtasks import PASSKEY_TASK
 from tt_conformance.names import EMULATED_DEVICE, NOT_TT_DEVICE, is_emulated
 from tt_conformance.report import FAILING, PerfFigure, PerfMet, PerfTargetResult, Report, Tier
-from tt_conformance.selection import concern_coverage, derive_coverage, skip_kind
+from tt_conformance.selection import concern_coverage, concern_of, derive_coverage, skip_kind
 
 __all__ = [
     "INFORMATIONAL_DEVICES",
@@ -159,7 +159,7 @@ def _optional_not_run(report: Report) -> list[str]:
             if c.outcome != "skip"
             else skip_kind(c, report.device, server.lanes, server.model_class)
         )
-        by_concern.setdefault(c.concern, set()).add(kind)
+        by_concern.setdefault(concern_of(c), set()).add(kind)
     return sorted(
         k for k, kinds in by_concern.items() if "optional" in kinds and "ran" not in kinds
     )

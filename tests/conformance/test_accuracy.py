@@ -25,7 +25,12 @@ from tt_conformance.expectations import (
     expectations_from_dict,
 )
 from tt_conformance.report import CheckResult
-from tt_conformance.selection import coverage_of, read_manifest_checks, suite_modules
+from tt_conformance.selection import (
+    coverage_of,
+    read_manifest_checks,
+    read_manifest_concerns,
+    suite_modules,
+)
 from tt_conformance.tiers import derive_tier
 
 
@@ -245,7 +250,7 @@ def test_accuracy_check_end_to_end(pytester: pytest.Pytester, fake_server, harne
     listed = read_manifest_checks()
     others = tuple(
         CheckResult(id=f"{m}::{e.replace('[*]', '[x]')}", nodeid=f"{m}::{e}",
-                    concern=m.rsplit("_", 1)[-1], outcome="pass")
+                    concern=read_manifest_concerns()[m], outcome="pass")
         for m in suite_modules() if m != suite[0] for e in listed[m]
     )  # fmt: skip
     whole = report.replace(checks=report.checks + others)

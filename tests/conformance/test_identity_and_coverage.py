@@ -22,6 +22,7 @@ from tt_conformance.selection import (
     CHECKS_PACKAGE,
     coverage_of,
     read_manifest_checks,
+    read_manifest_concerns,
     suite_modules,
 )
 from tt_conformance.tiers import derive_tier
@@ -32,8 +33,15 @@ TT_OPTIONS = {"trace_mode": "all", "sample_on_device_mode": "all"}
 
 
 def _checks(*ids: str, outcome: str = "pass", reason: str = "") -> list[CheckResult]:
+    concerns = read_manifest_concerns()  # a check's concern is its module's
     return [
-        CheckResult(id=i, nodeid=i, concern="c", outcome=outcome, reason=reason)  # type: ignore[arg-type]
+        CheckResult(
+            id=i,
+            nodeid=i,
+            concern=concerns.get(i.partition("::")[0], "c"),
+            outcome=outcome,  # type: ignore[arg-type]
+            reason=reason,
+        )
         for i in ids
     ]
 

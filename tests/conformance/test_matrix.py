@@ -47,7 +47,7 @@ def _tree(tmp_path: Path, make_report, accuracy=()) -> Path:
     )
     write_report(bad, root / "org--b" / "N150")
     # a baseline copy and an expectations file must not be picked up
-    write_report(make_report({"m::x": "fail"}, model="org/a", finished_at="2030-01-01T00:00:00Z"),
+    write_report(make_report({"m::x": "fail"}, model="org/a", finished_at="2025-06-01T00:00:00Z"),
                  root / "baselines" / "org--a" / "N150")  # fmt: skip
     (root / "baselines" / "org--a" / "N150" / "expectations.json").write_text(
         json.dumps({"schema_version": 1})
@@ -83,7 +83,7 @@ def test_fold_picks_newest_per_cell_and_sets_status(
 def test_baselines_can_be_included(tmp_path: Path, make_report) -> None:
     root = _tree(tmp_path, make_report)
     cells = {(c.model, c.device): c for c in matrix.fold(matrix.find_reports(root, True))}
-    assert cells[("org/a", "N150")].report.finished_at == "2030-01-01T00:00:00Z"
+    assert cells[("org/a", "N150")].report.finished_at == "2025-06-01T00:00:00Z"
 
 
 def test_empty_report_fails(make_report) -> None:

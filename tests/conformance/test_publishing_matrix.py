@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import published_reports
-from tt_conformance import matrix
+from tests.conformance.harnessgit import commit_all
+from tt_conformance import committed, matrix
 from tt_conformance.cli import matrix as matrix_cli
 from tt_conformance.writers import write_report
 
@@ -134,12 +135,17 @@ def test_a_file_that_is_not_a_matrix_is_not_overwritten(
 def test_bare_over_the_committed_reports_keeps_the_published_matrix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A copy of what a fresh clone has: the published matrix, the baselines, the history store.
+    # A fresh clone of the harness's repository (its history: the reports' commits), the
+    # harness running from it, the published matrix, the baselines and the history store
+    # committed in it.
     work = tmp_path / "clone"
+    root = committed.checkout_root()
+    assert root is not None
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(root), str(work)],
+                   check=True)  # fmt: skip
     published_reports(work)
-    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
-    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "clone"]):
-        subprocess.run([*git, *step], check=True)  # committed, as in a clone
+    commit_all(work, "clone")
+    monkeypatch.setattr(committed, "checkout_root", lambda: work)
     monkeypatch.chdir(work)
     published = Path("reports/MATRIX.md").read_bytes()
     rows = matrix.published_rows(Path("reports/MATRIX.md"))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import harness_checkout
 from tt_conformance import history, selection, suiteids
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
@@ -439,20 +440,20 @@ def test_every_output_is_guarded_the_same_way(
 
 
 def test_only_committed_runs_are_published_unless_told(
-    honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = tmp_path / "repo"
-    recorded = honest().versions.model_copy(update={"harness_commit": "abc",
-                                                    "plugin_commit": "abc"})  # fmt: skip
+    head = harness_checkout(repo, monkeypatch)
+    recorded = honest().versions.model_copy(update={"harness_commit": head,
+                                                    "plugin_commit": head})  # fmt: skip
     kept = write_report(honest(model="org/kept", versions=recorded), repo / "reports" / "kept").json
     git = ["git", "-C", str(repo)]
-    subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
                    check=True)  # fmt: skip
     local = honest(model="org/local")
     write_report(local, repo / "reports" / "local")  # untracked
-    dirty_versions = local.versions.model_copy(update={"harness_commit": "abc+dirty"})
+    dirty_versions = local.versions.model_copy(update={"harness_commit": f"{head}+dirty"})
     dirty = honest(model="org/dirty").replace(versions=dirty_versions)
     subprocess.run([*git, "add", "."], check=True)
     out = tmp_path / "pub"

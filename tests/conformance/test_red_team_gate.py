@@ -214,16 +214,22 @@ def test_the_committed_emulated_baseline_still_gates_ok_and_says_what_to_regener
     )
     # A new run: its checks timed afresh inside its own window, its figures measured again.
     rng = random.Random(7)
+    # An hour ago: a run is never dated in the future (report.py refuses it).
+    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)
+
+    def at(seconds: int) -> str:
+        return (start + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
     candidate = baseline.replace(
-        run_id="20991231T000000Z-0badc0de",
-        started_at="2099-12-31T00:00:00Z",
-        finished_at="2099-12-31T00:10:00Z",
+        run_id=f"{start:%Y%m%dT%H%M%SZ}-0badc0de",
+        started_at=at(0),
+        finished_at=at(600),
         checks=tuple(
             c.model_copy(
                 update={
                     "duration_s": round(c.duration_s * rng.uniform(0.8, 1.2), 6),
-                    "started_at": "2099-12-31T00:00:01Z",
-                    "finished_at": "2099-12-31T00:09:59Z",
+                    "started_at": at(1),
+                    "finished_at": at(599),
                 }
             )
             for c in baseline.checks

@@ -5,12 +5,12 @@ or the honest label; each rule keeps an honest control."""
 # ruff: noqa: F811
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import commit_all, harness_checkout
 from tests.conformance.test_red_team import _check, honest  # noqa: F401
 from tt_conformance.cli import matrix as matrix_cli
 from tt_conformance.report import Report
@@ -32,12 +32,6 @@ def _recorded(report: Report, commit: str = "0123abc") -> Report:
     return report.replace(versions=versions)
 
 
-def _commit(repo: Path) -> None:
-    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
-    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "runs"]):
-        subprocess.run([*git, *step], check=True)
-
-
 def test_outside_a_git_work_tree_nothing_is_published_without_being_told(
     honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -54,17 +48,18 @@ def test_outside_a_git_work_tree_nothing_is_published_without_being_told(
 
 
 def test_a_run_that_recorded_no_commit_is_not_published_as_committed(
-    honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    honest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Committed file, but harness_commit / plugin_commit 'unknown': the run may have come
     from any modified tree, like a '+dirty' one. The same run with its commits recorded is
     published (control)."""
     repo = tmp_path / "repo"
+    head = harness_checkout(repo, monkeypatch)
     unknown = honest(model="org/unknown")
     assert unknown.versions.harness_commit == "unknown"
     write_report(unknown, repo / "runs" / "unknown")
-    write_report(_recorded(honest(model="org/known")), repo / "runs" / "known")
-    _commit(repo)
+    write_report(_recorded(honest(model="org/known"), head), repo / "runs" / "known")
+    commit_all(repo)
     assert _publish(repo / "runs", repo / "pub") == 0
     err = capsys.readouterr().err
     assert "recorded no plugin and no harness commit" in err

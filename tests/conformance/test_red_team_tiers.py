@@ -161,7 +161,7 @@ def _real_suite_run(honest: Any, recorded: tuple[str, ...], ran: tuple[str, ...]
     checks = tuple(
         honest().checks[0].model_copy(update={
             "id": f"{m}::{e.replace('[*]', '[x]')}", "nodeid": f"{m}::{e}",
-            "concern": m.rsplit("_", 1)[-1]})
+            "concern": selection.read_manifest_concerns()[m]})
         for m in ran
         for e in listed[m]
     )  # fmt: skip

@@ -9,9 +9,11 @@ newest report per model x device is shown (a lane-DP server, lanes > 1, is its o
 Outputs default to REPORT_DIR/MATRIX.md and REPORT_DIR/matrix.html.
 
 Only provably committed runs are published unless --include-uncommitted: a report file must be
-tracked and unmodified in a git work tree (outside one nothing proves it committed), and its run
-must have recorded its plugin and harness commits, neither ``+dirty`` (each report left out is
-named on stderr). An inconsistent report (its stored tier or coverage disagrees
+tracked and unmodified in a work tree of the harness's own git repository (the checkout this
+harness runs from, or for an installed harness the repository it is run in when that holds the
+harness's source: a throwaway ``git init`` proves nothing), and its run must have recorded its
+plugin and harness commits as commits of that repository's history, neither ``+dirty`` (each
+report left out is named on stderr). An inconsistent report (its stored tier or coverage disagrees
 with its checks, rederive.py) is refused, never published.
 
 Every output is guarded the same way: the MATRIX.md and matrix.html it would overwrite
@@ -30,8 +32,10 @@ import argparse
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from tt_conformance import committed
 from tt_conformance.matrix import (
     STATUS_ABORTED,
     STATUS_FAIL,
@@ -50,12 +54,35 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
 
-def _git_files(root: Path) -> tuple[set[Path], set[Path]] | None:
-    """(tracked, changed) files under ``root`` when it is inside a git work tree, else None."""
+@dataclass(frozen=True)
+class _GitFiles:
+    """A directory's git work tree: its repository and the files in it."""
+
+    repository: Path  # the common git directory: one for all work trees of a repository
+    tracked: set[Path]
+    changed: set[Path]
+
+
+def _repository(root: Path) -> Path | None:
+    """The git repository (common git directory) ``root`` lies in, else None."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    return Path(done.stdout.strip()).resolve() if done.returncode == 0 else None
+
+
+def _git_files(root: Path) -> _GitFiles | None:
+    """The files under ``root`` when it is inside a git work tree, else None."""
     git = ["git", "-C", str(root)]
+    repository = _repository(root)
     try:
         top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-        if top.returncode != 0:
+        if top.returncode != 0 or repository is None:
             return None
         base = Path(top.stdout.strip())
         tracked = subprocess.run([*git, "ls-files", "-z", "--full-name", "."],
@@ -68,47 +95,79 @@ def _git_files(root: Path) -> tuple[set[Path], set[Path]] | None:
     def paths(out: str) -> set[Path]:
         return {(base / p).resolve() for p in out.split("\0") if p}
 
-    return paths(tracked.stdout), paths(changed.stdout)
+    return _GitFiles(repository, paths(tracked.stdout), paths(changed.stdout))
+
+
+@dataclass(frozen=True)
+class _Harness:
+    """The harness's own repository: a work tree of it and its common git directory."""
+
+    root: Path
+    repository: Path
+
+
+def _not_committed(
+    path: Path, report: Report, files: _GitFiles | None, harness: _Harness | None
+) -> str | None:
+    """Why the report is not provably a committed run of this harness's repository, or None."""
+    v = report.versions
+    commits = (("plugin", v.plugin_commit), ("harness", v.harness_commit))
+    dirty = [name for name, value in commits if value.endswith("+dirty")]
+    unrecorded = [name for name, value in commits if value.strip() in ("", "unknown")]
+    if files is None:
+        return "not committed as far as can be told: not in a git work tree"
+    if harness is None:
+        return (
+            "not committed as far as can be told: no git repository of the harness here (an "
+            "installed harness run outside its repository)"
+        )
+    if files.repository != harness.repository:
+        # Anyone can commit a forged report to a repository of their own.
+        return f"committed in another git repository ({files.repository}), not the harness's"
+    if path.resolve() not in files.tracked:
+        return "not committed to git"
+    if path.resolve() in files.changed:
+        return "modified since its commit"
+    if dirty:
+        return f"a run of a modified checkout ({', '.join(dirty)} commit +dirty)"
+    if unrecorded:
+        return (
+            f"the run recorded no {' and no '.join(unrecorded)} commit, so nothing shows it ran "
+            "committed code"
+        )
+    foreign = [
+        f"{name} commit {value!r}"
+        for name, value in commits
+        if committed.commit_state(value, harness.root) != "history"
+    ]
+    if foreign:
+        return f"its {' and '.join(foreign)} is not a commit of the harness's history"
+    return None
 
 
 def committed_only(
     found: list[tuple[Path, Report]],
 ) -> tuple[list[tuple[Path, Report]], list[tuple[Path, str]]]:
     """The reports a published matrix may show: provably committed runs, i.e. report files
-    tracked and unmodified in a git work tree, of runs that recorded their plugin and harness
-    commits and were not of a ``+dirty`` checkout; the rest, with why. A file outside any git
-    work tree, or a run that recorded no commit, proves nothing: it is left out too."""
+    tracked and unmodified in a work tree of the harness's own repository, of runs that
+    recorded their plugin and harness commits as commits of its history, not of a ``+dirty``
+    checkout; the rest, with why. A file outside any git work tree, one committed in another
+    repository, or a run that recorded no commit, proves nothing: it is left out too."""
     kept: list[tuple[Path, Report]] = []
     left: list[tuple[Path, str]] = []
-    git: dict[Path, tuple[set[Path], set[Path]] | None] = {}
+    root = committed.harness_repository()
+    repository = _repository(root) if root is not None else None
+    harness = _Harness(root, repository) if root is not None and repository is not None else None
+    git: dict[Path, _GitFiles | None] = {}
     for path, report in found:
         where = path.resolve().parent
         if where not in git:
             git[where] = _git_files(where)
-        files = git[where]
-        v = report.versions
-        commits = (("plugin", v.plugin_commit), ("harness", v.harness_commit))
-        dirty = [name for name, value in commits if value.endswith("+dirty")]
-        unrecorded = [name for name, value in commits if value.strip() in ("", "unknown")]
-        if files is None:
-            left.append((path, "not committed as far as can be told: not in a git work "
-                               "tree (pass --include-uncommitted)"))  # fmt: skip
-        elif path.resolve() not in files[0]:
-            left.append((path, "not committed to git (pass --include-uncommitted)"))
-        elif path.resolve() in files[1]:
-            left.append((path, "modified since its commit (pass --include-uncommitted)"))
-        elif dirty:
-            left.append(
-                (path, f"a run of a modified checkout ({', '.join(dirty)} commit +dirty; pass "
-                       "--include-uncommitted)")
-            )  # fmt: skip
-        elif unrecorded:
-            left.append(
-                (path, f"the run recorded no {' and no '.join(unrecorded)} commit, so nothing "
-                       "shows it ran committed code (pass --include-uncommitted)")
-            )  # fmt: skip
-        else:
+        why = _not_committed(path, report, git[where], harness)
+        if why is None:
             kept.append((path, report))
+        else:
+            left.append((path, f"{why} (pass --include-uncommitted)"))
     return kept, left
 
 
