@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import ast
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,17 @@ class ParsedModule:
     # functions: a class attribute set or changed after the class body (``Cls.caps[k] = v``).
     touched: set[tuple[str, str]] = field(default_factory=set)
     stars: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
+    # Every module-level binding of a name, in order: (line, ClassDef / FunctionDef / assigned
+    # expr / import ref): a base or alias refers to the binding before its own line.
+    timeline: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    earlier: dict[str, ast.ClassDef] = field(default_factory=dict)  # "Name@line": rebound since
+    # (line, module, names) of module-level imports of the plugin outside a try / except
+    plugin_imports: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
+    from_imports: list[tuple[int, str]] = field(default_factory=list)  # (line, module) unguarded
+    stored: dict[tuple[str, str], int] = field(default_factory=dict)  # Class.attr = ... : line
+    mutated: dict[str, int] = field(default_factory=dict)  # NAME[k] = v, NAME.update(...): line
+    rebound: set[str] = field(default_factory=set)  # names assigned more than once
+    all_names: list[str] | None = None  # __all__, when a literal
 
 
 class EnvFacts(abc.ABC):
@@ -89,11 +101,13 @@ class EnvFacts(abc.ABC):
             return expr.value
         if isinstance(expr, ast.Name):
             if expr.id in module.assigns:
+                if not constant(module, expr.id):
+                    raise _Unknown
                 return self._env_eval(module, module.assigns[expr.id], env, depth + 1)
             imported = module.imports.get(expr.id, "")
             source_name, _, name = imported.partition(":")
             other = self._module(source_name) if name else None
-            if other is not None and name in other.assigns:
+            if other is not None and name in other.assigns and constant(other, name):
                 return self._env_eval(other, other.assigns[name], env, depth + 1)
             raise _Unknown
         env_read = _env_read(module, expr)
@@ -187,8 +201,7 @@ class EnvFacts(abc.ABC):
     ) -> Any:  # fmt: skip
         """The return value of an argument-less module function's body (assignments, ifs,
         return); its locals shadow the module's names."""
-        shadow = ParsedModule(module.name, module.path, module.is_package, module.classes,
-                         module.imports, {**module.assigns}, module.functions)  # fmt: skip
+        shadow = dataclasses.replace(module, assigns={**module.assigns})
         for stmt in body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # docstring
@@ -208,8 +221,7 @@ class EnvFacts(abc.ABC):
                 branch = (
                     stmt.body if self._env_eval(shadow, stmt.test, env, depth + 1) else stmt.orelse
                 )
-                inner = ParsedModule(shadow.name, shadow.path, shadow.is_package, shadow.classes,
-                                shadow.imports, shadow.assigns, shadow.functions)  # fmt: skip
+                inner = dataclasses.replace(shadow)
                 result = self._env_run(inner, branch, env, local, depth + 1)
                 if result is not _NO_RETURN:
                     return result
@@ -365,6 +377,12 @@ class EnvFacts(abc.ABC):
 
     def class_facts(self, target: str) -> ClassFacts:
         return self.class_fact_variants(target)[0]
+
+
+def constant(module: ParsedModule, name: str) -> bool:
+    """A module-level name whose one assignment is its value: not changed in place
+    (``CAPS["k"] = v``, ``CAPS.update(...)``) nor assigned twice (a class body may read either)."""
+    return name not in module.mutated and name not in module.rebound
 
 
 class _Unknown(Exception):

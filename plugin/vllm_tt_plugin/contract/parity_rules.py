@@ -1,0 +1,169 @@
+"""The parity checker's findings and the rules about a target as a whole (not one call's
+binding): the block-output hooks, module-level imports of the plugin, circular imports, and
+methods the plugin calls on the class rather than an instance."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vllm_tt_plugin.contract.call_plan import PlanFacts
+from vllm_tt_plugin.contract.source import FoundMethod, SignatureSource, find_method
+
+Status = Literal[
+    "ok",
+    "drift",
+    "known",
+    "broken",
+    "missing",
+    "unresolved",
+    "abstract",
+    "absent",
+    "facts",
+    "unlisted",
+    "no_class",
+    "unprofiled",
+    "dropped",
+    "unreadable",
+]
+FAILING: frozenset[str] = frozenset(
+    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped", "unreadable"}
+)
+# Worst first: the status a method gets when its variants (environment values) disagree.
+SEVERITY: tuple[str, ...] = (
+    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known",
+    "drift", "facts", "absent", "unlisted", "no_class", "ok",
+)  # fmt: skip
+FACTS = "(class facts)"  # the method column of a "facts" finding
+SOURCE = "(source)"  # the method column of a finding about the modules themselves
+# The plugin calls these on the class (``model_cls.initialize_vllm_model(...)``), not an instance.
+CLASS_CALLS = ("initialize_vllm_model", "get_max_tokens_all_users")
+
+
+@dataclass(frozen=True)
+class Finding:
+    target: str
+    archs: tuple[str, ...]
+    method: str
+    status: Status
+    detail: str = ""
+
+
+def not_shipped(module: str, names: tuple[str, ...]) -> str:
+    """What of ``from module import names`` this plugin lacks ("" when it has it all)."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return module + (f" ({', '.join(names)})" if names else "")
+    missing = [n for n in names if n != "*" and not hasattr(mod, n)]
+    return f"{', '.join(missing)} from {module}" if missing else ""
+
+
+def call_shape(method: str, found: FoundMethod) -> str:
+    """Why calling ``found`` as the plugin does fails whatever the arguments ("" if it
+    does not): a plain def called on the class (its first parameter takes the plugin's first
+    argument), an ``async def`` (the plugin would get a coroutine, not the result)."""
+    if found.unresolved:
+        return ""
+    if method in CLASS_CALLS and found.kind == "method":
+        return (
+            f"{method} is a plain def, not a classmethod/staticmethod: the plugin calls it on "
+            f"the class, so its first parameter would take the plugin's first argument "
+            f"[{found.where}]"
+        )
+    if found.coroutine:
+        return (
+            f"{method} is an `async def`: the plugin calls it synchronously and would get a "
+            f"coroutine, not its result [{found.where}]"
+        )
+    return ""
+
+
+def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
+    """The modules on the target's path as imports: one that imports a plugin module this
+    plugin does not ship at module level (outside a try / except ImportError) cannot be
+    imported at all; ``from a import X`` cycles among them may raise ImportError (which
+    name is defined first depends on the import order, not read here)."""
+    touched: Callable[[], list[Any]] = getattr(source, "touched_modules", lambda: [])
+    found: list[Finding] = []
+    modules = touched()
+    for module in modules:
+        root = getattr(source, "root", None)
+        rel = module.path.relative_to(root) if root is not None else module.path
+        for line, name, names in module.plugin_imports:
+            lacking = not_shipped(name, names)
+            if lacking:
+                found.append(Finding(target, archs, SOURCE, "broken", (
+                    f"{rel}:{line} imports {lacking} at module level, which this plugin does "
+                    "not ship: the adapter module does not import on a TT host"
+                )))  # fmt: skip
+    cycle = _cycle(source, modules)
+    if cycle:
+        found.append(Finding(target, archs, SOURCE, "unresolved", (
+            f"circular `from ... import` between {' -> '.join(cycle)}: whether the import "
+            "succeeds depends on which module is imported first (an ImportError likely)"
+        )))  # fmt: skip
+    return found
+
+
+def _cycle(source: SignatureSource, modules: list[Any]) -> list[str]:
+    """A cycle of module-level ``from m import ...`` edges among the tree's modules."""
+    module_of: Callable[[str], Any] = getattr(source, "module", lambda name: None)
+    edges: dict[str, list[str]] = {}
+    queue = [m.name for m in modules]
+    while queue:
+        name = queue.pop()
+        if name in edges:
+            continue
+        parsed = module_of(name)
+        edges[name] = []
+        if parsed is None:
+            continue
+        for _, other in parsed.from_imports:
+            if other != name and module_of(other) is not None:
+                edges[name].append(other)
+                queue.append(other)
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        state[name] = 1
+        for nxt in edges.get(name, []):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt, [*path, nxt])
+                if found:
+                    return found
+        state[name] = 2
+        return []
+
+    for start in [m.name for m in modules]:
+        if start not in state:
+            cycle = visit(start, [start])
+            if cycle:
+                return cycle
+    return []
+
+
+def block_hooks_without_blocks(
+    source: SignatureSource, target: str, facts: PlanFacts, archs: tuple[str, ...]
+) -> Finding | None:
+    """A class with the block-output hooks but no ``output_tokens_per_step > 1``: the plugin
+    plans it as a token model and keeps one token per row of each block."""
+    if facts.block_output or not source.complete:
+        return None
+    hooks = [m for m in ("release_request", "release_persistent_capture")
+             if find_method(source, target, m) is not None]  # fmt: skip
+    if len(hooks) < 2:
+        return None
+    return Finding(
+        target,
+        archs,
+        "output_tokens_per_step",
+        "broken",
+        "the class defines release_request and release_persistent_capture (the block-output "
+        "hooks) but its model_capabilities declare no output_tokens_per_step > 1: the plugin "
+        "plans a token model, so a block returned per row would be read as one token",
+    )
