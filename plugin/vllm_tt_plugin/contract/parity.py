@@ -408,6 +408,11 @@ def check_target(
         per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
         findings = _merge_variants(target, archs, per_variant)
     first = variants[0]
+    doubt = next((v.doubt for v in variants if v is not None and v.doubt), "")
+    if doubt:
+        findings.insert(0, Finding(target, archs, "decode_input_update_contract", "unresolved",
+                                   f"{doubt}: the plugin plans the decode call on the loaded "
+                                   "instance's version, which is not evaluated"))  # fmt: skip
     refused = next((v.refused for v in variants if v is not None and v.refused), "")
     if refused:
         where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"

@@ -35,7 +35,13 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
-from vllm_tt_plugin.contract.source_module import SourceDecodeError, decode_source, parse_module
+from vllm_tt_plugin.contract.source_module import (
+    SourceDecodeError,
+    body_mutation,
+    decode_source,
+    instance_store,
+    parse_module,
+)
 
 __all__ = [
     "Body",
@@ -265,7 +271,9 @@ class CheckoutReader(EnvFacts):
             if found is None:
                 continue
             module, node = found
-            if (node.name, name) in module.touched:
+            if (node.name, name) in module.touched or _class_binding_doubt(module, node, name):
+                return "changed"
+            if body_mutation(node, name):  # `caps["k"] = v` / `caps.update(...)` in the body
                 return "changed"
             for item in reversed(node.body):  # the class body's last binding is the attribute
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
@@ -276,6 +284,38 @@ class CheckoutReader(EnvFacts):
                 )  # fmt: skip
                 if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                     return ""
+        return ""
+
+    def attribute_doubt(self, target: str, name: str) -> str:
+        """Why the value of ``name`` the plugin reads may not be its class-level assignment:
+        a method along the MRO sets it on an object (``self.name = ...``, ``model.name = ...``
+        in ``initialize_vllm_model``, a base ``__init__`` that may or may not run), a
+        property, a class-level ``if`` / ``try``, or module code after the class ("": none)."""
+        # `self.name = value` first in the __init__ the MRO finds runs whenever the class is
+        # built (attribute_expr reads it); any other store may or may not run.
+        init = self._def_of(target, "__init__")
+        known = next(
+            (t for stmt in (init.body if init else []) if isinstance(stmt, ast.Assign)
+             for t in stmt.targets if isinstance(t, ast.Attribute) and t.attr == name
+             and isinstance(t.value, ast.Name) and t.value.id == "self"),
+            None,
+        )  # fmt: skip
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            rel = module.path.relative_to(self.root)
+            line = instance_store(node, name, known)
+            if line:
+                return f"{name} is set on an object in a method of {node.name} [{rel}:{line}]"
+            doubt = _class_binding_doubt(module, node, name)
+            if doubt:
+                return f"{doubt[1]} [{rel}:{doubt[0]}]"
+            if (node.name, name) in module.touched:
+                return f"{node.name}.{name} is used or changed by module-level code [{rel}]"
+        if self.attribute_shape(target, name) == "def":
+            return f"{name} is a method or property, not a value the checker reads"
         return ""
 
     def resolve_class(

@@ -32,6 +32,7 @@ class ClassFacts:
     env_vars: tuple[str, ...] = ()  # the variables the facts depend on
     unknown: tuple[str, ...] = ()  # facts that could not be evaluated (every value checked)
     refused: str = ""  # why the plugin refuses the class at launch (CapabilityError)
+    doubt: str = ""  # why decode_input_update_contract may not be the class-level value
 
     @property
     def device_sampling(self) -> bool:
@@ -78,6 +79,9 @@ class EnvFacts(abc.ABC):
 
     @abc.abstractmethod
     def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None: ...
+
+    @abc.abstractmethod
+    def attribute_doubt(self, target: str, name: str) -> str: ...
 
     @abc.abstractmethod
     def attribute_shape(self, target: str, name: str) -> str:
@@ -308,6 +312,11 @@ class EnvFacts(abc.ABC):
         environment); both values of a flag that cannot be evaluated (labelled unknown)."""
         contracts, contract_vars = self._fact_values(target, "decode_input_update_contract")
         caps_values, caps_vars = self._fact_values(target, "model_capabilities")
+        # The plugin plans on the loaded instance's version: set anywhere but the class body,
+        # it is not a fact here (both versions are checked, and the finding is unresolved).
+        doubt = self.attribute_doubt(target, "decode_input_update_contract")
+        if doubt:
+            contracts, contract_vars = [({}, UNREADABLE)], ()
         refused = ""
         shape = self.attribute_shape(target, "model_capabilities")
         if shape == "def":
@@ -366,7 +375,7 @@ class EnvFacts(abc.ABC):
                     label_parts.append(f"decode_input_update_contract unknown: checked {version}")
                 facts = ClassFacts(
                     version, facts_caps, tuple(unreadable), "; ".join(label_parts), variables,
-                    tuple(dict.fromkeys(unknown)), refused,
+                    tuple(dict.fromkeys(unknown)), refused, doubt,
                 )  # fmt: skip
                 key = (version, facts.device_sampling, facts.output_tokens_per_step)
                 if key in seen:

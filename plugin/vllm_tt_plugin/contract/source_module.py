@@ -170,3 +170,41 @@ def _changes(parsed: ParsedModule, node: ast.stmt) -> None:
                 attr = key.value
             parsed.touched.add((n.args[0].id, attr))
             parsed.stored.setdefault((n.args[0].id, attr), n.lineno)
+
+
+def body_mutation(node: ast.ClassDef, name: str) -> int:
+    """The line where the class body changes its own ``name`` in place after binding it
+    (``name["k"] = v``, ``name.update(...)``, ``name |= {...}``), or 0."""
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for n in ast.walk(stmt):
+            target = (
+                n.value if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del))
+                else n.value if isinstance(n, ast.Attribute) and n.attr in MUTATORS
+                else n.target if isinstance(n, ast.AugAssign) else None
+            )  # fmt: skip
+            if isinstance(target, ast.Name) and target.id == name:
+                return stmt.lineno
+    return 0
+
+
+def instance_store(node: ast.ClassDef, name: str, known: ast.AST | None = None) -> int:
+    """The line where a method of the class sets attribute ``name`` on an object
+    (``self.name = v``, ``model.name = v``, ``setattr(obj, "name", v)``), or 0; ``known``: a
+    store the caller evaluates itself (skipped)."""
+    for item in node.body:
+        if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in ast.walk(item):
+            if n is known:
+                continue
+            if isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Store):
+                return n.lineno
+            if (
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                and n.func.id == "setattr" and len(n.args) > 1
+                and isinstance(n.args[1], ast.Constant) and n.args[1].value == name
+            ):  # fmt: skip
+                return n.lineno
+    return 0
