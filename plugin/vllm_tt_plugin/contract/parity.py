@@ -294,7 +294,7 @@ def _reach(
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
-        for at_line, module, names in body.plugin_imports:
+        for at_line, module, names in (*body.plugin_imports, *method.scan.plugin_imports):
             lacking = not_shipped(module, names)
             if lacking:
                 out.errors.append(
@@ -339,7 +339,7 @@ def _reach(
                 _Walk, method, chain, call, nxt, out,
             )  # fmt: skip
             nexts.append(nxt)
-        for construct in body.constructs:
+        for construct in (*body.constructs, *method.scan.builds):
             _construct(source, target, family, method, chain, construct, out)
         for nxt in nexts:
             if nxt is None or (nxt.owner, nxt.name) in seen:
@@ -358,6 +358,10 @@ def _construct(
     out: _Walk,
 ) -> None:
     where = f"{method.where.rpartition(':')[0]}:{construct.line}"
+    target = getattr(construct, "target", "") or target  # a class built by name (source_scan)
+    if getattr(construct, "unresolved", ""):
+        out.unresolved.append(f"{describe_chain(chain)} {construct.unresolved} [{where}]")
+        return
     if construct.starred:  # *x / **x the checker cannot count: never "ok"
         out.unresolved.append(
             f"{describe_chain(chain)} builds cls(...) with arguments the checker cannot count "

@@ -13,7 +13,7 @@ import ast
 import builtins
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ from vllm_tt_plugin.contract.source_module import (
     instance_store,
     parse_module,
 )
+from vllm_tt_plugin.contract.source_scan import Scan, builds_of, imports_of
 
 __all__ = [
     "Body",
@@ -83,6 +84,9 @@ class FoundMethod:
     unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
     kind: str = "method"  # "classmethod", "staticmethod", or a plain "method"
     coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
+    scan: Scan = field(
+        default_factory=Scan
+    )  # plugin imports and constructions source_body does not read
 
     @property
     def delegates_to(self) -> str | None:
@@ -513,6 +517,17 @@ class CheckoutReader(EnvFacts):
             return (fn, 0) if fn is not None else None
 
         kind = next((k for k in ("classmethod", "staticmethod") if k in decorators), "method")
+        firsts = [*item.args.posonlyargs, *item.args.args]
+        me = firsts[0].arg if firsts and kind != "staticmethod" else None
+
+        def own_class(expr: ast.expr) -> str | None:  # the class by name: built with its __init__
+            ref = self._class_ref(module, expr)
+            return owner if ref and self.canonical(ref) == owner else None
+
+        scan = Scan(
+            tuple(imports_of(item, lambda e: self.module_function(module, e))),
+            tuple(builds_of(item, me, kind, own_class)),
+        )
         others = [
             ast.unparse(d) for d in item.decorator_list
             if not (isinstance(d, (ast.Name, ast.Attribute))
@@ -534,6 +549,7 @@ class CheckoutReader(EnvFacts):
             unresolved,
             kind,
             isinstance(item, ast.AsyncFunctionDef),
+            scan,
         )
 
     def _def_of(self, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
