@@ -37,6 +37,7 @@ from vllm_tt_plugin.contract.source_env import (
 )
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
+    class_binding_doubt,
     body_mutation,
     decode_source,
     instance_store,
@@ -119,43 +120,6 @@ _ANY = inspect.Signature(
     [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
      inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
 )  # fmt: skip
-_NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)
-
-
-def _binds(stmt: ast.stmt, name: str) -> bool:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return stmt.name == name
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
-    targets = (
-        stmt.targets if isinstance(stmt, ast.Assign)
-        else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
-    )  # fmt: skip
-    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
-
-
-def _class_binding_doubt(
-    module: ParsedModule, node: ast.ClassDef, name: str
-) -> tuple[int, str] | None:
-    """(line, why) when the checker cannot say which object ``Class.name`` is: the class body
-    binds it inside an ``if`` / ``try`` / loop (which branch runs is not read), or module code
-    assigns it after the body (``Class.name = f``, ``setattr(Class, "name", f)``)."""
-    for stmt in node.body:
-        if isinstance(stmt, _NESTING):
-            for inner in ast.walk(stmt):
-                if isinstance(inner, ast.stmt) and inner is not stmt and _binds(inner, name):
-                    kind = type(stmt).__name__.lower()
-                    return inner.lineno, (
-                        f"{name} is bound inside a class-level `{kind}` (line {stmt.lineno}): "
-                        "which binding Python keeps is not evaluated"
-                    )
-    for key in ((node.name, name), (node.name, "*")):
-        if key in module.stored and module.classes.get(node.name) is node:
-            return module.stored[key], (
-                f"{node.name}.{name} is assigned at module level after the class body (line "
-                f"{module.stored[key]}): the object Python calls is not this def"
-            )
-    return None
 
 
 def find_method(
@@ -275,7 +239,7 @@ class CheckoutReader(EnvFacts):
             if found is None:
                 continue
             module, node = found
-            if (node.name, name) in module.touched or _class_binding_doubt(module, node, name):
+            if (node.name, name) in module.touched or class_binding_doubt(module, node, name):
                 return "changed"
             if body_mutation(node, name):  # `caps["k"] = v` / `caps.update(...)` in the body
                 return "changed"
@@ -313,7 +277,7 @@ class CheckoutReader(EnvFacts):
             line = instance_store(node, name, known)
             if line:
                 return f"{name} is set on an object in a method of {node.name} [{rel}:{line}]"
-            doubt = _class_binding_doubt(module, node, name)
+            doubt = class_binding_doubt(module, node, name)
             if doubt:
                 return f"{doubt[1]} [{rel}:{doubt[0]}]"
             if (node.name, name) in module.touched:
@@ -468,7 +432,7 @@ class CheckoutReader(EnvFacts):
         module, node = found
         owner = self.class_id(module, node)
         rel = module.path.relative_to(self.root)
-        doubt = _class_binding_doubt(module, node, method)
+        doubt = class_binding_doubt(module, node, method)
         if doubt:
             return FoundMethod(owner, method, _ANY, f"{rel}:{doubt[0]}", unresolved=doubt[1])
         # The class body's last binding of the name is the attribute (a later duplicate def

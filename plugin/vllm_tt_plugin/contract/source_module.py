@@ -208,3 +208,42 @@ def instance_store(node: ast.ClassDef, name: str, known: ast.AST | None = None) 
             ):  # fmt: skip
                 return n.lineno
     return 0
+
+
+_NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
+    targets = (
+        stmt.targets if isinstance(stmt, ast.Assign)
+        else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    )  # fmt: skip
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+
+
+def class_binding_doubt(
+    module: ParsedModule, node: ast.ClassDef, name: str
+) -> tuple[int, str] | None:
+    """(line, why) when the checker cannot say which object ``Class.name`` is: the class body
+    binds it inside an ``if`` / ``try`` / loop (which branch runs is not read), or module code
+    assigns it after the body (``Class.name = f``, ``setattr(Class, "name", f)``)."""
+    for stmt in node.body:
+        if isinstance(stmt, _NESTING):
+            for inner in ast.walk(stmt):
+                if isinstance(inner, ast.stmt) and inner is not stmt and _binds(inner, name):
+                    kind = type(stmt).__name__.lower()
+                    return inner.lineno, (
+                        f"{name} is bound inside a class-level `{kind}` (line {stmt.lineno}): "
+                        "which binding Python keeps is not evaluated"
+                    )
+    for key in ((node.name, name), (node.name, "*")):
+        if key in module.stored and module.classes.get(node.name) is node:
+            return module.stored[key], (
+                f"{node.name}.{name} is assigned at module level after the class body (line "
+                f"{module.stored[key]}): the object Python calls is not this def"
+            )
+    return None
