@@ -37,8 +37,8 @@ from vllm_tt_plugin.contract.source_env import (
 )
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
-    class_binding_doubt,
     body_mutation,
+    class_binding_doubt,
     decode_source,
     instance_store,
     parse_module,
