@@ -4,6 +4,8 @@ methods the plugin calls on the class rather than an instance."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,6 +101,7 @@ def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]
                     f"{rel}:{line} imports {lacking} at module level, which this plugin does "
                     "not ship: the adapter module does not import on a TT host"
                 )))  # fmt: skip
+    found += [Finding(target, archs, SOURCE, "broken", d) for d in _unbound_bases(source, target)]
     cycle = _cycle(source, modules)
     if cycle:
         found.append(Finding(target, archs, SOURCE, "unresolved", (
@@ -106,6 +109,34 @@ def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]
             "succeeds depends on which module is imported first (an ImportError likely)"
         )))  # fmt: skip
     return found
+
+
+def _unbound_bases(source: SignatureSource, target: str) -> list[str]:
+    """Bases named by a name nothing in their module binds, and that no ``from m import *``
+    there provides (m's ``__all__`` leaves it out, or it is private): a NameError on import."""
+    resolve: Callable[[str], Any] = getattr(source, "resolve_class", lambda t: None)
+    exports: Callable[[str, str], bool] = getattr(source, "star_exports", lambda m, n: True)
+    module_of: Callable[[str], Any] = getattr(source, "module", lambda name: None)
+    out: list[str] = []
+    for cls in source.mro(target):
+        found = resolve(cls)
+        if found is None:
+            continue
+        module, node = found
+        for expr in node.bases:
+            name = expr.id if isinstance(expr, ast.Name) else ""
+            if not name or name in module.bound or hasattr(builtins, name):
+                continue
+            if any(module_of(m) is None or exports(m, name) for m in module.stars):
+                continue  # a star import from outside the tree may bind it
+            stars = f" (`from {', '.join(module.stars)} import *` does not export it)"
+            root = getattr(source, "root", None)
+            rel = module.path.relative_to(root) if root is not None else module.path
+            out.append(
+                f"{rel}:{node.lineno}: class {node.name}'s base {name} is not "
+                f"bound{stars if module.stars else ''}: a NameError on import"
+            )
+    return out
 
 
 def _cycle(source: SignatureSource, modules: list[Any]) -> list[str]:

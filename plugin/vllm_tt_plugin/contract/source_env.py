@@ -68,6 +68,7 @@ class ParsedModule:
     mutated: dict[str, int] = field(default_factory=dict)  # NAME[k] = v, NAME.update(...): line
     rebound: set[str] = field(default_factory=set)  # names assigned more than once
     all_names: list[str] | None = None  # __all__, when a literal
+    bound: set[str] = field(default_factory=set)  # names module code binds in any branch
 
 
 class EnvFacts(abc.ABC):

@@ -134,6 +134,18 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 parsed.functions[node.name] = node
         if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             _changes(parsed, node)
+    for node in tree.body:  # every name module code binds, in any branch (not in defs)
+        stack: list[ast.AST] = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                parsed.bound.add(n.name)
+                continue
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                parsed.bound.add(n.id)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
+            stack.extend(ast.iter_child_nodes(n))
     all_names = parsed.assigns.get("__all__")
     if all_names is not None:
         try:
