@@ -275,6 +275,7 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
         },
         {"(source)": "broken"},
     ),
+    # A module still being imported has bound only the names above the line it paused at.
     "d17_circular": (
         {
             OTHER: "from models.demo.tt.generator_vllm import DemoForCausalLM\n\n\nclass A:\n"
@@ -282,7 +283,7 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
             ADAPTER: "from models.demo.tt.other import A\n"
             + edit(BASE, ("class DemoForCausalLM:", "class DemoForCausalLM(A):")),
         },
-        {"(source)": "unresolved"},
+        {"(source)": "broken"},
     ),
     # The import finds the package directory before the module file of the same name.
     "f09_pkg_shadows_py": (
@@ -437,6 +438,12 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
     # An invalid UTF-8 byte in a comment, first line or later: the import skips it undecoded.
     "f03_badbyte_comment": {ADAPTER: b"# bad \xff byte\n" + BASE.encode()},
     "f03b_badbyte_comment_line5": {ADAPTER: b"X = 1\n\n# bad \xff byte\n" + BASE.encode()},
+    # A cycle Python completes: the name is bound above the line the adapter pauses at.
+    "d17b_circular_ok": {
+        OTHER: "from models.demo.tt.generator_vllm import X\n\n\nclass A:\n    pass\n",
+        ADAPTER: "X = 1\nfrom models.demo.tt.other import A\n"
+        + edit(BASE, ("class DemoForCausalLM:", "class DemoForCausalLM(A):")),
+    },
     "g10_modlevel_try_import": {
         ADAPTER: "try:\n    from vllm_tt_plugin.whole_prompt_cache import"
         " X\nexcept ImportError:\n    X = None\n" + BASE

@@ -86,8 +86,8 @@ def call_shape(method: str, found: FoundMethod) -> str:
 def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
     """The modules on the target's path as imports: one that imports a plugin module this
     plugin does not ship at module level (outside a try / except ImportError) cannot be
-    imported at all; ``from a import X`` cycles among them may raise ImportError (which
-    name is defined first depends on the import order, not read here)."""
+    imported at all; nor one whose ``from a import X`` meets a partly imported module that
+    has not bound X yet (a circular import)."""
     touched: Callable[[], list[Any]] = getattr(source, "touched_modules", lambda: [])
     found: list[Finding] = []
     modules = touched()
@@ -102,12 +102,9 @@ def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]
                     "not ship: the adapter module does not import on a TT host"
                 )))  # fmt: skip
     found += [Finding(target, archs, SOURCE, "broken", d) for d in _unbound_bases(source, target)]
-    cycle = _cycle(source, modules)
+    cycle = _cycle(source, target.partition(":")[0])
     if cycle:
-        found.append(Finding(target, archs, SOURCE, "unresolved", (
-            f"circular `from ... import` between {' -> '.join(cycle)}: whether the import "
-            "succeeds depends on which module is imported first (an ImportError likely)"
-        )))  # fmt: skip
+        found.append(Finding(target, archs, SOURCE, "broken", cycle))
     return found
 
 
@@ -139,43 +136,41 @@ def _unbound_bases(source: SignatureSource, target: str) -> list[str]:
     return out
 
 
-def _cycle(source: SignatureSource, modules: list[Any]) -> list[str]:
-    """A cycle of module-level ``from m import ...`` edges among the tree's modules."""
+def _cycle(source: SignatureSource, start: str) -> str:
+    """Import ``start`` as Python would, following module-level ``from m import names`` in
+    order: a name taken from a module still being imported (a cycle) must be bound above the
+    line where that module paused, else ImportError. Returns what fails ("": none)."""
     module_of: Callable[[str], Any] = getattr(source, "module", lambda name: None)
-    edges: dict[str, list[str]] = {}
-    queue = [m.name for m in modules]
-    while queue:
-        name = queue.pop()
-        if name in edges:
-            continue
+    paused: dict[str, int] = {}  # module being imported -> the line it is importing from
+    done: set[str] = set()
+
+    def run(name: str, depth: int = 0) -> str:
         parsed = module_of(name)
-        edges[name] = []
-        if parsed is None:
-            continue
-        for _, other in parsed.from_imports:
-            if other != name and module_of(other) is not None:
-                edges[name].append(other)
-                queue.append(other)
-    state: dict[str, int] = {}
+        if parsed is None or depth > 30:
+            return ""
+        for line, other, names in parsed.from_imports:
+            if other in paused:  # partly initialised: only what is bound above its pause
+                bound = {n for n, seen in module_of(other).timeline.items()
+                         if any(at < paused[other] for at, _ in seen)}  # fmt: skip
+                lacking = [n for n in names if n != "*" and n not in bound]
+                if lacking and module_of(f"{other}.{lacking[0]}") is None:
+                    return (
+                        f"{name} (line {line}) imports {', '.join(lacking)} from {other}, "
+                        f"which is still being imported (paused at line {paused[other]}): "
+                        "a circular import, ImportError"
+                    )
+                continue
+            if other in done or module_of(other) is None:
+                continue
+            paused[name] = line
+            failed = run(other, depth + 1)
+            del paused[name]
+            if failed:
+                return failed
+        done.add(name)
+        return ""
 
-    def visit(name: str, path: list[str]) -> list[str]:
-        state[name] = 1
-        for nxt in edges.get(name, []):
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state:
-                found = visit(nxt, [*path, nxt])
-                if found:
-                    return found
-        state[name] = 2
-        return []
-
-    for start in [m.name for m in modules]:
-        if start not in state:
-            cycle = visit(start, [start])
-            if cycle:
-                return cycle
-    return []
+    return run(start)
 
 
 def block_hooks_without_blocks(

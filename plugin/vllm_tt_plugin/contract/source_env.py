@@ -63,7 +63,8 @@ class ParsedModule:
     earlier: dict[str, ast.ClassDef] = field(default_factory=dict)  # "Name@line": rebound since
     # (line, module, names) of module-level imports of the plugin outside a try / except
     plugin_imports: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
-    from_imports: list[tuple[int, str]] = field(default_factory=list)  # (line, module) unguarded
+    # (line, module, names) of module-level `from module import names` outside a try, in order
+    from_imports: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
     stored: dict[tuple[str, str], int] = field(default_factory=dict)  # Class.attr = ... : line
     mutated: dict[str, int] = field(default_factory=dict)  # NAME[k] = v, NAME.update(...): line
     rebound: set[str] = field(default_factory=set)  # names assigned more than once

@@ -112,7 +112,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                     (node.lineno, source, tuple(a.name for a in node.names))
                 )
             if not guarded:
-                parsed.from_imports.append((node.lineno, source))
+                parsed.from_imports.append((node.lineno, source, tuple(a.name for a in node.names)))
             for alias in node.names:
                 if alias.name != "*":
                     ref = f"{source}:{alias.name}"
