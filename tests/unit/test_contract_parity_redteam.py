@@ -62,6 +62,8 @@ class DemoForCausalLM:
 INIT = "    @classmethod\n    def initialize_vllm_model("
 GMT = "    @classmethod\n    def get_max_tokens_all_users("
 DECODE = f"    def decode_forward({DECODE_V1}):\n        return sampling_params\n"
+# A base class's decode (the adapter's own is removed by text, so this one differs).
+USES = f"    def decode_forward({DECODE_V1}):\n        return [sampling_params]\n"
 CONTRACT = "    decode_input_update_contract = 1\n"
 CAPS_ON = '"supports_sample_on_device": True'
 INIT_BODY = "        return cls(None)"
@@ -256,8 +258,7 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
     # `from m import *` binds only m.__all__, or its public names: the base is a NameError.
     "d07_star_all": (
         {
-            OTHER: f"__all__ = ['Other']\n\n\nclass Other:\n    pass\n\n\nclass Generator:\n"
-            f"    def decode_forward({DECODE_V1}):\n        return 1\n",
+            OTHER: "__all__ = ['Other']\n\n\nclass Other:\n    pass\n\n\nclass Generator:\n" + USES,
             ADAPTER: "from models.demo.tt.other import *\n"
             + edit(
                 BASE, ("class DemoForCausalLM:", "class DemoForCausalLM(Generator):"), (DECODE, "")
@@ -267,7 +268,7 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
     ),
     "d07c_star_private": (
         {
-            OTHER: f"class _Generator:\n    def decode_forward({DECODE_V1}):\n        return 1\n",
+            OTHER: "class _Generator:\n" + USES,
             ADAPTER: "from models.demo.tt.other import *\n"
             + edit(
                 BASE, ("class DemoForCausalLM:", "class DemoForCausalLM(_Generator):"), (DECODE, "")
@@ -363,7 +364,7 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
     ),
 }
 BAD_B = "class _B:\n    def decode_forward(self, tokens, start_pos):\n        return 1\n\n\n"
-GOOD_B = f"class _B:\n    def decode_forward({DECODE_V1}):\n        return 1\n\n\n"
+GOOD_B = "class _B:\n" + USES + "\n\n"
 # Trees Python imports and serves: the checker must let them bind.
 CONTROLS: dict[str, dict[str, str | bytes]] = {
     "base": {ADAPTER: BASE},
@@ -396,7 +397,7 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
                 "class DemoForCausalLM:",
                 (
                     BAD_B + "class _L(_B):\n    pass\n\n\n"
-                    f"class _R(_B):\n    def decode_forward({DECODE_V1}):\n        return 1\n\n\n"
+                    "class _R(_B):\n" + USES + "\n\n"
                     "class DemoForCausalLM(_L, _R):"
                 ),
             ),
@@ -404,8 +405,7 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
         )
     },
     "d07b_star_all_ok": {
-        OTHER: f"__all__ = ['Generator']\n\n\nclass Generator:\n"
-        f"    def decode_forward({DECODE_V1}):\n        return 1\n",
+        OTHER: "__all__ = ['Generator']\n\n\nclass Generator:\n" + USES,
         ADAPTER: "from models.demo.tt.other import *\n"
         + edit(BASE, ("class DemoForCausalLM:", "class DemoForCausalLM(Generator):"), (DECODE, "")),
     },
@@ -417,8 +417,8 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
                 (
                     "class _M:\n    def decode_forward(self, *args, **kwargs):\n"
                     "        return super().decode_forward(*args, **kwargs)\n\n\n"
-                    f"class _B:\n    def decode_forward({DECODE_V1}):\n        return 1\n\n\n"
-                    "class DemoForCausalLM(_M, _B):"
+                    + GOOD_B
+                    + "class DemoForCausalLM(_M, _B):"
                 ),
             ),
             (DECODE, ""),
