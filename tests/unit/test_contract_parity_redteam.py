@@ -15,8 +15,10 @@ import pytest
 
 from vllm_tt_plugin.contract.parity import CheckoutReader, Finding, check, failures
 from vllm_tt_plugin.contract.signatures import FamilyProfile, profiles_from_mapping
+from vllm_tt_plugin.contract.skeleton import write_skeletons
 
 TARGET = "models.demo.tt.generator_vllm:DemoForCausalLM"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 ADAPTER = "models/demo/tt/generator_vllm.py"
 OTHER = "models/demo/tt/other.py"
 DECODE_V1 = (
@@ -497,3 +499,14 @@ def test_a_contract_the_first_init_sets_unconditionally_is_read(tmp_path: Path) 
     found = run(tmp_path, {ADAPTER: text})
     assert "decode_input_update_contract" not in found
     assert failures(list(found.values())) == []
+
+
+CASES = {**{n: files for n, (files, _) in REFUSED.items()}, **CONTROLS}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_skeleton_of_a_red_team_tree_reads_as_the_tree(tmp_path: Path, name: str) -> None:
+    tree = run(tmp_path / "tree", CASES[name])
+    write_skeletons(tmp_path / "tree", tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    skeleton = run(tmp_path / "skel", {})
+    assert {m: f.status for m, f in skeleton.items()} == {m: f.status for m, f in tree.items()}
