@@ -360,6 +360,33 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
         },
         {"initialize_vllm_model": "unresolved"},
     ),
+    # Beyond the named trees: an instance attribute hides the def; an async link down the path.
+    "self_shadows_method": (
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    "        self.generator = generator\n",
+                    "        self.generator = generator\n        self.decode_forward = generator\n",
+                ),
+            )
+        },
+        {"decode_forward": "unresolved"},
+    ),
+    "async_link": (
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    DECODE,
+                    "    def decode_forward(self, *args, **kwargs):\n"
+                    "        return self._impl(*args, **kwargs)\n\n"
+                    + DECODE.replace("def decode_forward", "async def _impl"),
+                ),
+            )
+        },
+        {"decode_forward": "unresolved"},
+    ),
     "j03_async_def": (
         {ADAPTER: edit(BASE, ("    def decode_forward(", "    async def decode_forward("))},
         {"decode_forward": "broken"},

@@ -70,6 +70,7 @@ from vllm_tt_plugin.contract.parity_rules import (
     Status,
     block_hooks_without_blocks,
     call_shape,
+    instance_shadow,
     module_findings,
     not_shipped,
 )
@@ -195,6 +196,10 @@ def _walk(
     certain: bool = True,
 ) -> None:
     path = [*path, link]
+    if link.coroutine and len(path) > 1:  # the caller gets a coroutine unless it awaits it
+        out.unresolved.append(f"{describe_chain(path)} hands the call to an `async def` "
+                              f"[{link.where}]")  # fmt: skip
+        return
     if link.unresolved:
         out.unresolved.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
         return
@@ -518,6 +523,10 @@ def _check_variant(
         shape = call_shape(method, found)
         if shape:
             findings.append(Finding(target, archs, method, "broken", shape))
+            continue
+        shadow = instance_shadow(source, target, method)
+        if shadow:
+            findings.append(Finding(target, archs, method, "unresolved", shadow))
             continue
         form = facts.warmup_form(method) if method.startswith("warmup_") else None
         if form is not None and form.refusal is not None:

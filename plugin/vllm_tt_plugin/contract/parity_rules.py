@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from vllm_tt_plugin.contract.call_plan import PlanFacts
 from vllm_tt_plugin.contract.source import FoundMethod, SignatureSource, find_method
+from vllm_tt_plugin.contract.source_module import instance_store
 
 Status = Literal[
     "ok",
@@ -80,6 +81,23 @@ def call_shape(method: str, found: FoundMethod) -> str:
             f"{method} is an `async def`: the plugin calls it synchronously and would get a "
             f"coroutine, not its result [{found.where}]"
         )
+    return ""
+
+
+def instance_shadow(source: SignatureSource, target: str, method: str) -> str:
+    """Where a method along the MRO sets ``method`` on an object (``self.decode_forward =
+    ...`` in ``__init__``): the instance attribute hides the class's def ("": nowhere)."""
+    resolve: Callable[[str], Any] = getattr(source, "resolve_class", lambda t: None)
+    for cls in source.mro(target):
+        found = resolve(cls)
+        line = instance_store(found[1], method) if found is not None else 0
+        if line:
+            root = getattr(source, "root", None)
+            rel = found[0].path.relative_to(root) if root is not None else found[0].path
+            return (
+                f"{method} is set on an object in a method of {found[1].name} [{rel}:{line}]: "
+                "on the instance it hides the def, and what it holds is not evaluated"
+            )
     return ""
 
 

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import ast
 
+from vllm_tt_plugin.contract.call_plan import METHODS
 from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
 from vllm_tt_plugin.contract.source_scan import _is_own_class, imports_of
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
+# Attributes whose store on an object the checker reads: the contract, the methods it calls.
+_READ = frozenset({"decode_input_update_contract", *(plan.method for plan in METHODS)})
 _NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With)
 
 
 def _change(node: ast.stmt) -> str:
     """A statement that changes a name or a class attribute in place, as a skeleton line with
     its values elided ("" for any other statement)."""
+    if isinstance(node, ast.Delete):
+        gone = [ast.unparse(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute))]
+        return f"del {', '.join(gone)}" if gone else ""
     if isinstance(node, (ast.Assign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
@@ -121,7 +127,7 @@ def method_extras(fn: Def, cls_name: str, calling: set[str]) -> list[str]:
                 aliases.add(t.id)
                 out.append(f"{t.id} = {ast.unparse(node.value)}")
             for sub in ast.walk(t):
-                if isinstance(sub, ast.Attribute) and sub.attr == "decode_input_update_contract":
+                if isinstance(sub, ast.Attribute) and sub.attr in _READ:
                     owner = ast.unparse(sub.value)
                     mine = owner == me and id(node) in top and fn.name == "__init__"
                     out.append(f"{owner}.{sub.attr} = ..." if mine else (

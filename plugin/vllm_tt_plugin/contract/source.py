@@ -543,8 +543,13 @@ class CheckoutReader(EnvFacts):
         return self.module_function(other, ast.Name(name, ast.Load()), depth + 1)
 
     def composes(self, target: str) -> bool:
-        """A class along the MRO defines ``__getattr__``: a name not found may be delegated."""
-        return any(self.own_method(c, "__getattr__") is not None for c in self.mro(target))
+        """A class along the MRO defines ``__getattr__`` / ``__getattribute__``: a name not
+        found may be delegated."""
+        return any(
+            self.own_method(c, m) is not None
+            for c in self.mro(target)
+            for m in ("__getattr__", "__getattribute__")
+        )
 
     def has_attribute(self, target: str, name: str) -> bool:
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level

@@ -128,6 +128,10 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                         parsed.rebound.add(t.id)
                     bind(t.id, node.lineno, node.value)
                     parsed.assigns[t.id] = node.value
+        elif isinstance(node, ast.Delete):  # `del Name`: no longer bound
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    bind(t.id, node.lineno, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             bind(node.name, node.lineno, node)
             if isinstance(node, ast.FunctionDef):
