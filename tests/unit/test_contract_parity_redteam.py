@@ -387,6 +387,15 @@ REFUSED: dict[str, tuple[dict[str, str | bytes], dict[str, str]]] = {
         },
         {"decode_forward": "unresolved"},
     ),
+    # The registry's class defined again under a module-level `if`: which one is kept.
+    "module_if_redefines": (
+        {
+            ADAPTER: "import os\n"
+            + BASE
+            + "\n\nif os.environ.get('X'):\n    class DemoForCausalLM:\n        pass\n"
+        },
+        {"(source)": "unresolved"},
+    ),
     "j03_async_def": (
         {ADAPTER: edit(BASE, ("    def decode_forward(", "    async def decode_forward("))},
         {"decode_forward": "broken"},

@@ -120,10 +120,30 @@ def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]
                     "not ship: the adapter module does not import on a TT host"
                 )))  # fmt: skip
     found += [Finding(target, archs, SOURCE, "broken", d) for d in _unbound_bases(source, target)]
+    found += [Finding(target, archs, SOURCE, "unresolved", d) for d in _rebound(source, target)]
     cycle = _cycle(source, target.partition(":")[0])
     if cycle:
         found.append(Finding(target, archs, SOURCE, "broken", cycle))
     return found
+
+
+def _rebound(source: SignatureSource, target: str) -> list[str]:
+    """Classes along the MRO whose name their module binds again inside a module-level
+    ``if`` / loop / ``with``: which class Python keeps is not evaluated."""
+    resolve: Callable[[str], Any] = getattr(source, "resolve_class", lambda t: None)
+    root = getattr(source, "root", None)
+    out: list[str] = []
+    for cls in source.mro(target):
+        found = resolve(cls)
+        if found is None or found[1].name not in found[0].nested:
+            continue
+        module, node = found
+        rel = module.path.relative_to(root) if root is not None else module.path
+        out.append(
+            f"{rel}:{module.nested[node.name]}: {node.name} is bound again inside a module-level "
+            "`if` / loop / `with`: which class Python keeps is not evaluated"
+        )
+    return out
 
 
 def _unbound_bases(source: SignatureSource, target: str) -> list[str]:

@@ -60,7 +60,11 @@ def module_statement(node: ast.stmt) -> list[str]:
     """Module-level code the skeleton otherwise drops that the checker reads: a change after a
     class body or of a module constant (``source_module._changes``)."""
     text = _change(node)
-    return [text] if text else []
+    if text:
+        return [text]
+    if isinstance(node, ast.Try):  # read as its try branch (below); handlers are not read
+        return []
+    return [line[4:] for line in class_statement(node)]  # names bound in an if / loop
 
 
 def class_statement(node: ast.stmt) -> list[str]:

@@ -70,6 +70,7 @@ class ParsedModule:
     rebound: set[str] = field(default_factory=set)  # names assigned more than once
     all_names: list[str] | None = None  # __all__, when a literal
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
+    nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
 
 
 class EnvFacts(abc.ABC):

@@ -138,6 +138,13 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 parsed.functions[node.name] = node
         if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             _changes(parsed, node)
+    for node in tree.body:  # names bound inside an if / loop / with: which binding is kept
+        if isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Match)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.stmt) and inner is not node:
+                    for name in parsed.timeline:
+                        if _binds(inner, name):
+                            parsed.nested.setdefault(name, inner.lineno)
     for node in tree.body:  # every name module code binds, in any branch (not in defs)
         stack: list[ast.AST] = [node]
         while stack:
