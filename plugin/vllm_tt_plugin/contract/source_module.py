@@ -213,7 +213,7 @@ def body_mutation(node: ast.ClassDef, name: str) -> int:
 
 
 def instance_store(node: ast.ClassDef, name: str, known: ast.AST | None = None) -> int:
-    """The line where a method of the class sets attribute ``name`` on an object
+    """The line where a method of the class sets attribute ``name`` on an object it names
     (``self.name = v``, ``model.name = v``, ``setattr(obj, "name", v)``), or 0; ``known``: a
     store the caller evaluates itself (skipped)."""
     for item in node.body:
@@ -222,7 +222,10 @@ def instance_store(node: ast.ClassDef, name: str, known: ast.AST | None = None) 
         for n in ast.walk(item):
             if n is known:
                 continue
-            if isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Store):
+            if (
+                isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)  # not `self.model.name = ...`: another object
+            ):  # fmt: skip
                 return n.lineno
             if (
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
