@@ -532,9 +532,11 @@ def test_a_contract_the_first_init_sets_unconditionally_is_read(tmp_path: Path) 
             "        self.generator = generator\n        self.decode_input_update_contract = 1\n"
         ))
     )  # fmt: skip
-    found = run(tmp_path, {ADAPTER: text})
+    found = run(tmp_path / "tree", {ADAPTER: text})
     assert "decode_input_update_contract" not in found
     assert failures(list(found.values())) == []
+    write_skeletons(tmp_path / "tree", tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    assert failures(list(run(tmp_path / "skel", {}).values())) == []
 
 
 CASES = {**{n: files for n, (files, _) in REFUSED.items()}, **CONTROLS}

@@ -133,10 +133,8 @@ def method_extras(fn: Def, cls_name: str, calling: set[str]) -> list[str]:
             for sub in ast.walk(t):
                 if isinstance(sub, ast.Attribute) and sub.attr in _READ:
                     owner = ast.unparse(sub.value)
-                    mine = owner == me and id(node) in top and fn.name == "__init__"
-                    out.append(f"{owner}.{sub.attr} = ..." if mine else (
-                        f"if ...: {owner}.{sub.attr} = ..."
-                    ))  # fmt: skip
+                    if not (owner == me and id(node) in top):  # body_lines keeps those
+                        out.append(f"if ...: {owner}.{sub.attr} = ...")
         if not isinstance(node, ast.Call):
             continue
         func = node.func
