@@ -314,11 +314,14 @@ def test_the_tool_refuses_undecodable_bytes_naming_file_and_line(tmp_path: Path)
     src = tree(tmp_path / "checkout")
     path = src / "models/demo/tt/generator_vllm.py"
     text = path.read_bytes()
-    for n, bad in ((2, b"# 1\n# 2 \xff\n" + text), (4, b"# 1\n# 2\n# 3\n# 4 \xff\n" + text)):
+    for n, bad in ((2, b'# 1\nX = "\xff"\n' + text), (4, b'# 1\n# 2\n# 3\nX = "\xff"\n' + text)):
         path.write_bytes(bad)
         match = rf"models/demo/tt/generator_vllm\.py:{n}: does not decode"
         with pytest.raises(FixtureError, match=match):
             write_skeletons(src, tmp_path / "out", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    # In a comment the import skips the byte undecoded: so does the tool (as the checker).
+    path.write_bytes(b"# 1 \xff\n" + text + b"# 2 \xff\n")
+    assert len(write_skeletons(src, tmp_path / "ok", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)) == 2
 
 
 def test_a_skeleton_keeps_arguments_handed_to_a_held_object(tmp_path: Path) -> None:

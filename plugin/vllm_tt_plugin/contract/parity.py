@@ -39,13 +39,12 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from vllm_tt_plugin.contract import parity_diff
 from vllm_tt_plugin.contract.call_plan import (
@@ -62,6 +61,18 @@ from vllm_tt_plugin.contract.parity_reach import (
 )
 from vllm_tt_plugin.contract.parity_reach import (
     lone_read_back_hook as _lone_read_back_hook,
+)
+from vllm_tt_plugin.contract.parity_rules import (
+    FACTS,
+    FAILING,
+    SEVERITY,
+    Finding,
+    Status,
+    block_hooks_without_blocks,
+    call_shape,
+    instance_shadow,
+    module_findings,
+    not_shipped,
 )
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
@@ -99,41 +110,7 @@ __all__ = [
     "render",
 ]
 
-Status = Literal[
-    "ok",
-    "drift",
-    "known",
-    "broken",
-    "missing",
-    "unresolved",
-    "abstract",
-    "absent",
-    "facts",
-    "unlisted",
-    "no_class",
-    "unprofiled",
-    "dropped",
-    "unreadable",
-]
-FAILING: frozenset[str] = frozenset(
-    {"broken", "missing", "unresolved", "abstract", "unprofiled", "dropped", "unreadable"}
-)
-# Worst first: the status a method gets when its variants (environment values) disagree.
-SEVERITY: tuple[str, ...] = (
-    "unreadable", "broken", "missing", "abstract", "dropped", "unresolved", "unprofiled", "known",
-    "drift", "facts", "absent", "unlisted", "no_class", "ok",
-)  # fmt: skip
-FACTS = "(class facts)"  # the method column of a "facts" finding
 _MAX_LINKS = 8
-
-
-@dataclass(frozen=True)
-class Finding:
-    target: str
-    archs: tuple[str, ...]
-    method: str
-    status: Status
-    detail: str = ""
 
 
 def plan_facts(
@@ -219,6 +196,10 @@ def _walk(
     certain: bool = True,
 ) -> None:
     path = [*path, link]
+    if link.coroutine and len(path) > 1:  # the caller gets a coroutine unless it awaits it
+        out.unresolved.append(f"{describe_chain(path)} hands the call to an `async def` "
+                              f"[{link.where}]")  # fmt: skip
+        return
     if link.unresolved:
         out.unresolved.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
         return
@@ -318,8 +299,8 @@ def _reach(
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
-        for at_line, module, names in body.plugin_imports:
-            lacking = _not_shipped(module, names)
+        for at_line, module, names in (*body.plugin_imports, *method.scan.plugin_imports):
+            lacking = not_shipped(module, names)
             if lacking:
                 out.errors.append(
                     f"{describe_chain(chain)} imports {lacking}, which this plugin does not "
@@ -363,23 +344,13 @@ def _reach(
                 _Walk, method, chain, call, nxt, out,
             )  # fmt: skip
             nexts.append(nxt)
-        for construct in body.constructs:
+        for construct in (*body.constructs, *method.scan.builds):
             _construct(source, target, family, method, chain, construct, out)
         for nxt in nexts:
             if nxt is None or (nxt.owner, nxt.name) in seen:
                 continue
             seen.add((nxt.owner, nxt.name))
             queue.append((nxt, [*chain, nxt]))
-
-
-def _not_shipped(module: str, names: tuple[str, ...]) -> str:
-    """What of ``from module import names`` this plugin lacks ("" when it has it all)."""
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        return module + (f" ({', '.join(names)})" if names else "")
-    missing = [n for n in names if n != "*" and not hasattr(mod, n)]
-    return f"{', '.join(missing)} from {module}" if missing else ""
 
 
 def _construct(
@@ -392,6 +363,10 @@ def _construct(
     out: _Walk,
 ) -> None:
     where = f"{method.where.rpartition(':')[0]}:{construct.line}"
+    target = getattr(construct, "target", "") or target  # a class built by name (source_scan)
+    if getattr(construct, "unresolved", ""):
+        out.unresolved.append(f"{describe_chain(chain)} {construct.unresolved} [{where}]")
+        return
     if construct.starred:  # *x / **x the checker cannot count: never "ok"
         out.unresolved.append(
             f"{describe_chain(chain)} builds cls(...) with arguments the checker cannot count "
@@ -415,28 +390,6 @@ def _construct(
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
     out.missing += inner.missing
     out.abstract += inner.abstract
-
-
-def _block_hooks_without_blocks(
-    source: SignatureSource, target: str, facts: PlanFacts, archs: tuple[str, ...]
-) -> Finding | None:
-    """A class with the block-output hooks but no ``output_tokens_per_step > 1``: the plugin
-    plans it as a token model and keeps one token per row of each block."""
-    if facts.block_output or not source.complete:
-        return None
-    hooks = [m for m in ("release_request", "release_persistent_capture")
-             if find_method(source, target, m) is not None]  # fmt: skip
-    if len(hooks) < 2:
-        return None
-    return Finding(
-        target,
-        archs,
-        "output_tokens_per_step",
-        "broken",
-        "the class defines release_request and release_persistent_capture (the block-output "
-        "hooks) but its model_capabilities declare no output_tokens_per_step > 1: the plugin "
-        "plans a token model, so a block returned per row would be read as one token",
-    )
 
 
 def check_target(
@@ -464,6 +417,11 @@ def check_target(
         per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
         findings = _merge_variants(target, archs, per_variant)
     first = variants[0]
+    doubt = next((v.doubt for v in variants if v is not None and v.doubt), "")
+    if doubt:
+        findings.insert(0, Finding(target, archs, "decode_input_update_contract", "unresolved",
+                                   f"{doubt}: the plugin plans the decode call on the loaded "
+                                   "instance's version, which is not evaluated"))  # fmt: skip
     refused = next((v.refused for v in variants if v is not None and v.refused), "")
     if refused:
         where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"
@@ -488,7 +446,7 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
-    return _unreadable(source, target, archs) + findings
+    return _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
@@ -562,6 +520,14 @@ def _check_variant(
                 status, detail = "missing", f"not defined in the class or its bases{listed}"
             findings.append(Finding(target, archs, method, status, detail))
             continue
+        shape = call_shape(method, found)
+        if shape:
+            findings.append(Finding(target, archs, method, "broken", shape))
+            continue
+        shadow = instance_shadow(source, target, method)
+        if shadow:
+            findings.append(Finding(target, archs, method, "unresolved", shadow))
+            continue
         form = facts.warmup_form(method) if method.startswith("warmup_") else None
         if form is not None and form.refusal is not None:
             # The plugin refuses this form at launch (platform), before any device opens.
@@ -574,7 +540,7 @@ def _check_variant(
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
         _reach(source, target, profile.family, found, walk)
         findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
-    block = _block_hooks_without_blocks(source, target, facts, archs)
+    block = block_hooks_without_blocks(source, target, facts, archs)
     if block is not None:
         findings.append(block)
     return findings

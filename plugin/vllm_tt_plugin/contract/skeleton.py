@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
@@ -484,7 +485,7 @@ def _simple_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _class(node: ast.ClassDef) -> list[str]:
+def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
     bases += [ast.unparse(k) for k in node.keywords]
     out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
@@ -496,7 +497,10 @@ def _class(node: ast.ClassDef) -> list[str]:
         for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
     )
     for item in node.body:
-        if isinstance(item, ast.Assign):
+        extra = skeleton_module.class_statement(item)  # changed in place, bound in an if / try
+        if extra:
+            body += extra
+        elif isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
                 value = item.value if _simple(item.value) else None
@@ -509,7 +513,8 @@ def _class(node: ast.ClassDef) -> list[str]:
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            body += _function(item, "    ", stored)
+            lines = _function(item, "    ", stored)
+            body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")
@@ -530,9 +535,22 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     ]
     imports: list[str] = []
     rest: list[list[str]] = []
+    calling = frozenset(skeleton_module.importers(tree))
+    as_methods = skeleton_module.assigned_functions(tree)
     for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports.append(ast.unparse(node))
+        extra = skeleton_module.module_statement(node)  # changed after a class body
+        if extra:
+            rest.append(extra)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            # In place after other code: which names a cycle finds bound depends on the order.
+            if rest:
+                rest.append([ast.unparse(node)])
+            else:
+                imports.append(ast.unparse(node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in as_methods:
+            rest.append(_function(node, ""))  # a class body binds it as a method
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in calling:
+            rest.append([_header(node), *skeleton_module.function_imports(node)])
         elif isinstance(node, ast.Assign):
             names = [ast.unparse(t) for t in node.targets if isinstance(t, ast.Name)]
             if names:
@@ -543,7 +561,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             rest.append(_module_function(node))
         elif isinstance(node, ast.ClassDef):
-            rest.append(_class(node))
+            rest.append(_class(node, calling))
     if imports:
         lines += ["", *imports]
     for block in rest:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
-import io
-import tokenize
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +28,22 @@ from vllm_tt_plugin.contract.source_body import (
     body_of,
     forwards_of,
 )
-from vllm_tt_plugin.contract.source_env import UNREADABLE, ClassFacts, EnvFacts, ParsedModule
+from vllm_tt_plugin.contract.source_env import (
+    UNREADABLE,
+    ClassFacts,
+    EnvFacts,
+    ParsedModule,
+    constant,
+)
+from vllm_tt_plugin.contract.source_module import (
+    SourceDecodeError,
+    body_mutation,
+    class_binding_doubt,
+    decode_source,
+    instance_store,
+    parse_module,
+)
+from vllm_tt_plugin.contract.source_scan import Scan, builds_of, imports_of
 
 __all__ = [
     "Body",
@@ -60,27 +73,6 @@ _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
 
 
-class SourceDecodeError(ValueError):
-    """A module's bytes do not decode as Python decodes them; the message names file and line."""
-
-
-def decode_source(data: bytes, name: str) -> str:
-    """``data`` decoded as the import decodes it (a PEP 263 coding line, a BOM, else UTF-8),
-    strictly: ``ast.parse(bytes)`` lets an invalid byte in a comment through, import does not."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        start = getattr(exc, "start", 0)
-        if isinstance(exc, SyntaxError):  # a bad byte in the first two lines: find it
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                start = bad.start
-        line = data[:start].count(b"\n") + 1
-        raise SourceDecodeError(f"{name}:{line}: does not decode: {exc}") from exc
-
-
 @dataclass(frozen=True)
 class FoundMethod:
     owner: str  # "module:Class" that defines it
@@ -91,6 +83,11 @@ class FoundMethod:
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
     unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
+    kind: str = "method"  # "classmethod", "staticmethod", or a plain "method"
+    coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
+    scan: Scan = field(
+        default_factory=Scan
+    )  # plugin imports and constructions source_body does not read
 
     @property
     def delegates_to(self) -> str | None:
@@ -117,6 +114,12 @@ class SignatureSource(Protocol):
         """tt-metal base classes (``models.*``) along the MRO that the source does not hold:
         where one is missing, a method not found may still be defined there."""
         ...
+
+
+_ANY = inspect.Signature(
+    [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+     inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+)  # fmt: skip
 
 
 def find_method(
@@ -157,15 +160,6 @@ def c3(cls: str, bases_of: Any, depth: int = 0) -> list[str]:
 # --- reading a checkout ---------------------------------------------------------------------------
 
 
-def _absolute(package: str, module: str | None, level: int) -> str:
-    if level == 0:
-        return module or ""
-    parts = package.split(".") if package else []
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    return ".".join([*parts, *([module] if module else [])])
-
-
 class CheckoutReader(EnvFacts):
     """Reads classes, method signatures and class facts out of a source tree with ``ast``."""
 
@@ -187,12 +181,21 @@ class CheckoutReader(EnvFacts):
         """The parse errors of the modules looked up since ``begin_target``."""
         return [self.unreadable[m] for m in sorted(self._touched) if m in self.unreadable]
 
+    def touched_modules(self) -> list[ParsedModule]:
+        """The modules looked up since ``begin_target`` that exist and parse."""
+        found = (self._modules.get(m) for m in sorted(self._touched))
+        return [m for m in found if m is not None]
+
+    def module(self, name: str) -> ParsedModule | None:
+        return self._module(name)
+
     def module_file(self, module: str) -> tuple[Path, bool] | None:
         base = self.root.joinpath(*module.split("."))
-        if base.with_suffix(".py").is_file():
-            return base.with_suffix(".py"), False
+        # A package directory wins over a module file of the same name, as the import finds it.
         if (base / "__init__.py").is_file():
             return base / "__init__.py", True
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py"), False
         return None
 
     def parsed_modules(self) -> list[ParsedModule]:
@@ -228,54 +231,7 @@ class CheckoutReader(EnvFacts):
             msg = getattr(exc, "msg", None) or str(exc)
             self.unreadable[module] = f"{rel}:{line}: does not parse: {msg} (the import fails)"
             return None
-        package = module if is_package else module.rpartition(".")[0]
-        parsed = ParsedModule(module, path, is_package, {}, {}, {})
-        # `try: from a import X / except ImportError: X = object`: the import that works is
-        # the one a checkout's tree has, so the try branch is read (the handlers are not).
-        statements: list[ast.stmt] = []
-        for node in tree.body:
-            statements += [*node.body, *node.orelse] if isinstance(node, ast.Try) else [node]
-        for node in statements:
-            if isinstance(node, ast.ClassDef):
-                parsed.classes[node.name] = node
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        parsed.imports[alias.asname] = alias.name
-                    else:  # `import a.b.c` binds `a`
-                        head = alias.name.split(".")[0]
-                        parsed.imports[head] = head
-            elif isinstance(node, ast.ImportFrom):
-                source = _absolute(package, node.module, node.level)
-                for alias in node.names:
-                    if alias.name != "*":
-                        parsed.imports[alias.asname or alias.name] = f"{source}:{alias.name}"
-                    else:
-                        parsed.stars.append(source)
-            elif isinstance(node, ast.Assign):
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        parsed.assigns[t.id] = node.value
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if node.value is not None:
-                    parsed.assigns[node.target.id] = node.value
-            elif isinstance(node, ast.FunctionDef):
-                parsed.functions[node.name] = node
-            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                parsed.touched |= {
-                    (n.value.id, n.attr)
-                    for n in ast.walk(node)
-                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                }
-                parsed.touched |= {
-                    (n.args[0].id, n.args[1].value)
-                    for n in ast.walk(node)
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                    and n.func.id == "setattr" and len(n.args) > 1
-                    and isinstance(n.args[0], ast.Name) and isinstance(n.args[1], ast.Constant)
-                    and isinstance(n.args[1].value, str)
-                }  # fmt: skip
-        return parsed
+        return parse_module(module, path, is_package, tree)
 
     def attribute_shape(self, target: str, name: str) -> str:
         for cls in self.mro(target):
@@ -283,7 +239,9 @@ class CheckoutReader(EnvFacts):
             if found is None:
                 continue
             module, node = found
-            if (node.name, name) in module.touched:
+            if (node.name, name) in module.touched or class_binding_doubt(module, node, name):
+                return "changed"
+            if body_mutation(node, name):  # `caps["k"] = v` / `caps.update(...)` in the body
                 return "changed"
             for item in reversed(node.body):  # the class body's last binding is the attribute
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
@@ -296,27 +254,99 @@ class CheckoutReader(EnvFacts):
                     return ""
         return ""
 
+    def attribute_doubt(self, target: str, name: str) -> str:
+        """Why the value of ``name`` the plugin reads may not be its class-level assignment:
+        a method along the MRO sets it on an object (``self.name = ...``, ``model.name = ...``
+        in ``initialize_vllm_model``, a base ``__init__`` that may or may not run), a
+        property, a class-level ``if`` / ``try``, or module code after the class ("": none)."""
+        # `self.name = value` first in the __init__ the MRO finds runs whenever the class is
+        # built (attribute_expr reads it); any other store may or may not run.
+        init = self._def_of(target, "__init__")
+        known = next(
+            (t for stmt in (init.body if init else []) if isinstance(stmt, ast.Assign)
+             for t in stmt.targets if isinstance(t, ast.Attribute) and t.attr == name
+             and isinstance(t.value, ast.Name) and t.value.id == "self"),
+            None,
+        )  # fmt: skip
+        for cls in self.mro(target):
+            found = self.resolve_class(cls)
+            if found is None:
+                continue
+            module, node = found
+            rel = module.path.relative_to(self.root)
+            line = instance_store(node, name, known)
+            if line:
+                return f"{name} is set on an object in a method of {node.name} [{rel}:{line}]"
+            doubt = class_binding_doubt(module, node, name)
+            if doubt:
+                return f"{doubt[1]} [{rel}:{doubt[0]}]"
+            if (node.name, name) in module.touched:
+                return f"{node.name}.{name} is used or changed by module-level code [{rel}]"
+        if self.attribute_shape(target, name) == "def":
+            return f"{name} is a method or property, not a value the checker reads"
+        return ""
+
     def resolve_class(
         self, target: str, depth: int = 0
     ) -> tuple[ParsedModule, ast.ClassDef] | None:
-        """The class definition a ``module:Class`` name refers to, following re-exports."""
+        """The class definition a ``module:Class`` name refers to, following re-exports
+        (``module:Class@line``: a class whose name a later statement rebinds)."""
         module_name, _, cls = target.partition(":")
         module = self._module(module_name)
         if module is None or depth > _MAX_DEPTH:
             return None
+        if "@" in cls:
+            earlier = module.earlier.get(cls)
+            return (module, earlier) if earlier is not None else None
         if cls in module.classes:
             return module, module.classes[cls]
         imported = module.imports.get(cls)
         if imported and ":" in imported:
             return self.resolve_class(imported, depth + 1)
-        alias = module.assigns.get(cls)  # `Generator = GeneratorV2`
+        alias = module.assigns.get(cls)  # `Generator = GeneratorV2`, as bound at that line
         if alias is not None:
-            ref = self._class_ref(module, alias)
+            line = module.timeline[cls][-1][0]
+            ref = self._class_ref(module, alias, before=line)
             return self.resolve_class(ref, depth + 1) if ref and ref != target else None
+        if cls in module.timeline:  # bound last to a function or a module: not a class
+            return None
         for star in reversed(module.stars):  # `from m import *`: the last one binds the name
+            if not self.star_exports(star, cls):
+                continue
             found = self.resolve_class(f"{star}:{cls}", depth + 1)
             if found is not None:
                 return found
+        return None
+
+    def star_exports(self, module_name: str, name: str) -> bool:
+        """``from module import *`` binds ``name``: listed in its ``__all__``, or public when
+        it has none (a name starting with ``_`` is not imported: a NameError)."""
+        module = self._module(module_name)
+        if module is None:
+            return False
+        if module.all_names is not None:
+            return name in module.all_names
+        return not name.startswith("_")
+
+    def class_id(self, module: ParsedModule, node: ast.ClassDef) -> str:
+        """``module:Class``, or ``module:Class@line`` for a class whose name was rebound."""
+        if module.classes.get(node.name) is node:
+            return f"{module.name}:{node.name}"
+        return f"{module.name}:{node.name}@{node.lineno}"
+
+    def _bound_before(self, module: ParsedModule, name: str, line: int) -> str | bool | None:
+        """The class ref ``name`` is bound to just before ``line`` (None: not a class; False:
+        no binding before it in this module)."""
+        prior = [(at, v) for at, v in module.timeline.get(name, []) if at < line]
+        if not prior:
+            return False
+        at, value = prior[-1]
+        if isinstance(value, ast.ClassDef):
+            return self.class_id(module, value)
+        if isinstance(value, str):
+            return value if ":" in value else None
+        if isinstance(value, ast.expr):
+            return self._class_ref(module, value, before=at)
         return None
 
     def has_class(self, target: str) -> bool:
@@ -324,7 +354,7 @@ class CheckoutReader(EnvFacts):
 
     def canonical(self, ref: str) -> str | None:
         found = self.resolve_class(ref)
-        return None if found is None else f"{found[0].name}:{found[1].name}"
+        return None if found is None else self.class_id(*found)
 
     def bases(self, target: str) -> list[str]:
         """The ``module:Class`` of each base class in the tree (others are skipped)."""
@@ -332,7 +362,7 @@ class CheckoutReader(EnvFacts):
         if found is None:
             return []
         module, node = found
-        refs = (self._class_ref(module, expr) for expr in node.bases)
+        refs = (self._class_ref(module, expr, before=node.lineno) for expr in node.bases)
         return [c for c in (self.canonical(r) for r in refs if r) if c is not None]
 
     def unresolved_bases(self, target: str) -> list[str]:
@@ -343,14 +373,22 @@ class CheckoutReader(EnvFacts):
                 continue
             module, node = found
             for expr in node.bases:
-                ref = self._class_ref(module, expr)
+                ref = self._class_ref(module, expr, before=node.lineno)
                 if ref and ref.startswith(TT_METAL_PACKAGE) and self.canonical(ref) is None:
                     unresolved.append(ref)
         return list(dict.fromkeys(unresolved))
 
-    def _class_ref(self, module: ParsedModule, expr: ast.expr) -> str | None:
+    def _class_ref(
+        self, module: ParsedModule, expr: ast.expr, before: int | None = None
+    ) -> str | None:
+        """The ``module:Class`` ``expr`` names (as bound before line ``before`` when given: a
+        base list or an alias is evaluated where it stands; else the module's last binding)."""
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
             expr = expr.value
+        if isinstance(expr, ast.Name) and before is not None:
+            bound = self._bound_before(module, expr.id, before)
+            if bound is not False:
+                return bound if isinstance(bound, str) else None
         if isinstance(expr, ast.Name):
             if expr.id in module.classes or expr.id in module.assigns:
                 return f"{module.name}:{expr.id}"
@@ -392,28 +430,38 @@ class CheckoutReader(EnvFacts):
         if found is None:
             return None
         module, node = found
-        owner = f"{module.name}:{node.name}"
+        owner = self.class_id(module, node)
+        rel = module.path.relative_to(self.root)
+        doubt = class_binding_doubt(module, node, method)
+        if doubt:
+            return FoundMethod(owner, method, _ANY, f"{rel}:{doubt[0]}", unresolved=doubt[1])
         # The class body's last binding of the name is the attribute (a later duplicate def
         # or a class-level alias `allocate_kv_cache = allocate_vllm_kv_cache` replaces it).
         defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         item: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        assigned: ast.Assign | None = None
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 defs[stmt.name] = stmt
                 if stmt.name == method:
-                    item = stmt
+                    item, assigned = stmt, None
             elif isinstance(stmt, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == method for t in stmt.targets
             ):
                 value = stmt.value
                 item = defs.get(value.id) if isinstance(value, ast.Name) else None
+                if item is None:  # `decode_forward = _decode`: a module-level def
+                    item = self.module_function(module, value)
+                assigned = stmt if item is None else None
+        if assigned is not None:  # bound to what the checker does not read: never "ok"
+            why = f"bound to `{ast.unparse(assigned.value)}`, which the checker does not read"
+            return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)
         if item is None:
             return None
         decorators = {
             d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in item.decorator_list
         }
         sig = signature_from_ast(item, drop_first="staticmethod" not in decorators)
-        rel = module.path.relative_to(self.root)
 
         def resolve(expr: ast.expr, module: ParsedModule = module) -> str | None:
             ref = self._class_ref(module, expr)
@@ -433,6 +481,17 @@ class CheckoutReader(EnvFacts):
             return (fn, 0) if fn is not None else None
 
         kind = next((k for k in ("classmethod", "staticmethod") if k in decorators), "method")
+        firsts = [*item.args.posonlyargs, *item.args.args]
+        me = firsts[0].arg if firsts and kind != "staticmethod" else None
+
+        def own_class(expr: ast.expr) -> str | None:  # the class by name: built with its __init__
+            ref = self._class_ref(module, expr)
+            return owner if ref and self.canonical(ref) == owner else None
+
+        scan = Scan(
+            tuple(imports_of(item, lambda e: self.module_function(module, e))),
+            tuple(builds_of(item, me, kind, own_class)),
+        )
         others = [
             ast.unparse(d) for d in item.decorator_list
             if not (isinstance(d, (ast.Name, ast.Attribute))
@@ -452,6 +511,9 @@ class CheckoutReader(EnvFacts):
             _only_raises_not_implemented(item),
             body_of(item, resolve, kind=kind),
             unresolved,
+            kind,
+            isinstance(item, ast.AsyncFunctionDef),
+            scan,
         )
 
     def _def_of(self, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -481,8 +543,13 @@ class CheckoutReader(EnvFacts):
         return self.module_function(other, ast.Name(name, ast.Load()), depth + 1)
 
     def composes(self, target: str) -> bool:
-        """A class along the MRO defines ``__getattr__``: a name not found may be delegated."""
-        return any(self.own_method(c, "__getattr__") is not None for c in self.mro(target))
+        """A class along the MRO defines ``__getattr__`` / ``__getattribute__``: a name not
+        found may be delegated."""
+        return any(
+            self.own_method(c, m) is not None
+            for c in self.mro(target)
+            for m in ("__getattr__", "__getattribute__")
+        )
 
     def has_attribute(self, target: str, name: str) -> bool:
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level
@@ -532,7 +599,7 @@ class CheckoutReader(EnvFacts):
                 continue
             module, node = found
             for expr in node.bases:
-                ref = self._class_ref(module, expr)
+                ref = self._class_ref(module, expr, before=node.lineno)
                 if ref is None:
                     if isinstance(expr, ast.Name) and expr.id in ("object",):
                         continue
@@ -554,12 +621,12 @@ class CheckoutReader(EnvFacts):
         except ValueError:
             pass
         if isinstance(expr, ast.Name) and depth < _MAX_DEPTH:
-            if expr.id in module.assigns:
+            if expr.id in module.assigns and constant(module, expr.id):
                 return self._value(module, module.assigns[expr.id], depth + 1)
             imported = module.imports.get(expr.id, "")
             source_name, _, name = imported.partition(":")
             other = self._module(source_name) if name else None
-            if other is not None and name in other.assigns:
+            if other is not None and name in other.assigns and constant(other, name):
                 return self._value(other, other.assigns[name], depth + 1)
         return UNREADABLE
 
@@ -641,7 +708,9 @@ class FixtureSource:
         forwards: tuple[Forward, ...] = ()
         if m.delegates_to is not None:
             forwards = (_delegation(m.signature, m.delegates_to),)
-        return FoundMethod(cls, method, m.signature, "fixture", forwards)
+        # The fixture records classmethods; other kinds are not recorded ("": not known).
+        kind = "classmethod" if m.is_classmethod else ""
+        return FoundMethod(cls, method, m.signature, "fixture", forwards, kind=kind)
 
     def class_facts(self, target: str) -> ClassFacts | None:
         return None

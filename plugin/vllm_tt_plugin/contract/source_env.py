@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import ast
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ class ClassFacts:
     env_vars: tuple[str, ...] = ()  # the variables the facts depend on
     unknown: tuple[str, ...] = ()  # facts that could not be evaluated (every value checked)
     refused: str = ""  # why the plugin refuses the class at launch (CapabilityError)
+    doubt: str = ""  # why decode_input_update_contract may not be the class-level value
 
     @property
     def device_sampling(self) -> bool:
@@ -55,6 +57,20 @@ class ParsedModule:
     # functions: a class attribute set or changed after the class body (``Cls.caps[k] = v``).
     touched: set[tuple[str, str]] = field(default_factory=set)
     stars: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
+    # Every module-level binding of a name, in order: (line, ClassDef / FunctionDef / assigned
+    # expr / import ref): a base or alias refers to the binding before its own line.
+    timeline: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    earlier: dict[str, ast.ClassDef] = field(default_factory=dict)  # "Name@line": rebound since
+    # (line, module, names) of module-level imports of the plugin outside a try / except
+    plugin_imports: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
+    # (line, module, names) of module-level `from module import names` outside a try, in order
+    from_imports: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
+    stored: dict[tuple[str, str], int] = field(default_factory=dict)  # Class.attr = ... : line
+    mutated: dict[str, int] = field(default_factory=dict)  # NAME[k] = v, NAME.update(...): line
+    rebound: set[str] = field(default_factory=set)  # names assigned more than once
+    all_names: list[str] | None = None  # __all__, when a literal
+    bound: set[str] = field(default_factory=set)  # names module code binds in any branch
+    nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
 
 
 class EnvFacts(abc.ABC):
@@ -66,6 +82,9 @@ class EnvFacts(abc.ABC):
 
     @abc.abstractmethod
     def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None: ...
+
+    @abc.abstractmethod
+    def attribute_doubt(self, target: str, name: str) -> str: ...
 
     @abc.abstractmethod
     def attribute_shape(self, target: str, name: str) -> str:
@@ -89,11 +108,13 @@ class EnvFacts(abc.ABC):
             return expr.value
         if isinstance(expr, ast.Name):
             if expr.id in module.assigns:
+                if not constant(module, expr.id):
+                    raise _Unknown
                 return self._env_eval(module, module.assigns[expr.id], env, depth + 1)
             imported = module.imports.get(expr.id, "")
             source_name, _, name = imported.partition(":")
             other = self._module(source_name) if name else None
-            if other is not None and name in other.assigns:
+            if other is not None and name in other.assigns and constant(other, name):
                 return self._env_eval(other, other.assigns[name], env, depth + 1)
             raise _Unknown
         env_read = _env_read(module, expr)
@@ -187,8 +208,7 @@ class EnvFacts(abc.ABC):
     ) -> Any:  # fmt: skip
         """The return value of an argument-less module function's body (assignments, ifs,
         return); its locals shadow the module's names."""
-        shadow = ParsedModule(module.name, module.path, module.is_package, module.classes,
-                         module.imports, {**module.assigns}, module.functions)  # fmt: skip
+        shadow = dataclasses.replace(module, assigns={**module.assigns})
         for stmt in body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # docstring
@@ -208,8 +228,7 @@ class EnvFacts(abc.ABC):
                 branch = (
                     stmt.body if self._env_eval(shadow, stmt.test, env, depth + 1) else stmt.orelse
                 )
-                inner = ParsedModule(shadow.name, shadow.path, shadow.is_package, shadow.classes,
-                                shadow.imports, shadow.assigns, shadow.functions)  # fmt: skip
+                inner = dataclasses.replace(shadow)
                 result = self._env_run(inner, branch, env, local, depth + 1)
                 if result is not _NO_RETURN:
                     return result
@@ -296,6 +315,11 @@ class EnvFacts(abc.ABC):
         environment); both values of a flag that cannot be evaluated (labelled unknown)."""
         contracts, contract_vars = self._fact_values(target, "decode_input_update_contract")
         caps_values, caps_vars = self._fact_values(target, "model_capabilities")
+        # The plugin plans on the loaded instance's version: set anywhere but the class body,
+        # it is not a fact here (both versions are checked, and the finding is unresolved).
+        doubt = self.attribute_doubt(target, "decode_input_update_contract")
+        if doubt:
+            contracts, contract_vars = [({}, UNREADABLE)], ()
         refused = ""
         shape = self.attribute_shape(target, "model_capabilities")
         if shape == "def":
@@ -354,7 +378,7 @@ class EnvFacts(abc.ABC):
                     label_parts.append(f"decode_input_update_contract unknown: checked {version}")
                 facts = ClassFacts(
                     version, facts_caps, tuple(unreadable), "; ".join(label_parts), variables,
-                    tuple(dict.fromkeys(unknown)), refused,
+                    tuple(dict.fromkeys(unknown)), refused, doubt,
                 )  # fmt: skip
                 key = (version, facts.device_sampling, facts.output_tokens_per_step)
                 if key in seen:
@@ -365,6 +389,12 @@ class EnvFacts(abc.ABC):
 
     def class_facts(self, target: str) -> ClassFacts:
         return self.class_fact_variants(target)[0]
+
+
+def constant(module: ParsedModule, name: str) -> bool:
+    """A module-level name whose one assignment is its value: not changed in place
+    (``CAPS["k"] = v``, ``CAPS.update(...)``) nor assigned twice (a class body may read either)."""
+    return name not in module.mutated and name not in module.rebound
 
 
 class _Unknown(Exception):

@@ -1,0 +1,179 @@
+"""What a skeleton keeps of module-level and class-level code besides headers, so the checker
+reads it as it reads the checkout (``source_module`` / ``source_scan``): changes made after a
+class body (``Class.m = f``, ``setattr``, ``CAPS["k"] = v``), names a class body binds inside an
+``if`` / ``try`` or changes in place, and in a method the plugin modules it imports by name, the
+module functions it calls that import them, the served class built by name or through an alias
+of ``cls``, and an attribute the plugin reads set on an object other than at the top of
+``__init__``."""
+
+from __future__ import annotations
+
+import ast
+
+from vllm_tt_plugin.contract.call_plan import METHODS
+from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
+from vllm_tt_plugin.contract.source_scan import _is_own_class, imports_of
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+# Attributes whose store on an object the checker reads: the contract, the methods it calls.
+_READ = frozenset({"decode_input_update_contract", *(plan.method for plan in METHODS)})
+_NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With)
+
+
+def _change(node: ast.stmt) -> str:
+    """A statement that changes a name or a class attribute in place, as a skeleton line with
+    its values elided ("" for any other statement)."""
+    if isinstance(node, ast.Delete):
+        gone = [ast.unparse(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute))]
+        return f"del {', '.join(gone)}" if gone else ""
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                return f"{t.value.id}.{t.attr} = ..."
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                return f"{t.value.id}[...] = ..."
+            if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
+                return f"{t.id} = ..."
+        return ""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+        return ""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and len(call.args) > 1:
+        owner, key = call.args[0], call.args[1]
+        if isinstance(owner, ast.Name):
+            name = ast.unparse(key) if isinstance(key, ast.Constant) else "..."
+            return f"{func.id}({owner.id}, {name}, ...)" if func.id == "setattr" else (
+                f"delattr({owner.id}, {name})"
+            )  # fmt: skip
+    if isinstance(func, ast.Attribute) and func.attr in MUTATORS:
+        inner = func.value
+        if isinstance(inner, ast.Name) or (
+            isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+        ):
+            return f"{ast.unparse(inner)}.{func.attr}(...)"
+    return ""
+
+
+def module_statement(node: ast.stmt) -> list[str]:
+    """Module-level code the skeleton otherwise drops that the checker reads: a change after a
+    class body or of a module constant (``source_module._changes``)."""
+    text = _change(node)
+    if text:
+        return [text]
+    if isinstance(node, ast.Try):  # read as its try branch (below); handlers are not read
+        return []
+    return [line[4:] for line in class_statement(node)]  # names bound in an if / loop
+
+
+def class_statement(node: ast.stmt) -> list[str]:
+    """A class-body statement the skeleton otherwise drops: a change of a name in place, or a
+    compound statement binding names (which branch Python takes is not read: kept as
+    ``if ...:`` with each name bound to ``...``)."""
+    text = _change(node)
+    if text:
+        return [f"    {text}"]
+    if not isinstance(node, _NESTING):
+        return []
+    names: list[str] = []
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(inner.name)
+        elif isinstance(inner, (ast.Import, ast.ImportFrom)):
+            names += [a.asname or a.name.split(".")[0] for a in inner.names]
+        elif isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+            names.append(inner.id)
+    names = list(dict.fromkeys(n for n in names if n != "*"))
+    return ["    if ...:", *(f"        {n} = ..." for n in names)] if names else []
+
+
+def importers(tree: ast.Module) -> set[str]:
+    """Module functions that import the plugin (directly or through another one)."""
+    functions = {
+        n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+    def find(expr: ast.expr) -> Def | None:
+        return functions.get(expr.id) if isinstance(expr, ast.Name) else None
+
+    out: set[str] = set()
+    for name, fn in functions.items():
+        if function_imports(fn) or imports_of(fn, find):
+            out.add(name)
+    return out
+
+
+def function_imports(fn: Def) -> list[str]:
+    """The plugin imports of a module function, as lines of its skeleton body."""
+    out: list[str] = []
+    for n in ast.walk(fn):
+        if (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == PLUGIN_PACKAGE) or (
+            isinstance(n, ast.Import) and n.names[0].name.split(".")[0] == PLUGIN_PACKAGE
+        ):
+            out.append(f"    {ast.unparse(n)}")
+    return out
+
+
+def method_extras(fn: Def, cls_name: str, calling: set[str]) -> list[str]:
+    """Body lines of ``fn`` the checker reads through ``source_scan`` and the contract rules."""
+    firsts = [*fn.args.posonlyargs, *fn.args.args]
+    kinds = {getattr(d, "id", getattr(d, "attr", "")) for d in fn.decorator_list}
+    kind = next((k for k in ("classmethod", "staticmethod") if k in kinds), "method")
+    me = firsts[0].arg if firsts and kind != "staticmethod" else None
+    out: list[str] = []
+    aliases: set[str] = set()
+    top = {id(s) for s in fn.body}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t = node.targets[0]
+            if isinstance(t, ast.Name) and me is not None and _is_own_class(node.value, me, kind):
+                aliases.add(t.id)
+                out.append(f"{t.id} = {ast.unparse(node.value)}")
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and sub.attr in _READ:
+                    owner = ast.unparse(sub.value)
+                    if not (owner == me and id(node) in top):  # body_lines keeps those
+                        out.append(f"if ...: {owner}.{sub.attr} = ...")
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else ""
+        first = node.args[0] if node.args else None
+        if name in ("__import__",) or getattr(func, "attr", "") == "import_module":
+            if isinstance(first, ast.Constant) and str(first.value).startswith(PLUGIN_PACKAGE):
+                out.append(f"__import__({first.value!r})")
+        elif name in calling:
+            out.append(f"{name}()")
+        elif name and (name == cls_name or name in aliases):
+            out.append(_built(node))
+    return list(dict.fromkeys(out))
+
+
+def _built(node: ast.Call) -> str:
+    """A construction with its argument count and keyword names (values elided)."""
+    args = ["*..." if isinstance(a, ast.Starred) else "..." for a in node.args]
+    args += [f"{k.arg}=..." if k.arg else "**..." for k in node.keywords]
+    return f"{ast.unparse(node.func)}({', '.join(args)})"
+
+
+def with_extras(lines: list[str], fn: Def, cls_name: str, calling: set[str]) -> list[str]:
+    """``_function``'s lines with ``method_extras`` added at the top of the body."""
+    extra = method_extras(fn, cls_name, calling)
+    if not extra:
+        return lines
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())] + "    "
+    body = [line for line in lines[at + 1 :] if line.strip() != "pass"]
+    return [*lines[: at + 1], *(indent + e for e in extra), *body]
+
+
+def assigned_functions(tree: ast.Module) -> set[str]:
+    """Module functions a class body binds as methods (``decode_forward = _decode``): their
+    skeleton is a method's."""
+    return {
+        item.value.id
+        for node in tree.body if isinstance(node, ast.ClassDef)
+        for item in node.body
+        if isinstance(item, ast.Assign) and isinstance(item.value, ast.Name)
+    }  # fmt: skip
