@@ -143,6 +143,14 @@ REFUSED = [
     ("j01_runtimeerror_stub", _decode("        raise RuntimeError('not supported')"), "broken"),
     ("assert_false_stub", _decode("        assert False, 'not supported'"), "broken"),
     ("j02_nie_in_helper", _decode("        return self._unsupported()", NIE), "abstract"),
+    # A key the plugin does not send, read on every call: a KeyError; read on one path only
+    # (Qwen2.5-VL's image_grid_thw after images were sent): not evaluated, never "ok".
+    ("kwargs_key_read_always", _decode(
+        "        extra = kwargs['extra_thing']\n"
+        "        return self.generator.decode(tokens, sampling_params, extra)"), "broken"),
+    ("kwargs_key_read_on_a_branch", _decode(
+        "        if tokens is None:\n            return kwargs['extra_thing']\n"
+        "        return self.generator.decode(tokens, sampling_params)"), "unresolved"),
 ]  # fmt: skip
 CONTROLS = [
     ("base", BASE),
@@ -175,6 +183,14 @@ CONTROLS = [
     ("kwargs_setdefault_binds", _decode(
         "        kwargs.pop('slot_remap', None)\n        kwargs.setdefault('enable_trace', False)\n"
         "        return self._impl(*args, **kwargs)", IMPL, STAR)),
+    # A value taken from **kwargs and iterated hands its items on (only the mapping itself
+    # iterates keys): Qwen2.5-VL's [pv for pv in kwargs.get("pixel_values", [])].
+    ("sp_iterated_in_a_comprehension", _decode(
+        "        sps = [p for p in kwargs.get('sampling_params', ())]\n"
+        "        return self.generator.decode(tokens, sps)", sig=NO_SP)),
+    ("sp_iterated_in_a_loop", _decode(
+        "        out = []\n        for p in kwargs.get('sampling_params', ()):\n"
+        "            out.append(p)\n        return self.generator.decode(tokens, out)", sig=NO_SP)),
     ("attr_set_in_init", _decode(
         "        return self.special(tokens, sampling_params)").replace(
         "        self.generator = generator\n",

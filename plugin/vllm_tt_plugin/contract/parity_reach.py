@@ -180,6 +180,13 @@ def check_kwargs(
                 f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}], "
                 f"which the plugin does not send (a KeyError) [{link.where}]"
             )
+    for key in body.kwargs_maybe_required:
+        if key not in received:  # never "ok": whether that path runs is not evaluated
+            out.unresolved.append(
+                f"{variant} call: {describe_chain(path)} reads {var_kw}[{key!r}] on a path "
+                f"the checker does not evaluate, and the plugin does not send it (a KeyError "
+                f"when that path runs) [{link.where}]"
+            )
     thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
     if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
         out.dropped.append(

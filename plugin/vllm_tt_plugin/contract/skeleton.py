@@ -368,7 +368,8 @@ def body_lines(
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
                 used = value_used(fn, node, parents)
-                add(node, f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]")
+                text = f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]"
+                add(node, text if id(node) in run else f"if ...: {text}")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
             else:

@@ -126,6 +126,9 @@ class Body:
     # (key or "*", attribute): a **kwargs value only stored in self.<attribute>
     kwargs_stored: tuple[tuple[str, str], ...] = ()
     kind: str = "method"  # "classmethod" / "staticmethod": how a call binds its first argument
+    # kwargs["key"] read only on some calls (under a branch, a loop, after an early return):
+    # a KeyError only when that path runs, which the checker does not evaluate
+    kwargs_maybe_required: tuple[str, ...] = ()
 
 
 def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
@@ -498,6 +501,7 @@ def body_of(
     constructs: list[Construct] = []
     reads: list[str] = []
     required: list[str] = []
+    maybe_required: list[str] = []
     stored: list[tuple[str, str]] = []
     local_names = {
         n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
@@ -659,7 +663,7 @@ def body_of(
             handled.add(id(node.value))
             if isinstance(node.ctx, ast.Load):
                 read(key_name, node)
-                required.append(key_name)
+                (required if id(node) in run else maybe_required).append(key_name)
             elif isinstance(node.ctx, ast.Del):
                 discarded.append(key_name)
                 if id(node) in top:
@@ -713,4 +717,5 @@ def body_of(
         unused_params(fn, named),
         tuple(dict.fromkeys(stored)),
         kind,
+        tuple(k for k in dict.fromkeys(maybe_required) if k not in required),
     )

@@ -30,6 +30,7 @@ def _sure(node: ast.AST, out: set[int]) -> None:
         if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            _sure(node.generators[0].iter, out)  # the first iterable runs with the expression
             return
         children = value if isinstance(value, list) else [value]
         for i, child in enumerate(children):
@@ -194,6 +195,12 @@ def elided(fn: Fn) -> bool:
     )
 
 
+def _is_mapping(fn: Fn, node: ast.AST) -> bool:
+    """``node`` names the method's ``**kwargs`` mapping itself (iterating it gives keys)."""
+    kwarg = fn.args.kwarg
+    return isinstance(node, ast.Name) and kwarg is not None and node.id == kwarg.arg
+
+
 def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0) -> bool:
     """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
     log line, ``len``, a type test), a return, a local that is used, an attribute of the
@@ -214,7 +221,9 @@ def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0
     ):
         return False
     if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
-        return False  # iterating a mapping yields its keys
+        # Iterating the mapping itself yields its keys; a value taken from it
+        # (kwargs.get("pixel_values")) hands its items to the loop.
+        return not _is_mapping(fn, node)
     if isinstance(parent, ast.Call):
         if node is parent.func:
             return True
@@ -237,8 +246,13 @@ def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0
         return value_used(fn, parent, parents, hops + 1)
     if isinstance(parent, _CARRIERS):
         return value_used(fn, parent, parents, hops + 1)
-    # A comprehension over a mapping loops over its keys (values are read by name elsewhere).
-    return not (isinstance(parent, ast.comprehension) and node is parent.iter)
+    if isinstance(parent, ast.comprehension) and node is parent.iter:
+        if _is_mapping(fn, node):
+            return False  # over the mapping: its keys (values are read by name elsewhere)
+        # A value taken from it: its items reach the comprehension's result.
+        comp = parents.get(id(parent))
+        return comp is None or value_used(fn, comp, parents, hops + 1)
+    return True
 
 
 def stored_attribute(node: ast.AST, parents: dict[int, ast.AST], me: str | None) -> str | None:
