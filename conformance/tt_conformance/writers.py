@@ -213,7 +213,7 @@ def build_site(
     all_comparisons: list[Comparison] = []
     for run in runs:
         page = out / run_href(run.report)
-        atomic_write_text(page, render_run_html(run, generated_at))
+        atomic_write_text(page, render_run_html(run, generated_at, mutation))
         written["runs"].append(page)
     for (model, device), history in by_column.items():
         slug = history_slug(model, device)

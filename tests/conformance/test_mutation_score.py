@@ -12,8 +12,9 @@ import pytest
 
 from tests.conformance.test_matrix import _tree
 from tt_conformance.cli import matrix as matrix_cli
-from tt_conformance.formats.html import render_matrix_html
+from tt_conformance.formats.html import render_matrix_html, render_run_html
 from tt_conformance.formats.markdown import render_matrix_markdown
+from tt_conformance.history import Run
 from tt_conformance.mutation import (
     MutationRecordError,
     load_mutation_record,
@@ -157,3 +158,32 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     return path
+
+
+@pytest.mark.parametrize(
+    ("plugin_commit", "says"),
+    [
+        (COMMIT, "This run's plugin is that commit."),
+        (COMMIT[:12], "This run's plugin is that commit."),
+        ("89abcdef" * 5, "This run's plugin is another commit"),
+        (COMMIT[:12] + "+dirty", "This run's plugin is another commit"),
+        (None, "did not report its plugin commit"),
+    ],
+)
+def test_a_run_page_says_whether_the_score_describes_its_plugin(
+    tmp_path: Path, make_report, plugin_commit: str | None, says: str
+) -> None:
+    """A run's page shows the campaign's overall kill rate and whether the run's plugin is the
+    commit the campaign measured: a score of other code says so."""
+    shown = published_score(_write(tmp_path / "plugin.json", record()), TODAY)
+    report = make_report({"m::t": "pass"})
+    report = report.replace(
+        versions=report.versions.model_copy(update={"plugin_commit": plugin_commit})
+    )
+    page = render_run_html(Run(tmp_path / "r.json", report), "now", shown)
+    text = page.split('id="mutation-run">', 1)[1].split("</p>", 1)[0]
+    # 13 killed of 14 judged over both concerns (an independent sum of the record above).
+    assert "killed 13 of 14 judged mutants" in text and "(92.9%)" in text
+    assert says in text, text
+    none = render_run_html(Run(tmp_path / "r.json", report), "now")
+    assert "No plugin mutation campaign recorded" in none

@@ -43,9 +43,9 @@ def render_matrix_html(
     )
 
 
-def render_run_html(run: Run, generated_at: str) -> str:
-    """One run's page on the site."""
-    return render_template("run.html.jinja", **run_context(run, generated_at))
+def render_run_html(run: Run, generated_at: str, mutation: PublishedScore = NO_CAMPAIGN) -> str:
+    """One run's page on the site (``mutation``: the last plugin mutation campaign)."""
+    return render_template("run.html.jinja", **run_context(run, generated_at, mutation))
 
 
 def render_history_html(context: dict[str, Any]) -> str:

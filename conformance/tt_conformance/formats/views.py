@@ -31,6 +31,7 @@ from tt_conformance.matrix import (
     not_run_concerns,
     tier_of,
 )
+from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
 from tt_conformance.names import path_component
 from tt_conformance.report import Report
 from tt_conformance.selection import derive_coverage, skip_kind
@@ -206,9 +207,25 @@ def story_text(cell: MatrixCell, story: CellStory | None) -> str:
     return "; ".join(parts)
 
 
-def run_context(run: Run, generated_at: str) -> dict[str, Any]:
-    """A run's page: its verdict, identity, coverage, TT's figures, accuracy and checks."""
+def _same_commit(a: str, b: str) -> bool:
+    """Two recorded commits name the same code (either may be abbreviated; "+dirty" is not)."""
+    a, b = a.lower(), b.lower()
+    if a.endswith("dirty") or b.endswith("dirty") or min(len(a), len(b)) < 7:
+        return False
+    return a.startswith(b) or b.startswith(a)
+
+
+def run_context(
+    run: Run, generated_at: str, mutation: PublishedScore = NO_CAMPAIGN
+) -> dict[str, Any]:
+    """A run's page: its verdict, identity, coverage, TT's figures, accuracy, checks and how
+    much the last plugin mutation campaign says its plugin's tests catch."""
     report = run.report
+    record = mutation.record
+    killed = sum(c.killed for c in record.concerns) if record else 0
+    judged = sum(c.judged for c in record.concerns) if record else 0
+    commit = report.versions.plugin_commit
+    same = None if not commit or not record else _same_commit(commit, record.plugin_commit)
     tt_figures = [
         (label, fig)
         for label, prefix in KEY_PERF
@@ -222,6 +239,11 @@ def run_context(run: Run, generated_at: str) -> dict[str, Any]:
         "identity": identity_rows(report),
         "tt_figures": tt_figures,
         "SITUATION_WORDS": SITUATION_WORDS,
+        "mutation": mutation,
+        "mutation_killed": killed,
+        "mutation_judged": judged,
+        "mutation_score": f"{killed / judged:.1%}" if judged else "no judged mutant",
+        "mutation_same": same,
         "history": f"history/{history_slug(*run.key)}.html",
         "generated_at": generated_at,
     }
