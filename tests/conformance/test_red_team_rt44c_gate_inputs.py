@@ -1,4 +1,6 @@
-"""Red team rt44c against a saved gate OK (#10, #11): the summary took an OK judged against a
+"""Red team rt44c against a saved gate OK (#10, #11) and pinned weights (#9b).
+
+A saved gate OK (#10, #11): the summary took an OK judged against a
 doctored baseline and expectations that merely sat where it looked, in a --baselines-dir
 outside git or written over the committed files in the work tree. Those inputs count only as
 committed at HEAD of the harness's repository (committed.head_file); each attack is "not an OK
@@ -19,9 +21,11 @@ from typing import Any
 import pytest
 
 from tests.conformance.harnessgit import commit_all, git, harness_checkout
+from tests.conformance.test_red_team_rt44_gate import _gate, _pair
 from tt_conformance.baseline import baseline_dir_of
 from tt_conformance.cli import conformance as cli
 from tt_conformance.cli import gate as gate_cli
+from tt_conformance.identity import weights_pinned
 from tt_conformance.report import load_report
 from tt_conformance.writers import write_report
 
@@ -189,3 +193,42 @@ def test_a_real_gate_ok_against_the_committed_emulated_baseline_titles_the_run(
     args = ["summary", str(rerun), "--gate-output", str(saved), "--out", str(out)]
     assert cli.main([*args, "--baselines-dir", str(REPORTS / "baselines")]) == 0
     assert out.read_text().startswith("## gate OK (no regression) — ")
+
+
+# ------------------------------------------ #9b: an all-zero commit or digest pins nothing
+
+
+@pytest.mark.parametrize(
+    ("weights", "pinned"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct@" + "0" * 40, False),  # git's null object name
+        ("sha256:" + "0" * 16, False),
+        ("meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659", True),
+        ("meta-llama/Llama-3.1-8B-Instruct@" + "0" * 39 + "1", True),
+        ("sha256:d9473f7d8eb9575d", True),
+    ],
+)
+def test_an_all_zero_commit_or_digest_does_not_pin_the_weights(
+    tmp_path: Path,
+    make_report: Any,
+    capsys: pytest.CaptureFixture[str],
+    weights: str,
+    pinned: bool,
+) -> None:
+    """rt44c #9b: 'repo@000...0' had the form of a whole commit, so the same on both runs gave
+    an unqualified OK. All zeros is a placeholder (no commit, no digest of any bytes): the OK
+    says the same weights are not proven. Control: a real commit or digest (zeros in it are
+    fine) gives a plain OK."""
+
+    def weigh(d: dict[str, Any]) -> None:
+        d["server"]["weights"] = weights
+
+    assert weights_pinned(weights) is pinned
+    b, c = _pair(tmp_path, make_report, weigh)
+    data = json.loads(b.read_text())
+    weigh(data)
+    b.write_text(json.dumps(data))
+    assert _gate(b, c) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    qualified = "tt-conformance gate: OK (no regression; same weights not proven)"
+    assert first == ("tt-conformance gate: OK (no regression)" if pinned else qualified)
