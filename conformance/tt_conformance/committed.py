@@ -16,6 +16,10 @@ HEAD or of a branch or tag of this checkout. Anyone who can write a report can a
 loose commit in the object store (``git commit-tree``: a manifest of three modules, bars of
 their choosing) and record it; such a commit, or one of an unrelated history, reads as not
 held (`commit_state` tells the caller which, for its label).
+
+`head_file` answers another question: is a file of the work tree the one committed at HEAD
+(the baseline and expectations a saved gate OK must have judged)? There a file that cannot be
+shown committed is refused (NotCommitted, saying why), never taken as it is.
 """
 
 from __future__ import annotations
