@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tt_conformance.committed import NotCommitted, head_file
 from tt_conformance.expectations import (
     EXPECTATIONS_KIND,
     EXPECTATIONS_SCHEMA_VERSION,
@@ -111,13 +112,21 @@ def find_baseline(baselines_dir: Path, report: Report) -> Path | None:
 
 def committed_gate_inputs(baselines_dir: Path, report: Report) -> JudgedAgainst:
     """What a gate OK of ``report`` must have judged it against to title its summary: the
-    baseline `find_baseline` gives it under ``baselines_dir`` and the expectations next to it
-    (ReportError / ExpectationsError when they do not load: no OK is read against them)."""
-    path = find_baseline(baselines_dir, report)
-    if path is None:
-        return JudgedAgainst(None, expectations_digest(None))
+    baseline `find_baseline` gives it under ``baselines_dir`` and the expectations next to it,
+    both as committed at HEAD of the harness's repository (ReportError / ExpectationsError when
+    they do not load: no OK is read against them). A directory outside that repository,
+    untracked files or ones edited since their commit are no committed inputs: anyone can
+    write a baseline failing what their run fails, and expectations excusing it."""
+    path = baseline_dir_of(baselines_dir, report) / BASELINE_NAME
     exp_path = path.parent / EXPECTATIONS_NAME
-    expectations = load_expectations(exp_path) if exp_path.is_file() else None
+    try:
+        held = head_file(path), head_file(exp_path)
+    except NotCommitted as exc:
+        return JudgedAgainst(None, expectations_digest(None), uncommitted=str(exc))
+    if held[0] is None:
+        return JudgedAgainst(None, expectations_digest(None))
+    # head_file has just found the work tree's files to be HEAD's bytes.
+    expectations = load_expectations(exp_path) if held[1] is not None else None
     return JudgedAgainst(content_digest(load_report(path)), expectations_digest(expectations))
 
 

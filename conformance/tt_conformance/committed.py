@@ -16,6 +16,10 @@ HEAD or of a branch or tag of this checkout. Anyone who can write a report can a
 loose commit in the object store (``git commit-tree``: a manifest of three modules, bars of
 their choosing) and record it; such a commit, or one of an unrelated history, reads as not
 held (`commit_state` tells the caller which, for its label).
+
+`head_file` answers another question: is a file of the work tree the one committed at HEAD
+(the baseline and expectations a saved gate OK must have judged)? There a file that cannot be
+shown committed is refused (NotCommitted, saying why), never taken as it is.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from typing import Literal
 
 __all__ = [
     "CommitState",
+    "NotCommitted",
     "checkout_root",
     "commit_state",
     "committed_file",
     "harness_repository",
+    "head_file",
     "history_commit",
     "repo_relative",
 ]
@@ -142,3 +148,36 @@ def _show(commit: str, path: str) -> bytes | None:
 @lru_cache(maxsize=256)
 def _shown(root: str, commit: str, path: str) -> bytes | None:
     return _git(root, "show", f"{commit}:{path}")
+
+
+class NotCommitted(Exception):
+    """A file of the work tree that is not the one committed at HEAD; the message says why."""
+
+
+def head_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` as committed at HEAD of the harness's repository, when the work
+    tree holds exactly those; None when neither HEAD nor the work tree has the file. Raises
+    NotCommitted, saying why, for a file outside the harness's repository (another git
+    repository proves nothing: anyone can commit to one of their own), untracked or only
+    staged, or changed or deleted since its commit."""
+    resolved = path.resolve()
+    exists = resolved.is_file()
+    root = harness_repository()
+    if root is None or not resolved.is_relative_to(root):
+        if not exists:
+            return None
+        where = "no git checkout of the harness here" if root is None else f"not under {root}"
+        raise NotCommitted(f"{path} is not in the harness's git repository ({where})")
+    # cat-file blob, not show: a directory at that path is no committed file.
+    data = _git(str(root), "cat-file", "blob", f"HEAD:{resolved.relative_to(root).as_posix()}")
+    if data is None:
+        if not exists:
+            return None
+        raise NotCommitted(f"{path} is not committed at HEAD of the harness's repository")
+    try:
+        held = resolved.read_bytes()
+    except OSError:
+        raise NotCommitted(f"{path} is deleted or unreadable in the work tree") from None
+    if held != data:
+        raise NotCommitted(f"{path} is modified in the work tree since its commit")
+    return data

@@ -410,7 +410,11 @@ def _launch_differences(baseline: Report, candidate: Report) -> list[Difference]
 
 def weights_pinned(value: object) -> bool:
     """``value`` (a report's server.weights) names one checkpoint's content."""
-    return isinstance(value, str) and _PINNED_WEIGHTS.fullmatch(value) is not None
+    if not isinstance(value, str) or _PINNED_WEIGHTS.fullmatch(value) is None:
+        return False
+    # All zeros is git's null object name (no commit, a placeholder: ``repo@000...0``) and no
+    # digest of anything: it names no content.
+    return re.split(r"[@:]", value)[-1].strip("0") != ""
 
 
 def unlike(found: Iterable[Difference]) -> list[Difference]:

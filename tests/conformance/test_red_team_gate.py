@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import commit_all, harness_checkout
 from tests.conformance.test_benchimport import BENCH
 from tt_conformance import accuracy, gate
 from tt_conformance.baseline import gate_run
@@ -739,13 +740,18 @@ def test_report_text_cannot_write_a_verdict_line_in_the_gate_output_or_summary(
 
 
 def test_a_saved_gate_output_is_a_verdict_only_on_its_first_line_and_for_this_run(
-    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    make_report: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base = make_report({"m::a": "pass"}, device="T3K")
     cand = make_report({"m::a": "pass"}, device="T3K", tt_metal="v2")
-    baselines = tmp_path / "baselines"
+    harness_checkout(tmp_path / "repo", monkeypatch)  # an OK counts against committed files
+    baselines = tmp_path / "repo" / "baselines"
     b = write_report(base, tmp_path / "b").json
     assert cli.main(["baseline", "promote", str(b), "--baselines-dir", str(baselines)]) == 0
+    commit_all(tmp_path / "repo", "baseline")
     c = write_report(cand, tmp_path / "c").json
     saved = tmp_path / "gate.txt"
     with saved.open("w") as fh, contextlib.redirect_stdout(fh):

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import commit_all, harness_checkout
 from tests.conformance.test_red_team import ACCURACY, honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE, _timed_run
 from tt_conformance.baseline import baseline_dir_of
@@ -251,14 +252,20 @@ def test_a_candidate_with_its_tier_removed_still_drops_a_tier(
 
 
 def test_a_saved_gate_ok_does_not_title_the_report_amended_since(
-    tmp_path: Path, make_report: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    make_report: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """rt44 G7: gated OK, then amended in place under the same run id (3x slower TTFT, as
     import-bench --replace-own amends a run); the saved OK still titled its summary."""
     b, c = _pair(tmp_path, make_report, lambda d: None)
-    committed = baseline_dir_of(tmp_path / "baselines", load_report(b))  # where promote puts b
+    baselines = tmp_path / "repo" / "baselines"
+    harness_checkout(tmp_path / "repo", monkeypatch)  # an OK counts against committed files
+    committed = baseline_dir_of(baselines, load_report(b))  # where promote puts b
     committed.mkdir(parents=True)
     shutil.copy(b, committed / "baseline.json")
+    commit_all(tmp_path / "repo", "baseline")
     assert _gate(b, c) == 0
     saved = tmp_path / "gate.txt"
     saved.write_text(capsys.readouterr().out)
@@ -266,7 +273,7 @@ def test_a_saved_gate_ok_does_not_title_the_report_amended_since(
     def title() -> str:
         out = tmp_path / f"summary{len(list(tmp_path.glob('summary*')))}.md"  # --out appends
         args = ["summary", str(c), "--gate-output", str(saved), "--out", str(out)]
-        assert cli.main([*args, "--baselines-dir", str(tmp_path / "baselines")]) == 0
+        assert cli.main([*args, "--baselines-dir", str(baselines)]) == 0
         return out.read_text().splitlines()[0]
 
     # Honest control: the report the gate judged is titled by its verdict.

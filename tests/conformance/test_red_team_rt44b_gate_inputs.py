@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.harnessgit import commit_all, harness_checkout
 from tests.conformance.test_red_team_rt44_gate import _gate, _pair
 from tt_conformance.baseline import find_baseline
 from tt_conformance.cli import conformance as cli
@@ -109,7 +110,7 @@ def _summary_title(report: Path, saved: Path, baselines: Path) -> str:
 
 
 def test_a_saved_gate_ok_titles_a_run_only_against_its_committed_baseline_and_expectations(
-    tmp_path: Path, make_report: Any
+    tmp_path: Path, make_report: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """rt44b #10: a failing run gated OK against a doctored baseline failing the same check,
     with its own expectations calling it an expected failure; the saved OK titled the run's
@@ -125,7 +126,8 @@ def test_a_saved_gate_ok_titles_a_run_only_against_its_committed_baseline_and_ex
         path.write_text(json.dumps({"schema_version": 2, **entries}))
         return path
 
-    baselines = tmp_path / "baselines"
+    harness_checkout(tmp_path / "repo", monkeypatch)  # committed: at HEAD of the harness's repo
+    baselines = tmp_path / "repo" / "baselines"
     promoted = run("b", "pass")
     assert cli.main(["baseline", "promote", str(promoted), "--baselines-dir", str(baselines)]) == 0
     c = run("c", "fail", tt_metal="v2")
@@ -133,6 +135,7 @@ def test_a_saved_gate_ok_titles_a_run_only_against_its_committed_baseline_and_ex
     assert committed_base is not None
     # The committed expectations gate the figure at 10 %.
     expectations(committed_base.parent / "expectations.json", perf_tolerances={FIGURE: 0.1})
+    commit_all(tmp_path / "repo", "baseline")
     assert gate_cli.main(["--baseline", str(committed_base), "--candidate", str(c)]) == 1
     failure = {"check": "m::b", "reason": "known on this build"}
     excuse = expectations(tmp_path / "own.json", expected_failures=[failure])

@@ -19,12 +19,54 @@ def _folder(root: Path, **files: bytes) -> Path:
     return root
 
 
+COMMIT = "0e9e39f249a16976918f6564b8830bc894c89659"
+
+
 def test_a_revision_or_a_hub_snapshot_names_repository_and_commit(tmp_path: Path) -> None:
     assert weights_identity("meta-llama/Llama-3.1-8B", "abc123") == "meta-llama/Llama-3.1-8B@abc123"
-    snap = tmp_path / "hub" / "models--meta-llama--Llama-3.1-8B" / "snapshots" / "0e9e39f249a1"
-    snap.mkdir(parents=True)
-    assert weights_identity(str(snap)) == "meta-llama/Llama-3.1-8B@0e9e39f249a1"
+    snap = tmp_path / "hub" / "models--meta-llama--Llama-3.1-8B" / "snapshots" / COMMIT
+    _folder(snap, **{"config.json": b"{}"})
+    assert weights_identity(str(snap)) == f"meta-llama/Llama-3.1-8B@{COMMIT}"
+    assert weights_identity(f"{snap}/") == f"meta-llama/Llama-3.1-8B@{COMMIT}"
+    assert weights_identity(str(snap), "main") == f"meta-llama/Llama-3.1-8B@{COMMIT}"
     assert weights_identity("org/not-downloaded") == "org/not-downloaded@unresolved"
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        f"models--meta--llama/snapshots/{COMMIT}-retrained",  # rt44c #9: not the snapshot
+        f"models--meta--llama/snapshots/{COMMIT}/finetune",  # a folder inside one
+        f"my-models--meta--llama/snapshots/{COMMIT}",  # not the cache's own component
+        f"models--meta--llama/snapshots/{COMMIT[:12]}",  # the cache names whole commits
+        f"models--meta--llama/snapshots/{COMMIT.upper()}",
+    ],
+)
+def test_only_a_whole_snapshot_folder_of_the_hub_cache_reads_as_its_commit(
+    tmp_path: Path, named: str
+) -> None:
+    """rt44c #9: '.../snapshots/<40 hex>-retrained' read as the repository at that commit (the
+    pattern was not anchored). A folder that is not a snapshot itself is digested like any
+    local folder: its identity follows its bytes."""
+    folder = _folder(tmp_path / named, **{"config.json": b"{}"})
+    before = weights_identity(str(folder))
+    assert before.startswith("sha256:")
+    (folder / "config.json").write_bytes(b'{"retrained": true}')
+    assert weights_identity(str(folder)) not in (before, f"meta/llama@{COMMIT}")
+
+
+def test_a_local_folder_is_its_content_whatever_revision_is_given(tmp_path: Path) -> None:
+    """rt44c #9: with --revision a local folder was '<path>@<revision>', a pinned-looking name
+    that stayed the same when its config.json changed. vLLM loads the folder as it is: its
+    identity is its digest, with or without a revision."""
+    folder = _folder(tmp_path / "ckpt", **{"config.json": b"{}", "model.safetensors": b"\0" * 64})
+    digest = weights_identity(str(folder))
+    assert digest.startswith("sha256:")
+    assert weights_identity(str(folder), COMMIT) == digest
+    (folder / "config.json").write_bytes(b'{"num_hidden_layers": 2}')
+    changed = weights_identity(str(folder))
+    assert changed != digest and weights_identity(str(folder), COMMIT) == changed
+    assert COMMIT not in changed
 
 
 def test_a_small_folder_is_digested_whole_and_any_byte_changes_it(tmp_path: Path) -> None:

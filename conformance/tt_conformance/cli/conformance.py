@@ -17,7 +17,8 @@ writes the run as Markdown for $GITHUB_STEP_SUMMARY (appended to --out, default 
 the gate against the run's baseline (--gate, as tox -e hw gates) or a saved gate output. A saved
 OK titles the run only when it judged this run's content against the baseline committed for
 its model and device under --baselines-dir (default reports/baselines) and the expectations
-next to it (the gate's "judged:" line names all three by digest).
+next to it, both as committed at HEAD of the harness's git repository (the gate's "judged:"
+line names all three by digest).
 
     tt-conformance import-bench RESULT.json [--report REPORT.json | --device D]
                                 [--expectations E] [--input-len N] [--output-len N]

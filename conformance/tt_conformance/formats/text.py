@@ -77,6 +77,8 @@ class JudgedAgainst:
 
     baseline: str | None  # its content digest; None: no baseline is committed for the run
     expectations: str
+    # Why the files found for the run are not the committed ones (committed.head_file).
+    uncommitted: str | None = None
 
 
 def gate_headline(
@@ -125,6 +127,9 @@ def gate_headline(
 def _other_baseline(judged: tuple[str, ...] | None, against: JudgedAgainst) -> str | None:
     """Why an OK that judged ``judged`` (baseline, candidate, expectations digests) is not one
     against the committed baseline and expectations; None when it is."""
+    if against.uncommitted is not None:
+        # The path is the operator's --baselines-dir: kept on the title's one line all the same.
+        return f"the run's baseline files are not committed: {one_line(against.uncommitted)}"
     if against.baseline is None:
         return "no baseline is committed for this run's model and device"
     if judged is None or judged[0] != against.baseline:
