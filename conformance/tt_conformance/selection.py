@@ -70,6 +70,7 @@ __all__ = [
     "installed_suite",
     "manifest_text",
     "missing_checks",
+    "modules_declaring",
     "read_manifest",
     "read_manifest_checks",
     "read_manifest_concerns",
@@ -99,6 +100,12 @@ OPTIONAL_NOT_RUN = "forward reference not run:"
 OPTIONAL_CONCERNS = frozenset({"forward_reference"})
 
 SkipKind = Literal["not_applicable", "waived", "optional", "other"]
+# What a check module must declare for a server-identity excuse to hold for its checks: the
+# requires_lanes marker (pytest_plugin.py skips with NEEDS_LANES) and the tt_path marker or
+# fixture (skipped with NOT_APPLICABLE on a server without the plugin). The excuse is the
+# harness's, from its own modules, never the words a report stores on any check.
+_LANES_MARKER = b"pytest.mark.requires_lanes"
+_TT_PATH_MARKER = b"tt_path"
 
 
 def _file_digest(data: bytes) -> str:
@@ -155,6 +162,14 @@ def read_manifest_concerns() -> Mapping[str, str]:
     if not isinstance(concerns, dict):
         raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: lists no concerns")
     return {str(k): str(v) for k, v in concerns.items()}
+
+
+@lru_cache(maxsize=2)
+def modules_declaring(marker: bytes) -> frozenset[str]:
+    """The shipped check modules whose source declares ``marker`` (a module edited away from
+    the manifest already makes the run partial)."""
+    shipped = set(read_manifest())
+    return frozenset(n for n, data in installed_files().items() if n in shipped and marker in data)
 
 
 def concern_of(check: CheckResult) -> str:
@@ -220,11 +235,16 @@ def skip_kind(
     reason = check.reason
     if reason.startswith(WAIVED):
         return "waived"
+    module = _module_of(check.id)
     if reason.startswith(NOT_APPLICABLE):
-        return "not_applicable" if device == NOT_TT_DEVICE else "other"
+        declared = module in modules_declaring(_TT_PATH_MARKER)
+        return "not_applicable" if declared and device == NOT_TT_DEVICE else "other"
     needed = _LANES_NEEDED.match(reason)
     if needed is not None:
-        return "not_applicable" if lanes < int(needed.group(1)) else "other"
+        # Only a check whose module asks for lanes may be excused by too few of them: the
+        # same words copied onto a logprobs check are a plain skip.
+        declared = module in modules_declaring(_LANES_MARKER)
+        return "not_applicable" if declared and lanes < int(needed.group(1)) else "other"
     # The concern-bound excuses hold only for the checks the manifest gives that concern:
     # the stored concern is the report's word (a logprobs check relabelled block_output).
     if reason.startswith(OPTIONAL_NOT_RUN):
@@ -235,6 +255,15 @@ def skip_kind(
         borne_out = model_class is not None and not _BLOCK_CLASS.search(model_class)
         return "not_applicable" if concern_of(check) == "block_output" and borne_out else "other"
     return "other"
+
+
+def _declared_excuse(check: CheckResult) -> bool:
+    module = _module_of(check.id)
+    if check.reason.startswith(NOT_APPLICABLE):
+        return module in modules_declaring(_TT_PATH_MARKER)
+    if check.reason.startswith(NEEDS_LANES):
+        return module in modules_declaring(_LANES_MARKER)
+    return False
 
 
 @dataclass(frozen=True)
@@ -321,9 +350,10 @@ def coverage_of(
             f"exercised): {', '.join(concerns.not_run)}"
         )
     skipped = [c for c in checks if c.outcome == "skip"]
-    # The counts keep their first meaning: skips the harness reports as not applicable by
-    # their reason (no TT plugin, too few lanes), and the rest.
-    not_applicable = sum(1 for c in skipped if c.reason.startswith((NOT_APPLICABLE, NEEDS_LANES)))
+    # The counts keep their first meaning: skips whose reason is the harness's own not
+    # applicable one (no TT plugin, too few lanes) on a check whose module declares it, and the
+    # rest (whether the server bears the reason out is the tier's and the concerns' business).
+    not_applicable = sum(1 for c in skipped if _declared_excuse(c))
     return Coverage(
         full=not why,
         selected=len(checks),

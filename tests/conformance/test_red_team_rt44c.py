@@ -1,0 +1,163 @@
+"""Third outside red team (rt44c, /work/notes/rt44c.md): what got through, refused here.
+
+A (#14): a server-identity excuse ("needs a server serving >= 2 lane-DP lanes", "not
+applicable: no TT plugin") holds only for the checks whose modules declare it (the
+requires_lanes marker, the tt_path marker or fixture); the words copied onto another
+concern's checks are a plain skip. B (#12): emulated evidence in any spelling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance import test_red_team as red
+from tests.conformance.test_red_team import honest  # noqa: F401
+from tests.conformance.test_red_team_gate import EMU_BASELINE
+from tests.conformance.test_red_team_rt44b import _as_hardware, _edited
+from tt_conformance import selection
+from tt_conformance.cli import gate as gate_cli
+from tt_conformance.matrix import tier_of
+from tt_conformance.names import NOT_TT_DEVICE
+from tt_conformance.rederive import inconsistencies
+from tt_conformance.report import CheckResult, load_report
+from tt_conformance.ttmetrics import NOT_APPLICABLE
+
+LANES = f"{selection.NEEDS_LANES} >= 2 lane-DP lanes (this server: 1; read from tt_plugin_info)"
+PKG = selection.CHECKS_PACKAGE
+
+
+def _skipped(module: str, concern: str, reason: str) -> tuple[CheckResult, ...]:
+    return tuple(
+        CheckResult(
+            id=f"{PKG}.{module}::test_{concern}_{i}",
+            nodeid=f"{module}.py::test_{concern}_{i}",
+            concern=concern,
+            outcome="skip",
+            reason=reason,
+        )
+        for i in range(2)
+    )
+
+
+# The rt44c attack's concerns: none of these modules asks for lanes.
+FOREIGN = [
+    ("test_logprobs", "logprobs"),
+    ("test_device_sampling", "device_sampling"),
+    ("test_long_context", "long_context"),
+    ("test_draw_frequencies", "device_sampling"),
+]
+
+
+@pytest.mark.parametrize(("module", "concern"), FOREIGN)
+def test_a_lanes_excuse_on_a_check_that_needs_no_lanes_is_a_plain_skip(
+    honest: Any,  # noqa: F811
+    module: str,
+    concern: str,
+) -> None:
+    """A: the "needs lanes" reason on a one-lane server, copied onto checks of a concern that
+    declares no lanes need: the concern did not run; coverage partial, never complete."""
+    run = honest(checks=(*honest().checks, *_skipped(module, concern, LANES)))
+    assert run.coverage is not None and run.coverage.not_applicable == 0
+    if concern not in red.CONCERNS:  # the honest run's own logprobs checks ran
+        assert not run.coverage.full and concern in run.coverage.concerns_not_run
+    assert tier_of(run).tier != "complete"
+    for c in run.checks[-2:]:
+        assert selection.skip_kind(c, run.device, 1) == "other"
+
+
+def test_a_stored_full_coverage_over_a_copied_excuse_is_inconsistent(honest: Any) -> None:  # noqa: F811
+    """A: the report storing the old verdict (coverage full, not_applicable 2) over the
+    copied excuse is contradicted by its own checks."""
+    run = honest(checks=(*honest().checks, *_skipped("test_logprobs", "logprobs", LANES)))
+    assert run.coverage is not None
+    forged = run.replace(
+        coverage=run.coverage.model_copy(
+            update={
+                "full": True,
+                "not_applicable": 2,
+                "skipped_other": 0,
+                "partial_because": (),
+                "concerns_not_run": (),
+            }
+        )
+    )
+    assert inconsistencies(forged)
+
+
+def test_a_no_tt_excuse_on_a_generic_module_is_a_plain_skip(honest: Any) -> None:  # noqa: F811
+    """A, generalised: "not applicable: no TT plugin" on a module with no tt_path (accuracy)
+    is not the harness's excuse, even on a server without the plugin."""
+    reason = f"{NOT_APPLICABLE}: the server exposes no TT plugin metrics"
+    for c in _skipped("test_accuracy", "accuracy", reason):
+        assert selection.skip_kind(c, NOT_TT_DEVICE, 1) == "other"
+    for c in _skipped("test_logprobs", "logprobs", reason):
+        assert selection.skip_kind(c, NOT_TT_DEVICE, 1) == "not_applicable"
+
+
+def test_control_the_lanes_module_is_excused_on_a_one_lane_server(honest: Any) -> None:  # noqa: F811
+    """Control: the lanes module's own skip on a one-lane server is not applicable."""
+    run = honest(checks=(*honest().checks, *red._lanes_checks(LANES)))
+    assert run.coverage is not None and run.coverage.full
+    assert run.coverage.not_applicable == 2
+    assert tier_of(run).tier == "complete"
+    assert not inconsistencies(run)
+
+
+def test_the_declared_excuses_are_the_modules_markers() -> None:
+    """The modules the excuses hold for are read from the check modules themselves: the lanes
+    module alone declares requires_lanes; a generic module declares no tt_path."""
+    lanes = selection.modules_declaring(b"pytest.mark.requires_lanes")
+    assert lanes == frozenset({f"{PKG}.test_lanes"})
+    tt_path = selection.modules_declaring(b"tt_path")
+    assert f"{PKG}.test_logprobs" in tt_path and f"{PKG}.test_accuracy" not in tt_path
+
+
+# ------------------------------------------- B (#12): emulated evidence in any spelling
+
+SPELLINGS = [
+    {"emulated_mesh": 1},
+    {"emulated_mesh": 1.0},
+    {"emulated_mesh": "true"},
+    {"emulated_mesh": "yes"},
+    {"emulated_mesh": "YES"},
+    {"EMULATED_MESH": True},
+    {"Emulated-Mesh": "on"},
+]
+
+
+@pytest.mark.parametrize("options", SPELLINGS)
+def test_b_emulated_in_any_spelling_is_evidence_and_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: dict[str, Any]
+) -> None:
+    """B: the committed emulated baseline relabelled T3K with emulated_mesh spelled 1, "yes",
+    in capitals...: the hardware label is contradicted, and the spelling itself is refused,
+    naming the field (ttnn set to a hardware version so only the flag speaks)."""
+    forged = _as_hardware(tmp_path, tt_options=options, mesh_device=None)
+    forged = _edited(forged, lambda d: d["versions"].update({"ttnn": "1.2.0"}), forged)
+    found = inconsistencies(load_report(forged))
+    key = next(iter(options))
+    assert any(f"field 'server.tt_options.{key}'" in f and "malformed" in f for f in found)
+    assert any("field 'device': 'T3K' is TT hardware" in f for f in found)
+    assert gate_cli.main(["--baseline", str(forged), "--candidate", str(forged)]) == 2
+    assert f"server.tt_options.{key}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ttnn", ["0.0.0+HOST.STUB", "0.0.0+Host.Stub"])
+def test_b_the_host_stub_ttnn_in_any_case_is_evidence(tmp_path: Path, ttnn: str) -> None:
+    forged = _as_hardware(tmp_path, tt_options={"emulated_mesh": False}, mesh_device=None)
+    forged = _edited(forged, lambda d: d["versions"].update({"ttnn": ttnn}), forged)
+    found = inconsistencies(load_report(forged))
+    assert any("'versions.ttnn' is the host stub's" in f for f in found)
+
+
+def test_b_control_a_boolean_false_on_hardware_is_consistent(tmp_path: Path) -> None:
+    """Control: emulated_mesh false (a boolean, its own key), a hardware ttnn and no emulated
+    mesh name: a hardware record nothing contradicts."""
+    run = _as_hardware(tmp_path, tt_options={"emulated_mesh": False}, mesh_device=None)
+    run = _edited(run, lambda d: d["versions"].update({"ttnn": "1.2.0"}), run)
+    assert inconsistencies(load_report(run)) == []
+    emulated = load_report(EMU_BASELINE / "baseline.json")
+    assert inconsistencies(emulated) == []
