@@ -8,11 +8,15 @@ concern's checks are a plain skip. B (#12): emulated evidence in any spelling.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tt_conformance
 from tests.conformance import test_red_team as red
 from tests.conformance.test_red_team import honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE
@@ -161,3 +165,62 @@ def test_b_control_a_boolean_false_on_hardware_is_consistent(tmp_path: Path) -> 
     assert inconsistencies(load_report(run)) == []
     emulated = load_report(EMU_BASELINE / "baseline.json")
     assert inconsistencies(emulated) == []
+
+
+# --------------------------------------- F (#7b): the verdict survives a closed output pipe
+
+HARNESS = str(Path(tt_conformance.__file__).resolve().parents[1])
+HISTORY_RUN = (
+    red.EMU_RUN.parents[2]
+    / "history/tt-reference-llama/emulated-T3K/20261207T055323Z-852b4eeb.json"
+)
+
+
+def _exit_with_closed(stream: str, *args: str) -> tuple[int, bytes]:
+    """The gate run as a subprocess whose ``stream`` pipe is closed before it writes (a reader
+    like ``| head -c 100`` gone): its exit code and what it wrote to the other stream."""
+    other = "stdout" if stream == "stderr" else "stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tt_conformance.cli.gate", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=red.EMU_RUN.parents[3],
+        # The harness this test imports, whether installed or from the source tree.
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([HARNESS, os.environ.get("PYTHONPATH", "")]),
+        },
+    )
+    getattr(proc, stream).close()
+    written = getattr(proc, other).read()
+    return proc.wait(timeout=120), written
+
+
+def test_f_a_refusal_exits_2_when_stderr_is_closed() -> None:
+    """F: a bad input whose refusal (a 100 kB path, more than a pipe holds) cannot be written
+    still exits 2, never 1 (a regression) from the BrokenPipeError."""
+    long = "/nonexistent/" + "a/" * 50_000 + "x.json"
+    code, out = _exit_with_closed("stderr", "--baseline", long, "--candidate", long)
+    assert code == 2
+    assert b"Traceback" not in out
+
+
+def test_f_an_ok_exits_0_when_stdout_is_closed() -> None:
+    """F: an OK verdict whose table cannot be written still exits 0, with no traceback."""
+    base = red.EMU_RUN / "baseline.json"
+    args = (
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(HISTORY_RUN),
+        "--allow-difference",
+        "plugin",
+    )
+    code, err = _exit_with_closed("stdout", *args)
+    assert (code, err) == (0, b"")
+
+
+def test_f_control_the_verdict_with_open_pipes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Control: with its streams open the same refusal is written and exits 2."""
+    assert gate_cli.main(["--baseline", "/nonexistent/x.json", "--candidate", "/x.json"]) == 2
+    assert "bad input, failing closed" in capsys.readouterr().err
