@@ -116,7 +116,7 @@ def _emulation_evidence(report: Report) -> list[str]:
     """The fields of the report's own server record that say it ran on no TT hardware, in
     any spelling (a truthy "yes" or a key in capitals is the same word)."""
     out = [
-        f"'server.tt_options.{key}' is {_short(value)}"
+        f"'server.tt_options.{key}' is {'true' if value is True else _short(value)}"
         for key, value in _emulated_entries(report)
         if _truthy(value) or (isinstance(value, str) and value.strip().casefold() not in _FALSY)
     ]
