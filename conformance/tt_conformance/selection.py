@@ -30,6 +30,7 @@ own checks and stored selection (rederive.py compares the two). Data only: the p
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from tt_conformance.committed import commit_state, committed_file
+from tt_conformance.committed import checkout_root, commit_state, committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers, module_concern
@@ -419,7 +420,8 @@ def yardstick_for(report: Report) -> Yardstick:
     shipped, so a module added since neither makes an old run partial nor inconsistent (the
     gate still names a check the candidate lacks). The commit is the report's word, the
     manifest is git's: an older commit's suite is what that harness ran. Otherwise today's
-    manifest, labelled. A commit's manifest that lists no check ids or concerns (written
+    manifest, labelled; so is a manifest untrue to the check modules committed beside it
+    (`_untrue_manifest`). A commit's manifest that lists no check ids or concerns (written
     before they were) is paired with today's of its modules."""
     commit = report.versions.harness_commit
     found = committed_file(commit, MANIFEST_PATH)
@@ -428,6 +430,19 @@ def yardstick_for(report: Report) -> Yardstick:
             data = json.loads(found[1].decode("utf-8"))
         except ValueError:
             data = None
+        untrue = (
+            _untrue_manifest(str(checkout_root()), commit.removesuffix("+dirty"), found[1])
+            if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND
+            else None
+        )
+        if untrue is not None:
+            # A commit of the harness's line whose manifest lists other checks than its
+            # modules define is no suite any harness ran: today's judges the run, labelled.
+            why = (
+                f"judged against this harness's manifest (the one at harness commit "
+                f"{commit[:12]} disagrees with the check modules committed beside it: {untrue})"
+            )
+            return Yardstick(suite_modules(), read_manifest_checks(), read_manifest_concerns(), why)
         if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND:
             modules = tuple(sorted(str(m) for m in data.get("modules", {})))
             listed, named = data.get("checks"), data.get("concerns")
@@ -459,6 +474,52 @@ def yardstick_for(report: Report) -> Yardstick:
             "cannot be read here)"
         )
     return Yardstick(suite_modules(), read_manifest_checks(), read_manifest_concerns(), label)
+
+
+@lru_cache(maxsize=64)
+def _untrue_manifest(root: str, commit: str, manifest: bytes) -> str | None:
+    """Why the manifest committed at ``commit`` is not true to the check modules committed
+    beside it, or None: each module it records is committed there with the digest it records,
+    and its check list (when it has one) names the module's own top-level test functions. The
+    ids' parameters need pytest to list (suiteids imports the module: no code of a recorded
+    commit is run here), so a dropped parameter of a listed function is not seen."""
+    data = json.loads(manifest.decode("utf-8"))
+    modules, listed = data.get("modules"), data.get("checks")
+    if not isinstance(modules, dict) or not modules:
+        return "it records no module digests"
+    if isinstance(listed, dict) and set(listed) != set(modules):
+        return "its check lists and its module digests name different modules"
+    folder = MANIFEST_PATH.rpartition("/")[0]
+    for name, digest in sorted(modules.items()):
+        short = str(name).removeprefix(f"{CHECKS_PACKAGE}.")
+        found = committed_file(commit, f"{folder}/{short}.py")
+        if found is None:
+            return f"{short} is not committed there"
+        if _file_digest(found[1]) != digest:
+            return f"{short} is not the file whose digest it records"
+        ids = listed.get(name) if isinstance(listed, dict) else None
+        if ids is None:
+            continue  # a manifest from before check lists: its digests are what it says
+        named = {str(i).partition("[")[0] for i in ids} if isinstance(ids, list) else set()
+        defined = _test_functions(found[1])
+        if named != defined:
+            odd = sorted(named ^ defined)
+            return f"its checks of {short} are not the module's test functions: {odd[:3]}"
+    return None
+
+
+def _test_functions(source: bytes) -> set[str]:
+    """The module's top-level ``test_`` functions, read (never run) from its source."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name.startswith("test_")
+    }
 
 
 def derive_coverage(report: Report) -> Coverage | None:

@@ -8,6 +8,7 @@ concern's checks are a plain skip. B (#12): emulated evidence in any spelling.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,11 @@ import pytest
 
 import tt_conformance
 from tests.conformance import test_red_team as red
+from tests.conformance.harnessgit import commit_all, git
 from tests.conformance.test_red_team import honest  # noqa: F401
 from tests.conformance.test_red_team_gate import EMU_BASELINE
 from tests.conformance.test_red_team_rt44b import _as_hardware, _edited
-from tt_conformance import selection
+from tt_conformance import committed, selection
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.matrix import tier_of
 from tt_conformance.names import NOT_TT_DEVICE
@@ -224,3 +226,93 @@ def test_f_control_the_verdict_with_open_pipes(capsys: pytest.CaptureFixture[str
     """Control: with its streams open the same refusal is written and exits 2."""
     assert gate_cli.main(["--baseline", "/nonexistent/x.json", "--candidate", "/x.json"]) == 2
     assert "bad input, failing closed" in capsys.readouterr().err
+
+
+# ------------------------------- E (#13): a yardstick is a commit of HEAD's line, true to itself
+
+
+def _checks_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A harness checkout holding today's check modules and manifest at HEAD: (repo, HEAD)."""
+    repo = tmp_path / "harness"
+    folder = repo / selection.MANIFEST_PATH.rpartition("/")[0]
+    folder.mkdir(parents=True)
+    for name, data in selection.installed_files().items():
+        (folder / f"{name.removeprefix(selection.CHECKS_PACKAGE + '.')}.py").write_bytes(data)
+    (repo / selection.MANIFEST_PATH).write_text(selection.manifest_text())
+    git(repo, "init", "-q")
+    commit_all(repo, "harness")
+    monkeypatch.setattr(committed, "checkout_root", lambda: repo)
+    return repo, git(repo, "rev-parse", "HEAD")
+
+
+def _dropping_two(repo: Path) -> tuple[str, ...]:
+    """The manifest rewritten (and left uncommitted) without two unparametrised check ids of
+    two modules whose files are unchanged: the ids dropped."""
+    data = json.loads((repo / selection.MANIFEST_PATH).read_text())
+    dropped = []
+    for module, ids in data["checks"].items():
+        plain = [i for i in ids if "[" not in i]
+        if plain and len(dropped) < 2:
+            ids.remove(plain[0])
+            dropped.append(f"{module}::{plain[0]}")
+    (repo / selection.MANIFEST_PATH).write_text(json.dumps(data, indent=2))
+    return tuple(dropped)
+
+
+def _run_without(dropped: tuple[str, ...], commit: str) -> Any:
+    """The emulated baseline without the dropped checks, recorded at ``commit`` and sealed as
+    that commit's manifest would judge it (full)."""
+    run = load_report(EMU_BASELINE / "baseline.json")
+    checks = tuple(c for c in run.checks if c.id not in dropped)
+    assert len(checks) == len(run.checks) - 2
+    versions = run.versions.model_copy(update={"harness_commit": commit})
+    return run.replace(checks=checks, versions=versions)
+
+
+def test_e_a_manifest_on_a_side_branch_is_no_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E: the two-ids-short manifest committed on a branch beside HEAD (`git branch x`): a
+    branch vouches for nothing; today's manifest judges the run, partial, saying why."""
+    repo, head = _checks_repo(tmp_path, monkeypatch)
+    git(repo, "checkout", "-q", "-b", "x")
+    dropped = _dropping_two(repo)
+    commit_all(repo, "two checks fewer")
+    side = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", head)
+    assert committed.commit_state(side) == "foreign"
+    yardstick = selection.yardstick_for(_run_without(dropped, side))
+    assert yardstick.label is not None and "not in this harness's history" in yardstick.label
+    assert all(d.partition("::")[2] in yardstick.checks[d.partition("::")[0]] for d in dropped)
+
+
+def test_e_a_manifest_untrue_to_its_modules_is_no_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E: the same manifest committed on HEAD's own line: its check lists drop two test
+    functions its modules (unchanged, their digests as recorded) still define; today's
+    manifest judges, and the label says the commit's manifest disagrees with its modules."""
+    repo, _ = _checks_repo(tmp_path, monkeypatch)
+    dropped = _dropping_two(repo)
+    commit_all(repo, "two checks fewer")
+    short = git(repo, "rev-parse", "HEAD")
+    assert committed.commit_state(short) == "history"
+    run = _run_without(dropped, short)
+    yardstick = selection.yardstick_for(run)
+    assert yardstick.label is not None and "disagrees with the check modules" in yardstick.label
+    derived = selection.derive_coverage(run)
+    assert derived is not None and not derived.full
+    assert any("did not run" in why for why in derived.partial_because)
+
+
+def test_e_control_head_line_manifest_true_to_its_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control: HEAD's manifest, true to the modules committed beside it, is the yardstick
+    (unlabelled), and the whole emulated run is full by it."""
+    _, head = _checks_repo(tmp_path, monkeypatch)
+    run = load_report(EMU_BASELINE / "baseline.json")
+    run = run.replace(versions=run.versions.model_copy(update={"harness_commit": head}))
+    assert selection.yardstick_for(run).label is None
+    derived = selection.derive_coverage(run)
+    assert derived is not None and derived.full
