@@ -316,3 +316,25 @@ def test_e_control_head_line_manifest_true_to_its_modules(
     assert selection.yardstick_for(run).label is None
     derived = selection.derive_coverage(run)
     assert derived is not None and derived.full
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("tt_conformance.cli.matrix",), ("tt_conformance.cli.conformance", "history", "add")],
+)
+def test_f_other_commands_refuse_with_2_when_stderr_is_closed(command: tuple[str, ...]) -> None:
+    """F, every command: the matrix and `history add` refusing a 100 kB path (a name too long
+    for the file system) exit 2 with their stderr closed."""
+    long = "/nonexistent/" + "a/" * 50_000 + "x.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *command, long],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([HARNESS, os.environ.get("PYTHONPATH", "")]),
+        },
+    )
+    assert proc.stderr is not None
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 2
