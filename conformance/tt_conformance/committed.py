@@ -11,11 +11,12 @@ repository-relative, on another machine's checkout): its trailing parts are trie
 repository paths, longest first. The path only locates the file; callers prove it is the one
 the run used by its digest.
 
-Only a commit of the harness's own history is a yardstick (`history_commit`): an ancestor of
-HEAD or of a branch or tag of this checkout. Anyone who can write a report can also put a
-loose commit in the object store (``git commit-tree``: a manifest of three modules, bars of
-their choosing) and record it; such a commit, or one of an unrelated history, reads as not
-held (`commit_state` tells the caller which, for its label).
+Only a commit of the harness's own line of history is a yardstick (`history_commit`): an
+ancestor of HEAD. Anyone who can write a report can also put a loose commit in the object store
+(``git commit-tree``: a manifest of three modules, bars of their choosing) and record it, and
+anyone with the checkout can point a branch or a tag at it (``git branch x <commit>``); such a
+commit, or one of an unrelated history, reads as not held (`commit_state` tells the caller
+which, for its label).
 
 `head_file` answers another question: is a file of the work tree the one committed at HEAD
 (the baseline and expectations a saved gate OK must have judged)? There a file that cannot be
@@ -36,6 +37,7 @@ __all__ = [
     "checkout_root",
     "commit_state",
     "committed_file",
+    "forget_answers",
     "harness_repository",
     "head_file",
     "history_commit",
@@ -103,10 +105,17 @@ def _state(root: str, commit: str) -> CommitState:
     if full is None:
         return "absent"
     sha = full.decode("ascii", "replace").strip()
+    # HEAD's ancestors only: a branch or tag costs one command and vouches for nothing.
     if _git(root, "merge-base", "--is-ancestor", sha, "HEAD") is not None:
         return "history"
-    refs = _git(root, "for-each-ref", "--count=1", "--contains", sha, "refs/heads", "refs/tags")
-    return "history" if refs else "foreign"
+    return "foreign"
+
+
+def forget_answers() -> None:
+    """Drop git's answers cached by this process (they assume HEAD does not move while it
+    runs; a test that moves it asks again)."""
+    _state.cache_clear()
+    _shown.cache_clear()
 
 
 def _git(root: str, *args: str) -> bytes | None:

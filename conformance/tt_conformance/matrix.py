@@ -228,7 +228,11 @@ def all_concerns(reports: Sequence[Report]) -> tuple[str, ...]:
 def find_reports(root: Path, include_baselines: bool = False) -> list[tuple[Path, Report]]:
     """Every report under ``root``; MatrixError for an unreadable or inconsistent one (its
     stored verdicts disagree with its checks: rederive.py), which is never published."""
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError as exc:  # a name too long for the file system (Python 3.11 raises)
+        raise MatrixError(f"{root}: report directory cannot be read: {exc.strerror}") from None
+    if not is_dir:
         raise MatrixError(f"{root}: report directory does not exist")
     found: list[tuple[Path, Report]] = []
     by_id: dict[str, tuple[Path, Report]] = {}

@@ -74,13 +74,53 @@ def _short(value: object) -> str:
 _HOST_STUB = "+host.stub"
 
 
-def _emulation_evidence(report: Report) -> list[str]:
-    """The fields of the report's own server record that say it ran on no TT hardware."""
-    out = []
+_EMULATED_KEY = "emulated_mesh"
+# What a hand-edited record may spell "true" as: evidence all the same (the plugin writes a
+# JSON boolean; any other spelling is also malformed, _malformed_emulation).
+_TRUTHY = frozenset({"true", "yes", "on", "1", "1.0", "y", "t"})
+_FALSY = frozenset({"false", "no", "off", "0", "0.0", "n", "f", ""})
+
+
+def _emulated_entries(report: Report) -> list[tuple[str, object]]:
+    """The tt_options entries naming emulated_mesh in any case or separator spelling."""
     options = report.server.tt_options
-    if isinstance(options, dict) and options.get("emulated_mesh") is True:
-        out.append("'server.tt_options.emulated_mesh' is true")
-    if _HOST_STUB in report.versions.ttnn:
+    if not isinstance(options, dict):
+        return []
+    return [
+        (str(k), v)
+        for k, v in options.items()
+        if str(k).strip().casefold().replace("-", "_") == _EMULATED_KEY
+    ]
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().casefold() in _TRUTHY
+    return value is not None and not isinstance(value, (list, dict)) and bool(value)
+
+
+def _malformed_emulation(report: Report) -> list[str]:
+    """emulated_mesh is a JSON boolean under its own key: any other value or key spelling is
+    no record the harness reads as "not emulated" (it refuses it, naming the field)."""
+    out = []
+    for key, value in _emulated_entries(report):
+        if key != _EMULATED_KEY or not isinstance(value, bool):
+            out.append(
+                f"field 'server.tt_options.{key}': {_short(value)} is malformed (the emulation "
+                f"flag is a boolean under {_EMULATED_KEY!r})"
+            )
+    return out
+
+
+def _emulation_evidence(report: Report) -> list[str]:
+    """The fields of the report's own server record that say it ran on no TT hardware, in
+    any spelling (a truthy "yes" or a key in capitals is the same word)."""
+    out = [
+        f"'server.tt_options.{key}' is {'true' if value is True else _short(value)}"
+        for key, value in _emulated_entries(report)
+        if _truthy(value) or (isinstance(value, str) and value.strip().casefold() not in _FALSY)
+    ]
+    if _HOST_STUB in report.versions.ttnn.casefold():
         out.append(f"'versions.ttnn' is the host stub's {report.versions.ttnn!r}")
     mesh = report.server.mesh_device
     if mesh is not None and is_emulated(mesh.strip().lower()):
@@ -120,7 +160,7 @@ def _concern_fields(report: Report) -> list[str]:
 
 def inconsistencies(report: Report) -> list[str]:
     """Every stored verdict of the report that its own checks and figures contradict."""
-    out: list[str] = _device_contradiction(report) + _concern_fields(report)
+    out = _malformed_emulation(report) + _device_contradiction(report) + _concern_fields(report)
     # The stored tier may be the one the report's own bars give (an honest run read where its
     # expectations file cannot be reached) or the one its vouched-for bars cap it at.
     derived_tier, stated = derive_tier(report), stated_tier(report)

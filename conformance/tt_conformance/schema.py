@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tt_conformance.cli.pipes import keeps_verdict
 from tt_conformance.expectations import Expectations
 from tt_conformance.report import Report
 from tt_conformance.selection import CHECKS_PACKAGE, MANIFEST_NAME, manifest_text
@@ -73,6 +74,7 @@ def rendered() -> dict[str, str]:
     }
 
 
+@keeps_verdict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("dirs", nargs="*", type=Path)

@@ -30,6 +30,7 @@ own checks and stored selection (rederive.py compares the two). Data only: the p
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from tt_conformance.committed import commit_state, committed_file
+from tt_conformance.committed import checkout_root, commit_state, committed_file
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers, module_concern
@@ -70,6 +71,7 @@ __all__ = [
     "installed_suite",
     "manifest_text",
     "missing_checks",
+    "modules_declaring",
     "read_manifest",
     "read_manifest_checks",
     "read_manifest_concerns",
@@ -99,6 +101,12 @@ OPTIONAL_NOT_RUN = "forward reference not run:"
 OPTIONAL_CONCERNS = frozenset({"forward_reference"})
 
 SkipKind = Literal["not_applicable", "waived", "optional", "other"]
+# What a check module must declare for a server-identity excuse to hold for its checks: the
+# requires_lanes marker (pytest_plugin.py skips with NEEDS_LANES) and the tt_path marker or
+# fixture (skipped with NOT_APPLICABLE on a server without the plugin). The excuse is the
+# harness's, from its own modules, never the words a report stores on any check.
+_LANES_MARKER = b"pytest.mark.requires_lanes"
+_TT_PATH_MARKER = b"tt_path"
 
 
 def _file_digest(data: bytes) -> str:
@@ -155,6 +163,14 @@ def read_manifest_concerns() -> Mapping[str, str]:
     if not isinstance(concerns, dict):
         raise ValueError(f"{CHECKS_PACKAGE}/{MANIFEST_NAME}: lists no concerns")
     return {str(k): str(v) for k, v in concerns.items()}
+
+
+@lru_cache(maxsize=2)
+def modules_declaring(marker: bytes) -> frozenset[str]:
+    """The shipped check modules whose source declares ``marker`` (a module edited away from
+    the manifest already makes the run partial)."""
+    shipped = set(read_manifest())
+    return frozenset(n for n, data in installed_files().items() if n in shipped and marker in data)
 
 
 def concern_of(check: CheckResult) -> str:
@@ -220,11 +236,16 @@ def skip_kind(
     reason = check.reason
     if reason.startswith(WAIVED):
         return "waived"
+    module = _module_of(check.id)
     if reason.startswith(NOT_APPLICABLE):
-        return "not_applicable" if device == NOT_TT_DEVICE else "other"
+        declared = module in modules_declaring(_TT_PATH_MARKER)
+        return "not_applicable" if declared and device == NOT_TT_DEVICE else "other"
     needed = _LANES_NEEDED.match(reason)
     if needed is not None:
-        return "not_applicable" if lanes < int(needed.group(1)) else "other"
+        # Only a check whose module asks for lanes may be excused by too few of them: the
+        # same words copied onto a logprobs check are a plain skip.
+        declared = module in modules_declaring(_LANES_MARKER)
+        return "not_applicable" if declared and lanes < int(needed.group(1)) else "other"
     # The concern-bound excuses hold only for the checks the manifest gives that concern:
     # the stored concern is the report's word (a logprobs check relabelled block_output).
     if reason.startswith(OPTIONAL_NOT_RUN):
@@ -235,6 +256,15 @@ def skip_kind(
         borne_out = model_class is not None and not _BLOCK_CLASS.search(model_class)
         return "not_applicable" if concern_of(check) == "block_output" and borne_out else "other"
     return "other"
+
+
+def _declared_excuse(check: CheckResult) -> bool:
+    module = _module_of(check.id)
+    if check.reason.startswith(NOT_APPLICABLE):
+        return module in modules_declaring(_TT_PATH_MARKER)
+    if check.reason.startswith(NEEDS_LANES):
+        return module in modules_declaring(_LANES_MARKER)
+    return False
 
 
 @dataclass(frozen=True)
@@ -321,9 +351,10 @@ def coverage_of(
             f"exercised): {', '.join(concerns.not_run)}"
         )
     skipped = [c for c in checks if c.outcome == "skip"]
-    # The counts keep their first meaning: skips the harness reports as not applicable by
-    # their reason (no TT plugin, too few lanes), and the rest.
-    not_applicable = sum(1 for c in skipped if c.reason.startswith((NOT_APPLICABLE, NEEDS_LANES)))
+    # The counts keep their first meaning: skips whose reason is the harness's own not
+    # applicable one (no TT plugin, too few lanes) on a check whose module declares it, and the
+    # rest (whether the server bears the reason out is the tier's and the concerns' business).
+    not_applicable = sum(1 for c in skipped if _declared_excuse(c))
     return Coverage(
         full=not why,
         selected=len(checks),
@@ -389,7 +420,8 @@ def yardstick_for(report: Report) -> Yardstick:
     shipped, so a module added since neither makes an old run partial nor inconsistent (the
     gate still names a check the candidate lacks). The commit is the report's word, the
     manifest is git's: an older commit's suite is what that harness ran. Otherwise today's
-    manifest, labelled. A commit's manifest that lists no check ids or concerns (written
+    manifest, labelled; so is a manifest untrue to the check modules committed beside it
+    (`_untrue_manifest`). A commit's manifest that lists no check ids or concerns (written
     before they were) is paired with today's of its modules."""
     commit = report.versions.harness_commit
     found = committed_file(commit, MANIFEST_PATH)
@@ -398,6 +430,19 @@ def yardstick_for(report: Report) -> Yardstick:
             data = json.loads(found[1].decode("utf-8"))
         except ValueError:
             data = None
+        untrue = (
+            _untrue_manifest(str(checkout_root()), commit.removesuffix("+dirty"), found[1])
+            if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND
+            else None
+        )
+        if untrue is not None:
+            # A commit of the harness's line whose manifest lists other checks than its
+            # modules define is no suite any harness ran: today's judges the run, labelled.
+            why = (
+                f"judged against this harness's manifest (the one at harness commit "
+                f"{commit[:12]} disagrees with the check modules committed beside it: {untrue})"
+            )
+            return Yardstick(suite_modules(), read_manifest_checks(), read_manifest_concerns(), why)
         if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND:
             modules = tuple(sorted(str(m) for m in data.get("modules", {})))
             listed, named = data.get("checks"), data.get("concerns")
@@ -429,6 +474,52 @@ def yardstick_for(report: Report) -> Yardstick:
             "cannot be read here)"
         )
     return Yardstick(suite_modules(), read_manifest_checks(), read_manifest_concerns(), label)
+
+
+@lru_cache(maxsize=64)
+def _untrue_manifest(root: str, commit: str, manifest: bytes) -> str | None:
+    """Why the manifest committed at ``commit`` is not true to the check modules committed
+    beside it, or None: each module it records is committed there with the digest it records,
+    and its check list (when it has one) names the module's own top-level test functions. The
+    ids' parameters need pytest to list (suiteids imports the module: no code of a recorded
+    commit is run here), so a dropped parameter of a listed function is not seen."""
+    data = json.loads(manifest.decode("utf-8"))
+    modules, listed = data.get("modules"), data.get("checks")
+    if not isinstance(modules, dict) or not modules:
+        return "it records no module digests"
+    if isinstance(listed, dict) and set(listed) != set(modules):
+        return "its check lists and its module digests name different modules"
+    folder = MANIFEST_PATH.rpartition("/")[0]
+    for name, digest in sorted(modules.items()):
+        short = str(name).removeprefix(f"{CHECKS_PACKAGE}.")
+        found = committed_file(commit, f"{folder}/{short}.py")
+        if found is None:
+            return f"{short} is not committed there"
+        if _file_digest(found[1]) != digest:
+            return f"{short} is not the file whose digest it records"
+        ids = listed.get(name) if isinstance(listed, dict) else None
+        if ids is None:
+            continue  # a manifest from before check lists: its digests are what it says
+        named = {str(i).partition("[")[0] for i in ids} if isinstance(ids, list) else set()
+        defined = _test_functions(found[1])
+        if named != defined:
+            odd = sorted(named ^ defined)
+            return f"its checks of {short} are not the module's test functions: {odd[:3]}"
+    return None
+
+
+def _test_functions(source: bytes) -> set[str]:
+    """The module's top-level ``test_`` functions, read (never run) from its source."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name.startswith("test_")
+    }
 
 
 def derive_coverage(report: Report) -> Coverage | None:

@@ -55,7 +55,7 @@ PYTEST_SIDE = (
     "abort",
     "ttpath",
 )
-COMMANDS = ("cli", "cli.conformance", "cli.matrix", "cli.gate", "schema")
+COMMANDS = ("cli", "cli.conformance", "cli.matrix", "cli.gate", "cli.pipes", "schema")
 FORMAT_LIBRARIES = ("tabulate", "jinja2", "xml")
 
 

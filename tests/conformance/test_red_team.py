@@ -58,6 +58,7 @@ from tt_conformance.writers import write_matrix, write_report
 
 FIGURE = "tps_user_median@i128o128c1"
 CONCERNS = ("isolation", "seeding", "logprobs")
+LANES_MODULE = f"{selection.CHECKS_PACKAGE}.test_lanes"
 ACCURACY = AccuracyResult(
     task="t", check="m::test_acc", score=0.9, ci_low=0.6, ci_high=0.98, num_samples=10,
     correct=9, threshold=0.5, verdict="pass", reason="score 0.900 >= threshold 0.500",
@@ -209,16 +210,27 @@ def test_not_applicable_is_decided_by_the_server_identity(honest: Any) -> None:
     )
     assert tier_of(honest(checks=checks)).tier == "partial"
     lanes = f"{selection.NEEDS_LANES} >= 2 lane-DP lanes (this server: 1)"
-    checks = tuple(
-        c.model_copy(update={"outcome": "skip", "reason": lanes}) if c.concern == "seeding" else c
-        for c in honest().checks
-    )
-    one_lane = honest(checks=checks)
-    assert "seeding" not in (one_lane.coverage.concerns_not_run if one_lane.coverage else ())
+    one_lane = honest(checks=(*honest().checks, *_lanes_checks(lanes)))
+    assert "lanes" not in (one_lane.coverage.concerns_not_run if one_lane.coverage else ())
     server = one_lane.server.model_copy(update={"lanes": 4})
     four = _sealed(one_lane.replace(server=server))
-    assert four.coverage is not None and four.coverage.concerns_not_run == ("seeding",)
+    assert four.coverage is not None and four.coverage.concerns_not_run == ("lanes",)
     assert tier_of(four).tier == "partial"
+
+
+def _lanes_checks(reason: str) -> tuple[CheckResult, ...]:
+    """Two checks of the shipped lanes module (its requires_lanes marker declares the
+    excuse), skipped with ``reason``."""
+    return tuple(
+        CheckResult(
+            id=f"{LANES_MODULE}::test_lanes_{i}",
+            nodeid=f"lanes.py::test_lanes_{i}",
+            concern="lanes",
+            outcome="skip",
+            reason=reason,
+        )
+        for i in range(2)
+    )
 
 
 # ----------------------------------------------------------------------------- item 2

@@ -169,12 +169,16 @@ THREE = tuple(f"tt_conformance.checks.test_{m}" for m in ("isolation", "seeding"
 
 
 def _harness_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, str]:
-    """A harness checkout (the harness reads git here) whose branch holds today's manifest,
-    and a loose commit on top of it, on no branch, holding a manifest of three modules and the
-    emulated baseline's expectations: (repo, the branch's commit, the loose commit)."""
+    """A harness checkout (the harness reads git here) whose branch holds today's check
+    modules and manifest, and a loose commit on top of it, on no branch, holding a manifest of
+    three modules and the emulated baseline's expectations: (repo, the branch's commit, the
+    loose commit)."""
     repo = tmp_path / "harness"
     manifest = repo / selection.MANIFEST_PATH
     manifest.parent.mkdir(parents=True)
+    for name, data in selection.installed_files().items():
+        short = name.removeprefix(selection.CHECKS_PACKAGE + ".")
+        (manifest.parent / f"{short}.py").write_bytes(data)
     manifest.write_text(selection.manifest_text())
     git(repo, "init", "-q")
     git(repo, "add", ".")
@@ -244,11 +248,14 @@ def test_a_commit_of_the_harness_history_is_the_yardstick(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Controls: the branch's commit judges by its (today's) manifest, unlabelled; the same
-    loose commit once a branch of the harness holds it is the harness's, and its manifest and
-    bars are the yardstick."""
+    loose commit once HEAD's own line holds it (not merely a branch: rt44c E) is the
+    harness's, and its manifest (true to the modules beside it) and bars are the yardstick."""
     repo, head, loose = _harness_repo(tmp_path, monkeypatch)
     assert selection.yardstick_for(_thinned(head)).label is None
     git(repo, "branch", "small-suite", loose)
+    assert committed.commit_state(loose) == "foreign"
+    git(repo, "merge", "-q", "--ff-only", loose)
+    committed.forget_answers()  # git's answers are cached per process; HEAD moved here
     assert committed.commit_state(loose) == "history"
     kept = _thinned(loose)
     assert selection.yardstick_for(kept).modules == tuple(sorted(THREE))

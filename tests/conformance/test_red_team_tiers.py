@@ -15,6 +15,7 @@ from tests.conformance.test_red_team import (  # noqa: F401
     ACCURACY,
     FIGURE,
     _check,
+    _lanes_checks,
     _sealed,
     honest,
 )
@@ -70,11 +71,7 @@ def test_skips_the_server_bears_out_still_allow_complete(honest: Any, tmp_path: 
     """Control: a "needs lanes" skip on a one-lane server is not applicable (the identity
     bears it out): the run stays complete and promotes."""
     lanes = f"{selection.NEEDS_LANES} >= 2 lane-DP lanes (this server: 1)"
-    checks = tuple(
-        c.model_copy(update={"outcome": "skip", "reason": lanes}) if c.id.endswith("_5") else c
-        for c in honest().checks
-    )
-    run = honest(checks=checks)
+    run = honest(checks=(*honest().checks, *_lanes_checks(lanes)))
     assert tier_of(run).tier == "complete"
     assert _promote(tmp_path, run, "lanes") == 0
 

@@ -70,6 +70,7 @@ from tt_conformance.benchimport import (
     own_figures_replaced,
     result_mismatches,
 )
+from tt_conformance.cli.pipes import keeps_verdict
 from tt_conformance.expectations import (
     Expectations,
     ExpectationsError,
@@ -264,6 +265,7 @@ def report_dir(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@keeps_verdict
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tt-conformance",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tt_conformance.baseline import PromoteError, refuse_gate_baseline, same_selection
+from tt_conformance.cli.pipes import keeps_verdict
 from tt_conformance.expectations import Expectations, ExpectationsError, load_expectations
 from tt_conformance.formats.text import render_gate
 from tt_conformance.gate import (
@@ -33,6 +34,7 @@ from tt_conformance.report import ReportError, load_report
 __all__ = ["main"]
 
 
+@keeps_verdict
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tt-conformance-gate",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tt_conformance import committed
+from tt_conformance.cli.pipes import keeps_verdict
 from tt_conformance.matrix import (
     STATUS_ABORTED,
     STATUS_FAIL,
@@ -182,6 +183,7 @@ def _site_guard(site: Path) -> None:
         )
 
 
+@keeps_verdict
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tt-conformance-matrix",
