@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "conformance"))  # this tree's harness, not an installed one
@@ -51,6 +52,9 @@ LOCK = REPO / "requirements" / "lock" / "mutation.txt"
 # the last full run, which --rejudge reads again.
 SCRATCH = REPO / ".mutation"
 PUBLISHED = REPO / "reports" / "mutation" / "plugin.json"
+# The commit a full run's trees were made at (under .mutation/full/): --rejudge re-reads only
+# trees of the record's own commit.
+COMMIT_STAMP = "commit"
 EQUIVALENTS = REPO / "reports" / "mutation" / "equivalent-mutants.json"
 TOOL = "mutmut 3.8.1"
 UNJUDGED_EXIT = 40  # tests/mutation_verdict.py
@@ -491,6 +495,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     results, stale = [], []
     previous = json.loads(PUBLISHED.read_text()) if args.rejudge else None
+    if previous is not None:
+        stamp = root / COMMIT_STAMP
+        ran_at = stamp.read_text().strip() if stamp.is_file() else None
+        if ran_at != previous.get("plugin_commit"):
+            raise SystemExit(
+                f"--rejudge: the trees under {root} were run at {ran_at or 'an unrecorded commit'}"
+                f", the record at {previous.get('plugin_commit')}: run the full campaign again"
+            )
+    elif not args.ci and not args.module:
+        (root / COMMIT_STAMP).write_text(_git("rev-parse", "HEAD") + "\n")
     for target in chosen:
         names = CI_SAMPLE[target.module] if args.ci else ()
         if previous is None:
@@ -514,13 +528,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = PUBLISHED if full else root / "summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = summary(results, args.ci)
+    status = report(results, stale)
     if previous is not None:  # the mutants ran then: keep that run's date and commit
+        refusal = rejudge_refusal(previous, results) or (
+            "survivors unexplained or stale equivalents (above)" if status else None
+        )
+        if refusal:  # the last record stays: a failed rejudge publishes nothing
+            print(f"--rejudge refused, {out.relative_to(REPO)} left as it was: {refusal}")
+            return 1
         record.update({k: previous[k] for k in ("date", "plugin_commit", "tree_clean")})
         record["equivalents_rejudged"] = datetime.now(timezone.utc).date().isoformat()
     out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    status = report(results, stale)
     print(f"summary: {out.relative_to(REPO)}")
     return status
+
+
+def rejudge_refusal(previous: dict[str, Any], results: Sequence[ModuleResult]) -> str | None:
+    """Why re-read trees are not the run the record describes: a module's mutant count differs
+    (a sample's or another commit's tree), or a target is missing from either."""
+    before = {m.get("module"): m.get("total") for m in previous.get("modules", [])}
+    now = {r.module: len(r.mutants) for r in results}
+    for module in sorted(set(before) | set(now), key=str):
+        if before.get(module) != now.get(module):
+            return (
+                f"{module}: {now.get(module)} mutants under .mutation/, {before.get(module)} in "
+                "the last full record: run the full campaign again"
+            )
+    return None
 
 
 if __name__ == "__main__":

@@ -124,3 +124,60 @@ def test_a_sample_summary_is_never_the_published_record(tmp_path: Path) -> None:
         parse_mutation_record(sample)
     full = json.loads(json.dumps(driver.summary([result], ci=False)))
     assert parse_mutation_record(full).concerns[0].score == 1.0
+
+
+def _rejudge_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stamp: str | None, mutants: int
+) -> tuple[Path, str]:
+    """A published record of one full run and scratch trees re-read with ``mutants`` each."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    results = []
+    for target in driver.TARGETS:
+        result = driver.ModuleResult(target.module, target.concern, list(target.tests), 1.0)
+        result.mutants = [driver.Mutant(f"m{i}", "killed", 1) for i in range(3)]
+        results.append(result)
+    record = driver.summary(results, ci=False) | {"plugin_commit": commit, "tree_clean": True}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    published = tmp_path / "plugin.json"
+    text = json.dumps(record, indent=2) + "\n"
+    published.write_text(text)
+    (tmp_path / "full").mkdir()
+    if stamp is not None:
+        (tmp_path / "full" / driver.COMMIT_STAMP).write_text(stamp.replace("HEAD", commit))
+
+    def collect(target, bin_dir, names, seconds, root):  # type: ignore[no-untyped-def]
+        result = driver.ModuleResult(target.module, target.concern, list(target.tests), seconds)
+        result.mutants = [driver.Mutant(f"m{i}", "killed", 1) for i in range(mutants)]
+        return result
+
+    monkeypatch.setattr(driver, "PUBLISHED", published)
+    monkeypatch.setattr(driver, "SCRATCH", tmp_path)
+    monkeypatch.setattr(driver, "REPO", tmp_path)
+    monkeypatch.setattr(driver, "_git", lambda *args: "" if args[0] == "status" else commit)
+    monkeypatch.setattr(driver, "mutation_env", lambda env_dir: tmp_path)
+    monkeypatch.setattr(driver, "load_equivalents", lambda: [])
+    monkeypatch.setattr(driver, "collect", collect)
+    return published, text
+
+
+def test_a_rejudge_of_other_trees_refuses_and_leaves_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rt46 #50: trees with fewer mutants (a CI sample's) or of another commit are not the run
+    the record describes; a refused rejudge never rewrites the record."""
+    published, text = _rejudge_setup(tmp_path, monkeypatch, "HEAD", mutants=1)
+    assert driver.main(["--rejudge"]) == 1
+    assert published.read_text() == text
+    for stamp in (None, "f" * 40):
+        published, text = _rejudge_setup(tmp_path / str(stamp), monkeypatch, stamp, mutants=3)
+        with pytest.raises(SystemExit, match="run the full campaign again"):
+            driver.main(["--rejudge"])
+        assert published.read_text() == text
+
+
+def test_a_rejudge_of_the_records_own_trees_rewrites_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published, _ = _rejudge_setup(tmp_path, monkeypatch, "HEAD", mutants=3)
+    assert driver.main(["--rejudge"]) == 0
+    assert "equivalents_rejudged" in json.loads(published.read_text())
