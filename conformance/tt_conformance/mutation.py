@@ -44,6 +44,8 @@ MUTATION_CONCERNS = (
 # Every mutant is exactly one of these; total is their sum.
 COUNT_FIELDS = ("killed", "survived", "equivalent", "timeout", "unjudged")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+# The driver's verdicts of a mutant the tests let through ("no test": none reaches it).
+_SURVIVING = ("survived", "no test")
 
 
 class MutationRecordError(ValueError):
@@ -161,13 +163,18 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
         concerns.append(ConcernScore(name, **counts, score=_score(entry, counts, where)))
     if not concerns:
         raise MutationRecordError("'concerns' is empty: a campaign mutates at least one")
-    _check_modules(data, {c.concern: c for c in concerns})
+    modules = _check_modules(data, {c.concern: c for c in concerns})
+    _check_not_killed(data, modules)
     return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns))
 
 
-def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]) -> None:
-    """Each concern's counts are the sums of its modules' (a hand-edited total is caught)."""
+def _check_modules(
+    data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
+) -> dict[str, dict[str, int]]:
+    """Each concern's counts are the sums of its modules' (a hand-edited total is caught); the
+    counts per module."""
     sums: dict[str, dict[str, int]] = {}
+    by_module: dict[str, dict[str, int]] = {}
     for index, entry in enumerate(_field(data, "modules", list, "")):
         if not isinstance(entry, dict):
             raise MutationRecordError(f"modules[{index}] must be an object")
@@ -176,6 +183,7 @@ def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
             raise MutationRecordError(f"modules[{index}].'concern' {name!r} has no concern entry")
         counts = _counts(entry, f"modules[{index}].")
         _score(entry, counts, f"modules[{index}].")
+        by_module[_field(entry, "module", str, f"modules[{index}].")] = counts
         total = sums.setdefault(name, dict.fromkeys(("total", *COUNT_FIELDS), 0))
         for key, value in counts.items():
             total[key] += value
@@ -186,6 +194,47 @@ def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
                 raise MutationRecordError(
                     f"concern '{name}': '{key}' ({getattr(concern, key)}) is not the sum of its "
                     f"modules ({got.get(key, 0)})"
+                )
+    return by_module
+
+
+def _not_killed_status(entry: Any, index: int, modules: Mapping[str, Any]) -> tuple[str, str]:
+    """The module and count field one not_killed entry stands for."""
+    where = f"not_killed[{index}]."
+    if not isinstance(entry, dict):
+        raise MutationRecordError(f"not_killed[{index}] must be an object")
+    module = _field(entry, "module", str, where)
+    if module not in modules:
+        raise MutationRecordError(f"{where}'module' {module!r} has no modules entry")
+    status = entry.get("status")
+    because = entry.get("equivalent_because")
+    if because is not None:
+        if not isinstance(because, str) or not because.strip():
+            raise MutationRecordError(f"{where}'equivalent_because' must be a non-empty reason")
+        if status not in _SURVIVING:  # only a mutant the tests let through is shown equivalent
+            raise MutationRecordError(f"{where}'status' {status!r} cannot be equivalent")
+        return module, "equivalent"
+    if status in _SURVIVING:
+        return module, "survived"
+    if status in ("timeout", "unjudged"):
+        return module, str(status)
+    raise MutationRecordError(f"{where}'status' {status!r} is not a not-killed status")
+
+
+def _check_not_killed(data: Mapping[str, Any], modules: Mapping[str, Mapping[str, int]]) -> None:
+    """Every mutant not killed is listed: per module, each count but killed is the number of
+    not_killed entries of that status (a survivor relabelled equivalent, or a list emptied while
+    the counts stay, is caught); each equivalent carries its reason."""
+    listed = {module: dict.fromkeys(COUNT_FIELDS[1:], 0) for module in modules}
+    for index, entry in enumerate(_field(data, "not_killed", list, "")):
+        module, status = _not_killed_status(entry, index, modules)
+        listed[module][status] += 1
+    for module, counts in modules.items():
+        for key, value in listed[module].items():
+            if counts[key] != value:
+                raise MutationRecordError(
+                    f"module '{module}': '{key}' ({counts[key]}) is not the number of not_killed "
+                    f"entries that are {key} ({value})"
                 )
 
 

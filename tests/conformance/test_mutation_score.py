@@ -60,7 +60,16 @@ def record() -> dict[str, Any]:
             {"module": "policy/device_logprobs.py", "concern": ROUTE, **_counts(3, 0, 2)},
             {"module": "policy/step_policy.py", "concern": "step policy", **_counts(4)},
         ],
+        "not_killed": [
+            _not_killed("policy/sampling_route.py", None),
+            _not_killed("policy/device_logprobs.py", "no caller reads the label it changes"),
+            _not_killed("policy/device_logprobs.py", "the bound is checked again by the caller"),
+        ],
     }
+
+
+def _not_killed(module: str, because: str | None, status: str = "survived") -> dict[str, Any]:
+    return {"module": module, "mutant": "m", "status": status, "equivalent_because": because}
 
 
 def test_a_consistent_record_is_read_per_concern() -> None:
@@ -95,6 +104,23 @@ def _set(path: str, value: Any) -> dict[str, Any]:
         (_set("concerns.1.total", True), "'total' must be a int"),
         (_set("modules.2.killed", 3), "modules[2].'total' (4) is not the sum"),
         (_set("concerns", []), "'concerns' is empty"),
+        # rt46 #2: a survivor's entry given a reason while the counts still say it survived
+        (
+            _set("not_killed.0.equivalent_because", "relabelled"),
+            "module 'policy/sampling_route.py': 'survived' (1) is not the number",
+        ),
+        # rt46 #34/#35: the list emptied or dropped while the counts stay
+        (_set("not_killed", []), "'survived' (1) is not the number of not_killed entries"),
+        (_set("not_killed", None), "'not_killed' must be a list"),
+        # rt46 #35: a survivor listed while the module says none survived
+        (
+            _set("not_killed.1.equivalent_because", None),
+            "module 'policy/device_logprobs.py': 'survived' (0) is not the number",
+        ),
+        # rt46 #36: an equivalent without a reason
+        (_set("not_killed.1.equivalent_because", " "), "'equivalent_because' must be a non-empty"),
+        (_set("not_killed.1.status", "killed"), "'status' 'killed' cannot be equivalent"),
+        (_set("not_killed.0.module", "x.py"), "not_killed[0].'module' 'x.py' has no modules"),
     ],
 )
 def test_a_forged_or_malformed_record_is_refused_naming_the_field(
@@ -103,6 +129,16 @@ def test_a_forged_or_malformed_record_is_refused_naming_the_field(
     with pytest.raises(MutationRecordError) as refused:
         parse_mutation_record(forged, TODAY)
     assert named in str(refused.value)
+
+
+def test_a_survivor_counted_as_equivalent_without_its_entry_is_refused() -> None:
+    """rt46 #2: the counts of a module and its concern moved from survived to equivalent, each
+    sum still right, the survivor's not_killed entry unchanged."""
+    forged = record()
+    forged["concerns"][0].update(survived=0, equivalent=3, score=1.0)
+    forged["modules"][0].update(survived=0, equivalent=1, score=1.0)
+    with pytest.raises(MutationRecordError, match="'survived' \\(0\\) is not the number"):
+        parse_mutation_record(forged, TODAY)
 
 
 def test_a_concern_total_must_be_the_sum_of_its_modules() -> None:
