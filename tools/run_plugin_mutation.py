@@ -44,7 +44,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "conformance"))  # this tree's harness, not an installed one
 
-from tt_conformance.mutation import MUTATION_CONCERNS  # noqa: E402  (the pages read the same)
+# The targets and concerns the pages check a record against: one list.
+from tt_conformance.mutation import MUTATION_CONCERNS, MUTATION_TARGETS  # noqa: E402
 
 PACKAGE = "vllm_tt_plugin"
 LOCK = REPO / "requirements" / "lock" / "mutation.txt"
@@ -83,38 +84,7 @@ class Target:
         return f"{PACKAGE}.{self.key}"
 
 
-TARGETS: tuple[Target, ...] = (
-    Target("policy/sampling_route.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
-    Target("policy/device_logprobs.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
-    Target("policy/step_policy.py", "step policy", ("tests/unit/test_step_policy.py",)),
-    Target(
-        "contract/reload_contract.py", "reload planning", ("tests/unit/test_reload_contract.py",)
-    ),
-    Target(
-        "contract/call_plan.py",
-        "call planning",
-        (
-            "tests/unit/test_call_plan.py",
-            "tests/unit/test_adapter_signature_binding.py",
-            "tests/unit/test_warmup_forms.py",
-            "tests/unit/test_model_adapter.py",
-            "tests/unit/test_contract_parity_checker.py",
-        ),
-    ),
-    Target(
-        "input_batch.py",
-        "slot / lane mapping",
-        (
-            "tests/unit/test_input_batch.py",
-            "tests/unit/test_step_rows.py",
-            "tests/unit/test_seeding_convention.py",
-            "tests/unit/test_host_sampler.py",
-        ),
-    ),
-    Target("step/decode_inputs.py", "slot / lane mapping", ("tests/unit/test_decode_inputs.py",)),
-    # Block-output requests: refused fields and the length admission (max_tokens per canvas).
-    Target("policy/block_output.py", "request validation", ("tests/unit/test_block_output.py",)),
-)
+TARGETS = tuple(Target(module, concern, tests) for module, concern, tests in MUTATION_TARGETS)
 
 # CI's fixed sample: mutant names (globs) per target, a few per decision, all known killed or
 # equivalent. A name that matches no mutant fails the run (the function changed: re-pick).

@@ -22,6 +22,7 @@ from typing import Any
 __all__ = [
     "COUNT_FIELDS",
     "MUTATION_CONCERNS",
+    "MUTATION_TARGETS",
     "NO_CAMPAIGN",
     "ConcernScore",
     "MutationRecord",
@@ -32,15 +33,42 @@ __all__ = [
     "published_score",
 ]
 
-# The decision concerns the campaign mutates (tools/run_plugin_mutation.py's targets).
-MUTATION_CONCERNS = (
-    "sampling route",
-    "step policy",
-    "reload planning",
-    "call planning",
-    "slot / lane mapping",
-    "request validation",
+# The campaign's targets, the one list both read: tools/run_plugin_mutation.py mutates each
+# module (a path under plugin/vllm_tt_plugin/) judged by its unit test files (the oracle), and a
+# record is refused unless its modules are exactly these.
+MUTATION_TARGETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("policy/sampling_route.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
+    ("policy/device_logprobs.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
+    ("policy/step_policy.py", "step policy", ("tests/unit/test_step_policy.py",)),
+    ("contract/reload_contract.py", "reload planning", ("tests/unit/test_reload_contract.py",)),
+    (
+        "contract/call_plan.py",
+        "call planning",
+        (
+            "tests/unit/test_call_plan.py",
+            "tests/unit/test_adapter_signature_binding.py",
+            "tests/unit/test_warmup_forms.py",
+            "tests/unit/test_model_adapter.py",
+            "tests/unit/test_contract_parity_checker.py",
+        ),
+    ),
+    (
+        "input_batch.py",
+        "slot / lane mapping",
+        (
+            "tests/unit/test_input_batch.py",
+            "tests/unit/test_step_rows.py",
+            "tests/unit/test_seeding_convention.py",
+            "tests/unit/test_host_sampler.py",
+        ),
+    ),
+    ("step/decode_inputs.py", "slot / lane mapping", ("tests/unit/test_decode_inputs.py",)),
+    # Block-output requests: refused fields and the length admission (max_tokens per canvas).
+    ("policy/block_output.py", "request validation", ("tests/unit/test_block_output.py",)),
 )
+# The decision concerns the campaign mutates, in the targets' order.
+MUTATION_CONCERNS = tuple(dict.fromkeys(concern for _, concern, _ in MUTATION_TARGETS))
+_TARGET_CONCERN = {module: concern for module, concern, _ in MUTATION_TARGETS}
 # Every mutant is exactly one of these; total is their sum.
 COUNT_FIELDS = ("killed", "survived", "equivalent", "timeout", "unjudged")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -161,8 +189,9 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
         seen.add(name)
         counts = _counts(entry, where)
         concerns.append(ConcernScore(name, **counts, score=_score(entry, counts, where)))
-    if not concerns:
-        raise MutationRecordError("'concerns' is empty: a campaign mutates at least one")
+    absent = [name for name in MUTATION_CONCERNS if name not in seen]
+    if absent:
+        raise MutationRecordError(f"'concerns' lacks {', '.join(absent)}")
     modules = _check_modules(data, {c.concern: c for c in concerns})
     _check_not_killed(data, modules)
     return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns))
@@ -183,10 +212,29 @@ def _check_modules(
             raise MutationRecordError(f"modules[{index}].'concern' {name!r} has no concern entry")
         counts = _counts(entry, f"modules[{index}].")
         _score(entry, counts, f"modules[{index}].")
-        by_module[_field(entry, "module", str, f"modules[{index}].")] = counts
+        module = _field(entry, "module", str, f"modules[{index}].")
+        if _TARGET_CONCERN.get(module) != name:
+            raise MutationRecordError(
+                f"modules[{index}].'module' {module!r} is not a target of concern {name!r}"
+            )
+        if module in by_module:
+            raise MutationRecordError(f"modules[{index}].'module' {module!r} appears twice")
+        tests = entry.get("tests")
+        if (
+            not isinstance(tests, list)
+            or not tests
+            or not all(isinstance(test, str) and test for test in tests)
+        ):
+            raise MutationRecordError(
+                f"modules[{index}].'tests' must list the oracle's test files, got {tests!r}"
+            )
+        by_module[module] = counts
         total = sums.setdefault(name, dict.fromkeys(("total", *COUNT_FIELDS), 0))
         for key, value in counts.items():
             total[key] += value
+    missing = [module for module in _TARGET_CONCERN if module not in by_module]
+    if missing:  # a full campaign judges every target
+        raise MutationRecordError(f"'modules' lacks the targets {', '.join(missing)}")
     for name, concern in concerns.items():
         got = sums.get(name, {})
         for key in ("total", *COUNT_FIELDS):

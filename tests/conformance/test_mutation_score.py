@@ -16,6 +16,8 @@ from tt_conformance.formats.html import render_matrix_html, render_run_html
 from tt_conformance.formats.markdown import render_matrix_markdown
 from tt_conformance.history import Run
 from tt_conformance.mutation import (
+    MUTATION_CONCERNS,
+    MUTATION_TARGETS,
     MutationRecordError,
     load_mutation_record,
     parse_mutation_record,
@@ -43,7 +45,11 @@ def _counts(killed: int, survived: int = 0, equivalent: int = 0) -> dict[str, An
 
 
 def record() -> dict[str, Any]:
-    """A valid full campaign: two modules of one concern, one of another."""
+    """A valid full campaign: every target; the sampling route's two modules with a survivor and
+    two equivalents, every other module 4 of 4 killed."""
+    modules = {module: _counts(4) for module, _, _ in MUTATION_TARGETS}
+    modules["policy/sampling_route.py"] = _counts(6, 1)
+    modules["policy/device_logprobs.py"] = _counts(3, 0, 2)
     return {
         "schema": 1,
         "campaign": "full",
@@ -52,13 +58,15 @@ def record() -> dict[str, Any]:
         "date": "2026-12-06",
         "plugin_commit": COMMIT,
         "concerns": [
-            {"concern": "sampling route", **_counts(9, survived=1, equivalent=2)},
-            {"concern": "step policy", **_counts(4)},
+            {
+                "concern": concern,
+                **_sum([modules[m] for m, c, _ in MUTATION_TARGETS if c == concern]),
+            }
+            for concern in MUTATION_CONCERNS
         ],
         "modules": [
-            {"module": "policy/sampling_route.py", "concern": ROUTE, **_counts(6, 1)},
-            {"module": "policy/device_logprobs.py", "concern": ROUTE, **_counts(3, 0, 2)},
-            {"module": "policy/step_policy.py", "concern": "step policy", **_counts(4)},
+            {"module": module, "concern": concern, "tests": list(tests), **modules[module]}
+            for module, concern, tests in MUTATION_TARGETS
         ],
         "not_killed": [
             _not_killed("policy/sampling_route.py", None),
@@ -66,6 +74,10 @@ def record() -> dict[str, Any]:
             _not_killed("policy/device_logprobs.py", "the bound is checked again by the caller"),
         ],
     }
+
+
+def _sum(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return _counts(*(sum(p[key] for p in parts) for key in ("killed", "survived", "equivalent")))
 
 
 def _not_killed(module: str, because: str | None, status: str = "survived") -> dict[str, Any]:
@@ -77,6 +89,11 @@ def test_a_consistent_record_is_read_per_concern() -> None:
     assert (parsed.date, parsed.plugin_commit) == ("2026-12-06", COMMIT)
     route = parsed.concerns[0]
     assert (route.concern, route.killed, route.judged, route.score) == (ROUTE, 9, 10, 0.9)
+
+
+def _module(index: int) -> dict[str, Any]:
+    module: dict[str, Any] = record()["modules"][index]
+    return module
 
 
 def _set(path: str, value: Any) -> dict[str, Any]:
@@ -103,7 +120,14 @@ def _set(path: str, value: Any) -> dict[str, Any]:
         (_set("concerns.1.killed", -1), "'killed' is negative"),
         (_set("concerns.1.total", True), "'total' must be a int"),
         (_set("modules.2.killed", 3), "modules[2].'total' (4) is not the sum"),
-        (_set("concerns", []), "'concerns' is empty"),
+        (_set("concerns", []), "'concerns' lacks sampling route, step policy"),
+        # rt46 #7/#9/#38/#10/#39: the modules must be exactly the driver's targets, each once,
+        # each with its oracle
+        (_set("modules.2.module", "policy/other.py"), "'policy/other.py' is not a target of"),
+        (_set("modules.2.concern", ROUTE), "modules[2].'module' 'policy/step_policy.py' is not"),
+        (_set("modules.3", _module(2)), "'policy/step_policy.py' appears twice"),
+        (_set("modules.2.tests", []), "modules[2].'tests' must list the oracle's test files"),
+        (_set("modules.2.tests", None), "modules[2].'tests' must list the oracle's test files"),
         # rt46 #2: a survivor's entry given a reason while the counts still say it survived
         (
             _set("not_killed.0.equivalent_because", "relabelled"),
@@ -129,6 +153,21 @@ def test_a_forged_or_malformed_record_is_refused_naming_the_field(
     with pytest.raises(MutationRecordError) as refused:
         parse_mutation_record(forged, TODAY)
     assert named in str(refused.value)
+
+
+def test_a_record_missing_a_target_is_refused_even_with_its_sums_reduced() -> None:
+    """rt46 #7/#9: a target module (and its whole concern) dropped, every sum adjusted."""
+    forged = record()
+    forged["modules"] = [m for m in forged["modules"] if m["concern"] != "step policy"]
+    forged["concerns"] = [c for c in forged["concerns"] if c["concern"] != "step policy"]
+    with pytest.raises(MutationRecordError, match="'concerns' lacks step policy"):
+        parse_mutation_record(forged, TODAY)
+    forged = record()
+    del forged["modules"][1]
+    forged["concerns"][0] = {"concern": ROUTE, **_counts(6, 1)}
+    forged["not_killed"] = forged["not_killed"][:1]
+    with pytest.raises(MutationRecordError, match="lacks the targets policy/device_logprobs.py"):
+        parse_mutation_record(forged, TODAY)
 
 
 def test_a_survivor_counted_as_equivalent_without_its_entry_is_refused() -> None:
@@ -218,8 +257,8 @@ def test_a_run_page_says_whether_the_score_describes_its_plugin(
     )
     page = render_run_html(Run(tmp_path / "r.json", report), "now", shown)
     text = page.split('id="mutation-run">', 1)[1].split("</p>", 1)[0]
-    # 13 killed of 14 judged over both concerns (an independent sum of the record above).
-    assert "killed 13 of 14 judged mutants" in text and "(92.9%)" in text
+    # 33 killed of 34 judged over every concern (an independent sum of the record above).
+    assert "killed 33 of 34 judged mutants" in text and "(97.1%)" in text
     assert says in text, text
     none = render_run_html(Run(tmp_path / "r.json", report), "now")
     assert "No plugin mutation campaign recorded" in none

@@ -117,12 +117,18 @@ def test_a_sample_summary_is_never_the_published_record(tmp_path: Path) -> None:
     """Only a full run may feed the pages: a CI sample's summary is refused as the record."""
     from tt_conformance.mutation import MutationRecordError, parse_mutation_record
 
-    result = driver.ModuleResult(STEP_POLICY.module, STEP_POLICY.concern, [], 1.0)
-    result.mutants = [driver.Mutant("m", "killed", 1)]
-    sample = json.loads(json.dumps(driver.summary([result], ci=True)))
+    results = []
+    for target in driver.TARGETS:
+        result = driver.ModuleResult(target.module, target.concern, list(target.tests), 1.0)
+        result.mutants = [driver.Mutant("m", "killed", 1)]
+        results.append(result)
+    sample = json.loads(json.dumps(driver.summary(results[2:3], ci=True)))
     with pytest.raises(MutationRecordError, match="'campaign' must be 'full'"):
         parse_mutation_record(sample)
-    full = json.loads(json.dumps(driver.summary([result], ci=False)))
+    # rt46 #29: a sample relabelled full lacks the targets it did not run
+    with pytest.raises(MutationRecordError, match="'concerns' lacks sampling route"):
+        parse_mutation_record(sample | {"campaign": "full"})
+    full = json.loads(json.dumps(driver.summary(results, ci=False)))
     assert parse_mutation_record(full).concerns[0].score == 1.0
 
 
