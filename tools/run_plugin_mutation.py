@@ -166,14 +166,44 @@ def function_of(name: str, target: Target) -> str:
     return name.removeprefix(target.dotted + ".").rsplit("__mutmut_", 1)[0]
 
 
-def load_equivalents(path: Path = EQUIVALENTS) -> list[dict[str, object]]:
+class EquivalentsError(Exception):
+    """The equivalents list is missing or malformed (exit 2: not a verdict on the mutants)."""
+
+
+# A reason must say why: a few words, not the label itself.
+MIN_WHY_WORDS = 4
+BOILERPLATE_WHY = {"equivalent", "equivalent mutant", "no effect", "n/a", "todo", "same"}
+
+
+def load_equivalents(path: Path | None = None) -> list[dict[str, object]]:
+    """The listed equivalents; EquivalentsError names what is wrong with the file (it is
+    required: without it every listed equivalent would silently count as a survivor)."""
+    path = path or EQUIVALENTS
     if not path.is_file():
-        return []
-    entries = json.loads(path.read_text())["equivalent"]
-    for entry in entries:
+        raise EquivalentsError(f'{path}: missing (an empty list is {{"equivalent": []}})')
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EquivalentsError(f"{path}: not readable JSON: {exc}") from None
+    entries = data.get("equivalent") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise EquivalentsError(f"{path}: must be an object whose 'equivalent' is a list")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise EquivalentsError(f"{path}: equivalent[{index}] must be an object")
         for key in ("module", "function", "change", "why"):
             if not entry.get(key):
-                raise SystemExit(f"{path}: an entry lacks '{key}': {entry}")
+                raise EquivalentsError(f"{path}: equivalent[{index}] lacks '{key}'")
+        why = entry["why"]
+        if (
+            not isinstance(why, str)
+            or len(why.split()) < MIN_WHY_WORDS
+            or why.strip().lower().rstrip(".") in BOILERPLATE_WHY
+        ):
+            raise EquivalentsError(
+                f"{path}: equivalent[{index}] 'why' {why!r} does not say why (at least "
+                f"{MIN_WHY_WORDS} words)"
+            )
     return list(entries)
 
 
@@ -460,7 +490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         chosen = [by_module[m] for m in args.module] if args.module else list(TARGETS)
     bin_dir = mutation_env(args.env_dir)
-    equivalents = load_equivalents()
+    try:
+        equivalents = load_equivalents()
+    except EquivalentsError as exc:
+        print(f"run_plugin_mutation: error: {exc}", file=sys.stderr)
+        return 2
     root = SCRATCH / ("ci" if args.ci else "module" if args.module else "full")
     root.mkdir(parents=True, exist_ok=True)
     results, stale = [], []

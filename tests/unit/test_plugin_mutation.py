@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,8 +128,8 @@ def test_a_sample_summary_is_never_the_published_record(tmp_path: Path) -> None:
         parse_mutation_record(sample)
     # rt46 #29: a sample relabelled full lacks the targets it did not run
     with pytest.raises(MutationRecordError, match="'concerns' lacks sampling route"):
-        parse_mutation_record(sample | {"campaign": "full"})
-    full = json.loads(json.dumps(driver.summary(results, ci=False)))
+        parse_mutation_record(sample | {"campaign": "full", "tree_clean": True})
+    full = json.loads(json.dumps(driver.summary(results, ci=False))) | {"tree_clean": True}
     assert parse_mutation_record(full).concerns[0].score == 1.0
 
 
@@ -187,3 +188,38 @@ def test_a_rejudge_of_the_records_own_trees_rewrites_it(
     published, _ = _rejudge_setup(tmp_path, monkeypatch, "HEAD", mutants=3)
     assert driver.main(["--rejudge"]) == 0
     assert "equivalents_rejudged" in json.loads(published.read_text())
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (None, "missing"),
+        ("{", "not readable JSON"),
+        ("[]", "'equivalent' is a list"),
+        ('{"equivalent": "x"}', "'equivalent' is a list"),
+        ('{"equivalent": [1]}', "equivalent[0] must be an object"),
+        ("BLANK", "equivalent[0] lacks 'why'"),
+        ("equivalent", "does not say why"),
+        ("no effect.", "does not say why"),
+    ],
+)
+def test_a_missing_or_malformed_equivalents_file_is_a_named_error_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, named: str
+) -> None:
+    """rt46 #47-#49: never a traceback, never exit 1 (the code of an unexplained survivor), never
+    a missing file read as an empty list, never a reason that says nothing."""
+    path = tmp_path / "equivalent-mutants.json"
+    entry = {"module": "m.py", "function": "f", "change": ["-a", "+b"], "why": ""}
+    if text is not None and not text.startswith(("{", "[")):
+        entry["why"] = "" if text == "BLANK" else text
+        text = json.dumps({"equivalent": [entry]})
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(driver.EquivalentsError, match=re.escape(named)):
+        driver.load_equivalents(path)
+    monkeypatch.setattr(driver, "EQUIVALENTS", path)
+    monkeypatch.setattr(driver, "mutation_env", lambda env_dir: tmp_path)
+    assert driver.main(["--module", STEP_POLICY.module]) == 2
+    entry["why"] = "the counter is reset on the next call before any read"
+    path.write_text(json.dumps({"equivalent": [entry]}))
+    assert driver.load_equivalents(path) == [entry]
