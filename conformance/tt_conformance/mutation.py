@@ -12,12 +12,15 @@ own.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from tt_conformance import committed
 
 __all__ = [
     "COUNT_FIELDS",
@@ -28,6 +31,7 @@ __all__ = [
     "MutationRecord",
     "MutationRecordError",
     "PublishedScore",
+    "floor_percent",
     "load_mutation_record",
     "parse_mutation_record",
     "published_score",
@@ -95,6 +99,16 @@ class ConcernScore:
     def judged(self) -> int:
         return self.total - self.equivalent
 
+    @property
+    def percent(self) -> str:
+        return f"{floor_percent(self.killed, self.judged)} %"
+
+
+def floor_percent(killed: int, judged: int) -> str:
+    """killed / judged in percent to 0.1, rounded down: a survivor never shows as 100.0."""
+    tenths = killed * 1000 // judged
+    return f"{tenths // 10}.{tenths % 10}"
+
 
 @dataclass(frozen=True)
 class MutationRecord:
@@ -141,6 +155,7 @@ def _score(data: Mapping[str, Any], counts: Mapping[str, int], where: str) -> fl
     if (
         isinstance(score, bool)
         or not isinstance(score, int | float)
+        or not math.isfinite(score)  # NaN compares false to every bound
         or abs(score - expected) > 1e-4
     ):
         raise MutationRecordError(
@@ -170,6 +185,8 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
     commit = _field(data, "plugin_commit", str, "")
     if not _COMMIT.fullmatch(commit):
         raise MutationRecordError(f"'plugin_commit' is not a 40-digit git commit: {commit!r}")
+    if _field(data, "tree_clean", bool, "") is not True:  # plugin/ or tests/ edited: not HEAD
+        raise MutationRecordError("'tree_clean' is false: the campaign ran on an uncommitted tree")
     tool = _field(data, "tool", str, "")
     oracle = _field(data, "oracle", str, "")
     concerns = []
@@ -302,18 +319,45 @@ def load_mutation_record(path: Path, today: date | None = None) -> MutationRecor
 
 @dataclass(frozen=True)
 class PublishedScore:
-    """What the pages show: the record, or none with the reason a file present was refused."""
+    """What the pages show: the record, or none with the reason a file present was refused;
+    ``stale`` names the target modules and oracle test files changed since its commit."""
 
     record: MutationRecord | None = None
     refused: str | None = None
+    stale: tuple[str, ...] = ()
 
 
 NO_CAMPAIGN = PublishedScore()
 
 
-def published_score(path: Path, today: date | None = None) -> PublishedScore:
-    """The record for the pages; a refused file is shown as no campaign, with why."""
+def published_score(
+    path: Path, today: date | None = None, committed_only: bool = False
+) -> PublishedScore:
+    """The record for the pages; a refused file is shown as no campaign, with why. Its commit
+    must be one of the harness repository's history (a made-up or foreign commit measured
+    nothing here); ``committed_only``: the file must be the one committed at HEAD, as the
+    matrix publishes only committed reports."""
     try:
-        return PublishedScore(load_mutation_record(path, today))
+        record = load_mutation_record(path, today)
     except MutationRecordError as exc:
         return PublishedScore(None, str(exc))
+    if record is None:
+        return NO_CAMPAIGN
+    root = committed.harness_repository()
+    state = committed.commit_state(record.plugin_commit, root) if root else "absent"
+    if state != "history":
+        return PublishedScore(
+            None,
+            f"{path}: 'plugin_commit' {record.plugin_commit[:12]} is not a commit of the harness "
+            f"repository's history ({state})",
+        )
+    if committed_only:
+        try:
+            committed.head_file(path)
+        except committed.NotCommitted as exc:
+            return PublishedScore(None, f"{exc} (pass --include-uncommitted)")
+    assert root is not None  # a history commit was found in it
+    files = [f"plugin/vllm_tt_plugin/{module}" for module, _, _ in MUTATION_TARGETS]
+    files += sorted({test for _, _, tests in MUTATION_TARGETS for test in tests})
+    changed = committed.changed_since(record.plugin_commit, files, root)
+    return PublishedScore(record, stale=("(git cannot tell)",) if changed is None else changed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from tt_conformance.mutation import (
     MUTATION_CONCERNS,
     MUTATION_TARGETS,
     MutationRecordError,
+    PublishedScore,
     load_mutation_record,
     parse_mutation_record,
     published_score,
@@ -26,7 +28,17 @@ from tt_conformance.mutation import (
 
 REPO = Path(__file__).resolve().parents[2]
 TODAY = date(2026, 12, 7)
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+# A commit of the repository's history: the pages publish no record of another.
+COMMIT = _git("rev-parse", "HEAD")
+COMMITTED = REPO / "reports" / "mutation" / "plugin.json"
 ROUTE = "sampling route"
 
 
@@ -57,6 +69,7 @@ def record() -> dict[str, Any]:
         "oracle": "unit tests",
         "date": "2026-12-06",
         "plugin_commit": COMMIT,
+        "tree_clean": True,
         "concerns": [
             {
                 "concern": concern,
@@ -111,6 +124,8 @@ def _set(path: str, value: Any) -> dict[str, Any]:
     [
         (_set("concerns.1.killed", 5), "'killed' (5) exceeds 'total' (4)"),
         (_set("concerns.0.score", 1.0), "'score' (1.0) is not killed / (total - equivalent)"),
+        # rt46 #42: NaN compares false to every bound
+        (_set("concerns.0.score", float("nan")), "'score' (nan) is not killed / (total"),
         (_set("concerns.0.survived", 0), "'total' (12) is not the sum"),
         (_set("concerns.1.concern", "vibes"), "'concern' 'vibes' is unknown"),
         (_set("date", "2026-12-08"), "'date' (2026-12-08) is in the future"),
@@ -120,6 +135,10 @@ def _set(path: str, value: Any) -> dict[str, Any]:
         (_set("concerns.1.killed", -1), "'killed' is negative"),
         (_set("concerns.1.total", True), "'total' must be a int"),
         (_set("modules.2.killed", 3), "modules[2].'total' (4) is not the sum"),
+        # rt46 #22-#24: tree_clean a bool, and true
+        (_set("tree_clean", False), "'tree_clean' is false"),
+        (_set("tree_clean", "yes"), "'tree_clean' must be a bool"),
+        (_set("tree_clean", None), "'tree_clean' must be a bool"),
         (_set("concerns", []), "'concerns' lacks sampling route, step policy"),
         # rt46 #7/#9/#38/#10/#39: the modules must be exactly the driver's targets, each once,
         # each with its oracle
@@ -201,7 +220,7 @@ def test_no_file_is_no_campaign_and_a_refused_file_is_shown_as_none(tmp_path: Pa
 def test_the_matrix_shows_the_score_per_concern_with_date_and_commit(tmp_path: Path) -> None:
     shown = published_score(_write(tmp_path / "plugin.json", record()), TODAY)
     md = render_matrix_markdown([], "now", mutation=shown)
-    assert "Last campaign: 2026-12-06, plugin commit `0123456789ab`" in md
+    assert f"Last campaign: 2026-12-06, plugin commit `{COMMIT[:12]}`" in md
     assert "| sampling route | 9 | 12 | 2 | 1 | 0 | 0 | 90.0 % |" in md
     page = render_matrix_html([], "now", mutation=shown)
     assert '<tr data-concern="step policy"><th>step policy</th><td>4</td>' in page
@@ -213,11 +232,12 @@ def test_the_cli_publishes_the_record_and_refuses_a_forged_one(
 ) -> None:
     root = _tree(tmp_path, make_report)
     _write(root / "mutation" / "plugin.json", record())
-    assert matrix_cli.main([str(root), "--site", str(tmp_path / "site")]) == matrix_cli.EXIT_OK
+    site = ["--site", str(tmp_path / "site"), "--include-uncommitted"]
+    assert matrix_cli.main([str(root), *site]) == matrix_cli.EXIT_OK
     for page in (root / "MATRIX.md", tmp_path / "site" / "MATRIX.md"):
         assert "| step policy | 4 | 4 |" in page.read_text()
     _write(root / "mutation" / "plugin.json", _set("concerns.0.unjudged", 3))
-    assert matrix_cli.main([str(root), "--replace"]) == matrix_cli.EXIT_OK
+    assert matrix_cli.main([str(root), "--replace", "--include-uncommitted"]) == 0
     assert "mutation score refused" in capsys.readouterr().err
     assert "No plugin mutation campaign recorded (refused:" in (root / "MATRIX.md").read_text()
 
@@ -257,8 +277,65 @@ def test_a_run_page_says_whether_the_score_describes_its_plugin(
     )
     page = render_run_html(Run(tmp_path / "r.json", report), "now", shown)
     text = page.split('id="mutation-run">', 1)[1].split("</p>", 1)[0]
-    # 33 killed of 34 judged over every concern (an independent sum of the record above).
-    assert "killed 33 of 34 judged mutants" in text and "(97.1%)" in text
+    # 33 killed of 34 judged over every concern (an independent sum of the record above), 97.06
+    # rounded down.
+    assert "killed 33 of 34 judged mutants" in text and "(97.0%)" in text
     assert says in text, text
     none = render_run_html(Run(tmp_path / "r.json", report), "now")
     assert "No plugin mutation campaign recorded" in none
+
+
+@pytest.mark.parametrize("commit", ["0" * 40, "deadbeef" * 5])
+def test_a_record_of_a_commit_outside_the_history_is_refused(tmp_path: Path, commit: str) -> None:
+    """rt46 #16/#17: a made-up commit measured nothing here."""
+    shown = published_score(_write(tmp_path / "p.json", _set("plugin_commit", commit)), TODAY)
+    assert shown.record is None and shown.refused
+    assert "is not a commit of the harness repository's history" in shown.refused
+
+
+def test_only_the_record_committed_at_head_is_published_by_default(tmp_path: Path) -> None:
+    """rt46 #45: as for the reports, a record file not committed unchanged at HEAD is published
+    only with --include-uncommitted."""
+    path = _write(tmp_path / "p.json", record())
+    refused = published_score(path, TODAY, committed_only=True)
+    assert refused.record is None and "(pass --include-uncommitted)" in (refused.refused or "")
+    assert published_score(path, TODAY).record is not None
+    assert published_score(COMMITTED, committed_only=True).record is not None
+
+
+def test_the_pages_name_what_changed_since_the_campaigns_commit(tmp_path: Path) -> None:
+    """rt46 #20: an old commit's score, with a target or oracle file changed since, is stale."""
+    oracle = "tests/unit/test_step_policy.py"
+    changed_at = _git("log", "--format=%H", "-1", "--", oracle)
+    parent = _set("plugin_commit", _git("rev-parse", changed_at + "^"))
+    shown = published_score(_write(tmp_path / "p.json", parent), TODAY)
+    assert shown.record is not None and oracle in shown.stale
+    md = render_matrix_markdown([], "now", mutation=shown)
+    assert "**Stale:** changed since the campaign's commit" in md
+    assert "`tests/unit/test_step_policy.py`" in md
+    page = render_matrix_html([], "now", mutation=shown)
+    assert '<p id="mutation-stale">' in page and "tests/unit/test_step_policy.py" in page
+    fresh = render_matrix_markdown([], "now", mutation=PublishedScore(shown.record))
+    assert "Stale" not in fresh
+
+
+def test_a_score_with_a_survivor_never_shows_as_100_percent() -> None:
+    """rt46 #43: 1999 killed of 2000 judged is 99.9 %, not 100.0 % beside a survivor."""
+    forged = record()
+    forged["concerns"][1] = {"concern": "step policy", **_counts(1999, 1)}
+    forged["modules"][2] |= _counts(1999, 1)
+    forged["not_killed"].append(_not_killed("policy/step_policy.py", None))
+    parsed = parse_mutation_record(forged, TODAY)
+    assert parsed.concerns[1].percent == "99.9 %"
+    md = render_matrix_markdown([], "now", mutation=PublishedScore(parsed))
+    assert "| step policy | 1999 | 2000 | 0 | 1 | 0 | 0 | 99.9 % |" in md
+    assert "99.9 %" in render_matrix_html([], "now", mutation=PublishedScore(parsed))
+    assert parse_mutation_record(record(), TODAY).concerns[1].percent == "100.0 %"
+
+
+def test_the_records_strings_are_escaped_in_markdown() -> None:
+    """rt46 #32: a link in the record's oracle or tool is shown as text, never as a link."""
+    forged = record() | {"oracle": "[click](javascript:alert(1))", "tool": "*x* <b>"}
+    md = render_matrix_markdown([], "now", mutation=PublishedScore(parse_mutation_record(forged)))
+    assert "oracle: \\[click\\](javascript:alert(1))" in md and "[click](" not in md
+    assert "\\*x\\* &lt;b&gt;" in md
