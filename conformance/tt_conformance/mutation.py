@@ -4,9 +4,10 @@ tools/run_plugin_mutation.py writes the file after a full campaign (`tox -e muta
 concern of the plugin's decision code, how many mutants the unit tests killed. A green matrix
 row is worth as much as the tests behind it; this is the figure that says how much. The file is
 read here and refused, naming the field, when it is malformed or its figures do not add up
-(killed above total, a score that is not killed / (total - equivalent), an unknown concern, a
-date in the future): the pages then say that no campaign is recorded, never a figure of their
-own.
+(killed above total, a score that is not killed / (total - equivalent), modules other than the
+targets, counts that are not the listed not-killed mutants, a date in the future, a commit outside
+the repository's history): the pages then say that no campaign is recorded, never a figure of
+their own. A record whose targets or oracles changed since its commit is shown as stale.
 """
 
 from __future__ import annotations
