@@ -515,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seconds = run_mutmut(target, bin_dir, names, root)
         else:
             ran = {m["module"]: m["seconds"] for m in previous["modules"]}
-            seconds = ran[target.module]
+            seconds = ran.get(target.module, 0.0)  # a missing module: refused below
         result = collect(target, bin_dir, names, seconds, root)
         unmatched_names = [
             n for n in names if not any(_selected(m.name, [n]) for m in result.mutants)

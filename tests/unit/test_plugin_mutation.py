@@ -180,6 +180,13 @@ def test_a_rejudge_of_other_trees_refuses_and_leaves_the_record(
         with pytest.raises(SystemExit, match="run the full campaign again"):
             driver.main(["--rejudge"])
         assert published.read_text() == text
+    # a record lacking a target: its trees are not the run it describes either
+    published, _ = _rejudge_setup(tmp_path / "short", monkeypatch, "HEAD", mutants=3)
+    short = json.loads(published.read_text())
+    short["modules"] = short["modules"][1:]
+    published.write_text(text := json.dumps(short))
+    assert driver.main(["--rejudge"]) == 1
+    assert published.read_text() == text
 
 
 def test_a_rejudge_of_the_records_own_trees_rewrites_it(
