@@ -303,7 +303,9 @@ def test_only_the_record_committed_at_head_is_published_by_default(tmp_path: Pat
     assert published_score(COMMITTED, committed_only=True).record is not None
 
 
-def test_the_pages_name_what_changed_since_the_campaigns_commit(tmp_path: Path) -> None:
+def test_the_pages_name_what_changed_since_the_campaigns_commit(
+    tmp_path: Path, make_report
+) -> None:
     """rt46 #20: an old commit's score, with a target or oracle file changed since, is stale."""
     oracle = "tests/unit/test_step_policy.py"
     changed_at = _git("log", "--format=%H", "-1", "--", oracle)
@@ -315,6 +317,8 @@ def test_the_pages_name_what_changed_since_the_campaigns_commit(tmp_path: Path) 
     assert "`tests/unit/test_step_policy.py`" in md
     page = render_matrix_html([], "now", mutation=shown)
     assert '<p id="mutation-stale">' in page and "tests/unit/test_step_policy.py" in page
+    run_page = render_run_html(Run(tmp_path / "r.json", make_report({"m::t": "pass"})), "x", shown)
+    assert "<b>Stale: " in run_page and oracle in run_page
     fresh = render_matrix_markdown([], "now", mutation=PublishedScore(shown.record))
     assert "Stale" not in fresh
 
