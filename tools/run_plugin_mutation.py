@@ -39,11 +39,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "conformance"))  # this tree's harness, not an installed one
 
-from tt_conformance.mutation import MUTATION_CONCERNS  # noqa: E402  (the pages read the same)
+# The targets and concerns the pages check a record against: one list.
+from tt_conformance.mutation import MUTATION_CONCERNS, MUTATION_TARGETS  # noqa: E402
 
 PACKAGE = "vllm_tt_plugin"
 LOCK = REPO / "requirements" / "lock" / "mutation.txt"
@@ -51,6 +53,9 @@ LOCK = REPO / "requirements" / "lock" / "mutation.txt"
 # the last full run, which --rejudge reads again.
 SCRATCH = REPO / ".mutation"
 PUBLISHED = REPO / "reports" / "mutation" / "plugin.json"
+# The commit a full run's trees were made at (under .mutation/full/): --rejudge re-reads only
+# trees of the record's own commit.
+COMMIT_STAMP = "commit"
 EQUIVALENTS = REPO / "reports" / "mutation" / "equivalent-mutants.json"
 TOOL = "mutmut 3.8.1"
 UNJUDGED_EXIT = 40  # tests/mutation_verdict.py
@@ -79,38 +84,7 @@ class Target:
         return f"{PACKAGE}.{self.key}"
 
 
-TARGETS: tuple[Target, ...] = (
-    Target("policy/sampling_route.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
-    Target("policy/device_logprobs.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
-    Target("policy/step_policy.py", "step policy", ("tests/unit/test_step_policy.py",)),
-    Target(
-        "contract/reload_contract.py", "reload planning", ("tests/unit/test_reload_contract.py",)
-    ),
-    Target(
-        "contract/call_plan.py",
-        "call planning",
-        (
-            "tests/unit/test_call_plan.py",
-            "tests/unit/test_adapter_signature_binding.py",
-            "tests/unit/test_warmup_forms.py",
-            "tests/unit/test_model_adapter.py",
-            "tests/unit/test_contract_parity_checker.py",
-        ),
-    ),
-    Target(
-        "input_batch.py",
-        "slot / lane mapping",
-        (
-            "tests/unit/test_input_batch.py",
-            "tests/unit/test_step_rows.py",
-            "tests/unit/test_seeding_convention.py",
-            "tests/unit/test_host_sampler.py",
-        ),
-    ),
-    Target("step/decode_inputs.py", "slot / lane mapping", ("tests/unit/test_decode_inputs.py",)),
-    # Block-output requests: refused fields and the length admission (max_tokens per canvas).
-    Target("policy/block_output.py", "request validation", ("tests/unit/test_block_output.py",)),
-)
+TARGETS = tuple(Target(module, concern, tests) for module, concern, tests in MUTATION_TARGETS)
 
 # CI's fixed sample: mutant names (globs) per target, a few per decision, all known killed or
 # equivalent. A name that matches no mutant fails the run (the function changed: re-pick).
@@ -192,14 +166,44 @@ def function_of(name: str, target: Target) -> str:
     return name.removeprefix(target.dotted + ".").rsplit("__mutmut_", 1)[0]
 
 
-def load_equivalents(path: Path = EQUIVALENTS) -> list[dict[str, object]]:
+class EquivalentsError(Exception):
+    """The equivalents list is missing or malformed (exit 2: not a verdict on the mutants)."""
+
+
+# A reason must say why: a few words, not the label itself.
+MIN_WHY_WORDS = 4
+BOILERPLATE_WHY = {"equivalent", "equivalent mutant", "no effect", "n/a", "todo", "same"}
+
+
+def load_equivalents(path: Path | None = None) -> list[dict[str, object]]:
+    """The listed equivalents; EquivalentsError names what is wrong with the file (it is
+    required: without it every listed equivalent would silently count as a survivor)."""
+    path = path or EQUIVALENTS
     if not path.is_file():
-        return []
-    entries = json.loads(path.read_text())["equivalent"]
-    for entry in entries:
+        raise EquivalentsError(f'{path}: missing (an empty list is {{"equivalent": []}})')
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EquivalentsError(f"{path}: not readable JSON: {exc}") from None
+    entries = data.get("equivalent") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise EquivalentsError(f"{path}: must be an object whose 'equivalent' is a list")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise EquivalentsError(f"{path}: equivalent[{index}] must be an object")
         for key in ("module", "function", "change", "why"):
             if not entry.get(key):
-                raise SystemExit(f"{path}: an entry lacks '{key}': {entry}")
+                raise EquivalentsError(f"{path}: equivalent[{index}] lacks '{key}'")
+        why = entry["why"]
+        if (
+            not isinstance(why, str)
+            or len(why.split()) < MIN_WHY_WORDS
+            or why.strip().lower().rstrip(".") in BOILERPLATE_WHY
+        ):
+            raise EquivalentsError(
+                f"{path}: equivalent[{index}] 'why' {why!r} does not say why (at least "
+                f"{MIN_WHY_WORDS} words)"
+            )
     return list(entries)
 
 
@@ -486,18 +490,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         chosen = [by_module[m] for m in args.module] if args.module else list(TARGETS)
     bin_dir = mutation_env(args.env_dir)
-    equivalents = load_equivalents()
+    try:
+        equivalents = load_equivalents()
+    except EquivalentsError as exc:
+        print(f"run_plugin_mutation: error: {exc}", file=sys.stderr)
+        return 2
     root = SCRATCH / ("ci" if args.ci else "module" if args.module else "full")
     root.mkdir(parents=True, exist_ok=True)
     results, stale = [], []
     previous = json.loads(PUBLISHED.read_text()) if args.rejudge else None
+    if previous is not None:
+        stamp = root / COMMIT_STAMP
+        ran_at = stamp.read_text().strip() if stamp.is_file() else None
+        if ran_at != previous.get("plugin_commit"):
+            raise SystemExit(
+                f"--rejudge: the trees under {root} were run at {ran_at or 'an unrecorded commit'}"
+                f", the record at {previous.get('plugin_commit')}: run the full campaign again"
+            )
+    elif not args.ci and not args.module:
+        (root / COMMIT_STAMP).write_text(_git("rev-parse", "HEAD") + "\n")
     for target in chosen:
         names = CI_SAMPLE[target.module] if args.ci else ()
         if previous is None:
             seconds = run_mutmut(target, bin_dir, names, root)
         else:
             ran = {m["module"]: m["seconds"] for m in previous["modules"]}
-            seconds = ran[target.module]
+            seconds = ran.get(target.module, 0.0)  # a missing module: refused below
         result = collect(target, bin_dir, names, seconds, root)
         unmatched_names = [
             n for n in names if not any(_selected(m.name, [n]) for m in result.mutants)
@@ -514,13 +532,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = PUBLISHED if full else root / "summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = summary(results, args.ci)
+    status = report(results, stale)
     if previous is not None:  # the mutants ran then: keep that run's date and commit
+        refusal = rejudge_refusal(previous, results) or (
+            "survivors unexplained or stale equivalents (above)" if status else None
+        )
+        if refusal:  # the last record stays: a failed rejudge publishes nothing
+            print(f"--rejudge refused, {out.relative_to(REPO)} left as it was: {refusal}")
+            return 1
         record.update({k: previous[k] for k in ("date", "plugin_commit", "tree_clean")})
         record["equivalents_rejudged"] = datetime.now(timezone.utc).date().isoformat()
     out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    status = report(results, stale)
     print(f"summary: {out.relative_to(REPO)}")
     return status
+
+
+def rejudge_refusal(previous: dict[str, Any], results: Sequence[ModuleResult]) -> str | None:
+    """Why re-read trees are not the run the record describes: a module's mutant count differs
+    (a sample's or another commit's tree), or a target is missing from either."""
+    before = {m.get("module"): m.get("total") for m in previous.get("modules", [])}
+    now = {r.module: len(r.mutants) for r in results}
+    for module in sorted(set(before) | set(now), key=str):
+        if before.get(module) != now.get(module):
+            return (
+                f"{module}: {now.get(module)} mutants under .mutation/, {before.get(module)} in "
+                "the last full record: run the full campaign again"
+            )
+    return None
 
 
 if __name__ == "__main__":

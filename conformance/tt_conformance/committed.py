@@ -34,6 +34,7 @@ from typing import Literal
 __all__ = [
     "CommitState",
     "NotCommitted",
+    "changed_since",
     "checkout_root",
     "commit_state",
     "committed_file",
@@ -190,3 +191,12 @@ def head_file(path: Path) -> bytes | None:
     if held != data:
         raise NotCommitted(f"{path} is modified in the work tree since its commit")
     return data
+
+
+def changed_since(commit: str, paths: list[str], repository: Path) -> tuple[str, ...] | None:
+    """Which of ``paths`` (repository-relative) differ between ``commit`` and the work tree of
+    ``repository``; None when git cannot tell."""
+    if not _COMMIT.fullmatch(commit):
+        return None
+    out = _git(str(repository), "diff", "--name-only", commit, "--", *paths)
+    return None if out is None else tuple(out.decode("utf-8", "replace").split())

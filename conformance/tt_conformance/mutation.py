@@ -4,14 +4,16 @@ tools/run_plugin_mutation.py writes the file after a full campaign (`tox -e muta
 concern of the plugin's decision code, how many mutants the unit tests killed. A green matrix
 row is worth as much as the tests behind it; this is the figure that says how much. The file is
 read here and refused, naming the field, when it is malformed or its figures do not add up
-(killed above total, a score that is not killed / (total - equivalent), an unknown concern, a
-date in the future): the pages then say that no campaign is recorded, never a figure of their
-own.
+(killed above total, a score that is not killed / (total - equivalent), modules other than the
+targets, counts that are not the listed not-killed mutants, a date in the future, a commit outside
+the repository's history): the pages then say that no campaign is recorded, never a figure of
+their own. A record whose targets or oracles changed since its commit is shown as stale.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,31 +21,64 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tt_conformance import committed
+
 __all__ = [
     "COUNT_FIELDS",
     "MUTATION_CONCERNS",
+    "MUTATION_TARGETS",
     "NO_CAMPAIGN",
     "ConcernScore",
     "MutationRecord",
     "MutationRecordError",
     "PublishedScore",
+    "floor_percent",
     "load_mutation_record",
     "parse_mutation_record",
     "published_score",
 ]
 
-# The decision concerns the campaign mutates (tools/run_plugin_mutation.py's targets).
-MUTATION_CONCERNS = (
-    "sampling route",
-    "step policy",
-    "reload planning",
-    "call planning",
-    "slot / lane mapping",
-    "request validation",
+# The campaign's targets, the one list both read: tools/run_plugin_mutation.py mutates each
+# module (a path under plugin/vllm_tt_plugin/) judged by its unit test files (the oracle), and a
+# record is refused unless its modules are exactly these.
+MUTATION_TARGETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("policy/sampling_route.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
+    ("policy/device_logprobs.py", "sampling route", ("tests/unit/test_sampling_route.py",)),
+    ("policy/step_policy.py", "step policy", ("tests/unit/test_step_policy.py",)),
+    ("contract/reload_contract.py", "reload planning", ("tests/unit/test_reload_contract.py",)),
+    (
+        "contract/call_plan.py",
+        "call planning",
+        (
+            "tests/unit/test_call_plan.py",
+            "tests/unit/test_adapter_signature_binding.py",
+            "tests/unit/test_warmup_forms.py",
+            "tests/unit/test_model_adapter.py",
+            "tests/unit/test_contract_parity_checker.py",
+        ),
+    ),
+    (
+        "input_batch.py",
+        "slot / lane mapping",
+        (
+            "tests/unit/test_input_batch.py",
+            "tests/unit/test_step_rows.py",
+            "tests/unit/test_seeding_convention.py",
+            "tests/unit/test_host_sampler.py",
+        ),
+    ),
+    ("step/decode_inputs.py", "slot / lane mapping", ("tests/unit/test_decode_inputs.py",)),
+    # Block-output requests: refused fields and the length admission (max_tokens per canvas).
+    ("policy/block_output.py", "request validation", ("tests/unit/test_block_output.py",)),
 )
+# The decision concerns the campaign mutates, in the targets' order.
+MUTATION_CONCERNS = tuple(dict.fromkeys(concern for _, concern, _ in MUTATION_TARGETS))
+_TARGET_CONCERN = {module: concern for module, concern, _ in MUTATION_TARGETS}
 # Every mutant is exactly one of these; total is their sum.
 COUNT_FIELDS = ("killed", "survived", "equivalent", "timeout", "unjudged")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+# The driver's verdicts of a mutant the tests let through ("no test": none reaches it).
+_SURVIVING = ("survived", "no test")
 
 
 class MutationRecordError(ValueError):
@@ -64,6 +99,16 @@ class ConcernScore:
     @property
     def judged(self) -> int:
         return self.total - self.equivalent
+
+    @property
+    def percent(self) -> str:
+        return f"{floor_percent(self.killed, self.judged)} %"
+
+
+def floor_percent(killed: int, judged: int) -> str:
+    """killed / judged in percent to 0.1, rounded down: a survivor never shows as 100.0."""
+    tenths = killed * 1000 // judged
+    return f"{tenths // 10}.{tenths % 10}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +156,7 @@ def _score(data: Mapping[str, Any], counts: Mapping[str, int], where: str) -> fl
     if (
         isinstance(score, bool)
         or not isinstance(score, int | float)
+        or not math.isfinite(score)  # NaN compares false to every bound
         or abs(score - expected) > 1e-4
     ):
         raise MutationRecordError(
@@ -140,6 +186,8 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
     commit = _field(data, "plugin_commit", str, "")
     if not _COMMIT.fullmatch(commit):
         raise MutationRecordError(f"'plugin_commit' is not a 40-digit git commit: {commit!r}")
+    if _field(data, "tree_clean", bool, "") is not True:  # plugin/ or tests/ edited: not HEAD
+        raise MutationRecordError("'tree_clean' is false: the campaign ran on an uncommitted tree")
     tool = _field(data, "tool", str, "")
     oracle = _field(data, "oracle", str, "")
     concerns = []
@@ -159,15 +207,21 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
         seen.add(name)
         counts = _counts(entry, where)
         concerns.append(ConcernScore(name, **counts, score=_score(entry, counts, where)))
-    if not concerns:
-        raise MutationRecordError("'concerns' is empty: a campaign mutates at least one")
-    _check_modules(data, {c.concern: c for c in concerns})
+    absent = [name for name in MUTATION_CONCERNS if name not in seen]
+    if absent:
+        raise MutationRecordError(f"'concerns' lacks {', '.join(absent)}")
+    modules = _check_modules(data, {c.concern: c for c in concerns})
+    _check_not_killed(data, modules)
     return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns))
 
 
-def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]) -> None:
-    """Each concern's counts are the sums of its modules' (a hand-edited total is caught)."""
+def _check_modules(
+    data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
+) -> dict[str, dict[str, int]]:
+    """Each concern's counts are the sums of its modules' (a hand-edited total is caught); the
+    counts per module."""
     sums: dict[str, dict[str, int]] = {}
+    by_module: dict[str, dict[str, int]] = {}
     for index, entry in enumerate(_field(data, "modules", list, "")):
         if not isinstance(entry, dict):
             raise MutationRecordError(f"modules[{index}] must be an object")
@@ -176,9 +230,29 @@ def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
             raise MutationRecordError(f"modules[{index}].'concern' {name!r} has no concern entry")
         counts = _counts(entry, f"modules[{index}].")
         _score(entry, counts, f"modules[{index}].")
+        module = _field(entry, "module", str, f"modules[{index}].")
+        if _TARGET_CONCERN.get(module) != name:
+            raise MutationRecordError(
+                f"modules[{index}].'module' {module!r} is not a target of concern {name!r}"
+            )
+        if module in by_module:
+            raise MutationRecordError(f"modules[{index}].'module' {module!r} appears twice")
+        tests = entry.get("tests")
+        if (
+            not isinstance(tests, list)
+            or not tests
+            or not all(isinstance(test, str) and test for test in tests)
+        ):
+            raise MutationRecordError(
+                f"modules[{index}].'tests' must list the oracle's test files, got {tests!r}"
+            )
+        by_module[module] = counts
         total = sums.setdefault(name, dict.fromkeys(("total", *COUNT_FIELDS), 0))
         for key, value in counts.items():
             total[key] += value
+    missing = [module for module in _TARGET_CONCERN if module not in by_module]
+    if missing:  # a full campaign judges every target
+        raise MutationRecordError(f"'modules' lacks the targets {', '.join(missing)}")
     for name, concern in concerns.items():
         got = sums.get(name, {})
         for key in ("total", *COUNT_FIELDS):
@@ -186,6 +260,47 @@ def _check_modules(data: Mapping[str, Any], concerns: Mapping[str, ConcernScore]
                 raise MutationRecordError(
                     f"concern '{name}': '{key}' ({getattr(concern, key)}) is not the sum of its "
                     f"modules ({got.get(key, 0)})"
+                )
+    return by_module
+
+
+def _not_killed_status(entry: Any, index: int, modules: Mapping[str, Any]) -> tuple[str, str]:
+    """The module and count field one not_killed entry stands for."""
+    where = f"not_killed[{index}]."
+    if not isinstance(entry, dict):
+        raise MutationRecordError(f"not_killed[{index}] must be an object")
+    module = _field(entry, "module", str, where)
+    if module not in modules:
+        raise MutationRecordError(f"{where}'module' {module!r} has no modules entry")
+    status = entry.get("status")
+    because = entry.get("equivalent_because")
+    if because is not None:
+        if not isinstance(because, str) or not because.strip():
+            raise MutationRecordError(f"{where}'equivalent_because' must be a non-empty reason")
+        if status not in _SURVIVING:  # only a mutant the tests let through is shown equivalent
+            raise MutationRecordError(f"{where}'status' {status!r} cannot be equivalent")
+        return module, "equivalent"
+    if status in _SURVIVING:
+        return module, "survived"
+    if status in ("timeout", "unjudged"):
+        return module, str(status)
+    raise MutationRecordError(f"{where}'status' {status!r} is not a not-killed status")
+
+
+def _check_not_killed(data: Mapping[str, Any], modules: Mapping[str, Mapping[str, int]]) -> None:
+    """Every mutant not killed is listed: per module, each count but killed is the number of
+    not_killed entries of that status (a survivor relabelled equivalent, or a list emptied while
+    the counts stay, is caught); each equivalent carries its reason."""
+    listed = {module: dict.fromkeys(COUNT_FIELDS[1:], 0) for module in modules}
+    for index, entry in enumerate(_field(data, "not_killed", list, "")):
+        module, status = _not_killed_status(entry, index, modules)
+        listed[module][status] += 1
+    for module, counts in modules.items():
+        for key, value in listed[module].items():
+            if counts[key] != value:
+                raise MutationRecordError(
+                    f"module '{module}': '{key}' ({counts[key]}) is not the number of not_killed "
+                    f"entries that are {key} ({value})"
                 )
 
 
@@ -205,18 +320,45 @@ def load_mutation_record(path: Path, today: date | None = None) -> MutationRecor
 
 @dataclass(frozen=True)
 class PublishedScore:
-    """What the pages show: the record, or none with the reason a file present was refused."""
+    """What the pages show: the record, or none with the reason a file present was refused;
+    ``stale`` names the target modules and oracle test files changed since its commit."""
 
     record: MutationRecord | None = None
     refused: str | None = None
+    stale: tuple[str, ...] = ()
 
 
 NO_CAMPAIGN = PublishedScore()
 
 
-def published_score(path: Path, today: date | None = None) -> PublishedScore:
-    """The record for the pages; a refused file is shown as no campaign, with why."""
+def published_score(
+    path: Path, today: date | None = None, committed_only: bool = False
+) -> PublishedScore:
+    """The record for the pages; a refused file is shown as no campaign, with why. Its commit
+    must be one of the harness repository's history (a made-up or foreign commit measured
+    nothing here); ``committed_only``: the file must be the one committed at HEAD, as the
+    matrix publishes only committed reports."""
     try:
-        return PublishedScore(load_mutation_record(path, today))
+        record = load_mutation_record(path, today)
     except MutationRecordError as exc:
         return PublishedScore(None, str(exc))
+    if record is None:
+        return NO_CAMPAIGN
+    root = committed.harness_repository()
+    state = committed.commit_state(record.plugin_commit, root) if root else "absent"
+    if state != "history":
+        return PublishedScore(
+            None,
+            f"{path}: 'plugin_commit' {record.plugin_commit[:12]} is not a commit of the harness "
+            f"repository's history ({state})",
+        )
+    if committed_only:
+        try:
+            committed.head_file(path)
+        except committed.NotCommitted as exc:
+            return PublishedScore(None, f"{exc} (pass --include-uncommitted)")
+    assert root is not None  # a history commit was found in it
+    files = [f"plugin/vllm_tt_plugin/{module}" for module, _, _ in MUTATION_TARGETS]
+    files += sorted({test for _, _, tests in MUTATION_TARGETS for test in tests})
+    changed = committed.changed_since(record.plugin_commit, files, root)
+    return PublishedScore(record, stale=("(git cannot tell)",) if changed is None else changed)

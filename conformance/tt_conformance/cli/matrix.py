@@ -260,7 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return EXIT_BAD_INPUT
     generated = utc_now_iso()
-    mutation = published_score(args.mutation or args.report_dir / "mutation" / "plugin.json")
+    mutation = published_score(
+        args.mutation or args.report_dir / "mutation" / "plugin.json",
+        committed_only=not args.include_uncommitted,
+    )
     if mutation.refused:
         # Refused, the pages say that no campaign is recorded; the matrix itself is still true.
         print(

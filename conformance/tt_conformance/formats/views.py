@@ -31,7 +31,7 @@ from tt_conformance.matrix import (
     not_run_concerns,
     tier_of,
 )
-from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore
+from tt_conformance.mutation import NO_CAMPAIGN, PublishedScore, floor_percent
 from tt_conformance.names import path_component
 from tt_conformance.report import Report
 from tt_conformance.selection import derive_coverage, skip_kind
@@ -242,7 +242,7 @@ def run_context(
         "mutation": mutation,
         "mutation_killed": killed,
         "mutation_judged": judged,
-        "mutation_score": f"{killed / judged:.1%}" if judged else "no judged mutant",
+        "mutation_score": f"{floor_percent(killed, judged)}%" if judged else "no judged mutant",
         "mutation_same": same,
         "history": f"history/{history_slug(*run.key)}.html",
         "generated_at": generated_at,
