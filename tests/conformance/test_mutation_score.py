@@ -237,7 +237,9 @@ def test_the_cli_publishes_the_record_and_refuses_a_forged_one(
     for page in (root / "MATRIX.md", tmp_path / "site" / "MATRIX.md"):
         assert "| step policy | 4 | 4 |" in page.read_text()
     _write(root / "mutation" / "plugin.json", _set("concerns.0.unjudged", 3))
-    assert matrix_cli.main([str(root), "--replace", "--include-uncommitted"]) == 0
+    # The pages are written (saying why no campaign is shown) but the command fails.
+    code = matrix_cli.main([str(root), "--replace", "--include-uncommitted"])
+    assert code == matrix_cli.EXIT_BAD_INPUT
     assert "mutation score refused" in capsys.readouterr().err
     assert "No plugin mutation campaign recorded (refused:" in (root / "MATRIX.md").read_text()
 

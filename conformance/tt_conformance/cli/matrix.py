@@ -265,9 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         committed_only=not args.include_uncommitted,
     )
     if mutation.refused:
-        # Refused, the pages say that no campaign is recorded; the matrix itself is still true.
+        # The pages are still written (they say no campaign is recorded, with why), but the
+        # command fails: a publish job must not go green over a record it could not vouch for.
         print(
-            f"tt-conformance-matrix: error: mutation score refused: {mutation.refused}",
+            f"tt-conformance-matrix: error: mutation score refused: {mutation.refused} "
+            f"(pages written without it; exit {EXIT_BAD_INPUT})",
             file=sys.stderr,
         )
     write_matrix(found, generated, out_md, out_html, mutation)
@@ -280,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"site: {args.site / 'index.html'} ({len(pages['history']) // 2} history pages, "
             f"{(len(pages['compare']) - 1) // 2} comparisons)"
         )
-    return EXIT_OK
+    return EXIT_BAD_INPUT if mutation.refused else EXIT_OK
 
 
 if __name__ == "__main__":
