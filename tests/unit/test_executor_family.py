@@ -29,7 +29,10 @@ SHIPPED_GENERATOR_MODULES = {
     "models.common.models.phi4.generator",
     "models.common.models.qwen25_7b.generator",
     "models.common.models.qwen25_72b.generator",
+    "models.common.models.qwen25_coder_32b.generator",
+    "models.common.models.qwen2_7b.generator",
     "models.common.models.deepseek_r1_distill_qwen_14b.generator",
+    "models.common.models.qwen3_32b.generator",
 }
 
 # What each form's refusal must name: the exact break, read from the newest version.

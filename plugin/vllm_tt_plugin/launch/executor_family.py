@@ -122,8 +122,26 @@ EXECUTOR_GENERATORS: tuple[ExecutorGenerator, ...] = (
         "6ce5d3927e1a589cd1ff4a3e904683a4b0f7a4a2",
     ),
     ExecutorGenerator(
+        f"{_PKG}.qwen25_coder_32b.generator:Qwen25Coder32BGenerator",
+        _QWEN2,
+        "facade",
+        "6ce5d3927e1a589cd1ff4a3e904683a4b0f7a4a2",
+    ),
+    ExecutorGenerator(
+        f"{_PKG}.qwen2_7b.generator:Qwen2Generator",
+        _QWEN2,
+        "facade",
+        "6ce5d3927e1a589cd1ff4a3e904683a4b0f7a4a2",
+    ),
+    ExecutorGenerator(
         f"{_PKG}.deepseek_r1_distill_qwen_14b.generator:DeepSeekR1Qwen14BGenerator",
         _QWEN2,
+        "facade",
+        "6ce5d3927e1a589cd1ff4a3e904683a4b0f7a4a2",
+    ),
+    ExecutorGenerator(
+        f"{_PKG}.qwen3_32b.generator:Qwen3_32BGenerator",
+        ("TTQwen3ForCausalLM",),
         "facade",
         "6ce5d3927e1a589cd1ff4a3e904683a4b0f7a4a2",
     ),
