@@ -106,3 +106,36 @@ def test_launch_stops_at_config_time_before_the_class_is_imported(
     assert fragment in message and "Refused at launch" in message
     # models.common is not importable here: a refusal after the import would say so instead.
     assert "Cannot import" not in message
+
+
+class _FacadeDeclarations:
+    """The class-level declarations of the facade generators (e.g. phi4/generator.py @ 6ce5d392)."""
+
+    model_capabilities = {
+        "supports_prefix_caching": True,
+        "supports_async_decode": True,
+        "supports_sample_on_device": True,
+        "accepts_trace_mode": True,
+    }
+
+
+def test_the_facade_premise_the_plugin_would_send_the_histories_it_discards() -> None:
+    # The refusal rests on this: read as the plugin reads any class, the facade gets device
+    # sampling with device penalties, so a penalised decode carries prompt_tokens and
+    # output_tokens, the two keys VLLMAdapter discards. Should the plugin ever plan otherwise,
+    # this fails and the facade reason in launch/executor_family.py is stale.
+    from vllm_tt_plugin.contract.call_plan import decode_keywords, derive_facts
+    from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+
+    caps = ModelCapabilities.from_model_class(_FacadeDeclarations)
+    assert caps.supports_sample_on_device and caps.supports_device_penalties
+    facts = derive_facts(
+        decode_contract=0,  # no decode_input_update_contract in the facades
+        device_sampling=caps.supports_sample_on_device,
+        output_tokens_per_step=caps.output_tokens_per_step,
+        has_method=lambda name: True,
+        takes=lambda method, param: False,
+        device_penalties=caps.supports_device_penalties,
+    )
+    sent = decode_keywords(facts, on_device=True, penalties=True, remap=False, mrope=False)
+    assert {"prompt_tokens", "output_tokens"} <= set(sent)
