@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from vllm_tt_plugin.launch import envs, text_registry
+from vllm_tt_plugin.launch.executor_family import EXECUTOR_GENERATORS
 from vllm_tt_plugin.utils.log import get_logger
 
 logger = get_logger(__name__)
@@ -54,7 +55,6 @@ _QWEN36_DFLASH = f"{_QWEN36}.qwen36_vllm_dflash:Qwen36DFlashForCausalLM"
 _DEEPSEEK_TT_TRANSFORMERS = (
     "models.tt_transformers.tt.generator_deepseek_vllm:DeepseekV3ForCausalLM"
 )
-_EXECUTOR_LLAMA3 = "models.common.models.generator:Llama3Generator"
 
 # Family version selectors: env var -> {version: {arch: (target, lane_dp)}}. The first version
 # listed is the default (also taken when the variable is unset or empty).
@@ -135,7 +135,8 @@ KNOWN_TARGETS: dict[str, tuple[str, ...]] = {
     _QWEN35_BLACKHOLE: ("TTQwen3_5ForConditionalGeneration",),
     _QWEN36_DFLASH: ("TTQwen3_5ForConditionalGeneration",),
     _DEEPSEEK_TT_TRANSFORMERS: ("TTDeepseekV3ForCausalLM",),
-    _EXECUTOR_LLAMA3: ("TTLlamaForCausalLM",),
+    # tt-metal's executor-backed generators (models/common/models/), every one refused below.
+    **{g.target: g.archs for g in EXECUTOR_GENERATORS},
 }
 
 
@@ -195,13 +196,8 @@ UNSERVABLE_TARGETS: dict[str, tuple[str, str]] = {
         "n_layers=None, tt_data_parallel=1) takes no optimizations, which the plugin sends on "
         "every load",
     ),
-    _EXECUTOR_LLAMA3: (
-        "",
-        "its initialize_vllm_model(cls, hf_config, mesh_device, max_batch_size, max_seq_len, "
-        "n_layers=None, optimizations=...) takes no tt_data_parallel, which the plugin sends on "
-        "every load; its prefill, decode and allocation hand their arguments to an executor "
-        "object (a calling convention the contract does not describe)",
-    ),
+    # Every executor-backed generator, by its form (launch/executor_family.py).
+    **{g.target: ("", g.reason) for g in EXECUTOR_GENERATORS},
 }
 
 
