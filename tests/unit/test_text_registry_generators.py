@@ -20,8 +20,14 @@ from typing import Any
 import pytest
 import torch
 from vllm.sampling_params import SamplingParams
+from vllm.v1.outputs import AsyncModelRunnerOutput
+from vllm.v1.request import Request
 
-from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
+from tests.unit.tiny_checkpoint import (
+    BLOCK_HASHER,
+    start_worker_and_scheduler,
+    write_tiny_checkpoint,
+)
 from vllm_tt_plugin.model_registry import get_registry
 from vllm_tt_plugin.policy.sampling_route import row_feature
 
@@ -45,7 +51,7 @@ def _snapshot(root: Path, hf_id: str, arch: str) -> Path:
     return write_tiny_checkpoint(path, architectures=[arch])
 
 
-def _serve(make_config: Any, tmp_path: Path, hf_id: str, arch: str = "LlamaForCausalLM") -> Any:
+def _config(make_config: Any, tmp_path: Path, hf_id: str, arch: str) -> Any:
     config = make_config(
         model=_snapshot(tmp_path, hf_id, arch),
         model_class=None,
@@ -54,7 +60,11 @@ def _serve(make_config: Any, tmp_path: Path, hf_id: str, arch: str = "LlamaForCa
         max_model_len=256,
     )
     assert get_registry().resolve(arch).source == "tt_transformers"
-    return start_worker_and_scheduler(config, warm_up=False)[0]
+    return config
+
+
+def _serve(make_config: Any, tmp_path: Path, hf_id: str, arch: str = "LlamaForCausalLM") -> Any:
+    return start_worker_and_scheduler(_config(make_config, tmp_path, hf_id, arch), warm_up=False)[0]
 
 
 def test_a_generator_s_own_top_k_and_penalties_limit_routing_instead_of_refusing_the_load(
@@ -114,5 +124,35 @@ def test_a_generator_whose_adapter_drops_the_histories_gets_penalised_rows_on_th
         assert "prompt_tokens" not in normalized and "output_tokens" not in normalized
         assert row_feature(worker.served.plan, PENALISED) == "penalties"
         assert row_feature(worker.served.plan, SamplingParams(temperature=0.8, top_k=8)) is None
+    finally:
+        worker.shutdown()
+
+
+def test_a_penalised_request_to_a_generator_that_drops_the_histories_decodes_on_the_host(
+    make_config: Any, tmp_path: Path, tt_transformers: None
+) -> None:
+    """Served end to end: the plain request samples on the device, the penalised one on the
+    host. (Before, its decodes went to the device without the histories reaching the target,
+    which the reference model refuses; tt-transformers' sampler would apply no penalty.)"""
+    config = _config(make_config, tmp_path, "meta-llama/Llama-3.2-1B-Instruct", "LlamaForCausalLM")
+    worker, sched = start_worker_and_scheduler(config)
+    try:
+        target = worker.get_model().target
+        for index, penalty in enumerate((1.0, 1.3)):
+            params = SamplingParams(
+                max_tokens=4, ignore_eos=True, temperature=0.0, repetition_penalty=penalty
+            )
+            sched.add_request(
+                Request(f"r{index}", [5, 6, 7, 8, 9], params, None, block_hasher=BLOCK_HASHER)
+            )
+            target.call_log.clear()
+            while sched.has_requests():
+                out = sched.schedule()
+                result = worker.execute_model(out) or worker.sample_tokens(None)
+                if isinstance(result, AsyncModelRunnerOutput):
+                    result = result.get_output()
+                sched.update_from_output(out, result)
+            decodes = [r for r in target.call_log if r.method == "decode_forward"]
+            assert decodes and {r.device_sampling for r in decodes} == {penalty == 1.0}, decodes
     finally:
         worker.shutdown()
