@@ -18,6 +18,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from vllm_tt_plugin.adapter.instance_capabilities import read_instance
 from vllm_tt_plugin.adapter.kv_cache import (
     BlockBudget,
     compute_block_budget,
@@ -126,10 +127,11 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
         )
         facts = self.adapter.facts  # the loaded instance's
         # tt_transformers.vllm_registry's classes return their generator's own model, whose
-        # capabilities the platform never read: only then are they parsed here, to be checked.
+        # capabilities the platform never read: only then are they parsed here, to be checked
+        # and to narrow the per-request limits (adapter/instance_capabilities.py).
         model = self.adapter.model
-        instance_caps = (
-            None
+        declared = (
+            self.plan.capabilities
             if isinstance(model, self.resolved.model_cls)
             else ModelCapabilities.from_model_class(type(model))
         )
@@ -138,8 +140,10 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             class_name=self.adapter.profile.class_name,
             contract_version=facts.decode_contract,
             block_size=self.cache_config.block_size,
-            instance_capabilities=instance_caps,
+            instance=read_instance(model, declared),
         )
+        for reason in self.served.narrowed:
+            logger.warning("TT: %s serves with %s", type(model).__qualname__, reason)
         self.model_runner = TTModelRunner(self.vllm_config, self.adapter, self.served)
 
     def get_kv_cache_spec(self) -> dict[str, KVCacheSpec]:

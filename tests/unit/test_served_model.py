@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vllm.sampling_params import SamplingParams
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
+from vllm_tt_plugin.adapter.instance_capabilities import InstanceCapabilities
 from vllm_tt_plugin.adapter.model_adapter import ModelContractError
 from vllm_tt_plugin.adapter.served_model import ServedModel
 from vllm_tt_plugin.config import TTOptions
@@ -24,6 +26,7 @@ from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.data_parallel import LaneLayout
 from vllm_tt_plugin.launch.launch_plan import read_plan, resolve_plan
 from vllm_tt_plugin.model_registry import ModelTarget
+from vllm_tt_plugin.policy.sampling_route import row_feature
 
 LEGACY_MODEL = "vllm_tt_plugin.test_models.variants:LegacyDecodeContract"
 ASYNC_CAPS = ModelCapabilities(supports_async_decode=True, supports_sample_on_device=True)
@@ -153,33 +156,61 @@ def test_effective_values_follow_the_instance_contract() -> None:
     assert current.table_width(129) == 3 and current.table_width(128) == 2
 
 
-def test_an_instance_declaring_less_than_its_class_is_refused() -> None:
+def _load(plan: Any, declared: ModelCapabilities, drops: str | None = None) -> ServedModel:
+    return ServedModel.after_load(
+        plan, class_name="Model", contract_version=0, block_size=64,
+        instance=InstanceCapabilities(declared, drops),
+    )  # fmt: skip
+
+
+def test_an_instance_declaring_less_than_its_class_acted_on_is_refused() -> None:
     # tt_transformers.vllm_registry: the registered class plans the launch, but
     # initialize_vllm_model returns the selected generator's own model, with its own capabilities.
     plan = _plan(0, async_scheduling=False)
     planned = plan.capabilities
-    same = ServedModel.after_load(
-        plan, class_name="Model", contract_version=0, block_size=64, instance_capabilities=planned
-    )
-    assert same.contract_version == 0
-    narrower = replace(
-        planned,
-        supports_sample_on_device=False,
-        supports_device_penalties=False,
-        max_device_top_k=32,
-    )
+    assert _load(plan, planned).plan == plan
+    narrower = replace(planned, supports_sample_on_device=False, supports_async_decode=False)
     with pytest.raises(ModelContractError) as info:
-        ServedModel.after_load(
-            plan, class_name="Model", contract_version=0, block_size=64,
-            instance_capabilities=narrower,
-        )  # fmt: skip
+        _load(plan, narrower)
     message = str(info.value)
-    if planned.supports_sample_on_device:
-        assert "supports_sample_on_device: class True, instance False" in message
-    assert "supports_device_penalties: class True, instance False" in message
-    assert "max_device_top_k: class None, instance 32" in message
+    assert "supports_sample_on_device: class True, instance False" in message
+    assert "supports_async_decode: class True, instance False" in message
     # Declaring more than the class is not a conflict (the plan stays within it).
     wider = replace(planned, supports_chunked_prefill=True, supports_prefix_caching=True)
-    ServedModel.after_load(
-        plan, class_name="Model", contract_version=0, block_size=64, instance_capabilities=wider
+    assert _load(plan, wider).plan == plan
+
+
+def test_the_instance_s_per_request_limits_narrow_the_plan() -> None:
+    """tt-transformers' generators declare their own device top-k and device penalties
+    (Llama 3.1 8B: max_device_top_k 32; Phi-4: supports_device_penalties False, tenstorrent/
+    tt-transformers @ 4fc26a3e) while the registry class declares neither: routing, decided per
+    request after load, takes the narrower, where the instance was refused at load before."""
+    plan = _plan(0, async_scheduling=False)
+    planned = plan.capabilities
+    assert planned.max_device_top_k is None and planned.supports_device_penalties
+    served = _load(plan, replace(planned, max_device_top_k=32, supports_device_penalties=False))
+    caps = served.plan.capabilities
+    assert caps.max_device_top_k == 32 and not caps.supports_device_penalties
+    assert served.plan == replace(plan, capabilities=caps)  # nothing else moves
+    assert [r.split(" (")[0] for r in served.narrowed] == [
+        "max_device_top_k 32",
+        "supports_device_penalties False",
+    ]
+    penalised = SamplingParams(temperature=0.8, top_k=8, repetition_penalty=1.3)
+    assert row_feature(plan, penalised) is None
+    assert row_feature(served.plan, penalised) == "penalties"
+    assert row_feature(served.plan, SamplingParams(temperature=0.8, top_k=64)) == "top_k"
+    # A wider instance limit never widens the class's.
+    tight = replace(plan, capabilities=replace(planned, max_device_top_k=8))
+    assert _load(tight, replace(planned, max_device_top_k=32)).plan == tight
+
+
+def test_an_instance_that_drops_the_penalty_histories_samples_penalties_on_the_host() -> None:
+    plan = _plan(0, async_scheduling=False)
+    served = _load(plan, plan.capabilities, drops="its adapter drops prompt_tokens")
+    assert not served.plan.capabilities.supports_device_penalties
+    assert served.narrowed == (
+        "its adapter drops prompt_tokens: penalised rows sample on the host",
     )
+    penalised = SamplingParams(temperature=0.0, presence_penalty=0.5)
+    assert row_feature(served.plan, penalised) == "penalties"

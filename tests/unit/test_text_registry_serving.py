@@ -27,7 +27,7 @@ __all__ = ["ReferenceLlamaForCausalLM"]
 
 
 class _Narrow(_Generator):
-    model_capabilities = {{**_Generator.model_capabilities, "supports_device_penalties": False}}
+    model_capabilities = {{**_Generator.model_capabilities, "supports_async_decode": False}}
 
 
 class ReferenceLlamaForCausalLM:
@@ -95,5 +95,7 @@ def test_a_generator_declaring_less_than_its_table_class_is_refused_at_load(
 ) -> None:
     (table / "vllm_registry.py").write_text(textwrap.dedent(TABLE.format(generator="_Narrow")))
     config = _config(make_config, weights_checkpoint)
-    with pytest.raises(ModelContractError, match="supports_device_penalties: class True"):
+    # Async scheduling was planned from the class: a per-request limit would narrow instead
+    # (tests/unit/test_text_registry_generators.py).
+    with pytest.raises(ModelContractError, match="supports_async_decode: class True"):
         start_worker_and_scheduler(config)

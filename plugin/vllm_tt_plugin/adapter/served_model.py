@@ -10,23 +10,26 @@ combining plan and instance facts themselves.
 
 A decision the platform already acted on in another process (the scheduler class follows
 ``plan.async_overlap``) cannot change after load: an instance that contradicts it is refused
-here with the attribute to fix.
+here with the attribute to fix. The per-request limits the runner applies itself (the device
+top-k, device penalties) are the narrower of the class's and the instance's
+(adapter/instance_capabilities.py): tt_transformers.vllm_registry's classes leave them to the
+generator whose model they return.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from vllm_tt_plugin.adapter.instance_capabilities import InstanceCapabilities
 from vllm_tt_plugin.adapter.model_adapter import ModelContractError
 from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.launch_plan import LaunchPlan
 
-# Capabilities whose "yes" the launch acted on from the registered class: an instance that says
-# "no" would be sent what it cannot take.
+# Capabilities whose "yes" the launch acted on from the registered class (the sampling mode, the
+# scheduler, vLLM's cache switches): an instance that says "no" would be sent what it cannot take.
 _PLANNED_YES = (
     "supports_sample_on_device",
-    "supports_device_penalties",
     "supports_async_decode",
     "supports_prefix_caching",
     "supports_chunked_prefill",
@@ -35,16 +38,14 @@ _PLANNED_YES = (
 
 def capability_conflicts(planned: ModelCapabilities, instance: ModelCapabilities) -> list[str]:
     """Where the loaded instance's own ``model_capabilities`` are narrower than the class's
-    the launch planned from (tt_transformers.vllm_registry's classes return another class's
-    instance: its generator's)."""
+    the launch planned from, in what the launch already acted on (tt_transformers.vllm_registry's
+    classes return another class's instance: its generator's). The per-request limits are not
+    conflicts: :func:`per_request_capabilities` narrows them."""
     out = [
         f"{key}: class True, instance False"
         for key in _PLANNED_YES
         if getattr(planned, key) and not getattr(instance, key)
     ]
-    limit = instance.max_device_top_k
-    if limit is not None and (planned.max_device_top_k is None or planned.max_device_top_k > limit):
-        out.append(f"max_device_top_k: class {planned.max_device_top_k}, instance {limit}")
     if planned.output_tokens_per_step != instance.output_tokens_per_step:
         out.append(
             f"output_tokens_per_step: class {planned.output_tokens_per_step}, "
@@ -54,11 +55,50 @@ def capability_conflicts(planned: ModelCapabilities, instance: ModelCapabilities
 
 
 @dataclass(frozen=True)
+class Narrowed:
+    """The plan's capabilities with the loaded instance's per-request limits, and why."""
+
+    capabilities: ModelCapabilities
+    reasons: tuple[str, ...]  # one line per narrowed key (logged once by the worker)
+
+
+def per_request_capabilities(
+    planned: ModelCapabilities, instance: InstanceCapabilities
+) -> Narrowed:
+    """The limits ``sampling_route`` applies per request, the narrower of the class's and the
+    instance's: the device top-k and device penalties (the instance may also be seen to drop
+    the penalty histories). Routing is decided in the runner after load, so no launch decision
+    depends on them."""
+    declared = instance.declared
+    reasons: list[str] = []
+    limit = planned.max_device_top_k
+    own = declared.max_device_top_k
+    if own is not None and (limit is None or own < limit):
+        reasons.append(
+            f"max_device_top_k {own} (the instance's; the class declared {limit}): stochastic "
+            f"rows with top_k outside [1, {own}] sample on the host"
+        )
+        limit = own
+    penalties = planned.supports_device_penalties
+    if penalties and not declared.supports_device_penalties:
+        reasons.append(
+            "supports_device_penalties False (the instance's): penalised rows sample on the host"
+        )
+        penalties = False
+    elif penalties and instance.drops_penalty_histories is not None:
+        reasons.append(f"{instance.drops_penalty_histories}: penalised rows sample on the host")
+        penalties = False
+    caps = replace(planned, max_device_top_k=limit, supports_device_penalties=penalties)
+    return Narrowed(caps, tuple(reasons))
+
+
+@dataclass(frozen=True)
 class ServedModel:
-    plan: LaunchPlan
+    plan: LaunchPlan  # with the instance's per-request limits (per_request_capabilities)
     class_name: str
     contract_version: int  # the instance's decode_input_update_contract
     block_size: int  # tokens per KV block (settled by the platform)
+    narrowed: tuple[str, ...] = ()  # what the instance narrowed in the plan, and why
 
     @classmethod
     def after_load(
@@ -68,13 +108,14 @@ class ServedModel:
         class_name: str,
         contract_version: int,
         block_size: int,
-        instance_capabilities: ModelCapabilities | None = None,
+        instance: InstanceCapabilities | None = None,
     ) -> ServedModel:
         """The served model of a loaded instance, refused when the instance contradicts a
-        decision the launch already made from its class."""
+        decision the launch already made from its class; its per-request limits replace the
+        class's where narrower."""
         conflicts = (
-            capability_conflicts(plan.capabilities, instance_capabilities)
-            if instance_capabilities is not None
+            capability_conflicts(plan.capabilities, instance.declared)
+            if instance is not None
             else []
         )
         if conflicts:
@@ -84,6 +125,12 @@ class ServedModel:
                 f"{'; '.join(conflicts)}. The launch would send it what it cannot take; declare "
                 "the same capabilities on the registered class."
             )
+        narrowed = (
+            per_request_capabilities(plan.capabilities, instance)
+            if instance is not None
+            else Narrowed(plan.capabilities, ())
+        )
+        plan = replace(plan, capabilities=narrowed.capabilities)
         if plan.async_overlap and contract_version < 1:
             raise ModelContractError(
                 f"{class_name} declares decode_input_update_contract={plan.decode_contract} on "
@@ -97,6 +144,7 @@ class ServedModel:
             class_name=class_name,
             contract_version=contract_version,
             block_size=block_size,
+            narrowed=narrowed.reasons,
         )
 
     # --- effective values, derived here only -----------------------------------------------------

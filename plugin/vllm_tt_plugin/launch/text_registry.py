@@ -1,13 +1,19 @@
 """tt-transformers' own table of text architectures (``tt_transformers.vllm_registry``).
 
 Newer TT releases move the text families out of tt-metal into the separate tenstorrent/
-tt-transformers package (docs/TT_MODEL_CONTRACT.md, "Registry targets"). Its
+tt-transformers package (docs/TT_MODEL_CONTRACT.md, "Loading"). Its
 ``tt_transformers.vllm_registry`` module (read at tenstorrent/tt-transformers
-``src/tt_transformers/vllm_registry.py`` @ fb8071b3ece28fb6a79f906ddb1cd0cc02d4ff73) exports, in
-``__all__``, one class per vLLM architecture: ``architecture`` names it, ``generators`` is the
-non-empty tuple of checkpoints it serves, and the classmethod ``initialize_vllm_model`` picks the
-generator by the checkpoint's Hugging Face id and returns that generator's own model. Importing it
-imports neither ``ttnn`` nor ``vllm``, so the plugin reads the table in any process.
+``src/tt_transformers/vllm_registry.py`` @ fb8071b3ece28fb6a79f906ddb1cd0cc02d4ff73 and
+db0b69c315f3a931e518de6ca999bf3ed54f73c2, which differ only in where ``resolve_hf_id`` lives)
+exports, in ``__all__``, one class per vLLM architecture: ``architecture`` names it,
+``generators`` is the non-empty tuple of checkpoints it serves, and the classmethod
+``initialize_vllm_model`` picks the generator by the checkpoint's Hugging Face id and returns that
+generator's own model. Importing it imports neither ``ttnn`` nor ``vllm``, so the plugin reads the
+table in any process.
+
+The class's ``model_capabilities`` are only those all its generators declare True; the per-request
+limits (``max_device_top_k``, ``supports_device_penalties``) are the returned model's, which the
+worker reads after load (adapter/instance_capabilities.py, adapter/served_model.py).
 
 When the package is importable its classes serve their architectures ahead of the plugin's
 built-in table (which stays the fallback when it is not). A table that is installed but malformed
@@ -27,7 +33,7 @@ MODULE = "tt_transformers.vllm_registry"
 PACKAGE = MODULE.partition(".")[0]
 SOURCE = (
     "tenstorrent/tt-transformers src/tt_transformers/vllm_registry.py @ "
-    "fb8071b3ece28fb6a79f906ddb1cd0cc02d4ff73"
+    "fb8071b3ece28fb6a79f906ddb1cd0cc02d4ff73, db0b69c315f3a931e518de6ca999bf3ed54f73c2"
 )
 
 

@@ -1,0 +1,1 @@
+"""tt-transformers' common runtime: only the vLLM call normaliser is stood in for here."""

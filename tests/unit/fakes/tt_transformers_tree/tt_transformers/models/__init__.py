@@ -1,0 +1,1 @@
+"""tt-transformers' model packages: three generators, one per form the plugin must tell apart."""
