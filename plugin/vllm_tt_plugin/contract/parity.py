@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import parity_diff
+from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.call_plan import (
     METHODS,
     PlanFacts,
@@ -153,7 +154,7 @@ def plan_facts(
         has_method=lambda n: method(n) is not None,
         takes=takes,
         signature=signature,
-        device_penalties=read.capabilities.get("supports_device_penalties", True) is not False,
+        device_penalties=device_penalties(read.capabilities),
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
     if read.env_vars or read.unknown:
@@ -422,11 +423,13 @@ def check_target(
         findings.insert(0, Finding(target, archs, "decode_input_update_contract", "unresolved",
                                    f"{doubt}: the plugin plans the decode call on the loaded "
                                    "instance's version, which is not evaluated"))  # fmt: skip
-    refused = next((v.refused for v in variants if v is not None and v.refused), "")
-    if refused:
-        where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"
-        findings.insert(0, Finding(target, archs, "model_capabilities", "broken",
-                                   f"{refused}: {where}"))  # fmt: skip
+    refusals = {
+        (fact, f"[{v.variant}] {error}" if v.variant else error): None
+        for v in variants if v is not None for fact, error in v.refusals
+    }  # fmt: skip
+    for fact, error in reversed(list(refusals)):
+        findings.insert(0, Finding(target, archs, fact, "broken",
+                                   f"{error}: the plugin refuses the class at launch"))  # fmt: skip
     if first is not None and (first.env_vars or first.unknown):
         labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
         read = []

@@ -76,7 +76,7 @@ class Written:
 
 
 _CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
-          "rstrip", "casefold", "startswith", "endswith", "isdigit"}  # fmt: skip
+          "rstrip", "casefold", "startswith", "endswith", "isdigit", "MappingProxyType"}  # fmt: skip
 
 
 def _simple(expr: ast.expr) -> bool:
@@ -105,6 +105,10 @@ def _fact(expr: ast.expr | None) -> str:
         items = [f"{ast.unparse(k)}: {_fact(v)}"
                  for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
         return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == (
+        "MappingProxyType"
+    ):  # a read-only view the plugin refuses: kept around its entries
+        return f"{ast.unparse(expr.func)}({', '.join(_fact(a) for a in expr.args)})"
     return "unevaluated()"
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from vllm_tt_plugin.contract.class_scope import class_scope
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
 from vllm_tt_plugin.contract.source_body import (
     Body,
@@ -653,18 +654,18 @@ class CheckoutReader(EnvFacts):
             if found is None:
                 continue
             module, node = found
-            for item in node.body:
+            for item in node.body:  # evaluated in the class body's scope, then the module's
                 if isinstance(item, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in item.targets
                 ):
-                    return module, item.value
+                    return class_scope(module, node, item.lineno), item.value
                 if (
                     isinstance(item, ast.AnnAssign)
                     and isinstance(item.target, ast.Name)
                     and item.target.id == name
                     and item.value is not None
                 ):
-                    return module, item.value
+                    return class_scope(module, node, item.lineno), item.value
         return None
 
     def attribute(self, target: str, name: str) -> tuple[bool, Any]:
@@ -674,8 +675,6 @@ class CheckoutReader(EnvFacts):
         if found is None:
             return False, None
         return True, self._value(*found)
-
-    # --- facts that depend on the environment ----------------------------------------------------
 
 
 # --- the fixture as a source ----------------------------------------------------------------------

@@ -1,0 +1,198 @@
+"""The parity checker against round 5's fact and MRO attacks (rt45e): class facts the plugin
+refuses or reads otherwise than the checker did, bases the checker cannot read, stub and
+``None`` hooks, and the instance ``initialize_vllm_model`` really returns.
+
+Each case is one red-team tree reduced to a one-module adapter (the third red team's ``BASE``,
+edited); the checker must report the status named, with a reason naming the offender, or bind
+(the controls). Python's and the plugin's behaviour for each was checked on the red team's tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_redteam import (
+    ADAPTER,
+    BASE,
+    COMMIT,
+    CONTRACT,
+    DECODE,
+    DECODE_V0,
+    DECODE_V1,
+    TARGET,
+    edit,
+    run,
+)
+from vllm_tt_plugin.contract.parity import failures
+from vllm_tt_plugin.contract.skeleton import write_skeletons
+
+CAPS = '"supports_sample_on_device": True, "supports_device_penalties": False'
+PENALTIES = '"supports_device_penalties": False'
+V0_DECODE = f"    def decode_forward({DECODE_V0}):\n        return sampling_params\n"
+
+
+def caps(*changes: tuple[str, str]) -> str:
+    return edit(BASE, *changes)
+
+
+def v0_class(contract: str) -> str:
+    """A version-0 decode (reset_batch, no reload commands) under ``contract``."""
+    text = edit(BASE, (CONTRACT, contract))
+    start = text.index("    def decode_forward(")
+    return text[:start] + V0_DECODE
+
+
+def required_v1(contract: str) -> str:
+    """A decode that requires the four reload commands (binds only as version 1)."""
+    optional = (
+        "reload_inputs=True, reload_page_table=True, reload_sampling_params=True, "
+        "reset_sampling_state=False"
+    )
+    required = "reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state"
+    return edit(BASE, (CONTRACT, contract), (optional, required))
+
+
+# name -> (the tree's modules, {method: status}, a text the first method's reason must hold)
+Case = tuple[dict[str, str | bytes], dict[str, str], str]
+REFUSED: dict[str, Case] = {
+    # A04 / A12: a flag of the wrong type: the plugin's CapabilityError at launch.
+    "a04_flag_int": (
+        {ADAPTER: caps(('"supports_sample_on_device": True', '"supports_sample_on_device": 1'))},
+        {"model_capabilities": "broken"},
+        "['supports_sample_on_device'] must be a bool, got 1",
+    ),
+    "a12_flag_str": (
+        {
+            ADAPTER: caps(
+                ('"supports_sample_on_device": True', '"supports_sample_on_device": "True"')
+            )
+        },
+        {"model_capabilities": "broken"},
+        "must be a bool, got 'True'",
+    ),
+    # A05b: a read-only mapping is not a dict to the plugin.
+    "a05b_mapping_proxy": (
+        {ADAPTER: "import types\n" + caps((f"{{{CAPS}}}", f"types.MappingProxyType({{{CAPS}}})"))},
+        {"model_capabilities": "broken"},
+        "must be a dict, got mappingproxy",
+    ),
+    # A31 / A31b: decode_contract_version raises TypeError on these.
+    "a31_contract_float": (
+        {ADAPTER: edit(BASE, (CONTRACT, "    decode_input_update_contract = 1.0\n"))},
+        {"decode_input_update_contract": "broken"},
+        "must be a non-negative integer, got 1.0",
+    ),
+    "a31b_contract_negative": (
+        {ADAPTER: edit(BASE, (CONTRACT, "    decode_input_update_contract = -1\n"))},
+        {"decode_input_update_contract": "broken"},
+        "got -1",
+    ),
+    "a31c_contract_str": (
+        {ADAPTER: edit(BASE, (CONTRACT, '    decode_input_update_contract = "1"\n'))},
+        {"decode_input_update_contract": "broken"},
+        "got '1'",
+    ),
+    # D02: the class-body constant shadows the module's: version 1, the v0 decode breaks.
+    "d02_class_constant_shadows": (
+        {
+            ADAPTER: "_RELOAD = 0\n"
+            + v0_class("    _RELOAD = 1\n    decode_input_update_contract = _RELOAD\n")
+        },
+        {"decode_forward": "broken"},
+        "reload_inputs",
+    ),
+    # A30: True is version 1 to the plugin (isinstance(True, int)): the v0 decode breaks.
+    "a30_contract_true_v0_decode": (
+        {ADAPTER: v0_class("    decode_input_update_contract = True\n")},
+        {"decode_forward": "broken"},
+        "reload_inputs",
+    ),
+    # A11e: device penalties on under TT_PEN=1: the histories go into an unread **kwargs.
+    "a11e_penalties_from_env": (
+        {
+            ADAPTER: "import os\n"
+            + caps((PENALTIES, '"supports_device_penalties": os.environ.get("TT_PEN", "0") == "1"'))
+        },
+        {"decode_forward": "dropped"},
+        "[TT_PEN=1]",
+    ),
+    # A11: with the variable set the flag is a str: CapabilityError in that variant.
+    "a11_penalties_getenv_str": (
+        {
+            ADAPTER: "import os\n"
+            + caps((PENALTIES, '"supports_device_penalties": os.getenv("TT_PEN", False)'))
+        },
+        {"model_capabilities": "broken"},
+        "[TT_PEN=1] ",
+    ),
+}
+CONTROLS: dict[str, dict[str, str | bytes]] = {
+    "base": {ADAPTER: BASE},
+    # D01: the class-body constant is 1: version 1, the v1 decode binds.
+    "d01_class_constant": {
+        ADAPTER: required_v1("    _RELOAD = 1\n    decode_input_update_contract = _RELOAD\n")
+    },
+    # A30: True is version 1: the v1 decode (required reload commands) binds.
+    "a30_contract_true": {ADAPTER: required_v1("    decode_input_update_contract = True\n")},
+    # A module constant read after a class-level one of the same name defined below it.
+    "class_constant_after_use": {
+        ADAPTER: "_RELOAD = 1\n"
+        + required_v1("    decode_input_update_contract = _RELOAD\n    _RELOAD = 0\n")
+    },
+    "empty_mapping_proxy": {
+        ADAPTER: "from types import MappingProxyType\n"
+        + caps((f"{{{CAPS}}}", "MappingProxyType({})")).replace(
+            "        return sampling_params\n", "        return 1\n"
+        )
+    },
+    # Penalties from the environment, the histories read: every variant binds.
+    "penalties_env_histories_read": {
+        ADAPTER: "import os\n"
+        + caps(
+            (PENALTIES, '"supports_device_penalties": os.environ.get("TT_PEN", "0") == "1"'),
+            (
+                DECODE,
+                f"    def decode_forward({DECODE_V1}):\n        return [sampling_params, "
+                "kwargs.get('prompt_tokens'), kwargs.get('output_tokens')]\n",
+            ),
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_an_attack_is_refused_naming_the_offender(tmp_path: Path, name: str) -> None:
+    files, expected, reason = REFUSED[name]
+    found = run(tmp_path, files)
+    got = {m: found[m].status if m in found else "(no finding)" for m in expected}
+    assert got == expected, [found[m] for m in expected if m in found]
+    first = found[next(iter(expected))]
+    assert reason in first.detail, first
+    assert failures(list(found.values()))
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_a_control_python_serves_binds(tmp_path: Path, name: str) -> None:
+    found = run(tmp_path, CONTROLS[name])
+    assert failures(list(found.values())) == [], failures(list(found.values()))
+    assert found["decode_forward"].status in ("ok", "drift"), found["decode_forward"]
+
+
+def test_every_env_variant_of_a_capability_is_checked(tmp_path: Path) -> None:
+    files, _, _ = REFUSED["a11e_penalties_from_env"]
+    facts = run(tmp_path, files)["(class facts)"].detail
+    # 0 plans as unset (penalties off): one variant of each outcome is listed.
+    assert "[TT_PEN unset]" in facts and "[TT_PEN=1]" in facts, facts
+
+
+CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_skeleton_of_an_attack_reads_as_the_tree(tmp_path: Path, name: str) -> None:
+    tree = run(tmp_path / "tree", CASES[name])
+    write_skeletons(tmp_path / "tree", tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    skeleton = run(tmp_path / "skel", {})
+    assert {m: f.status for m, f in skeleton.items()} == {m: f.status for m, f in tree.items()}
