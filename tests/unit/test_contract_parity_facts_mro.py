@@ -21,7 +21,10 @@ from tests.unit.test_contract_parity_redteam import (
     DECODE,
     DECODE_V0,
     DECODE_V1,
+    INIT_BODY,
+    OTHER,
     TARGET,
+    USES,
     edit,
     run,
 )
@@ -31,6 +34,23 @@ from vllm_tt_plugin.contract.skeleton import write_skeletons
 CAPS = '"supports_sample_on_device": True, "supports_device_penalties": False'
 PENALTIES = '"supports_device_penalties": False'
 V0_DECODE = f"    def decode_forward({DECODE_V0}):\n        return sampling_params\n"
+CLASS = "class DemoForCausalLM:"
+# A base in the checkout whose decode takes everything (the adapter's own decode removed).
+DEMO_BASE = {OTHER: "class DemoBase:\n" + USES}
+IMPORT_BASE = "from models.demo.tt.other import DemoBase\n"
+PASS_THROUGH = (
+    "    def decode_forward(self, *args, **kwargs):\n"
+    "        return super().decode_forward(*args, **kwargs)\n"
+)
+HOOKS = (
+    "    def read_decode_output(self, output, async_read=False):\n        return output, []\n\n"
+    "    def process_decode_output_host(self, output, is_tokens=False):\n        return output\n"
+)
+
+
+def based(bases: str, imports: str, decode: str = "") -> str:
+    """The adapter deriving from ``bases``, its own decode replaced by ``decode``."""
+    return imports + edit(BASE, (CLASS, f"class DemoForCausalLM({bases}):"), (DECODE, decode))
 
 
 def caps(*changes: tuple[str, str]) -> str:
@@ -127,6 +147,66 @@ REFUSED: dict[str, Case] = {
         {"model_capabilities": "broken"},
         "[TT_PEN=1] ",
     ),
+    # Y03: facts of a base from outside tt-metal are unknown: version 1 breaks the v0 decode.
+    "y03_outside_base_facts": (
+        {
+            ADAPTER: "from tt_transformers.generator import GeneratorBase\n"
+            + v0_class("").replace(CLASS, "class DemoForCausalLM(GeneratorBase):")
+        },
+        {"decode_forward": "broken", "(class facts)": "facts"},
+        "checked 1",
+    ),
+    # Y04: a tracing mixin from outside tt-metal comes first: it may define decode_forward.
+    "y04_unreadable_base_first": (
+        {
+            **DEMO_BASE,
+            ADAPTER: based(
+                "DecodeTraceMixin, DemoBase",
+                "from tt_transformers.tracing import DecodeTraceMixin\n" + IMPORT_BASE,
+            ),
+        },
+        {"decode_forward": "unresolved"},
+        "the base tt_transformers.tracing:DecodeTraceMixin is not read",
+    ),
+    # Y04: the same with a tt-metal base the checkout lacks.
+    "y04b_missing_models_base_first": (
+        {
+            **DEMO_BASE,
+            ADAPTER: based(
+                "TraceMixin, DemoBase", "from models.gone.tracing import TraceMixin\n" + IMPORT_BASE
+            ),
+        },
+        {"decode_forward": "unresolved"},
+        "the base TraceMixin (models.gone.tracing) is not in this checkout",
+    ),
+    # T07b is held as unresolved; N02: object.__init__ takes no keywords.
+    "n02_object_init_keywords": (
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    "    def __init__(self, generator):\n        self.generator = generator\n",
+                    "    def __init__(self, generator, **kwargs):\n"
+                    "        super().__init__(**kwargs)\n",
+                ),
+                (INIT_BODY, "        return cls(None, mesh_device=mesh_device)"),
+            )
+        },
+        {"initialize_vllm_model": "broken"},
+        "object",
+    ),
+    "t07b_base_from_a_call": (
+        {
+            OTHER: DEMO_BASE[OTHER] + "\n\ndef with_trace(cls):\n    return cls\n",
+            ADAPTER: based(
+                "with_trace(DemoBase)",
+                IMPORT_BASE + "from models.demo.tt.other import with_trace\n",
+                PASS_THROUGH,
+            ),
+        },
+        {"decode_forward": "unresolved"},
+        "with_trace(DemoBase)",
+    ),
 }
 CONTROLS: dict[str, dict[str, str | bytes]] = {
     "base": {ADAPTER: BASE},
@@ -158,6 +238,40 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
                 "kwargs.get('prompt_tokens'), kwargs.get('output_tokens')]\n",
             ),
         )
+    },
+    # A library base first (torch defines none of the plugin's names): the base's decode binds.
+    "library_base_first": {
+        **DEMO_BASE,
+        ADAPTER: based("nn.Module, DemoBase", "from torch import nn\n" + IMPORT_BASE),
+    },
+    # N04: a cooperative super().__init__(**kwargs) with nothing left: object.__init__ binds.
+    "n04_cooperative_init": {
+        ADAPTER: edit(
+            BASE,
+            (
+                "    def __init__(self, generator):\n        self.generator = generator\n",
+                "    def __init__(self, generator, **kwargs):\n        super().__init__(**kwargs)\n"
+                "        self.generator = generator\n",
+            ),
+        )
+    },
+    # F03: inherited read-back hooks switched off with None: absent, host tensors expected.
+    "f03_hooks_none": {
+        OTHER: "class DemoBase:\n" + HOOKS,
+        ADAPTER: based("DemoBase", IMPORT_BASE, DECODE).replace(
+            "    decode_input_update_contract = 1\n",
+            "    decode_input_update_contract = 1\n    read_decode_output = None\n"
+            "    process_decode_output_host = None\n",
+        ),
+    },
+    # F04: an inherited get_kv_cache_spec switched off with None: not hybrid, no tables sent.
+    "f04_kv_cache_spec_none": {
+        OTHER: "class DemoBase:\n    @classmethod\n    def get_kv_cache_spec(cls, vllm_config):\n"
+        "        return {}\n",
+        ADAPTER: based("DemoBase", IMPORT_BASE, DECODE).replace(
+            "    decode_input_update_contract = 1\n",
+            "    decode_input_update_contract = 1\n    get_kv_cache_spec = None\n",
+        ),
     },
 }
 

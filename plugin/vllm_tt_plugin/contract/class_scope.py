@@ -46,9 +46,12 @@ def class_scope(module: ParsedModule, node: ast.ClassDef, line: int) -> ParsedMo
                 other.add(sub.id)
             elif isinstance(sub, ast.alias):
                 other.add((sub.asname or sub.name).partition(".")[0])
-            elif isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
-                if isinstance(sub.value, ast.Name):
-                    other.add(sub.value.id)  # `_CAPS["k"] = v`: changed in place
+            elif (
+                isinstance(sub, ast.Subscript)
+                and isinstance(sub.ctx, ast.Store)
+                and isinstance(sub.value, ast.Name)
+            ):
+                other.add(sub.value.id)  # `_CAPS["k"] = v`: changed in place
     if not plain and not other:
         return module
     unknown = ast.Constant(None)  # never read: `rebound` makes the name not a constant

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import parity_diff
-from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.call_plan import (
     METHODS,
     PlanFacts,
@@ -55,6 +54,8 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.fact_rules import device_penalties
+from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -123,8 +124,9 @@ def plan_facts(
     target = profile.target
     fixture = profile.facts
 
-    def method(name: str) -> FoundMethod | None:
-        return find_method(source, target, name)
+    def method(name: str) -> FoundMethod | None:  # an opaque base's maybe plans as absent
+        found = find_method(source, target, name)
+        return found if known(found) else None
 
     def takes(name: str, param: str) -> bool:
         found = method(name)
@@ -313,6 +315,11 @@ def _reach(
                 continue
             after = (call.after or method.owner) if call.how == "super" else call.after
             nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
+            if nxt is not None and not known(nxt):
+                out.unresolved.append(f"{describe_chain(chain)} calls {call.describe()}: "
+                                      f"{nxt.unresolved} [{method.where.rpartition(':')[0]}:"
+                                      f"{call.line}]")  # fmt: skip
+                continue
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
                     setters = attribute_setters(source, target, call.method)
@@ -389,6 +396,7 @@ def _construct(
     inner = _Walk()
     _walk(source, target, family, f"cls(...) [{where}]", init, args, kwargs, [], inner)
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
+    out.unresolved += [f"{describe_chain(chain)} builds the model: {u}" for u in inner.unresolved]
     out.missing += inner.missing
     out.abstract += inner.abstract
 
@@ -506,7 +514,18 @@ def _check_variant(
     for plan in METHODS:
         if not plan.applies(facts):
             lone = _lone_read_back_hook(source, target, plan.method)
-            if lone:
+            maybe = find_method(source, target, plan.method)
+            if maybe is not None and not known(maybe):  # the plugin would call it if there
+                findings.append(
+                    Finding(
+                        target,
+                        archs,
+                        plan.method,
+                        "unresolved",
+                        f"{maybe.unresolved}: the plugin calls it where defined",
+                    )
+                )
+            elif lone:
                 findings.append(Finding(target, archs, plan.method, "absent", lone))
             continue
         method = plan.method

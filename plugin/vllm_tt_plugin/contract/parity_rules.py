@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vllm_tt_plugin.contract.call_plan import PlanFacts
+from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.source import FoundMethod, SignatureSource, find_method
 from vllm_tt_plugin.contract.source_module import instance_store
 
@@ -219,7 +220,7 @@ def block_hooks_without_blocks(
     if facts.block_output or not source.complete:
         return None
     hooks = [m for m in ("release_request", "release_persistent_capture")
-             if find_method(source, target, m) is not None]  # fmt: skip
+             if known(find_method(source, target, m))]  # fmt: skip
     if len(hooks) < 2:
         return None
     return Finding(

@@ -76,7 +76,8 @@ class Written:
 
 
 _CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
-          "rstrip", "casefold", "startswith", "endswith", "isdigit", "MappingProxyType"}  # fmt: skip
+          "rstrip", "casefold", "startswith", "endswith", "isdigit",
+          "MappingProxyType"}  # fmt: skip
 
 
 def _simple(expr: ast.expr) -> bool:

@@ -21,6 +21,9 @@ from vllm_tt_plugin.contract.fact_rules import (
     contract_version,
     device_penalties,
 )
+from vllm_tt_plugin.contract.mro_bases import hidden_fact
+
+FACT_NAMES = ("decode_input_update_contract", "model_capabilities")
 
 _MAX_DEPTH = 20
 UNREADABLE: Any = object()
@@ -335,6 +338,11 @@ class EnvFacts(abc.ABC):
         doubt = self.attribute_doubt(target, "decode_input_update_contract")
         if doubt:
             contracts, contract_vars = [({}, UNREADABLE)], ()
+        hidden = {n: hidden_fact(self, target, n) for n in FACT_NAMES}  # an opaque base first
+        if hidden["decode_input_update_contract"]:
+            contracts, contract_vars = [({}, UNREADABLE)], ()
+        if hidden["model_capabilities"]:
+            caps_values, caps_vars = [({}, UNREADABLE)], ()
         shape_refusal = ""
         shape = self.attribute_shape(target, "model_capabilities")
         if shape == "def":
@@ -361,7 +369,7 @@ class EnvFacts(abc.ABC):
             if contract is None:
                 contract_options = [0]
             elif contract is UNREADABLE:
-                unknown.append("decode_input_update_contract")
+                unknown.append(_named("decode_input_update_contract", hidden))
                 contract_options = [0, 1]
             else:
                 version, error = contract_version(owner, contract)
@@ -370,7 +378,7 @@ class EnvFacts(abc.ABC):
                 contract_options = [version]
             sampling_options: list[bool | None] = [None]
             if caps is UNREADABLE:
-                unknown.append("model_capabilities")
+                unknown.append(_named("model_capabilities", hidden))
                 caps = {}
                 sampling_options = [False, True]
             else:
@@ -412,6 +420,10 @@ class EnvFacts(abc.ABC):
 
     def class_facts(self, target: str) -> ClassFacts:
         return self.class_fact_variants(target)[0]
+
+
+def _named(fact: str, hidden: Mapping[str, str]) -> str:
+    return f"{fact} ({hidden[fact]})" if hidden.get(fact) else fact
 
 
 def constant(module: ParsedModule, name: str) -> bool:
