@@ -47,6 +47,13 @@ HOOKS = (
     "    def process_decode_output_host(self, output, is_tokens=False):\n        return output\n"
 )
 
+PROTOCOL = (
+    "from typing import Any, Protocol\n\n\nclass DemoInterface(Protocol):\n"
+    "    def read_decode_output(self, output, async_read: bool = False) -> Any: ...\n\n"
+    "    def process_decode_output_host(self, output, is_tokens: bool = False) -> Any:\n"
+    '        """Host tensors of a decode."""\n'
+)
+
 
 def based(bases: str, imports: str, decode: str = "") -> str:
     """The adapter deriving from ``bases``, its own decode replaced by ``decode``."""
@@ -207,6 +214,44 @@ REFUSED: dict[str, Case] = {
         {"decode_forward": "unresolved"},
         "with_trace(DemoBase)",
     ),
+    # P03: an explicit typing.Protocol base's stubs are callable: read-back planned, None back.
+    "p03_protocol_stub_hooks": (
+        {
+            OTHER: PROTOCOL,
+            ADAPTER: based(
+                "DemoInterface", "from models.demo.tt.other import DemoInterface\n", DECODE
+            ),
+        },
+        {"read_decode_output": "broken", "process_decode_output_host": "broken"},
+        "stub of the typing Protocol DemoInterface",
+    ),
+    # A20: a multi-device subclass returned by the load: its decode takes no reload commands.
+    "a20_returns_a_subclass": (
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    INIT_BODY,
+                    (
+                        "        if mesh_device.get_num_devices() > 1:\n"
+                        "            return _MeshDemo(None)\n        return cls(None)"
+                    ),
+                ),
+            )
+            + f"\n\nclass _MeshDemo(DemoForCausalLM):\n{V0_DECODE}"
+        },
+        {"(returned model)": "broken"},
+        "returns a _MeshDemo",
+    ),
+    # A20b: the load returns the generator itself (a class outside the checkout).
+    "a20b_returns_the_generator": (
+        {
+            ADAPTER: "from models.gone.generator import DemoGenerator\n"
+            + edit(BASE, (INIT_BODY, "        return DemoGenerator(hf_config)"))
+        },
+        {"(returned model)": "unresolved"},
+        "returns an object the checker does not follow",
+    ),
 }
 CONTROLS: dict[str, dict[str, str | bytes]] = {
     "base": {ADAPTER: BASE},
@@ -272,6 +317,23 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
             "    decode_input_update_contract = 1\n",
             "    decode_input_update_contract = 1\n    get_kv_cache_spec = None\n",
         ),
+    },
+    # A Protocol whose hooks have bodies: inherited like any base's methods, they bind.
+    "protocol_with_bodies": {
+        OTHER: PROTOCOL.replace(": ...\n", ":\n        return output, []\n")
+        + "        return output\n",
+        ADAPTER: based("DemoInterface", "from models.demo.tt.other import DemoInterface\n", DECODE),
+    },
+    # The served class, built into a local that is returned, or through the base's load.
+    "load_returns_a_local": {
+        ADAPTER: edit(BASE, (INIT_BODY, "        model = cls(None)\n        return model"))
+    },
+    "load_through_super": {
+        ADAPTER: edit(BASE, (CLASS, "class _Base:"))
+        + "\n\nclass DemoForCausalLM(_Base):\n    @classmethod\n    def initialize_vllm_model("
+        "cls, hf_config, mesh_device, max_batch_size, **kwargs):\n"
+        "        return super().initialize_vllm_model(hf_config, mesh_device, max_batch_size, "
+        "**kwargs)\n"
     },
 }
 

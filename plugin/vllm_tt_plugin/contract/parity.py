@@ -39,6 +39,7 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -76,6 +77,8 @@ from vllm_tt_plugin.contract.parity_rules import (
     module_findings,
     not_shipped,
 )
+from vllm_tt_plugin.contract.protocol_stubs import RESULT_USED, protocol_stub
+from vllm_tt_plugin.contract.returned_model import RETURNED, returned_classes
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
     ContractMismatch,
@@ -405,9 +408,11 @@ def check_target(
     source: SignatureSource,
     profile: FamilyProfile,
     archs: tuple[str, ...] = (),
+    depth: int = 0,
 ) -> list[Finding]:
     """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
-    value of the facts the class's declarations can take)."""
+    value of the facts the class's declarations can take), and to every other class whose
+    instance ``initialize_vllm_model`` returns (``depth``: how many such hops were taken)."""
     target = profile.target
     begin: Callable[[], None] = getattr(source, "begin_target", lambda: None)
     begin()
@@ -457,7 +462,33 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
-    return _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
+    found = _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
+    return found + _returned_model(source, profile, archs, depth)
+
+
+def _returned_model(
+    source: SignatureSource, profile: FamilyProfile, archs: tuple[str, ...], depth: int
+) -> list[Finding]:
+    """The plugin drives the instance ``initialize_vllm_model`` returns: another class's must
+    take every call too; one the checker cannot follow is unresolved."""
+    if not isinstance(source, CheckoutReader) or depth > 2:
+        return []
+    out: list[Finding] = []
+    for where, cls in returned_classes(source, profile.target):
+        if cls is None:
+            out.append(Finding(profile.target, archs, RETURNED, "unresolved",
+                               "initialize_vllm_model returns an object the checker does not "
+                               f"follow, and the plugin drives that object [{where}]"))  # fmt: skip
+            continue
+        sub = check_target(source, dataclasses.replace(profile, target=cls), archs, depth + 1)
+        bad = [f for f in sub if f.status in FAILING]
+        if bad:
+            worst = min(bad, key=lambda f: SEVERITY.index(f.status))
+            calls = "; ".join(f"{f.method}: {f.status}: {f.detail}" for f in bad)
+            out.append(Finding(profile.target, archs, RETURNED, worst.status,
+                               f"initialize_vllm_model returns a {class_label(cls)} [{where}], "
+                               f"and the plugin's calls on it fail: {calls}"))  # fmt: skip
+    return out
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
@@ -561,6 +592,12 @@ def _check_variant(
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
         _reach(source, target, profile.family, found, walk)
+        if method in RESULT_USED:  # a Protocol's stub is called, and returns None
+            ends = {(m.owner, m.where): m for m in [found, *(p[-1] for p in walk.paths)]}
+            walk.errors += [
+                stub for owner, where in ends
+                if (stub := protocol_stub(source, owner, method, where))
+            ]  # fmt: skip
         findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
     block = block_hooks_without_blocks(source, target, facts, archs)
     if block is not None:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
+from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
@@ -519,7 +521,7 @@ def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[st
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored)
+            lines = skeleton_body(node, item, with_returns(item, _function(item, "    ", stored)))
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
