@@ -54,6 +54,7 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_kwargs import copies
+from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -214,8 +215,10 @@ def body_lines(
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     params = {p.arg for p in (*firsts, *a.kwonlyargs)} | {n for n in (vararg, kwarg) if n}
+    live = live_nodes(fn)  # code that cannot run is not written (flattened, it would run)
+    nested = own_frame_nodes(fn)
     nodes = sorted(
-        (n for n in _walk_body(fn, me) if hasattr(n, "lineno")),
+        (n for n in _walk_body(fn, me) if hasattr(n, "lineno") and id(n) in live),
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
@@ -236,6 +239,8 @@ def body_lines(
 
     def add(node: ast.AST, text: str) -> None:
         sure = id(node) in run or not isinstance(node, ast.Call) or text.startswith("if ")
+        if id(node) in nested and "super()" in text:  # its frame is not the method's
+            text = f"(lambda: {text.removeprefix('return ')})()"
         lines.append((getattr(node, "lineno", 0), text if sure else f"if ...: {text}"))
 
     def add_call(node: ast.Call, text: str) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from vllm_tt_plugin.contract.source_live import live_nodes
+
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
              ast.AsyncWith)  # fmt: skip
@@ -175,9 +177,11 @@ def _name_used(fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops:
         ),
         default=None,
     )  # fmt: skip
+    live = live_nodes(fn)  # a use in code that cannot run is no use
     for node in ast.walk(fn):
         if (
             isinstance(node, ast.Name)
+            and id(node) in live
             and node.id == name
             and isinstance(node.ctx, ast.Load)
             and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
