@@ -54,6 +54,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -458,7 +459,9 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
-    return _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
+    findings = [*import_raises(source, target, archs), *findings]
+    findings = module_findings(source, target, archs) + findings
+    return _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:

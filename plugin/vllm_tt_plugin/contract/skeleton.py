@@ -53,6 +53,7 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
+from vllm_tt_plugin.contract.source_import import import_time_raises
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.utils.checkout import git_output
@@ -109,22 +110,27 @@ def _fact(expr: ast.expr | None) -> str:
     return "unevaluated()"
 
 
-def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """``def name(params):`` with defaults as ``...`` and no annotations."""
+def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
+    """``def name(params):`` with defaults as ``...`` (whole where ``keep`` holds them: they
+    raise on import) and no annotations."""
     a = fn.args
     parts: list[str] = []
     positional = [*a.posonlyargs, *a.args]
     first_default = len(positional) - len(a.defaults)
+
+    def default(expr: ast.expr | None) -> str:
+        return "" if expr is None else "=" + (ast.unparse(expr) if id(expr) in keep else "...")
+
     for i, p in enumerate(positional):
-        parts.append(p.arg + ("=..." if i >= first_default else ""))
+        parts.append(p.arg + (default(a.defaults[i - first_default]) if i >= first_default else ""))
         if a.posonlyargs and i == len(a.posonlyargs) - 1:
             parts.append("/")
     if a.vararg is not None:
         parts.append(f"*{a.vararg.arg}")
     elif a.kwonlyargs:
         parts.append("*")
-    for p, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        parts.append(p.arg + ("=..." if default is not None else ""))
+    for p, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        parts.append(p.arg + default(kw_default))
     if a.kwarg is not None:
         parts.append(f"**{a.kwarg.arg}")
     prefix = "async def" if isinstance(fn, ast.AsyncFunctionDef) else "def"
@@ -431,15 +437,20 @@ def body_lines(
 
 
 def _function(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str, stored: frozenset[str] = frozenset()
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    indent: str,
+    stored: frozenset[str] = frozenset(),
+    keep: frozenset[int] = frozenset(),
 ) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
-    out.append(f"{indent}{_header(fn)}")
+    out.append(f"{indent}{_header(fn, keep)}")
     out += [f"{indent}    {line}" for line in body_lines(fn, stored)]
     return out
 
 
-def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+def _module_function(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()
+) -> list[str]:
     """A module-level function: whole when the checker can evaluate it (an argument-less
     builder of a capability dict from the environment), else its header."""
     simple = (
@@ -466,9 +477,9 @@ def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         and _passes_on(n, vararg, kwarg)
     ]  # fmt: skip
     if hands:
-        keep = params | {n for n in (vararg, kwarg) if n}
-        return [_header(fn), *dict.fromkeys(f"    {_call_text(c, keep)}" for c in hands)]
-    return [f"{_header(fn)} ..."]
+        names = params | {n for n in (vararg, kwarg) if n}
+        return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
+    return [f"{_header(fn, keep)} ..."]
 
 
 def _docstring(stmt: ast.stmt) -> bool:
@@ -491,7 +502,9 @@ def _simple_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[str]:
+def _class(
+    node: ast.ClassDef, calling: frozenset[str] = frozenset(), keep: frozenset[int] = frozenset()
+) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
     bases += [ast.unparse(k) for k in node.keywords]
     out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
@@ -506,6 +519,8 @@ def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[st
         extra = skeleton_module.class_statement(item)  # changed in place, bound in an if / try
         if extra:
             body += extra
+        elif isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
+            body.append(f"    {ast.unparse(item)}")  # raises on import: kept whole
         elif isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
@@ -519,12 +534,12 @@ def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[st
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored)
+            lines = _function(item, "    ", stored, keep)
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")
-            body += ["    " + line if line else "" for line in _class(item)]
+            body += ["    " + line if line else "" for line in _class(item, keep=keep)]
     return out + (body or ["    pass"])
 
 
@@ -543,9 +558,12 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     rest: list[list[str]] = []
     calling = frozenset(skeleton_module.importers(tree))
     as_methods = skeleton_module.assigned_functions(tree)
+    keep = frozenset(id(r.node) for r in import_time_raises(tree))  # raises on import
     for node in tree.body:
         extra = skeleton_module.module_statement(node)  # changed after a class body
-        if extra:
+        if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign)) and id(node.value) in keep:
+            rest.append([ast.unparse(node)])
+        elif extra:
             rest.append(extra)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             # In place after other code: which names a cycle finds bound depends on the order.
@@ -554,9 +572,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
             else:
                 imports.append(ast.unparse(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in as_methods:
-            rest.append(_function(node, ""))  # a class body binds it as a method
+            rest.append(_function(node, "", keep=keep))  # a class body binds it as a method
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in calling:
-            rest.append([_header(node), *skeleton_module.function_imports(node)])
+            rest.append([_header(node, keep), *skeleton_module.function_imports(node)])
         elif isinstance(node, ast.Assign):
             names = [ast.unparse(t) for t in node.targets if isinstance(t, ast.Name)]
             if names:
@@ -565,9 +583,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
             if node.value is not None:
                 rest.append([f"{node.target.id} = {_value(node.value)}"])
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            rest.append(_module_function(node))
+            rest.append(_module_function(node, keep))
         elif isinstance(node, ast.ClassDef):
-            rest.append(_class(node, calling))
+            rest.append(_class(node, calling, keep))
     if imports:
         lines += ["", *imports]
     for block in rest:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -157,6 +158,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
             stack.extend(ast.iter_child_nodes(n))
+    parsed.conditional = conditional_bindings(tree)
+    parsed.raises = import_time_raises(tree)
     all_names = parsed.assigns.get("__all__")
     if all_names is not None:
         try:
