@@ -12,7 +12,7 @@ from typing import Any
 
 from vllm_tt_plugin.contract.parity_rules import FAILING, SOURCE, Finding
 from vllm_tt_plugin.contract.source import SignatureSource
-from vllm_tt_plugin.contract.source_import import binding_doubt
+from vllm_tt_plugin.contract.source_import import Severity, binding_doubt
 
 _MAX_DEPTH = 8
 _FIRM = FAILING - {"missing"}  # a verdict a doubtful base does not make more certain
@@ -44,7 +44,9 @@ def _head(expr: ast.expr) -> str:
     return expr.id if isinstance(expr, ast.Name) else ""
 
 
-def _doubt(source: SignatureSource, module: Any, name: str, line: int) -> tuple[str, str] | None:
+def _doubt(
+    source: SignatureSource, module: Any, name: str, line: int
+) -> tuple[Severity, str] | None:
     """Why ``name`` in ``module`` at ``line`` may not be what the checker reads, following a
     from-import into the module it comes from (a re-export bound under a condition there)."""
     module_of: Callable[[str], Any] = getattr(source, "module", lambda m: None)
@@ -66,10 +68,10 @@ def _doubt(source: SignatureSource, module: Any, name: str, line: int) -> tuple[
     return None
 
 
-def base_doubts(source: SignatureSource, target: str) -> list[tuple[str, str]]:
+def base_doubts(source: SignatureSource, target: str) -> list[tuple[Severity, str]]:
     """(status, why) for each base along the MRO bound under a condition."""
     resolve: Callable[[str], Any] = getattr(source, "resolve_class", lambda t: None)
-    out: list[tuple[str, str]] = []
+    out: list[tuple[Severity, str]] = []
     for cls in source.mro(target):
         found = resolve(cls)
         if found is None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 
 from vllm_tt_plugin.contract.call_plan import METHODS
-from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
 from vllm_tt_plugin.contract.source_import import bound_names
 from vllm_tt_plugin.contract.source_live import constant_test
+from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
 from vllm_tt_plugin.contract.source_scan import _is_own_class, imports_of
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
@@ -36,7 +36,8 @@ def _change(node: ast.stmt) -> str:
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 return f"{t.value.id}[...] = ..."
             if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
-                return f"{t.id} = ..."
+                op = ast.unparse(ast.AugAssign(t, node.op, ast.Constant(...))).split()[1]
+                return f"{t.id} {op} ..."  # changed in place (`caps |= {...}`), not rebound
         return ""
     call = node.value if isinstance(node, ast.Expr) else None
     if not isinstance(call, ast.Call):
@@ -192,6 +193,12 @@ def method_extras(fn: Def, cls_name: str, calling: set[str]) -> list[str]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else ""
         first = node.args[0] if node.args else None
+        if (
+            name == "setattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in _READ
+        ):  # fmt: skip
+            out.append(f"setattr({ast.unparse(node.args[0])}, {node.args[1].value!r}, ...)")
+            continue
         if name in ("__import__",) or getattr(func, "attr", "") == "import_module":
             if isinstance(first, ast.Constant) and str(first.value).startswith(PLUGIN_PACKAGE):
                 out.append(f"__import__({first.value!r})")

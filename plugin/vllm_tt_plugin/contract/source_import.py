@@ -10,9 +10,11 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass
+from typing import Literal
 
 from vllm_tt_plugin.contract.source_live import constant_test
 
+Severity = Literal["broken", "unresolved"]
 NEVER = "never"  # the kind of a binding only in a branch that does not run
 _MODULE_NAMES = {"__name__", "__file__", "__doc__", "__spec__", "__path__", "__package__",
                  "__loader__", "__builtins__", "__annotations__", "__dict__"}  # fmt: skip
@@ -28,7 +30,7 @@ class ImportRaise:
     """An expression the import evaluates that raises (``broken``) or may (``unresolved``)."""
 
     line: int
-    status: str
+    status: Severity
     why: str
     node: ast.AST  # the expression (a skeleton keeps it whole)
 
@@ -92,7 +94,7 @@ def binding_doubt(
     unconditional: list[int],
     name: str,
     line: int,
-) -> tuple[str, str] | None:
+) -> tuple[Severity, str] | None:
     """(status, why) when ``name`` used at ``line`` may not be the object the checker reads:
     bound only in a branch that does not run (``broken``: a NameError), or under a condition
     after its last unconditional binding (``unresolved``)."""
@@ -111,7 +113,7 @@ def binding_doubt(
     )
 
 
-def _raise_of(expr: ast.expr, visible: set[str], stars: bool) -> tuple[str, str] | None:
+def _raise_of(expr: ast.expr, visible: set[str], stars: bool) -> tuple[Severity, str] | None:
     """Why evaluating ``expr`` raises (or may), else None; lambda bodies are not evaluated."""
     stack: list[tuple[ast.AST, bool]] = [(expr, True)]
     local: set[str] = set()
@@ -123,7 +125,7 @@ def _raise_of(expr: ast.expr, visible: set[str], stars: bool) -> tuple[str, str]
             local |= {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
     while stack:
         n, sure = stack.pop()
-        found: tuple[str, str] | None = None
+        found: tuple[Severity, str] | None = None
         if isinstance(n, ast.Lambda):
             stack += [(d, sure) for d in (*n.args.defaults, *n.args.kw_defaults) if d]
             continue
@@ -150,7 +152,6 @@ def _raise_of(expr: ast.expr, visible: set[str], stars: bool) -> tuple[str, str]
         elif (
             isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod))
             and isinstance(n.right, ast.Constant) and n.right.value == 0
-            and not isinstance(n.right.value, str)
         ):  # fmt: skip
             found = "broken", f"{ast.unparse(n)} raises on import (ZeroDivisionError)"
         if found is not None:
@@ -193,9 +194,7 @@ def import_time_raises(tree: ast.Module) -> list[ImportRaise]:
                 for d in (*st.decorator_list, *st.bases, *(k.value for k in st.keywords)):
                     check(d, seen)
                 run(st.body, set(_CLASS_NAMES), seen)  # a class body sees module names
-            elif isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
-                check(st.value, seen)
-            elif isinstance(st, ast.AnnAssign):
+            elif isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr, ast.AnnAssign)):
                 check(st.value, seen)
             visible |= {name for name, _ in bound_names([st])}
 

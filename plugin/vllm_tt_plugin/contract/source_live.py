@@ -63,6 +63,10 @@ def _mark(node: ast.AST, out: set[int], scopes: list[ast.AST]) -> None:
         return
     if isinstance(node, ast.ClassDef):
         return
+    if isinstance(node, ast.IfExp) and constant_test(node.test) is not None:
+        _mark(node.test, out, scopes)  # `x if False else y`: only y runs
+        _mark(node.body if constant_test(node.test) else node.orelse, out, scopes)
+        return
     for child in ast.iter_child_nodes(node):
         _mark(child, out, scopes)
 
