@@ -118,6 +118,11 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
             return self.generator.decode(tokens)
         return self.generator.decode(tokens, {READ})
     """)}, "decode_forward", ("dropped",), "sampling_params"),
+    "dead_after_endless_loop": ({ADAPTER: decode(f"""
+        while True:
+            return self.generator.decode(tokens)
+        self.generator.decode(tokens, {READ})
+    """)}, "decode_forward", ("dropped",), "sampling_params"),
     "dead_uncalled_lambda": ({ADAPTER: decode(f"""
         later = lambda: self.generator.decode(tokens, {READ})
         return self.generator.decode(tokens)
@@ -194,6 +199,13 @@ CONTROLS: dict[str, tuple[dict[str, str], str]] = {
         if tokens is None:
             return self.generator.decode(tokens, {READ})
         return self.generator.decode(tokens, kwargs.get('sampling_params', None))
+    """)}, "decode_forward"),
+    "loop_with_break": ({ADAPTER: decode(f"""
+        while True:
+            if tokens is None:
+                continue
+            break
+        return self.generator.decode(tokens, {READ})
     """)}, "decode_forward"),
     "called_lambda": ({ADAPTER: decode(f"""
         later = lambda: self.generator.decode(tokens, {READ})

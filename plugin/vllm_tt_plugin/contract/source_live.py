@@ -2,7 +2,8 @@
 the plugin's content, or a forward of its arguments, counts only where Python may execute it.
 
 Dead: the body of ``if False:`` / ``if 0:`` / ``if TYPE_CHECKING:`` / ``while False:`` (the
-``else`` of a constant-true test), statements after a ``return`` / ``raise`` / ``continue`` /
+``else`` of a constant-true test, the dead branch of ``x if False else y``), statements after a
+``while True:`` without a ``break``, statements after a ``return`` / ``raise`` / ``continue`` /
 ``break`` / ``assert False`` in the same block, statements after a ``try`` whose ``finally``
 always leaves, and a nested ``def`` or ``lambda`` that nothing live calls or hands on (a name
 never loaded where code runs, a bare ``lambda`` statement). Everything else counts as live (a
@@ -89,6 +90,8 @@ def _block(stmts: list[ast.stmt], out: set[int], scopes: list[ast.AST]) -> bool:
             else:
                 _block(st.body, out, scopes)
                 _block(st.orelse, out, scopes)
+                if constant_test(st.test) and not _breaks(st.body):
+                    return False  # `while True:` without a break never falls through
         elif isinstance(st, (ast.For, ast.AsyncFor)):
             _mark(st.target, out, scopes)
             _mark(st.iter, out, scopes)
@@ -122,6 +125,20 @@ def _block(stmts: list[ast.stmt], out: set[int], scopes: list[ast.AST]) -> bool:
             if _leaves(st):
                 return False
     return True
+
+
+def _breaks(stmts: list[ast.stmt]) -> bool:
+    """A ``break`` of this loop (not of a loop nested in it) is in ``stmts``."""
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Break):
+            return True
+        if not isinstance(n, (ast.For, ast.AsyncFor, ast.While, *_SCOPES, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
+            stack.extend(n.orelse)  # a loop's else belongs to the enclosing loop
+    return False
 
 
 def _scope_name(scope: ast.AST, parents: dict[int, ast.AST]) -> str | None:

@@ -77,8 +77,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
     """The module-level names of ``tree``, each as its last binding leaves it."""
     package = module if is_package else module.rpartition(".")[0]
     parsed = ParsedModule(module, path, is_package, {}, {}, {})
-    # `try: from a import X / except ImportError: X = object`: the import that works is
-    # the one a checkout's tree has, so the try branch is read (the handlers are not).
+    # `try: from a import X / except ImportError: X = object`: the try branch is read as the
+    # binding; a handler binding the name too makes it conditional (`source_import`).
     statements: list[tuple[ast.stmt, bool]] = []
     for node in tree.body:
         if isinstance(node, ast.Try):
