@@ -7,15 +7,18 @@ offender, its live control must not fail, and the skeleton of every tree must re
 
 from __future__ import annotations
 
+import inspect
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.unit import test_contract_parity_checker as corpus
 from tests.unit.test_contract_parity_holes import BASE
 from vllm_tt_plugin.contract.parity import CheckoutReader, Finding, check
 from vllm_tt_plugin.contract.parity_rules import FAILING
-from vllm_tt_plugin.contract.signatures import profiles_from_mapping
+from vllm_tt_plugin.contract.signatures import FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.skeleton import write_skeletons
 
 TARGET = "models.demo.tt.generator_vllm:DemoForCausalLM"
@@ -323,3 +326,40 @@ def test_the_skeleton_of_a_tree_reads_as_the_tree(tmp_path: Path, name: str) -> 
         return {m: sorted(f.status for f in fs) for m, fs in findings(root).items()}
 
     assert statuses(tmp_path / "skel") == statuses(tree)
+
+
+# The checker corpus builds its trees inside each test and reads them with its `run`: run every
+# such test with a `run` that also writes the tree's skeleton and requires the same verdicts.
+CORPUS_TESTS = [
+    name
+    for name, fn in vars(corpus).items()
+    if name.startswith("test_") and list(inspect.signature(fn).parameters) == ["tmp_path"]
+]
+
+
+@pytest.mark.parametrize("name", CORPUS_TESTS)
+def test_the_checker_corpus_reads_the_same_on_skeletons(
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    original = corpus.run
+    compared: list[Path] = []
+
+    def run_both(root: Path, **facts: Any) -> dict[str, Finding]:
+        found = original(root, **facts)
+        skeleton = tmp_path_factory.mktemp("skeleton")
+        try:
+            write_skeletons(root, skeleton, {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+        except FixtureError:
+            return found  # an unreadable module: the tool refuses to write a tree
+        again = original(skeleton, **facts)
+        assert {m: f.status for m, f in again.items()} == {m: f.status for m, f in found.items()}
+        compared.append(root)
+        return found
+
+    monkeypatch.setattr(corpus, "run", run_both)
+    getattr(corpus, name)(tmp_path)
+    if not compared:
+        pytest.skip("the test reads no tree through run()")

@@ -30,6 +30,7 @@ from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
+    _aliases,
     _callee,
     _composed,
     _elided,
@@ -96,6 +97,12 @@ def _simple(expr: ast.expr) -> bool:
 
 def _value(expr: ast.expr | None) -> str:
     return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
+
+
+def _constant(expr: ast.expr) -> str:
+    """A module-level value: whole when simple, else a call the checker cannot evaluate (a
+    fact built from it is unknown, as from the real call; ``...`` would read as a value)."""
+    return ast.unparse(expr) if _simple(expr) else "unevaluated()"
 
 
 def _fact(expr: ast.expr | None) -> str:
@@ -239,6 +246,7 @@ def body_lines(
     # bare pop / del is not, and only one that is a statement of the body itself is certain.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+    aliases = _aliases(fn, me)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -276,6 +284,10 @@ def body_lines(
         ):
             add(node, f"used({me}.{node.attr})")
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in aliases:
+                # `f = self.m; f(...)`: written as the call it is (the binding is not kept;
+                # the tree is skeleton_text's own parse, so it is changed in place)
+                node.func = aliases[node.func.id]
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
                 _callee(func, me) is not None
@@ -287,6 +299,12 @@ def body_lines(
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
                 add_call(node, ("return " if returned else "") + _call_text(node, params))
+                continue
+            if (
+                isinstance(func, ast.Name) and func.id in params and func.id != me
+                and _passes_on(node, vararg, kwarg)
+            ):  # fmt: skip
+                add(node, _call_text(node, params))  # a helper calling the method it is handed
                 continue
             partial = _partial(func)
             if partial is not None and _callee(partial.args[0], me) is not None:
@@ -578,10 +596,10 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         elif isinstance(node, ast.Assign):
             names = [ast.unparse(t) for t in node.targets if isinstance(t, ast.Name)]
             if names:
-                rest.append([f"{' = '.join(names)} = {_value(node.value)}"])
+                rest.append([f"{' = '.join(names)} = {_constant(node.value)}"])
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if node.value is not None:
-                rest.append([f"{node.target.id} = {_value(node.value)}"])
+                rest.append([f"{node.target.id} = {_constant(node.value)}"])
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             rest.append(_module_function(node, keep))
         elif isinstance(node, ast.ClassDef):
