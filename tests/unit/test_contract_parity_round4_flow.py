@@ -236,6 +236,9 @@ CONTROLS: dict[str, tuple[dict[str, str], str]] = {
         "try:\n    " + HEAD + "except ImportError:\n    pass\n"
     ), "decode_forward"),
     "class_body_good_int": ({ADAPTER: class_line("size = int('3')\n")}, "(source)"),
+    "names_bound_through_globals": ({ADAPTER: class_line(
+        "flag = MADE_BY_GLOBALS\n", prelude="globals()['MADE_BY_GLOBALS'] = 1\n"
+    )}, "(source)"),
     "default_reads_environ_get": ({ADAPTER: class_line(
         "def helper(self, x=os.environ.get('TT_X')):\n    return x\n"
     )}, "(source)"),

@@ -6,10 +6,14 @@ use) are written under ``<out>`` at the same paths as interface skeletons: impor
 class attributes, ``def`` headers (defaults as ``...``, no annotations) and, in each body,
 flattened (no control flow), what the checker reads there: forwarding calls, calls of the
 instance's own methods, ``cls(...)`` constructions, reads of ``**kwargs``, ``hasattr(self, ...)``
-guards, instance attribute assignments, a ``NotImplementedError`` stub. A body with nothing of
-that is ``pass``. No other code is kept. Each file's header names the repository, the path and
-the commit (``--commit``, else ``git rev-parse HEAD`` of the checkout, else the commit a
-skeleton being re-skeletoned records), so a TT engineer refreshes
+guards, instance attribute assignments, a ``NotImplementedError`` stub; code that cannot run
+(``source_live``) is left out, and a zero-argument ``super()`` call made in a nested frame is
+written as ``(lambda: super().m(...))()``. A body with nothing of that is ``pass``. Module-level
+``if`` / ``try`` / ``with`` / loops keep their shape (``skeleton_module.compound``), expressions
+that raise on import (``source_import``) are kept whole, and a module value the checker cannot
+evaluate is written ``unevaluated()``. No other code is kept. Each file's header names the
+repository, the path and the commit (``--commit``, else ``git rev-parse HEAD`` of the
+checkout, else the commit a skeleton being re-skeletoned records), so a TT engineer refreshes
 ``fixtures/tt_metal/skeletons/`` at a bump in one command and the checker reads the skeleton
 exactly as it reads the checkout. Standard library only.
 """

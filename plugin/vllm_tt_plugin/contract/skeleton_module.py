@@ -35,6 +35,8 @@ def _change(node: ast.stmt) -> str:
                 return f"{t.value.id}.{t.attr} = ..."
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 return f"{t.value.id}[...] = ..."
+            if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "globals()":
+                return "globals()[...] = ..."  # binds names the checker does not see
             if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
                 op = ast.unparse(ast.AugAssign(t, node.op, ast.Constant(...))).split()[1]
                 return f"{t.id} {op} ..."  # changed in place (`caps |= {...}`), not rebound

@@ -172,8 +172,13 @@ def import_time_raises(tree: ast.Module) -> list[ImportRaise]:
     """The expressions the import of ``tree`` evaluates unconditionally (module statements
     outside compound statements, class bodies, decorators, bases, defaults; not annotations)
     that raise, in order."""
+    # Names bound where the checker does not see them (a star import, ``globals()[...] = v``):
+    # an unknown name is not judged.
     stars = any(
         isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in tree.body
+    ) or any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "globals"
+        for n in ast.walk(tree)
     )
     out: list[ImportRaise] = []
 
