@@ -150,6 +150,15 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
     """, STAR)), "decode_forward", ("dropped",), "sampling_params"),
     # 2. A chain of hand-offs deeper than the checker follows.
     "deep_chain": ({ADAPTER: chain(12)}, "decode_forward", ("unresolved",), "depth of 8"),
+    # ... the flow's own hop limit: a value copied through many locals, or nested deep in a
+    # discarded expression, once counted as used.
+    "unused_after_many_copies": ({ADAPTER: decode(
+        f"v0 = {READ}\n" + "".join(f"v{i + 1} = v{i}\n" for i in range(8))
+        + "return self.generator.decode(tokens)"
+    )}, "decode_forward", ("dropped",), "sampling_params"),
+    "unused_deep_in_a_discarded_expression": ({ADAPTER: decode(
+        f"[[[[[[{READ}]]]]]]\nreturn self.generator.decode(tokens)"
+    )}, "decode_forward", ("dropped",), "sampling_params"),
     # 3. super() without arguments in a nested frame.
     "super_in_lambda": (derived(HEAD, decode(f"f = lambda: {SUPER}\nreturn f()", STAR)),
                         "decode_forward", ("unresolved", "broken"), "super() without arguments"),
@@ -210,6 +219,10 @@ CONTROLS: dict[str, tuple[dict[str, str], str]] = {
             break
         return self.generator.decode(tokens, {READ})
     """)}, "decode_forward"),
+    "used_after_many_copies": ({ADAPTER: decode(
+        f"v0 = {READ}\n" + "".join(f"v{i + 1} = v{i}\n" for i in range(8))
+        + "return self.generator.decode(tokens, v8)"
+    )}, "decode_forward"),
     "called_lambda": ({ADAPTER: decode(f"""
         later = lambda: self.generator.decode(tokens, {READ})
         return later()
