@@ -94,6 +94,11 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
             self.generator.decode(tokens, kwargs['sampling_params'])
         return self.generator.decode(tokens)
     """)}, "decode_forward", ("dropped",), "sampling_params"),
+    "dead_if_false_and": ({ADAPTER: decode(f"""
+        if False and tokens is not None:
+            return self.generator.decode(tokens, {READ})
+        return self.generator.decode(tokens)
+    """)}, "decode_forward", ("dropped",), "sampling_params"),
     "dead_while_false": ({ADAPTER: decode(f"""
         while False:
             self.generator.decode(tokens, {READ})
@@ -168,6 +173,9 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
     "super_in_genexp": (
         derived(HEAD, decode(f"return list({SUPER} for _ in range(1))[0]", STAR)),
         "decode_forward", ("unresolved", "broken"), "super() without arguments"),
+    "super_in_staticmethod": (derived(HEAD, BASE.replace(DECODE, (
+        f"    @staticmethod\n    def decode_forward(*args, **kwargs):\n        return {SUPER}\n"
+    ))), "decode_forward", ("unresolved", "broken"), "staticmethod"),
     # 4. A base bound under a condition.
     "base_under_if": (derived(
         "import os\nif os.environ.get('X'):\n    " + HEAD + "else:\n    Generator = object\n"

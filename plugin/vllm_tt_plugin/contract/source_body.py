@@ -135,8 +135,9 @@ class Body:
 # A zero-argument super() in a nested function, lambda or comprehension takes that frame's
 # first argument (or none: RuntimeError), not the method's instance.
 NESTED_SUPER = (
-    "super() without arguments inside a nested function, lambda or comprehension (at run time "
-    "RuntimeError: super(): no arguments, or it binds that function's first argument)"
+    "super() without arguments inside a nested function, lambda or comprehension, or in a "
+    "staticmethod (at run time RuntimeError: super(): no arguments, or it binds that "
+    "function's first argument)"
 )
 
 

@@ -38,6 +38,10 @@ def constant_test(test: ast.expr) -> bool | None:
         return None if inner is None else not inner
     if isinstance(test, ast.Constant) and test.value is not Ellipsis:
         return bool(test.value)
+    if isinstance(test, ast.BoolOp):  # `False and x` is false, `True or x` true, whatever x is
+        decided = isinstance(test.op, ast.Or)
+        if any(constant_test(v) is decided for v in test.values):
+            return decided
     return None
 
 
@@ -229,7 +233,11 @@ def _loaded(fn: Fn, name: str | None, out: set[int], scope: ast.AST) -> bool:
 
 def own_frame_nodes(fn: Fn) -> set[int]:
     """Ids of the nodes of ``fn`` inside a nested function, lambda or comprehension (where a
-    zero-argument ``super()`` does not see the method's instance)."""
+    zero-argument ``super()`` does not see the method's instance); every node of a
+    ``@staticmethod``, which has no instance for it at all."""
+    names = {getattr(d, "id", getattr(d, "attr", "")) for d in fn.decorator_list}
+    if "staticmethod" in names:
+        return {id(n) for n in ast.walk(fn) if n is not fn}
     out: set[int] = set()
     for node in ast.walk(fn):
         if node is fn or not isinstance(node, _OWN_FRAME):
