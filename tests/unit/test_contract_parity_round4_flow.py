@@ -176,6 +176,10 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
     "super_in_staticmethod": (derived(HEAD, BASE.replace(DECODE, (
         f"    @staticmethod\n    def decode_forward(*args, **kwargs):\n        return {SUPER}\n"
     ))), "decode_forward", ("unresolved", "broken"), "staticmethod"),
+    "super_in_a_module_function_bound_as_method": (derived(
+        HEAD + f"\n\ndef _decode(self, *args, **kwargs):\n    return {SUPER}\n\n",
+        BASE.replace(DECODE, "    decode_forward = _decode\n"),
+    ), "decode_forward", ("unresolved", "broken"), "module-level def"),
     # 4. A base bound under a condition.
     "base_under_if": (derived(
         "import os\nif os.environ.get('X'):\n    " + HEAD + "else:\n    Generator = object\n"
@@ -252,6 +256,11 @@ CONTROLS: dict[str, tuple[dict[str, str], str]] = {
         "f = lambda: super(DemoForCausalLM, self).decode_forward(*args, **kwargs)\nreturn f()",
         STAR,
     )), "decode_forward"),
+    "super_with_arguments_in_a_module_function": (derived(
+        HEAD + "\n\ndef _decode(self, *args, **kwargs):\n"
+        "    return super(DemoForCausalLM, self).decode_forward(*args, **kwargs)\n\n",
+        BASE.replace(DECODE, "    decode_forward = _decode\n"),
+    ), "decode_forward"),
     "base_imported_plainly": (derived(HEAD), "decode_forward"),
     "base_try_without_fallback": (derived(
         "try:\n    " + HEAD + "except ImportError:\n    pass\n"

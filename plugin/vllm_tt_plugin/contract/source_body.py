@@ -136,8 +136,8 @@ class Body:
 # first argument (or none: RuntimeError), not the method's instance.
 NESTED_SUPER = (
     "super() without arguments inside a nested function, lambda or comprehension, or in a "
-    "staticmethod (at run time RuntimeError: super(): no arguments, or it binds that "
-    "function's first argument)"
+    "staticmethod or a module-level def (at run time RuntimeError: super(): no arguments / "
+    "__class__ cell not found, or it binds that function's first argument)"
 )
 
 

@@ -20,6 +20,10 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 # run list / set / dict comprehensions as functions too; a generator expression always).
 _OWN_FRAME = (*_SCOPES, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CACHE: dict[int, tuple[Fn, frozenset[int]]] = {}
+# Set by ``source_module`` on a module-level def: bound as a method by a class body
+# (``decode_forward = _decode``), it has no ``__class__`` cell, so a zero-argument super() in
+# it raises (RuntimeError: super(): __class__ cell not found).
+NO_CLASS_CELL = "_contract_no_class_cell"
 
 
 def _type_checking(test: ast.expr) -> bool:
@@ -234,9 +238,9 @@ def _loaded(fn: Fn, name: str | None, out: set[int], scope: ast.AST) -> bool:
 def own_frame_nodes(fn: Fn) -> set[int]:
     """Ids of the nodes of ``fn`` inside a nested function, lambda or comprehension (where a
     zero-argument ``super()`` does not see the method's instance); every node of a
-    ``@staticmethod``, which has no instance for it at all."""
+    ``@staticmethod`` or a module-level def, which have no instance or class for it."""
     names = {getattr(d, "id", getattr(d, "attr", "")) for d in fn.decorator_list}
-    if "staticmethod" in names:
+    if "staticmethod" in names or getattr(fn, NO_CLASS_CELL, False):
         return {id(n) for n in ast.walk(fn) if n is not fn}
     out: set[int] = set()
     for node in ast.walk(fn):

@@ -12,6 +12,7 @@ from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
 from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
+from vllm_tt_plugin.contract.source_live import NO_CLASS_CELL
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -134,6 +135,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 if isinstance(t, ast.Name):
                     bind(t.id, node.lineno, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            setattr(node, NO_CLASS_CELL, True)  # a class body may bind it: super() fails there
             bind(node.name, node.lineno, node)
             if isinstance(node, ast.FunctionDef):
                 parsed.functions[node.name] = node
