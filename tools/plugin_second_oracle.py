@@ -4,10 +4,11 @@ time, over every mutant the unit tests did not kill (`run_plugin_mutation.py --s
 The unit suite is the first oracle. A mutant it lets through is either claimed equivalent
 (reports/mutation/equivalent-mutants.json: a judgment) or a survivor; both are served here:
 
-1. the mutants of the last full record (reports/mutation/plugin.json, its ``not_killed``), or
-   the ones named, are regenerated with mutmut (generation only, no tests) in a scratch tree
-   under .mutation/second-oracle/<target>/, and each regenerated mutant's change must be the
-   record's (else the source moved since the record: run the campaign again);
+1. the mutants of the last full record (reports/mutation/plugin.json, its ``not_killed``) that
+   have no verdict yet (``--limit N``: the next N), or the ones named, are regenerated with
+   mutmut (generation only, no tests) in a scratch tree under .mutation/second-oracle/<target>/,
+   and each regenerated mutant's change must be the record's (else the source moved since the
+   record: run the campaign again);
 2. tools/run_emu_conformance.py (the driver of `tox -e emu`: the same server, suite and gate)
    runs with the mutmut env's interpreter, the mutated tree first on PYTHONPATH and
    ``MUTANT_UNDER_TEST=<mutant>``: mutmut 3.8.1's trampolines read that variable in every
@@ -102,6 +103,17 @@ def choose(found: Sequence[Candidate], names: Sequence[str], limit: int | None) 
             raise SystemExit(f"--mutant {unknown[0]!r} is not a not-killed mutant of the record")
         found = [by_name[n] for n in names]
     return list(found[:limit] if limit is not None else found)
+
+
+def pending(
+    found: Sequence[Candidate], previous: Mapping[str, Any] | None, commit: str
+) -> list[Candidate]:
+    """The candidates the record of this commit has no verdict for yet (an unjudged run is served
+    again): successive ``--limit`` runs work through the list."""
+    if not previous or previous.get("plugin_commit") != commit:
+        return list(found)
+    done = {v["mutant"] for v in previous.get("mutants", []) if v.get("verdict") != "unjudged"}
+    return [c for c in found if c.mutant not in done]
 
 
 def judge(
@@ -326,7 +338,11 @@ def main(
 ) -> int:
     plugin_record = json.loads(campaign.PUBLISHED.read_text())
     head = campaign._git("rev-parse", "HEAD")
-    chosen = choose(candidates(plugin_record), names, limit)
+    previous = json.loads(RECORD.read_text()) if RECORD.is_file() else None
+    found = candidates(plugin_record)
+    if not names:
+        found = pending(found, previous, str(plugin_record["plugin_commit"]))
+    chosen = choose(found, names, limit)
     changed = campaign._git(
         "diff", "--name-only", str(plugin_record["plugin_commit"]), "HEAD", "--", "plugin"
     )
@@ -353,7 +369,6 @@ def main(
         print(f"[second oracle] serving {candidate.mutant}", flush=True)
         verdicts.append(serve(candidate, work, bin_dir, SCRATCH / "runs", workers, timeout))
         print(line(verdicts[-1]), flush=True)
-    previous = json.loads(RECORD.read_text()) if RECORD.is_file() else None
     today = datetime.now(timezone.utc).date().isoformat()
     RECORD.write_text(
         json.dumps(record(previous, plugin_record, verdicts, today), indent=2, ensure_ascii=False)

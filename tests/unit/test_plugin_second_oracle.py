@@ -228,3 +228,16 @@ def test_the_gate_lines_kept_are_its_verdict_and_regressions(tmp_path: Path) -> 
         "tt-conformance gate: REGRESSION (1 found)",
         "- accuracy top1_agreement: 1.0 -> 0.91",
     ]
+
+
+def test_successive_limited_runs_work_through_the_list() -> None:
+    found = [oracle.Candidate(name, "m", "equivalent", ()) for name in ("a", "b", "c")]
+    previous = {
+        "plugin_commit": COMMIT,
+        "mutants": [
+            {"mutant": "a", "verdict": "not killed"},
+            {"mutant": "b", "verdict": "unjudged"},
+        ],
+    }
+    assert [c.mutant for c in oracle.pending(found, previous, COMMIT)] == ["b", "c"]
+    assert len(oracle.pending(found, previous, "b" * 40)) == 3  # another commit: all again
