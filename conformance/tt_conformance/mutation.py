@@ -374,5 +374,5 @@ def _second_oracle(path: Path, record: MutationRecord, today: date | None) -> st
     try:
         second = load_second_oracle(path.with_name(SECOND_ORACLE), record.plugin_commit, today)
     except SecondOracleError as exc:
-        return f"second oracle record refused: {exc}"
+        return f"Second oracle record refused: {exc}"
     return second.summary() if second else None

@@ -53,7 +53,7 @@ class SecondOracleRecord:
     def summary(self) -> str:
         """One line for the pages."""
         text = (
-            f"second oracle (emulated suite + gate): {self.served} of {self.candidates} mutants "
+            f"Second oracle (emulated suite + gate): {self.served} of {self.candidates} mutants "
             f"the unit tests did not kill served, {self.killed} killed, {self.not_killed} not "
             f"killed, {self.unjudged} unjudged ({self.date})"
         )

@@ -52,7 +52,7 @@ def test_a_second_oracle_record_of_another_commit_is_refused_on_the_pages(tmp_pa
     assert published_score(path, TODAY).second_oracle is None  # never ran: no line
     _write(tmp_path / "second-oracle.json", second("b" * 40, []))
     md = render_matrix_markdown([], "now", mutation=published_score(path, TODAY))
-    assert "second oracle record refused:" in md and "is not the mutation record's" in md
+    assert "Second oracle record refused:" in md and "is not the mutation record's" in md
 
 
 def test_the_committed_second_oracle_record_is_valid() -> None:
