@@ -55,6 +55,7 @@ from tt_conformance.second_oracle import ORACLE, SCHEMA  # noqa: E402
 RECORD = REPO / "reports" / "mutation" / "second-oracle.json"
 SCRATCH = campaign.SCRATCH / "second-oracle"
 GATE_PREFIX = "tt-conformance gate"  # its verdict ("... gate: REGRESSION (2 found)") or refusal
+GATE_LINE = 240  # characters kept of a gate line (a regression quotes the tokens it compared)
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def gate_lines(log: Path) -> list[str]:
             kept.append(line.strip())
         else:
             inside = False
-    return kept[:8]
+    return [line if len(line) <= GATE_LINE else line[: GATE_LINE - 1] + "…" for line in kept[:8]]
 
 
 def serve(

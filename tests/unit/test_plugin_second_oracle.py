@@ -220,13 +220,14 @@ def test_the_gate_lines_kept_are_its_verdict_and_regressions(tmp_path: Path) -> 
     log.write_text(
         "[emu] suite finished in 195.5 s (pytest exit 0); stopping the server\n"
         "tt-conformance gate: REGRESSION (1 found)\n"
-        "Regressions (1):\n  - accuracy top1_agreement: 1.0 -> 0.91\n\n"
+        "Regressions (2):\n  - accuracy top1_agreement: 1.0 -> 0.91\n  - " + "x" * 300 + "\n\n"
         "Notes (1):\n    perf ttft_mean@i128o128c8: the candidate flags it unreliable\n"
         "e2el_mean@i128o128c1   1177 ms   1125 ms   4.4% worse   —   not gated\n"
     )
     assert oracle.gate_lines(log) == [
         "tt-conformance gate: REGRESSION (1 found)",
         "- accuracy top1_agreement: 1.0 -> 0.91",
+        "- " + "x" * (oracle.GATE_LINE - 3) + "…",
     ]
 
 
