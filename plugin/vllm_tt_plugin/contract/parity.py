@@ -373,6 +373,13 @@ def _construct(
             f"(*x / **x) [{where}]"
         )
         return
+    left: list[str] = getattr(source, "abstract_left", lambda t: [])(target)
+    if left:  # abc refuses to build a class with abstract methods left
+        out.errors.append(
+            f"{describe_chain(chain)} builds cls(...), but {class_label(target)} leaves the "
+            f"abstract method(s) {', '.join(left)} unimplemented (TypeError) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}
@@ -390,6 +397,7 @@ def _construct(
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
     out.missing += inner.missing
     out.abstract += inner.abstract
+    out.unresolved += inner.unresolved  # an __init__ the checker cannot read: never "ok"
 
 
 def check_target(

@@ -71,6 +71,7 @@ class ParsedModule:
     all_names: list[str] | None = None  # __all__, when a literal
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
+    dynamic: Any = None  # source_shape.Doubt: module code that may bind anything (exec, ...)
 
 
 class EnvFacts(abc.ABC):

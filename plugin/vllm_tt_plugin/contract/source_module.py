@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.source_shape import class_doubt, module_doubt
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -157,6 +158,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
             stack.extend(ast.iter_child_nodes(n))
+    parsed.dynamic = module_doubt(tree)
     all_names = parsed.assigns.get("__all__")
     if all_names is not None:
         try:
@@ -266,6 +268,9 @@ def class_binding_doubt(
                         f"{name} is bound inside a class-level `{kind}` (line {stmt.lineno}): "
                         "which binding Python keeps is not evaluated"
                     )
+    shape = class_doubt(node, name) or module.dynamic  # not a plain def / assignment
+    if shape is not None:
+        return shape.line, shape.why
     for key in ((node.name, name), (node.name, "*")):
         if key in module.stored and module.classes.get(node.name) is node:
             return module.stored[key], (
