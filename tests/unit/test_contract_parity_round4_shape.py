@@ -196,6 +196,28 @@ REFUSED: dict[str, tuple[str, dict[str, str], str]] = {
         + edit(BASE, (INIT, INIT + "        self.__class__ = _Other\n")),
         {"decode_forward": "unresolved"}, "__class__",
     ),
+    # Siblings: the class reached through another name at module level, a loop target in
+    # the body, a store on the instance's class from a method.
+    "alias_patched_at_module_level": (
+        BAD + BASE + "\n\n_C = DemoForCausalLM\n_C.decode_forward = _bad\n",
+        {"decode_forward": "unresolved"}, "_C.decode_forward",
+    ),
+    "loop_patched_at_module_level": (
+        BAD + BASE + "\n\nfor _c in (DemoForCausalLM,):\n    _c.decode_forward = _bad\n",
+        {"decode_forward": "unresolved"}, "_c.decode_forward",
+    ),
+    "loop_target_in_class_body": (
+        BASE + "    for decode_forward in (print,):\n        pass\n",
+        {"decode_forward": "unresolved"}, "`for`",
+    ),
+    "except_as_in_class_body": (
+        BASE + "    try:\n        pass\n    except Exception as decode_forward:\n        pass\n",
+        {"decode_forward": "unresolved"}, "decode_forward",
+    ),
+    "type_self_patched": (
+        edit(BASE, (INIT, INIT + "        type(self).decode_forward = print\n")),
+        {"decode_forward": "unresolved"}, "type(self).decode_forward",
+    ),
     # 3. `self.__helper` in class C is `_C__helper`: B's `__helper` is `_B__helper`.
     "mangled_helper_in_base": (
         edit(BASE, base("class _B:\n    def __helper(self, tokens):\n        return tokens\n"),

@@ -271,6 +271,13 @@ def class_binding_doubt(
     shape = class_doubt(node, name) or module.dynamic  # not a plain def / assignment
     if shape is not None:
         return shape.line, shape.why
+    known = {node.name, *module.classes, *module.imports, *module.functions}
+    for (obj, attr), line in module.stored.items():  # `C = Cls; C.m = f`, a loop variable
+        if attr in (name, "*") and obj not in known:
+            return line, (
+                f"{obj}.{attr} is assigned at module level (line {line}) and {obj} may be "
+                f"{node.name}: the object Python calls is not evaluated"
+            )
     for key in ((node.name, name), (node.name, "*")):
         if key in module.stored and module.classes.get(node.name) is node:
             return module.stored[key], (

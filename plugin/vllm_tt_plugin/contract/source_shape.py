@@ -181,9 +181,16 @@ def _odd_binding(stmt: ast.stmt, name: str) -> str:
         (a.asname or a.name.split(".")[0]) == name for a in stmt.names
     ):
         return "imported"
-    for n in ast.walk(stmt):
+    for n in _statements([stmt]):
         if isinstance(n, ast.NamedExpr) and n.target.id == name:
             return "bound with `:=`"
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return ""
+    for n in _statements([stmt]):  # a loop or `with` target, an `except ... as`, a match capture
+        if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name) or (
+            isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name == name
+        ):
+            return f"bound by a `{type(stmt).__name__.lower()}` statement"
     return ""
 
 
@@ -197,6 +204,11 @@ def _instance_doubt(
         why = ""
         if isinstance(n, ast.Attribute) and n.attr == "__class__" and isinstance(n.ctx, ast.Store):
             why = "assigns `__class__`"
+        elif (
+            isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Store)
+            and _names_class(n.value)
+        ):  # fmt: skip
+            why = f"sets `{ast.unparse(n)}` on the class"
         elif isinstance(n, ast.Attribute) and n.attr == "__dict__":
             why = "writes an object's `__dict__`"  # read or written: any key may be set
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "vars":
@@ -213,6 +225,13 @@ def _instance_doubt(
             return Doubt(line, f"{node.name}.{method.name} {why} [line {line}]: the attributes "
                          "an instance ends up with are not evaluated", True)  # fmt: skip
     return None
+
+
+def _names_class(expr: ast.expr) -> bool:
+    """``type(x)`` or ``x.__class__``: the class of an instance."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "__class__"
+    return isinstance(expr, ast.Call) and _name(expr) == "type" and len(expr.args) == 1
 
 
 def inherited_doubt(node: ast.ClassDef, name: str) -> Doubt | None:
