@@ -319,3 +319,23 @@ def test_a_plain_class_body_python_serves_binds(tmp_path: Path, name: str) -> No
     found = run(tmp_path, {ADAPTER: CONTROLS[name]})
     assert failures(list(found.values())) == [], failures(list(found.values()))
     assert found["decode_forward"].status in ("ok", "drift"), found["decode_forward"]
+
+
+def test_stores_on_other_objects_and_namespace_reads_bind(tmp_path: Path) -> None:
+    # Only the instance's own namespace written is in doubt: `self.args` is another object,
+    # and reading `self.__dict__` sets nothing.
+    adapter = edit(
+        BASE,
+        (INIT, INIT + "        self.args = generator\n        for k in ('a', 'b'):\n"
+                      "            setattr(self.args, k, 1)\n"
+                      "        self.saved = dict(self.__dict__)\n"),
+    )  # fmt: skip
+    found = run(tmp_path, {ADAPTER: adapter})
+    assert failures(list(found.values())) == [], failures(list(found.values()))
+
+
+def test_a_class_in_doubt_does_not_claim_block_hooks(tmp_path: Path) -> None:
+    # exec may define any name: the block-output hooks are not known to be there (not broken).
+    found = run(tmp_path, {ADAPTER: REFUSED["exec_in_class_body"][0]})
+    assert found["output_tokens_per_step"].status == "unresolved", found["output_tokens_per_step"]
+    assert "exec" in found["output_tokens_per_step"].detail

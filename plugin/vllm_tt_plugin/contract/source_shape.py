@@ -38,6 +38,7 @@ _HOOKS = ("__getattribute__", "__setattr__", "__delattr__", "__new__", "__init_s
           "__class_getitem__", "__set_name__")  # fmt: skip
 _DYNAMIC = ("exec", "eval", "locals", "vars", "globals", "compile")
 _METACLASSES = ("ABCMeta", "abc.ABCMeta")
+_NAMESPACE_WRITES = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__")
 
 
 @dataclass(frozen=True)
@@ -197,9 +198,24 @@ def _odd_binding(stmt: ast.stmt, name: str) -> str:
 def _instance_doubt(
     node: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef, name: str
 ) -> Doubt | None:
-    """A method that sets attributes on an object in ways the checker does not read: through
-    its ``__dict__`` (or ``vars(obj)``), ``object.__setattr__`` / ``setattr`` with a computed
-    name (or ``name``), or a swap of ``__class__``."""
+    """A method that sets attributes on its instance (or class) in ways the checker does not
+    read: through ``__dict__`` / ``vars(obj)`` (written, not read), ``object.__setattr__`` /
+    ``setattr`` with a computed name (or ``name``), ``type(self).name = ...``, or a swap of
+    ``__class__``. Stores on other objects (``self.args``) are not the instance's."""
+    firsts = [*method.args.posonlyargs, *method.args.args]
+    me = firsts[0].arg if firsts else ""
+
+    def mine(expr: ast.expr) -> bool:  # the instance, or its class
+        return (isinstance(expr, ast.Name) and expr.id == me) or _names_class(expr)
+
+    def namespace(expr: ast.expr) -> bool:  # obj.__dict__ / vars(obj) of the instance
+        if isinstance(expr, ast.Attribute) and expr.attr == "__dict__":
+            return mine(expr.value)
+        return (
+            isinstance(expr, ast.Call) and _name(expr) == "vars" and len(expr.args) == 1
+            and mine(expr.args[0])
+        )  # fmt: skip
+
     for n in ast.walk(method):
         why = ""
         if isinstance(n, ast.Attribute) and n.attr == "__class__" and isinstance(n.ctx, ast.Store):
@@ -209,17 +225,19 @@ def _instance_doubt(
             and _names_class(n.value)
         ):  # fmt: skip
             why = f"sets `{ast.unparse(n)}` on the class"
-        elif isinstance(n, ast.Attribute) and n.attr == "__dict__":
-            why = "writes an object's `__dict__`"  # read or written: any key may be set
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "vars":
-            why = "uses `vars()`"
+        elif (
+            isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del))
+            and namespace(n.value)
+        ) or (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in _NAMESPACE_WRITES and namespace(n.func.value)
+        ):  # fmt: skip
+            why = f"writes `{ast.unparse(n)}`"
         elif isinstance(n, ast.Call) and _name(n) in ("setattr", "object.__setattr__"):
             key = n.args[1] if len(n.args) > 1 else None
             literal = isinstance(key, ast.Constant) and isinstance(key.value, str)
-            if _name(n) == "object.__setattr__" and (not literal or key.value == name):  # type: ignore[union-attr]
-                why = "calls `object.__setattr__`"
-            elif not literal:
-                why = "calls `setattr` with a computed name"
+            if n.args and mine(n.args[0]) and (not literal or getattr(key, "value", "") == name):
+                why = f"calls `{_name(n)}` on the instance"
         if why:
             line = getattr(n, "lineno", method.lineno)
             return Doubt(line, f"{node.name}.{method.name} {why} [line {line}]: the attributes "
