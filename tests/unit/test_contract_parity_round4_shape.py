@@ -248,6 +248,12 @@ REFUSED: dict[str, tuple[str, dict[str, str], str]] = {
             (INIT_BODY, "        return cls(None, bad_kw=1)")),
         {"initialize_vllm_model": "broken"}, "bad_kw",
     ),
+    # What a subclass of a decorated class derives from is what the decorator returned.
+    "decorated_base": (
+        "def _patch(cls):\n    return cls\n\n\n"
+        + edit(BASE, base("@_patch\nclass _B:\n    pass\n")),
+        {"decode_forward": "unresolved"}, "@_patch",
+    ),
     # An __init__ the checker cannot read (a decorator): the construction is not "ok".
     "decorated_init": (
         "def _wrap(f):\n    return f\n\n\n"

@@ -24,7 +24,9 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
   would not import from this checkout either); also a ``self.m(...)`` not found where a base from
-  outside tt-metal (not vLLM's interface mixins) may define it;
+  outside tt-metal (not vLLM's interface mixins) may define it; and a name a class body or
+  module binds other than by a plain ``def`` / assignment (``source_shape``: a metaclass,
+  ``exec``, attribute hooks, ``del``, tuple targets...), whose object Python keeps is not read;
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);

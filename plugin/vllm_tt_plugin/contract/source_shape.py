@@ -126,8 +126,9 @@ def _doubts(node: ast.ClassDef, name: str) -> Iterator[Doubt]:
     binding it does not follow, or something that may replace any name of the class."""
     for d in node.decorator_list:
         if not _plain_decorator(d):
+            # Inherited: what a subclass derives from is whatever the decorator returned.
             yield Doubt(d.lineno, f"{node.name} is decorated with @{ast.unparse(d)}: the "
-                         "object it returns is not read")  # fmt: skip
+                         "object it returns is not read", True)  # fmt: skip
     for k in node.keywords:
         value = ast.unparse(k.value)
         if k.arg == "metaclass" and value in _METACLASSES:
@@ -402,6 +403,7 @@ def dataclass_init(
     if isinstance(init, ast.Constant) and not init.value:
         return None
     fields: dict[str, tuple[ast.expr | None, bool]] = {}  # name -> (default, keyword-only)
+    notes: dict[str, str] = {}  # name -> its annotation
     for cls in reversed(mro):
         d = _dataclass(cls)
         if d is None:
@@ -431,6 +433,7 @@ def dataclass_init(
                     ast.Constant(None) if keys.keys() & {"default", "default_factory"} else None
                 )
             fields[stmt.target.id] = (default, kw_only)
+            notes[stmt.target.id] = note
     positional = [(n, d) for n, (d, kw) in fields.items() if not kw]
     seen_default = False
     for field_name, d in positional:
@@ -447,7 +450,20 @@ def dataclass_init(
         kwarg=None,
         defaults=[d for _, d in positional if d is not None],
     )
+    # The generated __init__ ends with self.__post_init__(<InitVar fields>) when one is defined.
+    initvars = [
+        n for n, note in notes.items() if note.startswith(("InitVar", "dataclasses.InitVar"))
+    ]
     body: list[ast.stmt] = [ast.Pass()]
+    if any(
+        isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for c in mro for s in c.body
+    ):
+        call = ast.Call(
+            ast.Attribute(ast.Name("self", ast.Load()), "__post_init__", ast.Load()),
+            [ast.Name(n, ast.Load()) for n in initvars],
+            [],
+        )
+        body = [ast.Expr(call)]
     made = ast.FunctionDef(name="__init__", args=args, body=body, decorator_list=[], returns=None)
     ast.copy_location(made, node)
     ast.fix_missing_locations(made)
