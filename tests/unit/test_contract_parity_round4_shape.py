@@ -206,6 +206,11 @@ REFUSED: dict[str, tuple[str, dict[str, str], str]] = {
         BAD + BASE + "\n\nfor _c in (DemoForCausalLM,):\n    _c.decode_forward = _bad\n",
         {"decode_forward": "unresolved"}, "_c.decode_forward",
     ),
+    "class_handed_to_a_module_call": (
+        "def _install(cls):\n    cls.decode_forward = lambda self, t: t\n\n\n"
+        + BASE + "\n\n_install(DemoForCausalLM)\n",
+        {"decode_forward": "unresolved"}, "_install",
+    ),
     "loop_target_in_class_body": (
         BASE + "    for decode_forward in (print,):\n        pass\n",
         {"decode_forward": "unresolved"}, "`for`",

@@ -72,6 +72,8 @@ class ParsedModule:
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
     dynamic: Any = None  # source_shape.Doubt: module code that may bind anything (exec, ...)
+    # NAME passed to a module-level call: (line, the callee as written)
+    handed: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class EnvFacts(abc.ABC):

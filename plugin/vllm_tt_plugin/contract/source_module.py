@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
-from vllm_tt_plugin.contract.source_shape import class_doubt, module_doubt
+from vllm_tt_plugin.contract.source_shape import class_doubt, handed_names, module_doubt
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -159,6 +159,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
             stack.extend(ast.iter_child_nodes(n))
     parsed.dynamic = module_doubt(tree)
+    parsed.handed = handed_names(tree)
     all_names = parsed.assigns.get("__all__")
     if all_names is not None:
         try:
@@ -271,6 +272,12 @@ def class_binding_doubt(
     shape = class_doubt(node, name) or module.dynamic  # not a plain def / assignment
     if shape is not None:
         return shape.line, shape.why
+    if node.name in module.handed and module.classes.get(node.name) is node:
+        line, callee = module.handed[node.name]
+        return line, (
+            f"{node.name} is handed to {callee}(...) in module code (line {line}): what that "
+            "call does to the class is not evaluated"
+        )
     known = {node.name, *module.classes, *module.imports, *module.functions}
     for (obj, attr), line in module.stored.items():  # `C = Cls; C.m = f`, a loop variable
         if attr in (name, "*") and obj not in known:

@@ -108,6 +108,20 @@ def module_doubt(tree: ast.Module) -> Doubt | None:
     return None
 
 
+def handed_names(tree: ast.Module) -> dict[str, tuple[int, str]]:
+    """Names module code (outside functions and classes) passes to a call as an argument
+    (``_install(Cls)``): the callee may replace the class's attributes. name -> (first line,
+    callee)."""
+    out: dict[str, tuple[int, str]] = {}
+    for n in _statements(tree.body):
+        if isinstance(n, ast.Call):
+            for arg in [*n.args, *(k.value for k in n.keywords)]:
+                value = arg.value if isinstance(arg, ast.Starred) else arg
+                if isinstance(value, ast.Name):
+                    out.setdefault(value.id, (n.lineno, ast.unparse(n.func)))
+    return out
+
+
 def _plain_decorator(d: ast.expr) -> bool:
     name = _name(d)
     last = name.rpartition(".")[2]
