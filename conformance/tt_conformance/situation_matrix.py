@@ -32,6 +32,7 @@ __all__ = [
     "CONCERNS",
     "FORWARD_KV",
     "PENALTIES",
+    "SAMPLING_FIELDS",
     "Axis",
     "Cell",
     "Concern",
@@ -220,4 +221,21 @@ PENALTIES = Concern(
     max_cells=20,
 )
 
-CONCERNS: tuple[Concern, ...] = (FORWARD_KV, PENALTIES)
+# Seeded sampling fields, each request compared with itself served alone
+# (checks/test_isolation.py): temperature low / neutral / high; top_p off (1.0), typical and
+# narrow; top_k off, 1 (greedy by another road), typical and the device's largest (20); min_p off
+# and on (min_p is host-only: its cells run as batches of their own, so a batch is all on one
+# path). 4 x 4 x 3 x 2 = 96 in full; pairwise gives 16 to 20.
+SAMPLING_FIELDS = Concern(
+    name="sampling_fields",
+    axes=(
+        Axis("top_k", (None, 1, 5, 20)),
+        Axis("top_p", (1.0, 0.95, 0.7, 0.3)),
+        Axis("temperature", (0.4, 1.0, 1.5)),
+        Axis("min_p", (0.0, 0.1)),
+    ),
+    strength="pairwise",
+    max_cells=20,
+)
+
+CONCERNS: tuple[Concern, ...] = (FORWARD_KV, PENALTIES, SAMPLING_FIELDS)
