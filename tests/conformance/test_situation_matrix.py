@@ -1,5 +1,5 @@
 """The situation matrix: deterministic, every value and every pair of values met, bounded, and
-malformed axes refused."""
+malformed axes refused; the forward groups put a prefill cut where their cell says."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import itertools
 
 import pytest
 
+from tt_conformance.checks.test_forward_reference import (
+    BUDGET,
+    GENERATED,
+    cut_offset,
+    group_for,
+)
 from tt_conformance.situation_matrix import (
     CONCERNS,
+    FORWARD_KV,
     Axis,
     Cell,
     Concern,
@@ -86,3 +93,20 @@ def test_a_cell_names_its_axes() -> None:
     assert cell["y"] is None and cell.label == "x=1,y=none"
     with pytest.raises(KeyError, match="no axis 'z'"):
         cell["z"]
+
+
+@pytest.mark.parametrize(("block", "cap"), [(64, 1024), (32, 512), (64, 512), (16, 1024)])
+def test_forward_groups_cut_where_the_cell_says(block: int, cap: int) -> None:
+    for cell in cells(FORWARD_KV):
+        group = group_for(cell, block, cap)
+        lengths = group.lengths
+        assert group.primer == block
+        assert max(lengths) + GENERATED <= cap, (cell.label, lengths)
+        # The step's budget runs out inside the target: the prefill is cut there.
+        assert group.cut == BUDGET - sum(group.companions)
+        assert 0 < group.cut < group.target, (cell.label, group)
+        assert group.cut % block == cut_offset(str(cell["chunk_start"]), block), (cell.label, group)
+        assert (group.cut % block == 0) == (cell["chunk_start"] == "on_block")
+        end = group.target % block
+        wanted = {"below_block": block - GENERATED // 2, "at_block": 0, "past_block": 1}
+        assert end == wanted[str(cell["prompt_end"])] % block, (cell.label, group)
