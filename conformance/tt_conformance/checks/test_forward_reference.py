@@ -225,9 +225,11 @@ def test_batched_chunked_long_prompts(
     tt_raw_http: RawHttp,
     tt_async_openai_client: AsyncOpenAI,
     tt_record_perf: RecordPerf,
+    tt_record_cell: RecordCell,
 ) -> None:
     """A wave of concurrent prompts of different lengths, each crossing several KV blocks, more
-    tokens at once than a prefill step takes: compared position by position."""
+    tokens at once than a prefill step takes, then the situation matrix's groups (prefills cut
+    by the step's budget on and inside KV blocks): compared position by position."""
     block = _block_size(tt_raw_http) or DEFAULT_BLOCK
     cap = _cap(tt_server)
     count = max(1, min(WAVE, tt_server.max_num_seqs * tt_server.lanes))
@@ -253,7 +255,15 @@ def test_batched_chunked_long_prompts(
     _record(tt_record_perf, made)
     if worst > 0:
         tt_record_perf("forward_reference_max_logprob_diff", worst, "nats", "lower", stat="max")
-    _fail(problems, f"batched wave ({made}, block size {block})")
+    wave = f"batched wave ({made}, block size {block})"
+    # The matrix runs whatever the wave found, so the report lists its cells either way.
+    found, what = _situation_matrix(
+        reference, tt_server, tt_raw_http, tt_async_openai_client, tt_record_perf, tt_record_cell
+    )
+    if problems and found:
+        wave += f"; and the {what}: {len(found)} position(s) disagree too"
+    _fail(problems, wave)
+    _fail(found, what)
 
 
 def test_prefix_cache_reuse(
@@ -430,18 +440,19 @@ def _situations(raw: RawHttp) -> dict[str, float]:
     return found
 
 
-def test_situation_matrix(
+def _situation_matrix(
     reference: ReferenceForward,
     tt_server: ServerInfo,
     tt_raw_http: RawHttp,
     tt_async_openai_client: AsyncOpenAI,
     tt_record_perf: RecordPerf,
     tt_record_cell: RecordCell,
-) -> None:
+) -> tuple[list[str], str]:
     """Every cell of the forward matrix (situation_matrix.FORWARD_KV): a group of prompts past
     a prefill step's budget, so vLLM cuts the last one and its continuation starts on or inside
     a KV block, arriving alone, beside a decoding request or after one finished; the cut prompt
-    and the group's primer are compared position by position with transformers."""
+    and the group's primer are compared position by position with transformers. Returns the
+    problems and what the matrix created."""
     block = _block_size(tt_raw_http) or DEFAULT_BLOCK
     cap = _cap(tt_server)
     matrix = cells(FORWARD_KV)
@@ -482,4 +493,4 @@ def test_situation_matrix(
         tt_record_perf(
             "forward_reference_matrix_max_logprob_diff", worst, "nats", "lower", stat="max"
         )
-    _fail(problems, f"situation matrix ({made}, block size {block})")
+    return problems, f"situation matrix ({made}, block size {block})"
