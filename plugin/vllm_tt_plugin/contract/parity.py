@@ -24,7 +24,9 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
   would not import from this checkout either); also a ``self.m(...)`` not found where a base from
-  outside tt-metal (not vLLM's interface mixins) may define it;
+  outside tt-metal (not vLLM's interface mixins) may define it; and a name a class body or
+  module binds other than by a plain ``def`` / assignment (``source_shape``: a metaclass,
+  ``exec``, attribute hooks, ``del``, tuple targets...), whose object Python keeps is not read;
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
@@ -39,7 +41,6 @@ bad input. Without ``TT_METAL_HOME`` it says so, checks the fixture itself and e
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +58,7 @@ from vllm_tt_plugin.contract.call_plan import (
 )
 from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.mro_bases import known
+from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -78,7 +80,7 @@ from vllm_tt_plugin.contract.parity_rules import (
     not_shipped,
 )
 from vllm_tt_plugin.contract.protocol_stubs import RESULT_USED, protocol_stub
-from vllm_tt_plugin.contract.returned_model import RETURNED, returned_classes
+from vllm_tt_plugin.contract.returned_model import returned_findings
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
     ContractMismatch,
@@ -227,7 +229,14 @@ def _walk(
         return
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
-    for fwd in link.forwards if len(path) < _MAX_LINKS else ():
+    forwards = link.forwards
+    if forwards and len(path) >= _MAX_LINKS:  # never "ok" past what was followed
+        out.unresolved.append(
+            f"{describe_chain(path)} hands the call on ({forwards[0].describe()}) past a depth "
+            f"of {_MAX_LINKS} links, deeper than the checker follows [{link.where}]"
+        )
+        forwards = ()
+    for fwd in forwards:
         if fwd.unresolved:
             out.unresolved.append(
                 f"{describe_chain(path)} hands {fwd.describe()} on: {fwd.unresolved} "
@@ -362,6 +371,11 @@ def _reach(
                 continue
             seen.add((nxt.owner, nxt.name))
             queue.append((nxt, [*chain, nxt]))
+    if queue:  # methods left unread: their calls are not checked
+        out.unresolved.append(
+            f"{describe_chain([start])} reaches more than {_MAX_REACHED} methods, "
+            f"more than the checker follows (first not read: {describe_chain(queue[0][1])})"
+        )
 
 
 def _construct(
@@ -384,6 +398,13 @@ def _construct(
             f"(*x / **x) [{where}]"
         )
         return
+    left: list[str] = getattr(source, "abstract_left", lambda t: [])(target)
+    if left:  # abc refuses to build a class with abstract methods left
+        out.errors.append(
+            f"{describe_chain(chain)} builds cls(...), but {class_label(target)} leaves the "
+            f"abstract method(s) {', '.join(left)} unimplemented (TypeError) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}
@@ -399,9 +420,9 @@ def _construct(
     inner = _Walk()
     _walk(source, target, family, f"cls(...) [{where}]", init, args, kwargs, [], inner)
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
-    out.unresolved += [f"{describe_chain(chain)} builds the model: {u}" for u in inner.unresolved]
     out.missing += inner.missing
     out.abstract += inner.abstract
+    out.unresolved += inner.unresolved  # an __init__ the checker cannot read: never "ok"
 
 
 def check_target(
@@ -462,33 +483,10 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
-    found = _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
-    return found + _returned_model(source, profile, archs, depth)
-
-
-def _returned_model(
-    source: SignatureSource, profile: FamilyProfile, archs: tuple[str, ...], depth: int
-) -> list[Finding]:
-    """The plugin drives the instance ``initialize_vllm_model`` returns: another class's must
-    take every call too; one the checker cannot follow is unresolved."""
-    if not isinstance(source, CheckoutReader) or depth > 2:
-        return []
-    out: list[Finding] = []
-    for where, cls in returned_classes(source, profile.target):
-        if cls is None:
-            out.append(Finding(profile.target, archs, RETURNED, "unresolved",
-                               "initialize_vllm_model returns an object the checker does not "
-                               f"follow, and the plugin drives that object [{where}]"))  # fmt: skip
-            continue
-        sub = check_target(source, dataclasses.replace(profile, target=cls), archs, depth + 1)
-        bad = [f for f in sub if f.status in FAILING]
-        if bad:
-            worst = min(bad, key=lambda f: SEVERITY.index(f.status))
-            calls = "; ".join(f"{f.method}: {f.status}: {f.detail}" for f in bad)
-            out.append(Finding(profile.target, archs, RETURNED, worst.status,
-                               f"initialize_vllm_model returns a {class_label(cls)} [{where}], "
-                               f"and the plugin's calls on it fail: {calls}"))  # fmt: skip
-    return out
+    findings = [*import_raises(source, target, archs), *findings]
+    findings = module_findings(source, target, archs) + findings
+    found = _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
+    return found + returned_findings(source, profile, archs, depth, check_target)
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:

@@ -11,7 +11,16 @@ cannot be followed: unresolved. The skeleton tool writes these returns in the sa
 from __future__ import annotations
 
 import ast
+import dataclasses
+from collections.abc import Callable
 from typing import Any
+
+from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding
+from vllm_tt_plugin.contract.signatures import FamilyProfile
+from vllm_tt_plugin.contract.source import class_label
+
+# check_target(source, profile, archs, depth): the findings of one class
+Checker = Callable[[Any, FamilyProfile, tuple[str, ...], int], list[Finding]]
 
 LOAD = "initialize_vllm_model"
 RETURNED = "(returned model)"  # the findings' method name
@@ -91,6 +100,31 @@ def returned_classes(reader: Any, target: str) -> list[tuple[str, str | None]]:
                 out.append((f"{rel}:{line}", cls))
         return out
     return []
+
+
+def returned_findings(
+    source: Any, profile: FamilyProfile, archs: tuple[str, ...], depth: int, check: Checker
+) -> list[Finding]:
+    """The plugin drives the instance ``initialize_vllm_model`` returns: another class's must
+    take every call too; one the checker cannot follow is unresolved."""
+    if not hasattr(source, "resolve_class") or depth > 2:  # a checkout (not the fixture)
+        return []
+    out: list[Finding] = []
+    for where, cls in returned_classes(source, profile.target):
+        if cls is None:
+            out.append(Finding(profile.target, archs, RETURNED, "unresolved",
+                               "initialize_vllm_model returns an object the checker does not "
+                               f"follow, and the plugin drives that object [{where}]"))  # fmt: skip
+            continue
+        sub = check(source, dataclasses.replace(profile, target=cls), archs, depth + 1)
+        bad = [f for f in sub if f.status in FAILING]
+        if bad:
+            worst = min(bad, key=lambda f: SEVERITY.index(f.status))
+            calls = "; ".join(f"{f.method}: {f.status}: {f.detail}" for f in bad)
+            out.append(Finding(profile.target, archs, RETURNED, worst.status,
+                               f"initialize_vllm_model returns a {class_label(cls)} [{where}], "
+                               f"and the plugin's calls on it fail: {calls}"))  # fmt: skip
+    return out
 
 
 def skeleton_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
