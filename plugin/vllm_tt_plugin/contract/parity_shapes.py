@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_rules import FAILING, Finding
+from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding
 from vllm_tt_plugin.contract.source import FoundMethod
 from vllm_tt_plugin.contract.source_ast import _elided
 from vllm_tt_plugin.contract.source_imports import skeleton_format
@@ -89,12 +89,12 @@ def result_shape(source: Any, method: str, found: FoundMethod) -> str:
 
 def with_result(finding: Finding, why: str) -> Finding:
     """``finding`` made ``broken`` by ``why`` (the result the plugin cannot use); a failure
-    already found keeps its status, with ``why`` added."""
+    at least as severe keeps its status, with ``why`` added."""
     if not why:
         return finding
-    status = finding.status if finding.status in FAILING else "broken"
+    worse = SEVERITY.index(finding.status) <= SEVERITY.index("broken")
     detail = f"{finding.detail}; {why}" if finding.status in FAILING else why
-    return dataclasses.replace(finding, status=status, detail=detail)
+    return dataclasses.replace(finding, status=finding.status if worse else "broken", detail=detail)
 
 
 def read_only_writes(source: Any, target: str) -> list[str]:

@@ -54,7 +54,12 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
-from vllm_tt_plugin.contract.source_imports import IMPORTS_KEPT, module_exists
+from vllm_tt_plugin.contract.source_imports import (
+    IMPORTS_KEPT,
+    NOT_PY310,
+    module_exists,
+    newer_syntax,
+)
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.utils.checkout import git_output
@@ -581,6 +586,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         lines += ["", *imports]
     for block in rest:
         lines += ["", "", *block] if len(block) > 1 else ["", *block]
+    newer = newer_syntax(source)
+    if newer:  # the statement is not kept: what the checker reports of it is
+        lines += ["", f"{NOT_PY310} {newer}"]
     text = "\n".join(lines) + "\n"
     ast.parse(text)  # a skeleton is Python the checker reads
     return text

@@ -40,6 +40,7 @@ _PROVENANCE = re.compile(r"^# tenstorrent/tt-metal \S+ @ [0-9a-f]{40}$", re.MULT
 # every tt-metal module the kept modules import.
 IMPORTS_KEPT = "# skeleton format 2: returns, yields and imported tt-metal modules kept"
 HOST_PYTHON = (3, 10)
+NOT_PY310 = "# not Python 3.10 syntax:"
 # Standard-library names added after Python 3.10 ("What's New in Python 3.11/3.12/3.13"):
 # module -> names (None: the whole module is new).
 NEWER_STDLIB: dict[str, frozenset[str] | None] = {
@@ -77,7 +78,11 @@ class ImportFailure:
 
 
 def newer_syntax(text: str) -> str:
-    """Why ``text`` does not compile on the host's Python 3.10 ("" when it does)."""
+    """Why ``text`` does not compile on the host's Python 3.10 ("" when it does; a skeleton
+    records it as a ``NOT_PY310`` comment line, since it keeps no statement bodies)."""
+    for line in text.splitlines():
+        if line.startswith(NOT_PY310):
+            return line[len(NOT_PY310) :].strip()
     try:
         ast.parse(text, feature_version=HOST_PYTHON)
     except SyntaxError as exc:
