@@ -40,6 +40,7 @@ STAR = "from models.demo.tt.impl import *\n"
 CLASS = "class DemoForCausalLM:"
 NO_RETURN = (DECODE, DECODE.replace("return sampling_params", "self.x = sampling_params"))
 BASE_CLASS = "class Base:\n    pass\n"
+FUNCTION = DECODE.replace("    def decode_forward", "def _decode").replace("\n    ", "\n")
 
 # name -> (files, {method: status}, a fragment of that finding's reason)
 REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
@@ -56,26 +57,35 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     ),
     # A28 / A28b / A28c: __all__ extended after its assignment: the class is exported.
     "a28_all_plus_equals": (
-        {IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__ += ["DemoForCausalLM"]\n', ADAPTER: STAR},
+        {
+            IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__ += ["DemoForCausalLM"]\n',
+            ADAPTER: STAR,
+        },
         {"decode_forward": "broken"},
         "impl:DemoForCausalLM",
     ),
     "a28b_all_append": (
-        {IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__.append("DemoForCausalLM")\n',
-         ADAPTER: STAR},
+        {
+            IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__.append("DemoForCausalLM")\n',
+            ADAPTER: STAR,
+        },
         {"decode_forward": "broken"},
         "impl:DemoForCausalLM",
     ),
     "a28c_all_extend": (
-        {IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__.extend(["DemoForCausalLM"])\n',
-         ADAPTER: STAR},
+        {
+            IMPL: '__all__ = ["X"]\nX = 1\n' + BAD + '__all__.extend(["DemoForCausalLM"])\n',
+            ADAPTER: STAR,
+        },
         {"decode_forward": "broken"},
         "impl:DemoForCausalLM",
     ),
     # __all__ changed by code the checker does not evaluate: which names `*` binds is unknown.
     "a28d_all_computed": (
-        {IMPL: '__all__ = ["DemoForCausalLM"]\n' + BASE + "__all__ += sorted(globals())\n",
-         ADAPTER: STAR},
+        {
+            IMPL: '__all__ = ["DemoForCausalLM"]\n' + BASE + "__all__ += sorted(globals())\n",
+            ADAPTER: STAR,
+        },
         {"(source)": "unresolved"},
         "not evaluate",
     ),
@@ -86,33 +96,40 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
         "'DemoTraced'",
     ),
     # G06: a class-body alias of a module function defined below the class: NameError.
+    # (source_import's rule, wt-45h: a name used where nothing has bound it yet.)
     "g06_alias_below": (
-        {ADAPTER: edit(BASE, (DECODE, "    decode_forward = _decode\n"))
-         + "\n\n" + DECODE.replace("    def decode_forward", "def _decode").replace("\n    ", "\n")},
+        {ADAPTER: edit(BASE, (DECODE, "    decode_forward = _decode\n")) + "\n\n" + FUNCTION},
         {"(source)": "broken"},
-        "alias _decode is bound only below",
+        "_decode is not defined there (a NameError on import)",
     ),
     # G07: the base imported below the class (`# noqa: E402`): NameError.
     "g07_base_below": (
-        {BASE_MOD: BASE_CLASS,
-         ADAPTER: edit(BASE, (CLASS, "class DemoForCausalLM(Base):"))
-         + "\nfrom models.demo.tt.base import Base  # noqa: E402\n"},
+        {
+            BASE_MOD: BASE_CLASS,
+            ADAPTER: edit(BASE, (CLASS, "class DemoForCausalLM(Base):"))
+            + "\nfrom models.demo.tt.base import Base  # a late import\n",
+        },
         {"(source)": "broken"},
-        "base Base is bound only below",
+        "Base is not defined there (a NameError on import)",
     ),
     # Z7: a dotted base through a submodule nothing imported: AttributeError.
     "z7_dotted_unimported": (
-        {"models/demo/tt/helpers.py": "X = 1\n", BASE_MOD: BASE_CLASS,
-         ADAPTER: "import models.demo.tt.helpers\n"
-         + edit(BASE, (CLASS, "class DemoForCausalLM(models.demo.tt.base.Base):"))},
+        {
+            "models/demo/tt/helpers.py": "X = 1\n",
+            BASE_MOD: BASE_CLASS,
+            ADAPTER: "import models.demo.tt.helpers\n"
+            + edit(BASE, (CLASS, "class DemoForCausalLM(models.demo.tt.base.Base):")),
+        },
         {"(source)": "broken"},
         "has no attribute 'base'",
     ),
     # A50: a relative import past the top-level package: ImportError.
     "a50_beyond_top": (
-        {"common/base.py": BASE_CLASS,
-         ADAPTER: "from .....common.base import Base\n"
-         + edit(BASE, (CLASS, "class DemoForCausalLM(Base):"))},
+        {
+            "common/base.py": BASE_CLASS,
+            ADAPTER: "from .....common.base import Base\n"
+            + edit(BASE, (CLASS, "class DemoForCausalLM(Base):")),
+        },
         {"(source)": "broken"},
         "beyond the top-level package",
     ),
@@ -140,52 +157,69 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     ),
     # T02: a callable attribute that is None until a warm-up (optional) sets it.
     "t02_none_until_warmup": (
-        {ADAPTER: edit(
-            BASE,
-            ("        self.generator = generator\n",
-             "        self.generator = generator\n        self._step = None\n"),
-            ("    def decode_forward(self, tokens, start_pos, page_table, kv_cache, *,",
-             "    def warmup_model_decode(self, kv_cache, enable_trace, **kwargs):\n"
-             "        self._step = self.generator\n\n"
-             "    def decode_forward(self, tokens, start_pos, page_table, kv_cache, *,"),
-            (DECODE.split("\n")[1] + "\n", "        return self._step(sampling_params)\n"),
-        )},
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    "        self.generator = generator\n",
+                    "        self.generator = generator\n        self._step = None\n",
+                ),
+                (
+                    "    def decode_forward(self, tokens, start_pos, page_table, kv_cache, *,",
+                    "    def warmup_model_decode(self, kv_cache, enable_trace, **kwargs):\n"
+                    "        self._step = self.generator\n\n"
+                    "    def decode_forward(self, tokens, start_pos, page_table, kv_cache, *,",
+                ),
+                (DECODE.split("\n")[1] + "\n", "        return self._step(sampling_params)\n"),
+            )
+        },
         {"decode_forward": "unresolved"},
         "only set in __init__ (to None), warmup_model_decode",
     ),
     # T04: the plugin writes already_warmed_up_prefill: a read-only property fails.
     "t04_read_only_property": (
-        {ADAPTER: BASE + "\n    @property\n    def already_warmed_up_prefill(self):\n"
-         "        return False\n"},
+        {
+            ADAPTER: BASE + "\n    @property\n    def already_warmed_up_prefill(self):\n"
+            "        return False\n"
+        },
         {"already_warmed_up_prefill": "broken"},
         "property without a setter",
     ),
     # T05: get_kv_cache_spec is called on the class: a plain def takes vllm_config as self.
     "t05_kv_spec_plain_def": (
-        {ADAPTER: BASE + "\n    def get_kv_cache_spec(self, vllm_config):\n        return {}\n"
-         "\n    def allocate_kv_cache_per_layer(self, per_layer_specs):\n        return {}\n"},
+        {
+            ADAPTER: BASE + "\n    def get_kv_cache_spec(self, vllm_config):\n        return {}\n"
+            "\n    def allocate_kv_cache_per_layer(self, per_layer_specs):\n        return {}\n"
+        },
         {"get_kv_cache_spec": "broken"},
         "not a classmethod/staticmethod",
     ),
     # A34: `override` from a local shim (its 3.10 fallback changes the call): not trusted.
     "a34_local_override": (
-        {"models/demo/tt/compat.py": "def override(fn):\n    return fn\n",
-         ADAPTER: "from models.demo.tt.compat import override\n"
-         + edit(BASE, (DECODE, "    @override\n" + DECODE))},
+        {
+            "models/demo/tt/compat.py": "def override(fn):\n    return fn\n",
+            ADAPTER: "from models.demo.tt.compat import override\n"
+            + edit(BASE, (DECODE, "    @override\n" + DECODE)),
+        },
         {"decode_forward": "unresolved"},
         "decorated with @override",
     ),
     # typing.override is 3.12+: a guarded import runs its handler on Python 3.10.
     "a34b_guarded_override": (
-        {ADAPTER: "try:\n    from typing import override\nexcept ImportError:\n"
-         "    def override(fn):\n        return fn\n" + edit(BASE, (DECODE, "    @override\n" + DECODE))},
+        {
+            ADAPTER: "try:\n    from typing import override\nexcept ImportError:\n"
+            "    def override(fn):\n        return fn\n"
+            + edit(BASE, (DECODE, "    @override\n" + DECODE))
+        },
         {"decode_forward": "unresolved"},
         "decorated with @override",
     ),
     "a35_local_no_grad": (
-        {"models/demo/tt/compat.py": "def no_grad():\n    return lambda f: f\n",
-         ADAPTER: "from models.demo.tt.compat import no_grad\n"
-         + edit(BASE, (DECODE, "    @no_grad()\n" + DECODE))},
+        {
+            "models/demo/tt/compat.py": "def no_grad():\n    return lambda f: f\n",
+            ADAPTER: "from models.demo.tt.compat import no_grad\n"
+            + edit(BASE, (DECODE, "    @no_grad()\n" + DECODE)),
+        },
         {"decode_forward": "unresolved"},
         "decorated with @no_grad()",
     ),
@@ -202,18 +236,22 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     ),
     # H02: the served class only under a module-level if / else: each branch checked.
     "h02_class_under_if": (
-        {IMPL2: BAD,
-         ADAPTER: "import os\nif os.environ.get('X') == '1':\n"
-         "    from models.demo.tt.impl_v2 import DemoForCausalLM\nelse:\n"
-         + textwrap.indent(BASE, "    ")},
+        {
+            IMPL2: BAD,
+            ADAPTER: "import os\nif os.environ.get('X') == '1':\n"
+            "    from models.demo.tt.impl_v2 import DemoForCausalLM\nelse:\n"
+            + textwrap.indent(BASE, "    "),
+        },
         {"(source)": "unresolved", "decode_forward": "broken"},
         "inside a module-level `if`",
     ),
     # H03: bound through importlib: a binding the checker does not follow, never "no_class".
     "h03_importlib": (
-        {IMPL: BAD,
-         ADAPTER: "import importlib\n"
-         "DemoForCausalLM = importlib.import_module('models.demo.tt.impl').DemoForCausalLM\n"},
+        {
+            IMPL: BAD,
+            ADAPTER: "import importlib\n"
+            "DemoForCausalLM = importlib.import_module('models.demo.tt.impl').DemoForCausalLM\n",
+        },
         {"(source)": "unresolved"},
         "which the checker does not follow",
     ),
@@ -230,8 +268,7 @@ CONTROLS: dict[str, dict[str, str]] = {
     },
     "p05_all_current": {IMPL: '__all__ = ["DemoForCausalLM", "X"]\nX = 1\n' + BASE, ADAPTER: STAR},
     "g06_alias_above": {
-        ADAPTER: DECODE.replace("    def decode_forward", "def _decode").replace("\n    ", "\n")
-        + "\n\n" + edit(BASE, (DECODE, "    decode_forward = _decode\n"))
+        ADAPTER: FUNCTION + "\n\n" + edit(BASE, (DECODE, "    decode_forward = _decode\n"))
     },
     "g07_base_above": {
         BASE_MOD: BASE_CLASS,

@@ -56,6 +56,7 @@ from vllm_tt_plugin.contract.call_plan import (
     plan_calls,
 )
 from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
+from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -229,7 +230,14 @@ def _walk(
         return
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
-    for fwd in link.forwards if len(path) < _MAX_LINKS else ():
+    forwards = link.forwards
+    if forwards and len(path) >= _MAX_LINKS:  # never "ok" past what was followed
+        out.unresolved.append(
+            f"{describe_chain(path)} hands the call on ({forwards[0].describe()}) past a depth "
+            f"of {_MAX_LINKS} links, deeper than the checker follows [{link.where}]"
+        )
+        forwards = ()
+    for fwd in forwards:
         if fwd.unresolved:
             out.unresolved.append(
                 f"{describe_chain(path)} hands {fwd.describe()} on: {fwd.unresolved} "
@@ -359,6 +367,11 @@ def _reach(
                 continue
             seen.add((nxt.owner, nxt.name))
             queue.append((nxt, [*chain, nxt]))
+    if queue:  # methods left unread: their calls are not checked
+        out.unresolved.append(
+            f"{describe_chain([start])} reaches more than {_MAX_REACHED} methods, "
+            f"more than the checker follows (first not read: {describe_chain(queue[0][1])})"
+        )
 
 
 def _construct(
@@ -456,13 +469,12 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
+    findings = [*import_raises(source, target, archs), *findings]
     writes = [
         Finding(target, archs, WRITTEN[0], "broken", d) for d in read_only_writes(source, target)
     ]
-    return (
-        _unreadable(source, target, archs) + module_findings(source, target, archs) + writes
-        + findings
-    )  # fmt: skip
+    findings = module_findings(source, target, archs) + writes + findings
+    return _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:

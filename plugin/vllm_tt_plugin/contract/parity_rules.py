@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from vllm_tt_plugin.contract.call_plan import PlanFacts
 from vllm_tt_plugin.contract.source import FoundMethod, SignatureSource, find_method
-from vllm_tt_plugin.contract.source_imports import import_failures
+from vllm_tt_plugin.contract.source_loadable import import_failures
 from vllm_tt_plugin.contract.source_module import instance_store
 
 Status = Literal[

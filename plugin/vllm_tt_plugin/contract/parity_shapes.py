@@ -13,7 +13,7 @@ from typing import Any
 from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding
 from vllm_tt_plugin.contract.source import FoundMethod
 from vllm_tt_plugin.contract.source_ast import _elided
-from vllm_tt_plugin.contract.source_imports import skeleton_format
+from vllm_tt_plugin.contract.source_loadable import skeleton_format
 
 # Methods whose return value the plugin uses (adapter/model_adapter.py: the model instance, the
 # KV cache, the logits / tokens, the read-back output, the KV-cache spec, the token budget).

@@ -35,7 +35,7 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
-from vllm_tt_plugin.contract.source_imports import later_star, newer_syntax, trusted_decorator
+from vllm_tt_plugin.contract.source_loadable import later_star, newer_syntax, trusted_decorator
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
     body_mutation,

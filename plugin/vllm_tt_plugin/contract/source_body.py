@@ -25,6 +25,7 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_kwargs import copies, edits, mapping_of
+from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,15 @@ class Body:
     # kwargs["key"] read only on some calls (under a branch, a loop, after an early return):
     # a KeyError only when that path runs, which the checker does not evaluate
     kwargs_maybe_required: tuple[str, ...] = ()
+
+
+# A zero-argument super() in a nested function, lambda or comprehension takes that frame's
+# first argument (or none: RuntimeError), not the method's instance.
+NESTED_SUPER = (
+    "super() without arguments inside a nested function, lambda or comprehension, or in a "
+    "staticmethod or a module-level def (at run time RuntimeError: super(): no arguments / "
+    "__class__ cell not found, or it binds that function's first argument)"
+)
 
 
 def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
@@ -319,8 +329,12 @@ def forwards_of(
     edited = edits(fn, kw_names)
     dropped, added = edited.dropped, edited.added
     run = always_run(fn)
+    live = live_nodes(fn)  # a forward in code that cannot run hands nothing on
+    nested = own_frame_nodes(fn)
     found: list[Forward] = []
     for node in ast.walk(fn):
+        if id(node) not in live:
+            continue
         if not isinstance(node, ast.Call) or not _carries(fn, node, vararg, kw_names):
             continue
         rest: list[ast.expr] = list(node.args)
@@ -368,6 +382,8 @@ def forwards_of(
         if target is None:
             continue
         how, method, cls_expr = target
+        if how == "super" and cls_expr is None and id(node) in nested:
+            unresolved = unresolved or NESTED_SUPER
         after = None
         if cls_expr is not None:
             after = resolve(cls_expr)
@@ -491,7 +507,9 @@ def body_of(
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     kw_names = copies(fn, kwarg) if kwarg else set()
-    nodes = _walk_body(fn, me)
+    live = live_nodes(fn)  # reads and calls in code that cannot run do not count
+    nodes = [n for n in _walk_body(fn, me) if id(n) in live]
+    nested = own_frame_nodes(fn)
     aliases = _aliases(fn, me)
     parents = parents_of(fn)
     run = always_run(fn)
@@ -577,6 +595,9 @@ def body_of(
                 if target is None:
                     continue
                 how, method, cls_expr = target
+                if how == "super" and cls_expr is None and id(node) in nested:
+                    unresolved.append((node.lineno, f"calls super().{method}(...): {NESTED_SUPER}"))
+                    continue
                 after = None
                 if cls_expr is not None:
                     after = resolve(cls_expr)

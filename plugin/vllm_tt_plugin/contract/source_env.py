@@ -79,6 +79,9 @@ class ParsedModule:
     # outside a try (`import a.b`, `from a.b import c`): what the import needs to exist.
     module_imports: list[tuple[int, str, bool]] = field(default_factory=list)
     all_doubt: int = 0  # line where code the checker does not evaluate changes __all__
+    # name -> [(line, why)]: bound under a condition (``source_import.conditional_bindings``)
+    conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    raises: list[Any] = field(default_factory=list)  # source_import.ImportRaise, in order
 
 
 class EnvFacts(abc.ABC):

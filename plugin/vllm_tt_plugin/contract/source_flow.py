@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import ast
 
+from vllm_tt_plugin.contract.source_live import live_nodes
+
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
              ast.AsyncWith)  # fmt: skip
 # Callees that take a value without using its content (a log line, a count, a type test).
 _INERT = {"print", "len", "str", "repr", "format", "isinstance", "bool", "type", "id", "hash",
           "debug", "info", "warning", "warn", "error", "exception", "critical", "log"}  # fmt: skip
-_MAX_HOPS = 4
+# Past this many hops (nested expressions, local copies) a value counts as used; local copies
+# are each followed once (``seen``), so the walk is linear in the body.
+_MAX_HOPS = 200
 # Expressions whose value carries an operand's (a use of theirs is a use of it).
 _CARRIERS = (ast.BinOp, ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred,
              ast.FormattedValue, ast.JoinedStr)  # fmt: skip
@@ -165,7 +169,10 @@ def parents_of(fn: Fn) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
 
 
-def _name_used(fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int) -> bool:
+def _name_used(
+    fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int,
+    seen: set[tuple[str, int]] | None = None,
+) -> bool:  # fmt: skip
     """A local bound at line ``after`` is used: a later load of it (before a body-level
     rebinding) whose value is used."""
     kill = min(
@@ -175,14 +182,20 @@ def _name_used(fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops:
         ),
         default=None,
     )  # fmt: skip
+    seen = set() if seen is None else seen
+    if (name, after) in seen:
+        return False  # this binding is being (or was) followed already
+    seen.add((name, after))
+    live = live_nodes(fn)  # a use in code that cannot run is no use
     for node in ast.walk(fn):
         if (
             isinstance(node, ast.Name)
+            and id(node) in live
             and node.id == name
             and isinstance(node.ctx, ast.Load)
             and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
             and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
-            and value_used(fn, node, parents, hops + 1)
+            and value_used(fn, node, parents, hops + 1, seen)
         ):
             return True
     return elided(fn)  # a skeleton's `(...)` arguments may use it
@@ -201,7 +214,10 @@ def _is_mapping(fn: Fn, node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and kwarg is not None and node.id == kwarg.arg
 
 
-def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0) -> bool:
+def value_used(
+    fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0,
+    seen: set[tuple[str, int]] | None = None,
+) -> bool:  # fmt: skip
     """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
     log line, ``len``, a type test), a return, a local that is used, an attribute of the
     instance (``stored_attribute`` says which), an operand of an expression that is used.
@@ -231,27 +247,27 @@ def value_used(fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         return name not in _INERT
     if isinstance(parent, ast.keyword):
-        return value_used(fn, parent, parents, hops + 1)
+        return value_used(fn, parent, parents, hops + 1, seen)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         for t in targets:
-            if isinstance(t, ast.Name) and _name_used(fn, t.id, parent.lineno, parents, hops):
+            if isinstance(t, ast.Name) and _name_used(fn, t.id, parent.lineno, parents, hops, seen):
                 return True
             if not isinstance(t, ast.Name):
                 return True  # an attribute or item: stored (see stored_attribute)
         return False
     if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
-        return value_used(fn, parent, parents, hops + 1)
+        return value_used(fn, parent, parents, hops + 1, seen)
     if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
-        return value_used(fn, parent, parents, hops + 1)
+        return value_used(fn, parent, parents, hops + 1, seen)
     if isinstance(parent, _CARRIERS):
-        return value_used(fn, parent, parents, hops + 1)
+        return value_used(fn, parent, parents, hops + 1, seen)
     if isinstance(parent, ast.comprehension) and node is parent.iter:
         if _is_mapping(fn, node):
             return False  # over the mapping: its keys (values are read by name elsewhere)
         # A value taken from it: its items reach the comprehension's result.
         comp = parents.get(id(parent))
-        return comp is None or value_used(fn, comp, parents, hops + 1)
+        return comp is None or value_used(fn, comp, parents, hops + 1, seen)
     return True
 
 

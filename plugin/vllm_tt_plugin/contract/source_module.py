@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
+from vllm_tt_plugin.contract.source_live import NO_CLASS_CELL
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -76,8 +78,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
     """The module-level names of ``tree``, each as its last binding leaves it."""
     package = module if is_package else module.rpartition(".")[0]
     parsed = ParsedModule(module, path, is_package, {}, {}, {}, tree=tree)
-    # `try: from a import X / except ImportError: X = object`: the import that works is
-    # the one a checkout's tree has, so the try branch is read (the handlers are not).
+    # `try: from a import X / except ImportError: X = object`: the try branch is read as the
+    # binding; a handler binding the name too makes it conditional (`source_import`).
     statements: list[tuple[ast.stmt, bool]] = []
     for node in tree.body:
         if isinstance(node, ast.Try):
@@ -141,6 +143,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 if isinstance(t, ast.Name):
                     bind(t.id, node.lineno, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            setattr(node, NO_CLASS_CELL, True)  # a class body may bind it: super() fails there
             bind(node.name, node.lineno, node)
             if isinstance(node, ast.FunctionDef):
                 parsed.functions[node.name] = node
@@ -165,6 +168,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
             stack.extend(ast.iter_child_nodes(n))
+    parsed.conditional = conditional_bindings(tree)
+    parsed.raises = import_time_raises(tree)
     _exports(parsed, [node for node, _ in statements])
     return parsed
 

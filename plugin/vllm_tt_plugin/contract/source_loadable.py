@@ -6,11 +6,10 @@ fails (or binds something else) at import time, read from the modules the checke
   ``.extend``: ``source_module``); a name ``__all__`` lists that the module never binds is an
   AttributeError at ``import *`` (P05); an ``__all__`` changed by code the checker does not
   evaluate leaves what ``import *`` binds unknown (unresolved).
-- A base, a class-body alias or a decorator naming something bound only *below* the class
-  statement is a NameError (G06, G07); a dotted base ``pkg.sub.Class`` whose submodule nothing
-  imported is an AttributeError (Z7); ``from .....x`` past the top-level package is an
-  ImportError (A50); a module-level import of a ``models.*`` module the checkout lacks is a
-  ModuleNotFoundError (P06).
+- A dotted base ``pkg.sub.Class`` whose submodule nothing imported is an AttributeError (Z7;
+  a name used before it is bound, G06 / G07, is ``source_import``'s); ``from .....x`` past the
+  top-level package is an ImportError (A50); a module-level import of a ``models.*`` module the
+  checkout lacks is a ModuleNotFoundError (P06).
 - tt-metal's host Python is 3.10 (docs/TT_HOST.md): a module using 3.11+ syntax does not
   compile there, and a module-level import of a 3.11+ standard-library name fails (A38).
 
@@ -24,7 +23,6 @@ says nothing and is not checked: each was written from a checkout the checker ha
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -218,69 +216,16 @@ def _missing_modules(reader: Any, module: ParsedModule, rel: str) -> Iterator[Im
             ))  # fmt: skip
 
 
-def bound_before(module: ParsedModule, name: str, line: int) -> bool | None:
-    """``name`` is bound at module level before ``line`` (None: cannot say: a star import or a
-    binding inside an ``if`` / loop / ``try`` before it)."""
-    if any(at < line for at, _ in module.timeline.get(name, [])):
-        return True
-    if any(at < line for at, _ in module.star_lines) or module.nested.get(name, line) < line:
-        return None
-    if name not in module.timeline:  # bound nowhere, or only inside a compound statement
-        return None
-    return False
-
-
-def _body_names(stmts: list[ast.stmt]) -> set[str]:
-    names: set[str] = set()
-    for stmt in stmts:
-        for n in ast.walk(stmt):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(n.name)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.add(n.id)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                names |= {a.asname or a.name.split(".")[0] for a in n.names}
-    return names
-
-
 def _premature(reader: Any, target: str) -> list[ImportFailure]:
-    """Names the class statements along the MRO use before their module binds them, and
-    dotted bases through a submodule nothing imported."""
-    out: list[ImportFailure] = []
-    for cls in reader.mro(target):
-        found = reader.resolve_class(cls)
-        if found is None:
-            continue
-        module, node = found
-        rel = _rel(reader, module)
-        used: list[tuple[str, int, str]] = [
-            (b.id, node.lineno, f"class {node.name}'s base") for b in node.bases
-            if isinstance(b, ast.Name)
-        ]  # fmt: skip
-        for i, stmt in enumerate(node.body):
-            earlier = _body_names(node.body[:i])
-            value = stmt.value if isinstance(stmt, ast.Assign) else None
-            if isinstance(value, ast.Name) and value.id not in earlier:
-                used.append((stmt.value.id, stmt.lineno, f"{node.name}'s class-body alias"))
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                heads = [d.func if isinstance(d, ast.Call) else d for d in stmt.decorator_list]
-                used += [
-                    (d.id, stmt.lineno, f"the decorator of {node.name}.{stmt.name}")
-                    for d in heads if isinstance(d, ast.Name) and d.id not in earlier
-                ]  # fmt: skip
-        for name, line, what in used:
-            if hasattr(builtins, name) or bound_before(module, name, node.lineno) is not False:
-                continue
-            first = module.timeline[name][0][0]
-            out.append(ImportFailure("broken", (
-                f"{rel}:{line}: {what} {name} is bound only below the class statement (line "
-                f"{first}): a NameError on import"
-            )))  # fmt: skip
-        for base in node.bases:
-            failure = _dotted_base(reader, module, node, base, rel)
-            if failure is not None:
-                out.append(failure)
-    return out
+    """Dotted bases along the MRO through a submodule nothing imported (a name used before it
+    is bound, G06 / G07, is ``source_import.import_time_raises``)."""
+    classes = [found for found in map(reader.resolve_class, reader.mro(target)) if found]
+    failing = (
+        _dotted_base(reader, module, node, base, _rel(reader, module))
+        for module, node in classes
+        for base in node.bases
+    )
+    return [f for f in failing if f is not None]
 
 
 def _dotted_base(
