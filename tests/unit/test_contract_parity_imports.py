@@ -102,7 +102,7 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
         {"(source)": "broken"},
         "_decode is not defined there (a NameError on import)",
     ),
-    # G07: the base imported below the class (`# noqa: E402`): NameError.
+    # G07: the base imported below the class (a late import, E402 silenced): NameError.
     "g07_base_below": (
         {
             BASE_MOD: BASE_CLASS,
