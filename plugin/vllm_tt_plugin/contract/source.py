@@ -35,7 +35,7 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
-from vllm_tt_plugin.contract.source_loadable import later_star, newer_syntax, trusted_decorator
+from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
     body_mutation,
@@ -230,9 +230,7 @@ class CheckoutReader(EnvFacts):
             msg = getattr(exc, "msg", None) or str(exc)
             self.unreadable[module] = f"{rel}:{line}: does not parse: {msg} (the import fails)"
             return None
-        parsed = parse_module(module, path, is_package, tree)
-        parsed.py310 = newer_syntax(text)  # tt-metal's host Python is 3.10
-        return parsed
+        return parse_module(module, path, is_package, tree)
 
     def attribute_shape(self, target: str, name: str) -> str:
         for cls in self.mro(target):
@@ -500,7 +498,7 @@ class CheckoutReader(EnvFacts):
             ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)
         ]
         unresolved = (
-            f"decorated with @{', @'.join(others)}: the signature Python calls may differ"
+            f"decorated with @{', @'.join(others)} (not trusted): the signature may differ"
             if others
             else ""
         )

@@ -72,7 +72,7 @@ class ParsedModule:
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
     star_lines: list[tuple[int, str]] = field(default_factory=list)  # `from m import *`: (line, m)
-    py310: str = ""  # why the module does not compile on Python 3.10 ("": it does)
+    py310: str | None = None  # why it does not compile on Python 3.10 ("": it does; None: unread)
     guarded: set[str] = field(default_factory=set)  # imported in a `try` an except may rebind
     tree: ast.Module | None = None  # the module as parsed
     # (line, absolute module, level beyond the top-level package) of each module-level import

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.source_module import decode_source
 
 TT_METAL_PACKAGE = "models."
 # A skeleton file's header records where it comes from (hand-written and tool-written alike).
@@ -145,6 +146,12 @@ def import_failures(reader: Any, target: str) -> list[ImportFailure]:
 
 
 def _syntax_and_stdlib(module: ParsedModule, rel: str) -> Iterator[ImportFailure]:
+    if module.py310 is None:  # read once, as the import decodes it (the file parsed already)
+        try:
+            text = decode_source(module.path.read_bytes(), rel)
+        except (OSError, ValueError):
+            text = ""
+        module.py310 = newer_syntax(text)
     if module.py310:
         yield ImportFailure(
             "broken", f"{rel}: {module.py310}: not Python 3.10 syntax (tt-metal's host Python): "
