@@ -24,7 +24,9 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
   would not import from this checkout either); also a ``self.m(...)`` not found where a base from
-  outside tt-metal (not vLLM's interface mixins) may define it;
+  outside tt-metal (not vLLM's interface mixins) may define it; and a name a class body or
+  module binds other than by a plain ``def`` / assignment (``source_shape``: a metaclass,
+  ``exec``, attribute hooks, ``del``, tuple targets...), whose object Python keeps is not read;
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
@@ -394,6 +396,13 @@ def _construct(
             f"(*x / **x) [{where}]"
         )
         return
+    left: list[str] = getattr(source, "abstract_left", lambda t: [])(target)
+    if left:  # abc refuses to build a class with abstract methods left
+        out.errors.append(
+            f"{describe_chain(chain)} builds cls(...), but {class_label(target)} leaves the "
+            f"abstract method(s) {', '.join(left)} unimplemented (TypeError) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}
@@ -411,6 +420,7 @@ def _construct(
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
     out.missing += inner.missing
     out.abstract += inner.abstract
+    out.unresolved += inner.unresolved  # an __init__ the checker cannot read: never "ok"
 
 
 def check_target(

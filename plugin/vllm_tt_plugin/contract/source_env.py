@@ -82,6 +82,9 @@ class ParsedModule:
     # name -> [(line, why)]: bound under a condition (``source_import.conditional_bindings``)
     conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     raises: list[Any] = field(default_factory=list)  # source_import.ImportRaise, in order
+    dynamic: Any = None  # source_shape.Doubt: module code that may bind anything (exec, ...)
+    # NAME passed to a module-level call: (line, the callee as written)
+    handed: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class EnvFacts(abc.ABC):

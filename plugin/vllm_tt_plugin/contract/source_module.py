@@ -13,6 +13,7 @@ from typing import Any
 from vllm_tt_plugin.contract.source_env import ParsedModule
 from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
 from vllm_tt_plugin.contract.source_live import NO_CLASS_CELL
+from vllm_tt_plugin.contract.source_shape import class_doubt, handed_names, module_doubt
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -170,6 +171,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             stack.extend(ast.iter_child_nodes(n))
     parsed.conditional = conditional_bindings(tree)
     parsed.raises = import_time_raises(tree)
+    parsed.dynamic = module_doubt(tree)
+    parsed.handed = handed_names(tree)
     _exports(parsed, [node for node, _ in statements])
     return parsed
 
@@ -321,6 +324,22 @@ def class_binding_doubt(
                         f"{name} is bound inside a class-level `{kind}` (line {stmt.lineno}): "
                         "which binding Python keeps is not evaluated"
                     )
+    shape = class_doubt(node, name) or module.dynamic  # not a plain def / assignment
+    if shape is not None:
+        return shape.line, shape.why
+    if node.name in module.handed and module.classes.get(node.name) is node:
+        line, callee = module.handed[node.name]
+        return line, (
+            f"{node.name} is handed to {callee}(...) in module code (line {line}): what that "
+            "call does to the class is not evaluated"
+        )
+    known = {node.name, *module.classes, *module.imports, *module.functions}
+    for (obj, attr), line in module.stored.items():  # `C = Cls; C.m = f`, a loop variable
+        if attr in (name, "*") and obj not in known:
+            return line, (
+                f"{obj}.{attr} is assigned at module level (line {line}) and {obj} may be "
+                f"{node.name}: the object Python calls is not evaluated"
+            )
     for key in ((node.name, name), (node.name, "*")):
         if key in module.stored and module.classes.get(node.name) is node:
             return module.stored[key], (
