@@ -291,7 +291,9 @@ def _loaded(reader: Any, module: ParsedModule, line: int) -> set[str]:
 
 
 # Decorators that leave the signature Python calls as written, each trusted only when it
-# resolves to this library object: (module, name, called with no arguments).
+# resolves to this library object: (module, name, called with no arguments). torch's wrapper
+# calls func(*args, **kwargs) in the context (pytorch/pytorch torch/utils/_contextlib.py @
+# 78c267385f7b75b0e8f9d82d8fc691ee4d34bf72, context_decorator).
 SIGNATURE_PRESERVING = {
     ("typing", "override", False), ("typing_extensions", "override", False),
     ("typing", "final", False), ("typing_extensions", "final", False),
