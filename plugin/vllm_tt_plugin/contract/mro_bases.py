@@ -16,7 +16,7 @@ import ast
 import builtins
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 _Found = TypeVar("_Found")
 OPAQUE = "?"  # prefix of an MRO entry the checker cannot read
@@ -83,6 +83,15 @@ def entry_method(
     if entry == OBJECT and method == "__init__":
         return found_method(entry, method, inspect.Signature(), "object.__init__")
     return None
+
+
+def unplanned(maybe: Any, lone: str) -> tuple[Literal["unresolved", "absent"], str] | None:
+    """The finding of a method the plugin does not plan for the class's facts: one an opaque
+    base may define (``maybe``) is unresolved, since the plugin would call it; a read-back hook
+    without its pair (``lone``) is absent."""
+    if maybe is not None and not known(maybe):
+        return "unresolved", f"{maybe.unresolved}: the plugin calls it where defined"
+    return ("absent", lone) if lone else None
 
 
 def hidden_fact(reader: Any, target: str, name: str) -> str:

@@ -12,13 +12,17 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from vllm_tt_plugin.contract.parity_shapes import RESULT_USED
+
 _PROTOCOLS = ("typing:Protocol", "typing_extensions:Protocol")
-# The methods whose return value the plugin uses.
-RESULT_USED = frozenset({
-    "initialize_vllm_model", "get_max_tokens_all_users", "get_kv_cache_spec",
-    "allocate_kv_cache", "allocate_kv_cache_per_layer", "prefill_forward", "decode_forward",
-    "read_decode_output", "process_decode_output_host",
-})  # fmt: skip
+
+
+def stub_errors(reader: Any, method: str, ends: list[Any]) -> list[str]:
+    """The errors of the methods a call ends in (``FoundMethod``s) that are Protocol stubs."""
+    if method not in RESULT_USED:  # warm-ups and release hooks: nothing the plugin reads
+        return []
+    places = dict.fromkeys((m.owner, m.where) for m in ends)
+    return [why for owner, where in places if (why := protocol_stub(reader, owner, method, where))]
 
 
 def protocol_stub(reader: Any, owner: str, name: str, where: str) -> str:
