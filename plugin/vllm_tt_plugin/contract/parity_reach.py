@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
 
 
@@ -237,9 +238,8 @@ def lone_read_back_hook(source: Any, target: str, method: str) -> str:
     if method not in _READ_BACK or not source.complete:
         return ""
     other = _READ_BACK[1 - _READ_BACK.index(method)]
-    if (
-        find_method(source, target, method) is not None
-        or find_method(source, target, other) is None
+    if find_method(source, target, method) is not None or not known(
+        find_method(source, target, other)
     ):
         return ""
     return (

@@ -31,6 +31,8 @@ from pathlib import Path
 from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.parity_shapes import result_kind
+from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
+from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
@@ -91,7 +93,8 @@ class Written:
 
 
 _CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
-          "rstrip", "casefold", "startswith", "endswith", "isdigit"}  # fmt: skip
+          "rstrip", "casefold", "startswith", "endswith", "isdigit",
+          "MappingProxyType"}  # fmt: skip
 
 
 def _simple(expr: ast.expr) -> bool:
@@ -126,6 +129,10 @@ def _fact(expr: ast.expr | None) -> str:
         items = [f"{ast.unparse(k)}: {_fact(v)}"
                  for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
         return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == (
+        "MappingProxyType"
+    ):  # a read-only view the plugin refuses: kept around its entries
+        return f"{ast.unparse(expr.func)}({', '.join(_fact(a) for a in expr.args)})"
     return "unevaluated()"
 
 
@@ -571,7 +578,9 @@ def _class(
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored, keep)
+            lines = skeleton_body(
+                node, item, with_returns(item, _function(item, "    ", stored, keep))
+            )
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
