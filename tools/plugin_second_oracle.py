@@ -16,10 +16,12 @@ The unit suite is the first oracle. A mutant it lets through is either claimed e
    engine processes run the mutant. A preflight checks, with the same environment, that the
    target module imports from the mutated tree and sees the mutant as active;
 3. the run is judged like a model-side mutant (tools/run_mutants.py):
-   - killed: a check that passes in the baseline fails, or the gate found a regression (exit 1);
+   - killed: a check that passes in the baseline fails, or the gate found a regression (exit 1
+     and its "REGRESSION (n found)" line in the log: the record keeps that evidence);
    - not killed: the suite and the gate passed;
    - unjudged: no report (the server never came up), or the run ended without a verdict (the
-     gate refusing its input, a suite timeout). Never a kill.
+     gate refusing its input, a suite timeout, exit 1 with no gate regression line). Never a
+     kill.
 
 A mutant claimed equivalent that this oracle kills is a wrong claim: the run says so and exits 1
 (remove the claim and add the unit test that kills it). Exit 2 when a mutant stayed unjudged,
@@ -50,7 +52,7 @@ from run_emu_conformance import DEVICE  # noqa: E402
 from run_mutants import MODEL, failing_checks  # noqa: E402
 
 from tt_conformance.history import run_files  # noqa: E402
-from tt_conformance.second_oracle import ORACLE, SCHEMA  # noqa: E402
+from tt_conformance.second_oracle import GATE_REGRESSION, ORACLE, SCHEMA  # noqa: E402
 
 RECORD = REPO / "reports" / "mutation" / "second-oracle.json"
 SCRATCH = campaign.SCRATCH / "second-oracle"
@@ -129,9 +131,10 @@ def judge(
 
     def verdict(status: str, killed_by: Sequence[str] = (), note: str = "") -> Verdict:
         gate = tuple(gate_lines) if status == "killed" else ()
+        spent = max(round(seconds, 1), 0.1)  # the record holds a positive time
         return Verdict(
             candidate.mutant, candidate.module, candidate.first_oracle, status,
-            tuple(killed_by), gate, rc, round(seconds, 1), note,
+            tuple(killed_by), gate, rc, spent, note,
         )  # fmt: skip
 
     if report is None:
@@ -141,9 +144,13 @@ def judge(
         return verdict("killed", failing)
     if rc == 0:
         return verdict("not killed", note="suite and gate passed")
-    if rc == 1:  # the gate's regression code: an accuracy or gated-figure regression
+    regression = any(GATE_REGRESSION.fullmatch(line) for line in gate_lines)
+    if rc == 1 and regression:  # the gate's regression code: an accuracy or gated-figure one
         return verdict("killed", note="the gate found a regression with no new failing check")
-    return verdict("unjudged", note=f"exit {rc} with no new failing check: the run was not judged")
+    return verdict(
+        "unjudged",
+        note=f"exit {rc} with no new failing check and no gate regression: the run was not judged",
+    )
 
 
 # --- the mutated tree ----------------------------------------------------------------------

@@ -5,9 +5,10 @@ concern of the plugin's decision code, how many mutants the unit tests killed. A
 row is worth as much as the tests behind it; this is the figure that says how much. The file is
 read here and refused, naming the field, when it is malformed or its figures do not add up
 (killed above total, a score that is not killed / (total - equivalent), modules other than the
-targets, counts that are not the listed not-killed mutants, a date in the future, a commit outside
-the repository's history): the pages then say that no campaign is recorded, never a figure of
-their own. A record whose targets or oracles changed since its commit is shown as stale.
+targets, counts that are not the listed not-killed mutants, a not-killed mutant listed twice or
+not named after its module, a date in the future, a commit outside the repository's history):
+the pages then say that no campaign is recorded, never a figure of their own. A record whose
+targets or oracles changed since its commit is shown as stale.
 """
 
 from __future__ import annotations
@@ -22,13 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from tt_conformance import committed
-from tt_conformance.second_oracle import SecondOracleError, load_second_oracle
+from tt_conformance.second_oracle import (
+    Campaign,
+    NotKilled,
+    SecondOracleError,
+    load_second_oracle,
+)
 
 __all__ = [
     "COUNT_FIELDS",
     "MUTATION_CONCERNS",
     "MUTATION_TARGETS",
     "NO_CAMPAIGN",
+    "SECOND_ORACLE",
     "ConcernScore",
     "MutationRecord",
     "MutationRecordError",
@@ -80,6 +87,9 @@ COUNT_FIELDS = ("killed", "survived", "equivalent", "timeout", "unjudged")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 # The driver's verdicts of a mutant the tests let through ("no test": none reaches it).
 _SURVIVING = ("survived", "no test")
+# mutmut's mutant names: the module's dotted path, then the mutated function (``xǁClassǁmethod``
+# for a method) and its number.
+_MUTANT = re.compile(r"[^.\s]+__mutmut_[0-9]+")
 
 
 class MutationRecordError(ValueError):
@@ -119,6 +129,10 @@ class MutationRecord:
     tool: str
     oracle: str
     concerns: tuple[ConcernScore, ...]
+    not_killed: tuple[NotKilled, ...] = ()  # what the second oracle may judge
+
+    def campaign(self) -> Campaign:
+        return Campaign(self.date, self.plugin_commit, self.not_killed)
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
@@ -212,8 +226,8 @@ def parse_mutation_record(data: Any, today: date | None = None) -> MutationRecor
     if absent:
         raise MutationRecordError(f"'concerns' lacks {', '.join(absent)}")
     modules = _check_modules(data, {c.concern: c for c in concerns})
-    _check_not_killed(data, modules)
-    return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns))
+    not_killed = _check_not_killed(data, modules)
+    return MutationRecord(raw_date, commit, tool, oracle, tuple(concerns), not_killed)
 
 
 def _check_modules(
@@ -273,6 +287,10 @@ def _not_killed_status(entry: Any, index: int, modules: Mapping[str, Any]) -> tu
     module = _field(entry, "module", str, where)
     if module not in modules:
         raise MutationRecordError(f"{where}'module' {module!r} has no modules entry")
+    mutant = _field(entry, "mutant", str, where)
+    prefix = "vllm_tt_plugin." + module.removesuffix(".py").replace("/", ".") + "."
+    if not (mutant.startswith(prefix) and _MUTANT.fullmatch(mutant.removeprefix(prefix))):
+        raise MutationRecordError(f"{where}'mutant' {mutant!r} is not a mutant of {module}")
     status = entry.get("status")
     because = entry.get("equivalent_because")
     if because is not None:
@@ -288,14 +306,22 @@ def _not_killed_status(entry: Any, index: int, modules: Mapping[str, Any]) -> tu
     raise MutationRecordError(f"{where}'status' {status!r} is not a not-killed status")
 
 
-def _check_not_killed(data: Mapping[str, Any], modules: Mapping[str, Mapping[str, int]]) -> None:
-    """Every mutant not killed is listed: per module, each count but killed is the number of
-    not_killed entries of that status (a survivor relabelled equivalent, or a list emptied while
-    the counts stay, is caught); each equivalent carries its reason."""
+def _check_not_killed(
+    data: Mapping[str, Any], modules: Mapping[str, Mapping[str, int]]
+) -> tuple[NotKilled, ...]:
+    """Every mutant not killed is listed, once: per module, each count but killed is the number
+    of not_killed entries of that status (a survivor relabelled equivalent, or a list emptied
+    while the counts stay, is caught); each equivalent carries its reason. The entries, with the
+    first oracle's status the second oracle's record must repeat."""
     listed = {module: dict.fromkeys(COUNT_FIELDS[1:], 0) for module in modules}
+    found: dict[str, NotKilled] = {}
     for index, entry in enumerate(_field(data, "not_killed", list, "")):
         module, status = _not_killed_status(entry, index, modules)
         listed[module][status] += 1
+        if entry["mutant"] in found:
+            raise MutationRecordError(f"not_killed[{index}].'mutant' {entry['mutant']!r} twice")
+        first = "equivalent" if status == "equivalent" else str(entry["status"])
+        found[entry["mutant"]] = NotKilled(entry["mutant"], module, first)
     for module, counts in modules.items():
         for key, value in listed[module].items():
             if counts[key] != value:
@@ -303,6 +329,7 @@ def _check_not_killed(data: Mapping[str, Any], modules: Mapping[str, Mapping[str
                     f"module '{module}': '{key}' ({counts[key]}) is not the number of not_killed "
                     f"entries that are {key} ({value})"
                 )
+    return tuple(found.values())
 
 
 def load_mutation_record(path: Path, today: date | None = None) -> MutationRecord | None:
@@ -329,6 +356,7 @@ class PublishedScore:
     stale: tuple[str, ...] = ()
     # The second oracle's line (second-oracle.json beside the record), or why it was refused.
     second_oracle: str | None = None
+    second_oracle_refused: str | None = None  # why, when refused (the matrix then exits 2)
 
 
 NO_CAMPAIGN = PublishedScore()
@@ -366,13 +394,22 @@ def published_score(
     files += sorted({test for _, _, tests in MUTATION_TARGETS for test in tests})
     changed = committed.changed_since(record.plugin_commit, files, root)
     stale = ("(git cannot tell)",) if changed is None else changed
-    return PublishedScore(record, stale=stale, second_oracle=_second_oracle(path, record, today))
+    line, refused = _second_oracle(path.with_name(SECOND_ORACLE), record, today, committed_only)
+    return PublishedScore(record, stale=stale, second_oracle=line, second_oracle_refused=refused)
 
 
-def _second_oracle(path: Path, record: MutationRecord, today: date | None) -> str | None:
-    """The second oracle's summary line for the pages; None when it never ran."""
+def _second_oracle(
+    path: Path, record: MutationRecord, today: date | None, committed_only: bool
+) -> tuple[str | None, str | None]:
+    """The second oracle's line for the pages (None when it never ran) and, when its record is
+    refused, why; ``committed_only``: the record must be committed at HEAD, as plugin.json."""
     try:
-        second = load_second_oracle(path.with_name(SECOND_ORACLE), record.plugin_commit, today)
+        if committed_only:
+            committed.head_file(path)
+        second = load_second_oracle(path, record.campaign(), today)
+    except committed.NotCommitted as exc:
+        why = f"{exc} (pass --include-uncommitted)"
+        return f"Second oracle record refused: {why}", why
     except SecondOracleError as exc:
-        return f"Second oracle record refused: {exc}"
-    return second.summary() if second else None
+        return f"Second oracle record refused: {exc}", str(exc)
+    return (second.summary() if second else None), None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import subprocess
 from datetime import date
@@ -93,8 +94,14 @@ def _sum(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return _counts(*(sum(p[key] for p in parts) for key in ("killed", "survived", "equivalent")))
 
 
+_NAMES = itertools.count(1)
+
+
 def _not_killed(module: str, because: str | None, status: str = "survived") -> dict[str, Any]:
-    return {"module": module, "mutant": "m", "status": status, "equivalent_because": because}
+    """A not-killed entry with a mutant name of its module (mutmut's form), never repeated."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    mutant = f"vllm_tt_plugin.{dotted}.x_decide__mutmut_{next(_NAMES)}"
+    return {"module": module, "mutant": mutant, "status": status, "equivalent_because": because}
 
 
 def test_a_consistent_record_is_read_per_concern() -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.tool_modules import load_tool
-from tt_conformance.second_oracle import SecondOracleError, parse_second_oracle
+from tt_conformance.mutation import parse_mutation_record
+from tt_conformance.second_oracle import Campaign, NotKilled, SecondOracleError, parse_second_oracle
 
 oracle = load_tool("plugin_second_oracle")
 
@@ -47,9 +48,21 @@ def test_a_check_failing_that_passes_in_the_baseline_kills(tmp_path: Path, basel
 
 def test_a_gate_regression_without_a_failing_check_kills(tmp_path: Path, baseline: Path) -> None:
     report = write_run(tmp_path / "run.json", {CHECK: "pass", "other": "fail"})
-    gate = ["REGRESSION accuracy: top-1 agreement 0.99 -> 0.91"]
+    gate = ["tt-conformance gate: REGRESSION (1 found)", "- accuracy top1_agreement: 1.0 -> 0.91"]
     verdict = oracle.judge(EQUIVALENT, 1, report, baseline, gate, 150.0)
     assert (verdict.verdict, verdict.gate) == ("killed", tuple(gate))
+
+
+def test_exit_1_without_the_gates_regression_line_is_unjudged(
+    tmp_path: Path, baseline: Path
+) -> None:
+    """rt46b A3: a kill keeps its evidence; exit 1 alone (pytest's failure of a check that also
+    fails in the baseline, the gate saying OK) is not one."""
+    report = write_run(tmp_path / "run.json", {CHECK: "pass", "other": "fail"})
+    ok = ["tt-conformance gate: OK (no regression)"]
+    for lines in ([], ok):
+        verdict = oracle.judge(EQUIVALENT, 1, report, baseline, lines, 0.01)
+        assert (verdict.verdict, verdict.gate, verdict.seconds) == ("unjudged", (), 0.1)
 
 
 def test_a_clean_pass_does_not_kill(tmp_path: Path, baseline: Path) -> None:
@@ -107,8 +120,8 @@ def test_main_exits_1_when_the_suite_kills_a_claimed_equivalent(
     assert oracle.main([candidate.mutant], None, tmp_path, 0, 1.0) == 1
     written = json.loads((tmp_path / "second-oracle.json").read_text())
     assert written["wrong equivalences"] == 1 and written["mutants"][0]["killed_by"] == [CHECK]
-    parsed = parse_second_oracle(written, published["plugin_commit"])
-    assert (parsed.served, parsed.killed, parsed.wrong_equivalences) == (1, 1, 1)
+    parsed = parse_second_oracle(written, parse_mutation_record(published).campaign())
+    assert (parsed.served, parsed.killed, parsed.wrong_equivalences) == (1, 1, (candidate.mutant,))
 
 
 def test_the_record_merges_by_mutant_and_restarts_on_another_commit() -> None:
@@ -129,8 +142,8 @@ def test_the_record_merges_by_mutant_and_restarts_on_another_commit() -> None:
     [
         ({"killed": 1}, "'killed' (1) is not its entries' (0)"),
         ({"plugin_commit": "b" * 40}, "is not the mutation record's"),
-        ({"date": "2999-01-01"}, "in the future"),
-        ({"not_killed_by_unit_tests": 0}, "only 0 not killed"),
+        ({"date": "2999-01-01"}, "is after today"),
+        ({"not_killed_by_unit_tests": 0}, "is not the number of not-killed mutants"),
     ],
 )
 def test_the_record_is_refused_when_it_contradicts_itself(
@@ -139,9 +152,10 @@ def test_the_record_is_refused_when_it_contradicts_itself(
     plugin = {"plugin_commit": COMMIT, "not_killed": [{"mutant": "m", "module": "m",
               "status": "survived", "equivalent_because": "x", "diff": ""}]}  # fmt: skip
     good = oracle.record(None, plugin, [verdict_of("equivalent", "not killed")], "2026-12-01")
-    assert parse_second_oracle(good, COMMIT).not_killed == 1
+    campaign = Campaign("2026-12-01", COMMIT, (NotKilled("m", EQUIVALENT.module, "equivalent"),))
+    assert parse_second_oracle(good, campaign).not_killed == 1
     with pytest.raises(SecondOracleError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        parse_second_oracle({**good, **edit}, COMMIT)
+        parse_second_oracle({**good, **edit}, campaign)
 
 
 # A stand-in of a mutmut 3.8.1 trampolined module (the dispatch of mutation/trampoline.py: the

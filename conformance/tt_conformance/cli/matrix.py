@@ -23,7 +23,8 @@ without --include-baselines, the published rows being baselines), and --site mus
 empty directory or one this command built (its .tt-conformance-site marker); otherwise nothing
 is written and the command says why. --replace overrides both. Exit codes: 0 written, 2 bad
 input (missing directory, malformed or inconsistent report, rows that would disappear, an
-output that is not a matrix this command wrote).
+output that is not a matrix this command wrote; or, pages still written, a mutation record or
+its second oracle's record refused).
 """
 
 from __future__ import annotations
@@ -272,6 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(pages written without it; exit {EXIT_BAD_INPUT})",
             file=sys.stderr,
         )
+    if mutation.second_oracle_refused:
+        print(
+            f"tt-conformance-matrix: error: second oracle record refused: "
+            f"{mutation.second_oracle_refused} (the pages say so; exit {EXIT_BAD_INPUT})",
+            file=sys.stderr,
+        )
     write_matrix(found, generated, out_md, out_html, mutation)
     failing = sum(1 for c in cells if c.status in (STATUS_FAIL, STATUS_ABORTED))
     print(f"matrix: {len(cells)} model x device entries ({failing} failing)")
@@ -282,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"site: {args.site / 'index.html'} ({len(pages['history']) // 2} history pages, "
             f"{(len(pages['compare']) - 1) // 2} comparisons)"
         )
-    return EXIT_BAD_INPUT if mutation.refused else EXIT_OK
+    refused = mutation.refused or mutation.second_oracle_refused
+    return EXIT_BAD_INPUT if refused else EXIT_OK
 
 
 if __name__ == "__main__":
