@@ -5,15 +5,18 @@ reaches, or drop the section. Read like every other stored verdict (rederive.py)
 to what the harness and the report's own figures give:
 
 - cells: each concern is one the situation matrix defines, each label a cell it generates, none
-  twice, at most the concern's ``max_cells``; listed only when the check that serves the
+  twice, at most the concern's ``max_cells``, never an empty list (the collector lists a
+  concern only with cells); listed only when the check that serves the
   concern ran (a skip is allowed only where that check skips *after* serving the matrix:
   isolation's "not exercised" path claim); a check that passed ran every cell (the cells are
   recorded before its verdict), so a passing check of a harness that records them, with none
   listed, is inconsistent; the forward matrix's own figure (``forward_reference_matrix_cells``)
-  is the number of its cells listed;
+  is the number of its cells listed; a concern whose serving check, at a clean harness commit
+  of the history, records no cells has none listed;
 - situations: counts below 2**31 (a run's rows are thousands), names the plugin's spelling,
   never below the part the forward matrix's figures say the server created (the matrix ran
-  inside the run; both are differences of the same monotone counters);
+  inside the run; both are differences of the same monotone counters); null only with the
+  run's "situations not counted" warning (or an aborted run) when those figures count some;
 - the harness's version: a report whose harness commit is a clean commit of this harness's
   history that predates situation_matrix.py (or situations.py) has no cells (no counts).
 
@@ -31,10 +34,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tt_conformance.committed import committed_file, history_commit
 from tt_conformance.report import CheckResult, Report
 from tt_conformance.situation_matrix import CONCERNS, cells
+from tt_conformance.situations import UNCOUNTED
 from tt_conformance.ttmetrics import NOT_EXERCISED
 
 __all__ = ["SERVED_BY", "ServedBy", "coverage_regressions", "record_problems"]
@@ -107,12 +112,13 @@ def _version(report: Report) -> HarnessVersion:
     )
 
 
+@lru_cache(maxsize=1)
 def _generated() -> dict[str, tuple[frozenset[str], int]]:
     return {c.name: (frozenset(cell.label for cell in cells(c)), c.max_cells) for c in CONCERNS}
 
 
 def _short(labels: list[str]) -> str:
-    text = "; ".join(repr(x) for x in labels[:3])
+    text = "; ".join(repr(x[:80]) for x in labels[:3])
     return text + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
 
 
@@ -132,6 +138,15 @@ def _cell_problems(report: Report, version: HarnessVersion) -> list[str]:
             out.append(f"{where}: no such concern in the situation matrix ({sorted(generated)})")
             continue
         known, max_cells = generated[concern]
+        if not labels:
+            # The collector lists a concern only with the cells that ran.
+            out.append(f"{where}: empty (a run lists a concern only with the cells it ran)")
+            continue
+        if version.has_matrix and concern in SERVED_BY and not version.records(concern):
+            out.append(
+                f"{where}: the check serving it at harness commit {version.commit!s:.12} "
+                "records no cells"
+            )
         twice = sorted({x for x in labels if labels.count(x) > 1})
         if twice:
             out.append(f"{where}: listed twice: {_short(twice)}")
@@ -169,7 +184,7 @@ def _served(
 ) -> list[str]:
     """The serving check ran (a passing one: every cell) when cells are listed."""
     served = SERVED_BY.get(concern)
-    if served is None or not labels:
+    if served is None:
         return []
     check = outcomes.get(served.check)
     outcome = None if check is None else check.outcome
@@ -186,9 +201,27 @@ def _served(
     return []
 
 
+def _matrix_situations(report: Report) -> dict[str, float]:
+    """What the run's own figures say the forward matrix created, by situation."""
+    out = {}
+    for name, fig in report.perf.items():
+        situation = name.removeprefix(_MATRIX_SITUATION)
+        if situation != name and fig.stat == "count" and situation in _SITUATION_FIGURES:
+            out[situation] = fig.value
+    return out
+
+
 def _situation_problems(report: Report, version: HarnessVersion) -> list[str]:
-    situations = report.situations
+    situations, figures = report.situations, _matrix_situations(report)
     if situations is None:
+        said = any(w.startswith(UNCOUNTED) for w in report.warnings)
+        if figures and not said and report.aborted is None:
+            # The server publishes them (the figures count them) and nothing says why the
+            # run's own count is missing.
+            return [
+                f"field 'situations': null without the warning {UNCOUNTED!r}, though the "
+                f"run's own figures count situations ({_MATRIX_SITUATION}*)"
+            ]
         return []
     if version.has_situations is False:
         return [
@@ -202,15 +235,12 @@ def _situation_problems(report: Report, version: HarnessVersion) -> list[str]:
             out.append(f"{where}: not a situation name the plugin writes")
         if count >= MAX_COUNT:
             out.append(f"{where}: {count} is past any run's count (< 2**31)")
-    for name, fig in report.perf.items():
-        situation = name.removeprefix(_MATRIX_SITUATION)
-        if situation == name or fig.stat != "count" or situation not in _SITUATION_FIGURES:
-            continue
-        if situations.get(situation, 0) < fig.value:
+    for situation, value in sorted(figures.items()):
+        if situations.get(situation, 0) < value:
             out.append(
                 f"field 'situations.{situation}': {situations.get(situation, 0)} over the run, "
-                f"but the run's own figure {name} says the forward matrix alone created "
-                f"{fig.value:g}"
+                f"but the run's own figure {_MATRIX_SITUATION}{situation} says the forward "
+                f"matrix alone created {value:g}"
             )
     return out
 

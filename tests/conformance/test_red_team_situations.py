@@ -18,6 +18,7 @@ from tt_conformance import committed
 from tt_conformance.cli import gate as gate_cli
 from tt_conformance.gate import compare
 from tt_conformance.history import HistoryError, add_run
+from tt_conformance.matrix import MatrixError, find_reports
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import Report, load_report
 from tt_conformance.situation_matrix import CONCERNS
@@ -251,3 +252,47 @@ def test_the_checks_named_as_serving_a_concern_record_its_cells(concern: str) ->
     test = served.check.partition("::")[2]
     assert f"def {test}(" in source and "tt_record_cell(" in source
     assert concern in {c.name for c in CONCERNS}
+
+
+def test_b4_an_empty_concern_is_no_record_of_cells() -> None:
+    report = _run("run_a")
+    forged = report.replace(matrix_cells={**(report.matrix_cells or {}), "penalties": ()})
+    assert any("empty" in p for p in _problems(forged, "matrix_cells.penalties"))
+
+
+def test_c3_situations_dropped_without_the_warning_that_says_why() -> None:
+    """The run's own figures count situations: a null count needs the run's warning."""
+    report = _run("run_a")
+    found = _problems(report.replace(situations=None), "situations")
+    assert any("null without the warning" in p for p in found), found
+    said = report.replace(situations=None, warnings=("situations not counted: GET failed",))
+    assert _problems(said, "situations") == []
+
+
+# The commit that added the matrix before any check drew cells from it (50e1fa7 in the
+# harness's history).
+MATRIX_ONLY = "50e1fa7"
+
+
+def test_cells_of_a_concern_whose_check_recorded_none_at_that_harness_commit() -> None:
+    full = committed.history_commit(MATRIX_ONLY)
+    if full is None:
+        pytest.skip("the harness commit that added the matrix is not in this checkout")
+    report = _run("run_a")
+    old = report.replace(versions=report.versions.model_copy(update={"harness_commit": full}))
+    found = _problems(old, "matrix_cells.penalties")
+    assert any("records no cells" in p for p in found), found
+
+
+def test_a_current_run_against_the_committed_baseline_loses_nothing() -> None:
+    """The committed llama baseline (an older harness: no cells, no counts) gates a current
+    run's situation coverage OK: the baseline had none."""
+    assert coverage_regressions(load_report(LLAMA / "baseline.json"), _run("run_b")) == []
+
+
+def test_c2_the_matrix_pages_refuse_the_forgery(tmp_path: Path) -> None:
+    report = _run("run_a")
+    cells = {**(report.matrix_cells or {}), "long_context": ("pos=0",)}
+    write_report(report.replace(matrix_cells=cells), tmp_path / "run")
+    with pytest.raises(MatrixError, match="matrix_cells.long_context"):
+        find_reports(tmp_path)
