@@ -11,8 +11,10 @@ Exit codes
        perf figure is worse than its tolerance (or missing); an accuracy score is lower than
        chance explains (paired.py: McNemar's exact test on the items both runs scored, Fisher's
        on the totals where a run stored none, p < ACCURACY_ALPHA), or lower on a task too small
-       to call any drop chance, or a task the baseline scored is missing; or the candidate run
-       was aborted (the server under test died or turned unhealthy mid-run)
+       to call any drop chance, or a task the baseline scored is missing; the candidate ran
+       fewer situation-matrix cells for a concern, or did not create a situation the baseline
+       created (situation_record.coverage_regressions); or the candidate run was aborted (the
+       server under test died or turned unhealthy mid-run)
     2  bad input: a report or the expectations file is missing or malformed, a report is
        inconsistent (its stored tier, coverage or verdicts disagree with its own checks and
        figures: rederive.py), the baseline has
@@ -83,6 +85,7 @@ from tt_conformance.paired import (
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import FAILING, PASSING, TIERS, AccuracyResult, PerfFigure, Report
 from tt_conformance.restated import derived_source
+from tt_conformance.situation_record import coverage_regressions
 from tt_conformance.tiers import derive_tier, perf_is_informational
 
 __all__ = [
@@ -225,6 +228,8 @@ def compare(
     _one_cause_once(result)
     _compare_accuracy(baseline, candidate, result, allowed, floors)
     _compare_tier(baseline, candidate, result)
+    # Situation coverage lost: matrix cells the baseline ran, situations it created.
+    result.regressions += coverage_regressions(baseline, candidate)
     return result
 
 

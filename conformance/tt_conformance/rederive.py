@@ -21,6 +21,7 @@ from tt_conformance.names import KNOWN_MESH_SHAPES, is_emulated
 from tt_conformance.report import Coverage, Report, ReportError
 from tt_conformance.restated import contradictions
 from tt_conformance.selection import derive_coverage, foreign_suite, yardstick_for
+from tt_conformance.situation_record import record_problems
 from tt_conformance.tiers import derive_tier, evaluate_fraction, stated_tier
 
 __all__ = ["InconsistentReport", "inconsistencies", "require_consistent"]
@@ -208,6 +209,8 @@ def inconsistencies(report: Report) -> list[str]:
     # What the report states twice (a figure's stat and its name, derived figures, a retried
     # pass): restated.py.
     out += contradictions(report)
+    # What it says of the situation matrix's cells and the server's situation counts.
+    out += record_problems(report)
     return out
 
 

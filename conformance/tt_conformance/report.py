@@ -390,14 +390,17 @@ class Report(Strict):
         description="the plugin's tt_situations_total over the run, by situation (rows, or "
         "steps for the sampling ones; server-wide): which situations faults live in the run "
         "created (a zero: not created). Null when the server is not TT, its metrics could not "
-        "be read at both ends, or the report predates it",
+        "be read at both ends, or the report predates it. Each below 2**31 and never below "
+        "the run's own forward_reference_matrix_<situation> figure (situation_record.py)",
     )
     matrix_cells: dict[str, tuple[str, ...]] | None = Field(
         default=None,
         description="the situation-matrix cells that ran, per concern (tt_conformance."
         "situation_matrix; each cell's label is axis=value joined by commas): which of the "
         "generated cases each concern's checks served and compared in this run. Null when no "
-        "check recorded a cell (none ran, or the report predates it)",
+        "check recorded a cell (none ran, or the report predates it). Held to the matrix: "
+        "generated labels only, none twice, only for a serving check that ran, every cell "
+        "for one that passed (situation_record.py)",
     )
 
     _utc = field_validator("started_at", "finished_at")(_utc_or_none)

@@ -18,7 +18,10 @@ import requests
 from tt_conformance.server import PROBE_TIMEOUT, bearer
 from tt_conformance.ttmetrics import parse_metrics
 
-__all__ = ["run_situations"]
+__all__ = ["UNCOUNTED", "run_situations"]
+
+# Every warning of a run whose situations could not be counted starts so.
+UNCOUNTED = "situations not counted"
 
 
 def run_situations(
@@ -34,11 +37,11 @@ def run_situations(
         resp.raise_for_status()
         _, counters = parse_metrics(resp.text)
     except (requests.RequestException, ValueError) as exc:
-        return None, f"situations not counted: GET /metrics at the end of the run failed ({exc})"
+        return None, f"{UNCOUNTED}: GET /metrics at the end of the run failed ({exc})"
     end = counters.situations()
     created = {name: end.get(name, 0.0) - before for name, before in start.items()}
     created.update({name: value for name, value in end.items() if name not in start})
     if any(value < 0 for value in created.values()):
         # The counters went back: the server restarted during the run.
-        return None, "situations not counted: the server's counters went back during the run"
+        return None, f"{UNCOUNTED}: the server's counters went back during the run"
     return {name: int(value) for name, value in sorted(created.items())}, None
