@@ -195,7 +195,8 @@ PROCESS_OK = "def process_decode_output_host(self, tt_out, is_tokens=True):\n   
     [
         ("def allocate_kv_cache(self):", "", "allocate_kv_cache", "allocate"),
         ("def allocate_kv_cache_per_layer(self):", "", "allocate_kv_cache_per_layer", "allocate"),
-        ("def get_kv_cache_spec(self):", "", "get_kv_cache_spec", "spec"),
+        # A classmethod (the plugin calls it on the class; a plain def is refused for that).
+        ("@classmethod\n    def get_kv_cache_spec(cls):", "", "get_kv_cache_spec", "spec"),
         ("@classmethod\n    def get_max_tokens_all_users(cls, x):", "", "get_max_tokens_all_users",
          "sizing"),
         (PROCESS_OK + "def read_decode_output(self):", "", "read_decode_output", "async read-back"),
