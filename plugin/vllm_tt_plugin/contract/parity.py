@@ -54,6 +54,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -219,6 +220,15 @@ def _walk(
         out.errors.append(f"{variant} call: {describe_chain(path)} always raises: "
                           f"{link.body.raises} [{link.where}]")  # fmt: skip
         return
+    at = f"[{link.where}]"
+    swaps = swapped(link.signature, bound)
+    if swaps:
+        out.errors.append(f"{variant} call: {describe_chain(path)}: {'; '.join(swaps)} {at}")
+        return
+    for why, sure in short_varargs(link, bound):
+        (out.errors if sure and certain else out.unresolved).append(
+            f"{variant} call: {describe_chain(path)} {why} {at}"
+        )
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
     for fwd in link.forwards if len(path) < _MAX_LINKS else ():
@@ -249,6 +259,8 @@ def _walk(
                 f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
             )
             continue
+        for why in consumed_controls(link, bound, fwd, nxt, next_kwargs, kwargs):
+            out.dropped.append(f"{variant} call: {describe_chain(path)} {why} {at}")
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
               certain and fwd.certain)  # fmt: skip
     if not followed:

@@ -53,7 +53,9 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
+from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
 from vllm_tt_plugin.contract.source_kwargs import copies
+from vllm_tt_plugin.contract.source_varargs import vararg_reads
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -230,6 +232,7 @@ def body_lines(
     # bare pop / del is not, and only one that is a statement of the body itself is certain.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+    present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -350,7 +353,8 @@ def body_lines(
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
-                key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
+                safe = len(node.args) > 1 or is_guarded(present, node, str(node.args[0].value))
+                key_text = repr(node.args[0].value) + (", ..." if safe else "")
                 text = f"{func.value.id}.{func.attr}({key_text})"
                 if id(node) in bare:
                     add(node, placed(node, text))
@@ -368,7 +372,10 @@ def body_lines(
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
                 used = value_used(fn, node, parents)
-                text = f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]"
+                read = f"{kwarg}[{key}]"
+                if is_guarded(present, node, str(node.slice.value)):
+                    read = f"{kwarg}.get({key})"
+                text = f"used({read})" if used else (read if "[" in read else f"_ = {read}")
                 add(node, text if id(node) in run else f"if ...: {text}")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
@@ -405,6 +412,8 @@ def body_lines(
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         add(node, f"{me}.{sub.attr} = {kept}")
+    for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
+        lines.append((r.line, r.skeleton()))
     raises = always_raises(fn)
     if raises:
         line = int(raises.rpartition("(line ")[2].rstrip(")"))

@@ -24,7 +24,9 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
+from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
 from vllm_tt_plugin.contract.source_kwargs import copies, edits, mapping_of
+from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class Body:
     # kwargs["key"] read only on some calls (under a branch, a loop, after an early return):
     # a KeyError only when that path runs, which the checker does not evaluate
     kwargs_maybe_required: tuple[str, ...] = ()
+    vararg_reads: tuple[VarargRead, ...] = ()  # args[0] / a, b = args[:2]: raise when empty
 
 
 def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
@@ -522,6 +525,7 @@ def body_of(
     discarded: list[str] = []  # keys read or removed without the value being used
     # ... a key removed by a statement of the body itself: a KeyError when it is absent.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
+    present = guarded_reads(fn, kw_names)  # keys a test or a `try` proves cannot KeyError
 
     def read(key: str, node: ast.AST) -> None:
         attr = stored_attribute(node, parents, me)
@@ -648,8 +652,14 @@ def body_of(
                 if func.attr in ("get", "pop", "setdefault") and isinstance(key, ast.Constant):
                     read(str(key.value), node)
                     handled.add(id(func.value))
-                    if func.attr == "pop" and len(node.args) == 1 and id(node) in top:
-                        required.append(str(key.value))
+                    if (
+                        func.attr == "pop" and len(node.args) == 1 and not node.keywords
+                        and not is_guarded(present, node, str(key.value))
+                    ):  # fmt: skip
+                        # kwargs.pop("k") without a default: a KeyError when "k" is absent,
+                        # whether or not its value is used (exactly like kwargs["k"])
+                        (required if id(node) in run or id(node) in top else maybe_required
+                         ).append(str(key.value))  # fmt: skip
                 elif func.attr in ("keys", "update", "__len__"):
                     handled.add(id(func.value))  # its keys, or keys the edits record
         elif (
@@ -663,7 +673,8 @@ def body_of(
             handled.add(id(node.value))
             if isinstance(node.ctx, ast.Load):
                 read(key_name, node)
-                (required if id(node) in run else maybe_required).append(key_name)
+                if not is_guarded(present, node, key_name):
+                    (required if id(node) in run else maybe_required).append(key_name)
             elif isinstance(node.ctx, ast.Del):
                 discarded.append(key_name)
                 if id(node) in top:
@@ -718,4 +729,5 @@ def body_of(
         tuple(dict.fromkeys(stored)),
         kind,
         tuple(k for k in dict.fromkeys(maybe_required) if k not in required),
+        vararg_reads(fn, vararg, run),
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from vllm_tt_plugin.contract.source_guards import proven
+
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
              ast.AsyncWith)  # fmt: skip
@@ -119,46 +121,7 @@ def guarded_calls(fn: Fn, me: str | None) -> dict[int, set[str]]:
     """For each node, the names a ``hasattr(self, name)`` proves present where it runs: the
     branch the test holds in, the statements after ``if not hasattr(...): return``, the right
     of ``hasattr(...) and ...`` (an inverted or unrelated test guards nothing)."""
-    out: dict[int, set[str]] = {}
-
-    def expr(node: ast.AST, names: set[str]) -> None:
-        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-            proven = set(names)
-            for v in node.values:
-                expr(v, proven)
-                proven |= _hasattr_names(v, me, True)
-            return
-        if isinstance(node, ast.IfExp):
-            expr(node.test, names)
-            expr(node.body, names | _hasattr_names(node.test, me, True))
-            expr(node.orelse, names | _hasattr_names(node.test, me, False))
-            return
-        out[id(node)] = names
-        for child in ast.iter_child_nodes(node):
-            expr(child, names)
-
-    def block(stmts: list[ast.stmt], names: set[str]) -> None:
-        names = set(names)
-        for st in stmts:
-            if isinstance(st, (ast.If, ast.While)):
-                expr(st.test, names)
-                block(st.body, names | _hasattr_names(st.test, me, True))
-                block(st.orelse, names | _hasattr_names(st.test, me, False))
-                if st.body and isinstance(st.body[-1], (ast.Return, ast.Raise)):
-                    names |= _hasattr_names(st.test, me, False)
-                continue
-            for _field, value in ast.iter_fields(st):
-                items = value if isinstance(value, list) else [value]
-                if items and all(isinstance(x, ast.stmt) for x in items):
-                    block(items, names)
-                else:
-                    for x in items:
-                        if isinstance(x, ast.AST):
-                            expr(x, names)
-            out[id(st)] = names
-
-    block(fn.body, set())
-    return out
+    return proven(fn, lambda test, holds: _hasattr_names(test, me, holds), catching=False)
 
 
 def parents_of(fn: Fn) -> dict[int, ast.AST]:

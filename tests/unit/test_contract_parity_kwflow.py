@@ -1,0 +1,176 @@
+"""Red-team round 5 (rt45e), kwargs flow and binding by position: each adapter edit below
+once passed as "binds" (or failed for a reason Python never gives); each must now get the
+status shown with a reason naming the offender, its control must still bind, and the skeleton
+of each tree must read as the tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_holes import (
+    BASE,
+    SIG,
+    STAR,
+    _decode,
+    _findings,
+    _tree,
+    assert_skeleton_reads_as_tree,
+)
+
+NO_SP = SIG.replace(" sampling_params=None,", "")
+LOAD = "cls, hf_config, mesh_device, max_batch_size, *"
+ALLOC = "self, kv_cache_shape, dtype, num_layers"
+PREFILL = "    def prefill_forward("
+PREFILL_SIG = BASE.split(PREFILL)[1].split("):\n")[0]
+IMPL = (
+    "    def _impl(self, tokens, start_pos, page_table, kv_cache, *, enable_trace=False,\n"
+    "              read_from_device=True, sampling=None, reload_inputs=True,\n"
+    "              reload_page_table=True, reload_sampling_params=True,\n"
+    "              reset_sampling_state=False, slot_remap=None):\n"
+    "        return self.generator.decode(tokens, sampling, slot_remap)\n"
+)
+# A base class in the same module whose decode takes the plugin's keywords in its own order.
+BASE_CLASS = """
+class _Base:
+    def decode_forward(self, tokens, start_pos, page_table, kv_cache, enable_trace=True,
+                       {order}, *, reload_inputs=True, reload_page_table=True,
+                       reload_sampling_params=True, reset_sampling_state=False, slot_remap=None):
+        return self.generator.decode(tokens, sampling_params, read_from_device, slot_remap)
+"""
+SAME_ORDER = "read_from_device=True, sampling_params=None"
+
+
+def _with_base(body: str, sig: str, order: str = SAME_ORDER) -> str:
+    adapter = _decode(body, sig=sig).replace("DemoForCausalLM:", "DemoForCausalLM(_Base):")
+    return BASE_CLASS.format(order=order) + adapter
+
+
+def _prefill(body: str, extra: str = "") -> str:
+    head = PREFILL + PREFILL_SIG + "):\n"
+    rest = BASE.split(head)[1].split("\n\n", 1)[1]
+    return BASE.split(head)[0] + f"{PREFILL}self, *args, **kwargs):\n{body}\n\n{extra}\n" + rest
+
+
+def _warmup(body: str) -> str:
+    head = "\n    def warmup_model_decode(self, kv_cache, enable_trace, **kwargs):\n"
+    return BASE + head + body + "\n"
+
+
+POSITIONAL_FORWARD = (
+    "        return super().decode_forward(tokens, start_pos, page_table, kv_cache, enable_trace,\n"
+    "                                      read_from_device, sampling_params, **kwargs)"
+)
+POSITIONAL_SIG = (
+    "self, tokens, start_pos, page_table, kv_cache, enable_trace=False, read_from_device=True, "
+    "sampling_params=None, **kwargs"
+)
+CONSUMES = "self, *args, read_from_device=True, **kwargs"
+# (name, adapter, method, status, text the reason must hold)
+REFUSED = [
+    # B06: a used pop without a default is a required read (a KeyError on host-sampled decodes)
+    ("b06_used_pop", _decode(
+        "        sp = kwargs.pop('sampling_params')\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP),
+     "decode_forward", "broken", "kwargs['sampling_params']"),
+    # B02: the pop inside the forward's own arguments
+    ("b02_pop_in_call", _decode(
+        "        return self._impl(*args, sampling=kwargs.pop('sampling_params'), **kwargs)",
+        IMPL, STAR), "decode_forward", "broken", "kwargs['sampling_params']"),
+    # B01: the pop's value stored under another key
+    ("b01_pop_renamed", _decode(
+        "        kwargs['sampling'] = kwargs.pop('sampling_params')\n"
+        "        return self._impl(*args, **kwargs)", IMPL, STAR),
+     "decode_forward", "broken", "kwargs['sampling_params']"),
+    # I01: the warm-up's translated name
+    ("i01_warmup_pop", _warmup(
+        "        blocks = kwargs.pop('num_gpu_blocks')\n"
+        "        return self.generator.warm(kv_cache, blocks)"),
+     "warmup_model_decode", "broken", "kwargs['num_gpu_blocks']"),
+    # R02's honest half: a handler that does not catch the KeyError guards nothing
+    ("r02_wrong_handler", _decode(
+        "        try:\n            sp = kwargs['sampling_params']\n"
+        "        except ValueError:\n            sp = None\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP),
+     "decode_forward", "unresolved", "kwargs['sampling_params']"),
+    # A15b / A15: *args read by position in a method the plugin calls all by keyword
+    ("a15b_args_index", _prefill(
+        "        batch = args[0].shape[0]\n        return self._prefill(batch, **kwargs)",
+        "    def _prefill(self, batch, tokens, page_table, kv_cache, prompt_lens, **kwargs):\n"
+        "        return self.generator.prefill(batch, tokens, kwargs.get('sampling_params'))\n"),
+     "prefill_forward", "broken", "args[0]"),
+    ("a15_args_unpack", _prefill(
+        "        tokens, page_table, kv_cache = args[:3]\n"
+        "        return self.generator.prefill(tokens, page_table, kv_cache, **kwargs)"),
+     "prefill_forward", "broken", "args[:3]"),
+    # J01 / J02: the positionally called methods with two parameters swapped
+    ("j01_load_swap", BASE.replace(LOAD, "cls, hf_config, max_batch_size, mesh_device, *"),
+     "initialize_vllm_model", "broken", "'mesh_device' lands on 'max_batch_size'"),
+    ("j02_alloc_swap", BASE.replace(ALLOC, "self, kv_cache_shape, num_layers, dtype"),
+     "allocate_kv_cache", "broken", "'dtype' lands on 'num_layers'"),
+    # U03: a positional forward into a base that orders the two keywords the other way
+    ("u03_positional_forward", _with_base(
+        POSITIONAL_FORWARD, POSITIONAL_SIG, "sampling_params=None, read_from_device=True"),
+     "decode_forward", "broken", "'sampling_params' lands on 'read_from_device'"),
+    # E02: read_from_device consumed, the base runs with its own default
+    ("e02_consumed_control", _with_base(
+        "        out = super().decode_forward(*args, **kwargs)\n"
+        "        return out if read_from_device else out", CONSUMES),
+     "decode_forward", "dropped", "'read_from_device'"),
+]  # fmt: skip
+# (name, adapter, method): correct Python that must still bind
+CONTROLS = [
+    ("pop_with_default", _decode(
+        "        sp = kwargs.pop('sampling_params', None)\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP), "decode_forward"),
+    # R02 / R03: reads that cannot raise
+    ("r02_try_keyerror", _decode(
+        "        try:\n            sp = kwargs['sampling_params']\n"
+        "        except KeyError:\n            sp = None\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP), "decode_forward"),
+    ("r03_in_guard", _decode(
+        "        sp = kwargs['sampling_params'] if 'sampling_params' in kwargs else None\n"
+        "        return self.generator.decode(tokens, sp)", sig=NO_SP), "decode_forward"),
+    ("r03_guard_return", _decode(
+        "        if 'sampling_params' not in kwargs:\n"
+        "            return self.generator.decode(tokens, None)\n"
+        "        return self.generator.decode(tokens, kwargs.pop('sampling_params'))", sig=NO_SP),
+     "decode_forward"),
+    ("args_passed_on", _prefill(
+        "        return self._prefill(*args, **kwargs)",
+        "    def _prefill(self, tokens, page_table, kv_cache, prompt_lens, **kwargs):\n"
+        "        return self.generator.prefill(tokens, kwargs.get('sampling_params'))\n"),
+     "prefill_forward"),
+    ("u03_same_order", _with_base(POSITIONAL_FORWARD, POSITIONAL_SIG), "decode_forward"),
+    ("e02_forwarded", _with_base(
+        "        return super().decode_forward(*args, read_from_device=read_from_device, **kwargs)",
+        CONSUMES), "decode_forward"),
+    ("base", BASE, "initialize_vllm_model"),
+    ("base_alloc", BASE, "allocate_kv_cache"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter", "method", "status", "why"), REFUSED, ids=[c[0] for c in REFUSED]
+)
+def test_a_red_team_edit_is_refused(
+    tmp_path: Path, name: str, adapter: str, method: str, status: str, why: str
+) -> None:
+    found = _findings(_tree(tmp_path, adapter))
+    assert found[method][0] == status, found[method]
+    assert why in found[method][1], found[method]
+
+
+@pytest.mark.parametrize(("name", "adapter", "method"), CONTROLS, ids=[c[0] for c in CONTROLS])
+def test_a_control_still_binds(tmp_path: Path, name: str, adapter: str, method: str) -> None:
+    found = _findings(_tree(tmp_path, adapter))
+    assert found[method][0] in ("ok", "drift"), found[method]
+
+
+CASES = [(n, a) for n, a, *_ in REFUSED] + [(n, a) for n, a, _ in CONTROLS]
+
+
+@pytest.mark.parametrize(("name", "adapter"), CASES, ids=[c[0] for c in CASES])
+def test_the_skeleton_of_a_tree_reads_as_the_tree(tmp_path: Path, name: str, adapter: str) -> None:
+    assert_skeleton_reads_as_tree(tmp_path, adapter)
