@@ -11,6 +11,7 @@ import pytest
 
 from tests.unit.test_contract_parity_holes import (
     BASE,
+    DECODE,
     SIG,
     STAR,
     _decode,
@@ -34,17 +35,46 @@ IMPL = (
 # A base class in the same module whose decode takes the plugin's keywords in its own order.
 BASE_CLASS = """
 class _Base:
-    def decode_forward(self, tokens, start_pos, page_table, kv_cache, enable_trace=True,
+    def {name}(self, tokens, start_pos, page_table, kv_cache, enable_trace=True,
                        {order}, *, reload_inputs=True, reload_page_table=True,
-                       reload_sampling_params=True, reset_sampling_state=False, slot_remap=None):
-        return self.generator.decode(tokens, sampling_params, read_from_device, slot_remap)
+                       reload_sampling_params=True, reset_sampling_state=False,
+                       slot_remap=None{more}):
+        return self.generator.decode(tokens, sampling_params, read_from_device, slot_remap{reads})
 """
 SAME_ORDER = "read_from_device=True, sampling_params=None"
 
 
-def _with_base(body: str, sig: str, order: str = SAME_ORDER) -> str:
+def _with_base(
+    body: str, sig: str, order: str = SAME_ORDER, more: str = "", reads: str = "",
+    name: str = "decode_forward",
+) -> str:  # fmt: skip
     adapter = _decode(body, sig=sig).replace("DemoForCausalLM:", "DemoForCausalLM(_Base):")
-    return BASE_CLASS.format(order=order) + adapter
+    return BASE_CLASS.format(order=order, more=more, reads=reads, name=name) + adapter
+
+
+def _aliased(alias: str, more: str = "") -> str:
+    """``decode_forward = _Base.decode_text`` in place of the adapter's own def."""
+    base = BASE_CLASS.format(order=SAME_ORDER, more=more, reads="", name="decode_text")
+    adapter = BASE.replace(DECODE, f"    decode_forward = {alias}\n").replace(
+        "DemoForCausalLM:", "DemoForCausalLM(_Base):"
+    )
+    return base + adapter
+
+
+MOVE = "        kwargs['sampling'] = kwargs.pop('sampling_params', None)\n"
+ALL_KEYS = (
+    '_KEYS = ("tokens", "start_pos", "page_table", "kv_cache", "enable_trace", '
+    '"read_from_device", "sampling_params", "reload_inputs", "reload_page_table", '
+    '"reload_sampling_params", "reset_sampling_state", "slot_remap")\n'
+)
+NO_CONTENT_KEYS = ALL_KEYS.replace('"sampling_params", ', "")
+FILTER = "        kwargs = {k: v for k, v in kwargs.items() if k %s}\n"
+IMPL_KW = (
+    "    def _impl(self, tokens, start_pos, page_table, kv_cache, **kwargs):\n"
+    "        return self.generator.decode(tokens, kwargs.get('sampling_params'),\n"
+    "                                     kwargs.get('slot_remap'))\n"
+)
+FORWARD_IMPL = "        return self._impl(*args, **kwargs)"
 
 
 def _prefill(body: str, extra: str = "") -> str:
@@ -114,6 +144,23 @@ REFUSED = [
         POSITIONAL_FORWARD, POSITIONAL_SIG, "sampling_params=None, read_from_device=True"),
      "decode_forward", "broken", "'sampling_params' lands on 'read_from_device'"),
     # E02: read_from_device consumed, the base runs with its own default
+    # B08: content moved to a key the base takes into an unread **kwargs
+    ("b08_moved_key", _with_base(MOVE + "        return super().decode_forward(*args, **kwargs)",
+                                 STAR, more=", **kwargs"),
+     "decode_forward", "dropped", "'sampling' (the plugin's 'sampling_params')"),
+    # A22: an allow-list (a module constant) that leaves sampling_params out
+    ("a22_allow_list", NO_CONTENT_KEYS + _decode(FILTER % "in _KEYS" + FORWARD_IMPL, IMPL_KW, STAR),
+     "decode_forward", "dropped", "a key filter"),
+    ("a22_deny_list", _decode(FILTER % "not in ('sampling_params',)" + FORWARD_IMPL, IMPL_KW,
+                              STAR), "decode_forward", "dropped", "'sampling_params'"),
+    # A21: a filter the checker cannot evaluate (not the TypeError Python never raises)
+    ("a21_signature_filter", "import inspect\n" + _decode(
+        "        accepted = inspect.signature(self._impl).parameters\n"
+        + FILTER % "in accepted" + FORWARD_IMPL, IMPL, STAR),
+     "decode_forward", "unresolved", "filters **kwargs by `accepted`"),
+    # T06's honest half: the alias binds like the base's function, so its break shows
+    ("t06_alias_breaks", _aliased("_Base.decode_text").replace("slot_remap=None):", "x=0):"),
+     "decode_forward", "broken", "slot_remap"),
     ("e02_consumed_control", _with_base(
         "        out = super().decode_forward(*args, **kwargs)\n"
         "        return out if read_from_device else out", CONSUMES),
@@ -146,6 +193,22 @@ CONTROLS = [
     ("e02_forwarded", _with_base(
         "        return super().decode_forward(*args, read_from_device=read_from_device, **kwargs)",
         CONSUMES), "decode_forward"),
+    ("b08_moved_key_read", _with_base(
+        MOVE + "        return super().decode_forward(*args, **kwargs)", STAR, more=", **kwargs",
+        reads=", kwargs.get('sampling')"), "decode_forward"),
+    ("a22_allow_list_keeps_all", ALL_KEYS + _decode(FILTER % "in _KEYS" + FORWARD_IMPL, IMPL_KW,
+                                                     STAR), "decode_forward"),
+    # R05: a copy taken before the pop still holds the key; R06, the mirror
+    ("r05_copy_before_pop", _decode(
+        "        forwarded = dict(kwargs)\n        kwargs.pop('sampling_params', None)\n"
+        "        logger.debug(sorted(kwargs))\n        return self._impl(*args, **forwarded)",
+        IMPL_KW, STAR), "decode_forward"),
+    ("r06_pop_on_copy", _decode(
+        "        shown = dict(kwargs)\n        shown.pop('sampling_params', None)\n"
+        "        logger.debug(sorted(shown))\n        return self._impl(*args, **kwargs)",
+        IMPL_KW, STAR), "decode_forward"),
+    # T06: a class-level alias to a base's function binds like that function
+    ("t06_base_alias", _aliased("_Base.decode_text"), "decode_forward"),
     ("base", BASE, "initialize_vllm_model"),
     ("base_alloc", BASE, "allocate_kv_cache"),
 ]  # fmt: skip

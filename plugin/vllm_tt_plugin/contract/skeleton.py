@@ -182,6 +182,25 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
+def _moved_text(assign: ast.AST | None, names: set[str]) -> str:
+    """``kw["new"] = kw.pop("old", ...)`` / ``kw.get("old")`` / ``kw["old"]`` as the skeleton
+    keeps it (the checker follows the value to the new key); anything else ``...``."""
+    v = assign.value if isinstance(assign, ast.Assign) else None
+    if (
+        isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+        and v.func.attr in ("pop", "get") and isinstance(v.func.value, ast.Name)
+        and v.func.value.id in names and v.args and isinstance(v.args[0], ast.Constant)
+    ):  # fmt: skip
+        rest = ", ..." if len(v.args) > 1 else ""
+        return f"{v.func.value.id}.{v.func.attr}({v.args[0].value!r}{rest})"
+    if (
+        isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id in names
+        and isinstance(v.slice, ast.Constant)
+    ):  # fmt: skip
+        return f"{v.value.id}[{v.slice.value!r}]"
+    return "..."
+
+
 def _copy_text(expr: ast.expr) -> str:
     """A copy / edit of ``**kwargs`` with its keys and mapping names kept, other values ``...``
     (``{**kwargs, "k": ...}``, ``kwargs.update(k=...)``, ``dict(kwargs)``)."""
@@ -193,6 +212,8 @@ def _copy_text(expr: ast.expr) -> str:
         items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
                  for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
         return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.DictComp):  # a key filter: source_kwmap reads it as written
+        return ast.unparse(expr)
     if isinstance(expr, ast.Call):
         args = [_copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
         args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
@@ -379,8 +400,8 @@ def body_lines(
                 add(node, text if id(node) in run else f"if ...: {text}")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
-            else:
-                add(node, f"{kwarg}[{key}] = ...")
+            else:  # a value moved from another key keeps where it came from
+                add(node, f"{kwarg}[{key}] = {_moved_text(parents.get(id(node)), kw_names)}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -395,7 +416,8 @@ def body_lines(
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in kw_names - {kwarg}
+            and node.targets[0].id in kw_names
+            and (node.targets[0].id != kwarg or isinstance(node.value, ast.DictComp))
         ):
             add(node, f"{node.targets[0].id} = {_copy_text(node.value)}")  # a copy of **kwargs
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
+from vllm_tt_plugin.contract.source_alias import aliased, carried
 from vllm_tt_plugin.contract.source_body import (
     Body,
     Construct,
@@ -453,9 +454,10 @@ class CheckoutReader(EnvFacts):
                 if item is None:  # `decode_forward = _decode`: a module-level def
                     item = self.module_function(module, value)
                 assigned = stmt if item is None else None
-        if assigned is not None:  # bound to what the checker does not read: never "ok"
+        if assigned is not None:  # a base's function (`m = Base.f`), else unread: never "ok"
             why = f"bound to `{ast.unparse(assigned.value)}`, which the checker does not read"
-            return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)
+            return aliased(self, module, assigned.value) or FoundMethod(
+                owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)  # fmt: skip
         if item is None:
             return None
         decorators = {
@@ -507,7 +509,7 @@ class CheckoutReader(EnvFacts):
             method,
             sig,
             f"{rel}:{item.lineno}",
-            forwards_of(item, resolve, function),
+            forwards_of(item, resolve, function, lambda e: self._value(module, e)),
             _only_raises_not_implemented(item),
             body_of(item, resolve, kind=kind),
             unresolved,
@@ -770,9 +772,7 @@ def pass_on(
     for key, passed in fwd.keywords:
         if key is None:
             if passed.name == var_kw:
-                extra: Mapping[str, Any] = bound.arguments.get(var_kw, {})
-                more = {k: v for k, v in extra.items() if k not in fwd.dropped}
-                more.update({k: k for k in fwd.added})
+                more = carried(bound.arguments.get(var_kw, {}), fwd)
                 twice = sorted(set(more) & set(kwargs))
                 if twice:
                     raise DuplicateKeyword(twice[0])

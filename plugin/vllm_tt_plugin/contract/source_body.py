@@ -25,7 +25,8 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
-from vllm_tt_plugin.contract.source_kwargs import copies, edits, mapping_of
+from vllm_tt_plugin.contract.source_kwargs import copies, mapping_of
+from vllm_tt_plugin.contract.source_kwmap import Held, held
 from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
 
 
@@ -56,6 +57,8 @@ class Forward:
     defaults: tuple[str, ...] = ()  # keys a functools.partial supplies unless the call does
     unresolved: str = ""  # why the checker cannot follow what reaches the method (a helper)
     certain: bool = True  # every call of the method makes it (not in a branch)
+    keep: tuple[str, ...] | None = None  # a key filter on **kwargs: only these keys pass
+    renamed: tuple[tuple[str, str], ...] = ()  # (key set, the key whose value it holds)
 
     def describe(self) -> str:
         if self.how == "class":
@@ -299,7 +302,10 @@ def _passes_on(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
 
 
 def forwards_of(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, function: Any = None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    resolve: Any,
+    function: Any = None,
+    constant: Any = None,
 ) -> tuple[Forward, ...]:
     """The calls in ``fn`` that pass its ``*args`` / ``**kwargs`` on to another method of the
     instance: ``super()``, ``super(C, self)``, ``self.m(...)``, ``Base.m(self, ...)``,
@@ -308,7 +314,8 @@ def forwards_of(
     **kwargs)``: what the helper's body hands the method is read, its own other arguments are
     not the method's). Arguments a forward adds are kept, so a duplicate is seen.
     ``resolve(expr)`` names a class (``super(C, self)``, ``Base.m``), ``function(expr)`` the
-    module function a name refers to (None when it cannot)."""
+    module function a name refers to (None when it cannot), ``constant(expr)`` the value of a
+    module constant (a key filter's allow-list)."""
     a = fn.args
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
@@ -319,8 +326,6 @@ def forwards_of(
     aliases = _aliases(fn, me)
     params = {p.arg for p in (*firsts, *a.kwonlyargs)}
     kw_names = copies(fn, kwarg) if kwarg else set()
-    edited = edits(fn, kw_names)
-    dropped, added = edited.dropped, edited.added
     run = always_run(fn)
     found: list[Forward] = []
     for node in ast.walk(fn):
@@ -386,7 +391,7 @@ def forwards_of(
                         else _passed(x, params, False))  # fmt: skip
         kw: list[tuple[str | None, Passed]] = []
         merged: list[str] = []  # keys a {**kwargs, "k": v} mapping adds
-        carries = False
+        holds: list[Held] = []  # what each **mapping handed on carries of **kwargs
         for k in keywords:
             if k.arg is not None:
                 kw.append((k.arg, _passed(k.value, params, False)))
@@ -397,20 +402,27 @@ def forwards_of(
                 unresolved = unresolved or f"it passes **{ast.unparse(k.value)}, which is not read"
                 continue
             if mapping[0]:
-                carries = True
                 kw.append((None, Passed("double_star", kwarg or "")))
                 merged += mapping[1]
+                holds += [
+                    held(fn, n.id, kw_names, constant) for n in ast.walk(k.value)
+                    if isinstance(n, ast.Name) and n.id in kw_names
+                ]  # fmt: skip
             else:  # a literal mapping: its keys by name (a duplicate is Python's TypeError)
                 kw += [(key, Passed("other", key)) for key in mapping[1]]
-        if carries and edited.unknown:
-            unresolved = unresolved or (
-                f"it edits **{kwarg} in a way the checker cannot follow ({edited.unknown[0]})"
-            )
+        one = holds[0] if len(holds) == 1 else Held(
+            tuple(k for h in holds for k in h.dropped), tuple(k for h in holds for k in h.added),
+            None, tuple(r for h in holds for r in h.renamed),
+            next((h.unknown or ("a key filter" if h.keep is not None else "") for h in holds
+                  if h.unknown or h.keep is not None), ""),
+        )  # fmt: skip
+        unresolved = unresolved or one.unknown
         same = (how, method, after, tuple(args), tuple(kw))
         if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):
             found.append(
-                Forward(how, method, after, tuple(args), tuple(kw), node.lineno, (*dropped,),
-                        (*added, *merged), (*defaults,), unresolved, id(node) in run)
+                Forward(how, method, after, tuple(args), tuple(kw), node.lineno, one.dropped,
+                        (*one.added, *merged), (*defaults,), unresolved, id(node) in run,
+                        one.keep, one.renamed)
             )  # fmt: skip
     return tuple(found)
 
@@ -682,6 +694,11 @@ def body_of(
             else:
                 handled.add(id(node.value))
     opaque = False
+    refilled = {
+        id(n.value.generators[0].iter) for n in nodes
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.DictComp)
+        and isinstance(n.targets[0], ast.Name) and n.targets[0].id in kw_names
+    }  # fmt: skip
     if kwarg is not None:
         passed_on: set[int] = set()
         for node in nodes:
@@ -700,6 +717,8 @@ def body_of(
                 parent = parents.get(id(node))
                 use: ast.AST = node
                 if isinstance(parent, ast.Attribute):
+                    if id(parents.get(id(parent))) in refilled:
+                        continue  # a key filter rebinding a mapping: source_kwmap reads it
                     if parent.attr in ("items", "values"):
                         opaque = True  # its values, by key: used whole
                         break
