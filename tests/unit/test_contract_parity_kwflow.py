@@ -61,6 +61,21 @@ def _aliased(alias: str, more: str = "") -> str:
     return base + adapter
 
 
+ALLOC_DEF = (
+    "    def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):\n        return None\n"
+)
+
+
+def _allocates(function: str) -> str:
+    """``allocate_kv_cache(*args, **kwargs)`` handing on to a module function, as every real
+    adapter allocates (``function``: its def or import)."""
+    forward = (
+        "    def allocate_kv_cache(self, *args, **kwargs):\n"
+        "        return allocate_vllm_kv_cache(*args, **kwargs, model=self.generator)\n"
+    )
+    return function + BASE.replace(ALLOC_DEF, forward)
+
+
 MOVE = "        kwargs['sampling'] = kwargs.pop('sampling_params', None)\n"
 ALL_KEYS = (
     '_KEYS = ("tokens", "start_pos", "page_table", "kv_cache", "enable_trace", '
@@ -161,6 +176,15 @@ REFUSED = [
     # T06's honest half: the alias binds like the base's function, so its break shows
     ("t06_alias_breaks", _aliased("_Base.decode_text").replace("slot_remap=None):", "x=0):"),
      "decode_forward", "broken", "slot_remap"),
+    # W01 / W03: the module function the allocation hands on to changed its signature
+    ("w01_function_changed", _allocates(
+        "def allocate_vllm_kv_cache(kv_cache_shape, dtype, num_layers, mesh_device, model):\n"
+        "    return None\n"), "allocate_kv_cache", "broken", "'mesh_device'"),
+    ("w03_function_twice", _allocates(
+        "def allocate_vllm_kv_cache(kv_cache_shape, dtype, model, tt_cache_path=None):\n"
+        "    return None\n"), "allocate_kv_cache", "broken", "'model'"),
+    ("w_function_unreadable", _allocates("from tt_lib.kv import allocate_vllm_kv_cache\n"),
+     "allocate_kv_cache", "unresolved", "allocate_vllm_kv_cache(...), which the checker cannot"),
     ("e02_consumed_control", _with_base(
         "        out = super().decode_forward(*args, **kwargs)\n"
         "        return out if read_from_device else out", CONSUMES),
@@ -209,6 +233,9 @@ CONTROLS = [
         IMPL_KW, STAR), "decode_forward"),
     # T06: a class-level alias to a base's function binds like that function
     ("t06_base_alias", _aliased("_Base.decode_text"), "decode_forward"),
+    ("w_function_binds", _allocates(
+        "def allocate_vllm_kv_cache(kv_cache_shape, dtype, num_layers, model):\n"
+        "    return None\n"), "allocate_kv_cache"),
     ("base", BASE, "initialize_vllm_model"),
     ("base_alloc", BASE, "allocate_kv_cache"),
 ]  # fmt: skip

@@ -239,7 +239,7 @@ def _walk(
             )
             continue
         after = (fwd.after or link.owner) if fwd.how == "super" else fwd.after
-        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
+        nxt = fwd.link or lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None:
             start = f"after {class_label(after)} " if after and fwd.how == "super" else ""
             mro = class_label(after) if fwd.how == "class" and after else class_label(target)
@@ -273,7 +273,7 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
     path = [found]
     while path[-1].forwards and len(path) < _MAX_LINKS:
         link, fwd = path[-1], path[-1].forwards[0]
-        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
+        nxt = fwd.link or lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None or any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             break
         path.append(nxt)
@@ -281,7 +281,9 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
 
 
 def _signatures(path: Sequence[FoundMethod]) -> list[str]:
-    return [format_signature(m.signature) for m in path]
+    """The methods' signatures (a module function a method hands on to is bound, but the
+    fixture pins methods only)."""
+    return [format_signature(m.signature) for m in path if m.kind != "function"]
 
 
 _MAX_REACHED = 400
@@ -305,8 +307,10 @@ def _reach(
         if body is None:
             continue
         nexts: list[FoundMethod | None] = [
-            lookup(source, target, f.how, f.method, f.after, method.owner) for f in method.forwards
-        ]
+            f.link if f.how == "function" else
+            lookup(source, target, f.how, f.method, f.after, method.owner)
+            for f in method.forwards
+        ]  # fmt: skip
         for at_line, why in body.unresolved:
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -296,7 +297,9 @@ def body_lines(
                 or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
                 or _partial(func) is not None
                 or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
-            )
+                or (isinstance(func, ast.Name) and func.id not in locals_
+                    and not hasattr(builtins, func.id))  # a module function: followed
+            )  # fmt: skip
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
                 add_call(node, ("return " if returned else "") + _call_text(node, params))
@@ -568,7 +571,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     imports: list[str] = []
     rest: list[list[str]] = []
     calling = frozenset(skeleton_module.importers(tree))
-    as_methods = skeleton_module.assigned_functions(tree)
+    as_methods = skeleton_module.assigned_functions(tree) | skeleton_module.handed_functions(tree)
     for node in tree.body:
         extra = skeleton_module.module_statement(node)  # changed after a class body
         if extra:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
-from vllm_tt_plugin.contract.source_alias import aliased, carried
+from vllm_tt_plugin.contract.source_alias import ModuleContext, aliased, carried
 from vllm_tt_plugin.contract.source_body import (
     Body,
     Construct,
@@ -84,7 +84,7 @@ class FoundMethod:
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
     unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
-    kind: str = "method"  # "classmethod", "staticmethod", or a plain "method"
+    kind: str = "method"  # "classmethod", "staticmethod", "method"; "function": a module def
     coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
     scan: Scan = field(
         default_factory=Scan
@@ -509,7 +509,7 @@ class CheckoutReader(EnvFacts):
             method,
             sig,
             f"{rel}:{item.lineno}",
-            forwards_of(item, resolve, function, lambda e: self._value(module, e)),
+            forwards_of(item, resolve, function, ModuleContext(self, module)),
             _only_raises_not_implemented(item),
             body_of(item, resolve, kind=kind),
             unresolved,

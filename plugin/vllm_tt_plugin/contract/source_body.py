@@ -5,7 +5,7 @@ own methods, the ``cls(...)`` constructions and the reads of ``**kwargs`` (``bod
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vllm_tt_plugin.contract.source_ast import PLUGIN_PACKAGE as PLUGIN_PACKAGE
@@ -38,7 +38,7 @@ class Passed:
     name: str = ""  # the caller's parameter ("param"), or the mapping/sequence name
 
 
-How = Literal["super", "self", "class"]
+How = Literal["super", "self", "class", "function"]
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,13 @@ class Forward:
     certain: bool = True  # every call of the method makes it (not in a branch)
     keep: tuple[str, ...] | None = None  # a key filter on **kwargs: only these keys pass
     renamed: tuple[tuple[str, str], ...] = ()  # (key set, the key whose value it holds)
+    link: Any = field(default=None, compare=False)  # "function": the FoundMethod it reaches
 
     def describe(self) -> str:
         if self.how == "class":
             return f"{(self.after or '?').rpartition(':')[2]}.{self.method}(self, ...)"
+        if self.how == "function":
+            return f"{self.method}(...)"
         head = "self" if self.how == "self" else "super()"
         if self.after is not None:
             head = f"super({self.after.rpartition(':')[2]}, self)"
@@ -305,7 +308,7 @@ def forwards_of(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     resolve: Any,
     function: Any = None,
-    constant: Any = None,
+    context: Any = None,
 ) -> tuple[Forward, ...]:
     """The calls in ``fn`` that pass its ``*args`` / ``**kwargs`` on to another method of the
     instance: ``super()``, ``super(C, self)``, ``self.m(...)``, ``Base.m(self, ...)``,
@@ -314,8 +317,9 @@ def forwards_of(
     **kwargs)``: what the helper's body hands the method is read, its own other arguments are
     not the method's). Arguments a forward adds are kept, so a duplicate is seen.
     ``resolve(expr)`` names a class (``super(C, self)``, ``Base.m``), ``function(expr)`` the
-    module function a name refers to (None when it cannot), ``constant(expr)`` the value of a
-    module constant (a key filter's allow-list)."""
+    module function a name refers to (None when it cannot). ``context`` (``source_alias.
+    ModuleContext``) gives a module constant's value (a key filter's allow-list) and a module
+    function handed the arguments (``f(*args, **kwargs)``) as a link of its own."""
     a = fn.args
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
@@ -327,6 +331,9 @@ def forwards_of(
     params = {p.arg for p in (*firsts, *a.kwonlyargs)}
     kw_names = copies(fn, kwarg) if kwarg else set()
     run = always_run(fn)
+    local_names = {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     found: list[Forward] = []
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call) or not _carries(fn, node, vararg, kw_names):
@@ -373,6 +380,16 @@ def forwards_of(
                     else ast.keyword(k.arg, ast.Constant(None))
                     for k in call.keywords
                 ]
+        link = None
+        if (
+            target is None
+            and context is not None
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in local_names
+        ):  # a module function of the tree (followed), or one the checker cannot read
+            link, why = context.function_link(node.func, _hands_all(node, vararg, kwarg))
+            if link is not None or why:
+                target, unresolved = ("function", node.func.id, None), unresolved or why
         if target is None:
             continue
         how, method, cls_expr = target
@@ -405,7 +422,7 @@ def forwards_of(
                 kw.append((None, Passed("double_star", kwarg or "")))
                 merged += mapping[1]
                 holds += [
-                    held(fn, n.id, kw_names, constant) for n in ast.walk(k.value)
+                    held(fn, n.id, kw_names, context and context.value) for n in ast.walk(k.value)
                     if isinstance(n, ast.Name) and n.id in kw_names
                 ]  # fmt: skip
             else:  # a literal mapping: its keys by name (a duplicate is Python's TypeError)
@@ -422,7 +439,7 @@ def forwards_of(
             found.append(
                 Forward(how, method, after, tuple(args), tuple(kw), node.lineno, one.dropped,
                         (*one.added, *merged), (*defaults,), unresolved, id(node) in run,
-                        one.keep, one.renamed)
+                        one.keep, one.renamed, link)
             )  # fmt: skip
     return tuple(found)
 
