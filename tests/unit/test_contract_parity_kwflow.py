@@ -76,6 +76,27 @@ def _allocates(function: str) -> str:
     return function + BASE.replace(ALLOC_DEF, forward)
 
 
+VALIDATE = (
+    "    def _validate(self, sp):\n        if sp is not None:\n"
+    "            assert len(sp.temperature) > 0\n"
+)
+CONFIGURE = "    def _validate(self, sp):\n        return self.generator.configure(sp)\n"
+HANDS_SP = (
+    "        sp = kwargs.pop('sampling_params', None)\n        self._validate(sp)\n"
+    "        return self.generator.decode(tokens, kwargs.get('slot_remap'))"
+)
+PICK = "    def _pick(self, kw):\n        return kw.get('{key}')\n"
+PICK_FN = "def _pick(kw):\n    return kw.get('{key}')\n"
+PICKS = "        return self.generator.decode(tokens, {call}(kwargs), kwargs.get('slot_remap'))"
+
+
+def _picks(key: str, module_function: bool) -> str:
+    """The **kwargs mapping handed whole to a helper that reads ``key`` from it."""
+    if module_function:
+        return PICK_FN.format(key=key) + _decode(PICKS.format(call="_pick"), sig=NO_SP)
+    return _decode(PICKS.format(call="self._pick"), PICK.format(key=key), NO_SP)
+
+
 MOVE = "        kwargs['sampling'] = kwargs.pop('sampling_params', None)\n"
 ALL_KEYS = (
     '_KEYS = ("tokens", "start_pos", "page_table", "kv_cache", "enable_trace", '
@@ -185,6 +206,14 @@ REFUSED = [
         "    return None\n"), "allocate_kv_cache", "broken", "'model'"),
     ("w_function_unreadable", _allocates("from tt_lib.kv import allocate_vllm_kv_cache\n"),
      "allocate_kv_cache", "unresolved", "allocate_vllm_kv_cache(...), which the checker cannot"),
+    # A23: the popped value handed only to an own helper that only tests it
+    ("a23_validation_helper", _decode(HANDS_SP, VALIDATE, NO_SP),
+     "decode_forward", "dropped", "'sampling_params'"),
+    # Z5 / Z4: the mapping handed to a helper (own method / module function) reading another key
+    ("z5_helper_reads_other_key", _picks("sampling", False),
+     "decode_forward", "dropped", "'sampling', which the plugin does not send"),
+    ("z4_function_reads_other_key", _picks("sampling", True),
+     "decode_forward", "dropped", "'sampling', which the plugin does not send"),
     ("e02_consumed_control", _with_base(
         "        out = super().decode_forward(*args, **kwargs)\n"
         "        return out if read_from_device else out", CONSUMES),
@@ -236,6 +265,9 @@ CONTROLS = [
     ("w_function_binds", _allocates(
         "def allocate_vllm_kv_cache(kv_cache_shape, dtype, num_layers, model):\n"
         "    return None\n"), "allocate_kv_cache"),
+    ("a23_helper_uses_it", _decode(HANDS_SP, CONFIGURE, NO_SP), "decode_forward"),
+    ("z5_helper_reads_it", _picks("sampling_params", False), "decode_forward"),
+    ("z4_function_reads_it", _picks("sampling_params", True), "decode_forward"),
     ("base", BASE, "initialize_vllm_model"),
     ("base_alloc", BASE, "allocate_kv_cache"),
 ]  # fmt: skip

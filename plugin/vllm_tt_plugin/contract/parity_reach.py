@@ -208,7 +208,7 @@ def check_kwargs(
     # What a forward carries, the next method decides (its own **kwargs, or named parameters).
     unread = [
         k for k in received
-        if k not in (*body.kwargs_reads, *kept, *carried) and _content(k, received)
+        if k not in (*body.kwargs_reads, *kept, *carried, *thrown) and _content(k, received)
     ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
@@ -55,6 +56,7 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
+from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
 from vllm_tt_plugin.utils.checkout import git_output
@@ -183,6 +185,20 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
+def _unhanded(node: ast.Call, kwarg: str | None, function: Any) -> ast.Call:
+    """``self._h(kwargs)`` where the checker reads what ``_h`` does with the mapping: the
+    skeleton keeps the keys it reads as the method's own reads, and the call without it."""
+    if not any(
+        isinstance(a, ast.Name) and a.id == kwarg and mapping_use(node, a, function) is not None
+        for a in node.args
+    ):
+        return node
+    args = [
+        ast.Constant(None) if isinstance(a, ast.Name) and a.id == kwarg else a for a in node.args
+    ]
+    return ast.Call(node.func, args, node.keywords)
+
+
 def _moved_text(assign: ast.AST | None, names: set[str]) -> str:
     """``kw["new"] = kw.pop("old", ...)`` / ``kw.get("old")`` / ``kw["old"]`` as the skeleton
     keeps it (the checker follows the value to the new key); anything else ``...``."""
@@ -223,10 +239,13 @@ def _copy_text(expr: ast.expr) -> str:
 
 
 def body_lines(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, stored: frozenset[str] = frozenset()
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    stored: frozenset[str] = frozenset(),
+    function: Any = None,
 ) -> list[str]:
     """What the checker reads from ``fn``'s body, one statement a line, in source order
-    (``stored``: attributes the class stores plugin arguments in: their reads are kept)."""
+    (``stored``: attributes the class stores plugin arguments in: their reads are kept;
+    ``function``: the helpers it hands values to, whose reads are kept as the method's)."""
     if _elided(fn):
         return ["..."]
     if _only_raises_not_implemented(fn):
@@ -255,6 +274,9 @@ def body_lines(
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
+
+    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
+        return value_reaches(call, arg, function, hops)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -312,7 +334,7 @@ def body_lines(
                 continue
             target = _callee(func, me)
             if target is not None:
-                text = _call_text(node, params)
+                text = _call_text(_unhanded(node, kwarg, function), params)
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
@@ -378,11 +400,13 @@ def body_lines(
                 and isinstance(node.args[0], ast.Constant)
             ):
                 safe = len(node.args) > 1 or is_guarded(present, node, str(node.args[0].value))
-                key_text = repr(node.args[0].value) + (", ..." if safe else "")
+                key_text = repr(node.args[0].value) + (
+                    ", None" if safe else ""
+                )  # not `...`: elided
                 text = f"{func.value.id}.{func.attr}({key_text})"
                 if id(node) in bare:
                     add(node, placed(node, text))
-                elif value_used(fn, node, parents):
+                elif value_used(fn, node, parents, helper=helper):
                     add(node, f"used({text})")
                 else:
                     add(node, f"_ = {text}")
@@ -395,7 +419,7 @@ def body_lines(
         ):
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
-                used = value_used(fn, node, parents)
+                used = value_used(fn, node, parents, helper=helper)
                 read = f"{kwarg}[{key}]"
                 if is_guarded(present, node, str(node.slice.value)):
                     read = f"{kwarg}.get({key})"
@@ -444,14 +468,19 @@ def body_lines(
         line = int(raises.rpartition("(line ")[2].rstrip(")"))
         lines.append((line, raises.rpartition(" (line ")[0]))
     named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CONTENT_KEYWORDS
-    unused = set(unused_params(fn, named)) if not elided(fn) else set()
+    unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
     for p in sorted(named - unused):
         lines.append((fn.body[0].lineno, f"used({p})"))
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
         lines.append((at_line, text))
-    if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
+    seen = body_of(fn, lambda expr: None, kind=kind, function=function) if kwarg else None
+    own = body_of(fn, lambda expr: None, kind=kind).kwargs_reads if kwarg else ()
+    for key in seen.kwargs_reads if seen is not None else ():
+        if key not in own:  # read by a helper handed the mapping: kept as the method's read
+            lines.append((fn.body[0].lineno, f"used({kwarg}.get({key!r}))"))
+    if kwarg is not None and seen is not None and seen.kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
         add(first, f"used({kwarg})")
@@ -460,11 +489,14 @@ def body_lines(
 
 
 def _function(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, indent: str, stored: frozenset[str] = frozenset()
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    indent: str,
+    stored: frozenset[str] = frozenset(),
+    function: Any = None,
 ) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
     out.append(f"{indent}{_header(fn)}")
-    out += [f"{indent}    {line}" for line in body_lines(fn, stored)]
+    out += [f"{indent}    {line}" for line in body_lines(fn, stored, function)]
     return out
 
 
@@ -520,7 +552,29 @@ def _simple_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[str]:
+def _resolver(
+    node: ast.ClassDef, functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef]
+) -> Any:
+    """The helpers a method's body can hand a plugin value to, as the checker resolves them
+    (``self._h`` in this class body, ``_h`` a function of this module): what they do with it
+    decides whether the skeleton keeps the value as used (``source_helpers``)."""
+    own = {i.name: i for i in node.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def function(expr: ast.expr) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            found = own.get(expr.attr) if expr.value.id == "self" else None
+            return (found, 1) if found is not None else None
+        found = functions.get(expr.id) if isinstance(expr, ast.Name) else None
+        return (found, 0) if found is not None else None
+
+    return function
+
+
+def _class(
+    node: ast.ClassDef,
+    calling: frozenset[str] = frozenset(),
+    functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
     bases += [ast.unparse(k) for k in node.keywords]
     out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
@@ -548,7 +602,7 @@ def _class(node: ast.ClassDef, calling: frozenset[str] = frozenset()) -> list[st
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored)
+            lines = _function(item, "    ", stored, _resolver(node, functions or {}))
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
@@ -572,6 +626,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     rest: list[list[str]] = []
     calling = frozenset(skeleton_module.importers(tree))
     as_methods = skeleton_module.assigned_functions(tree) | skeleton_module.handed_functions(tree)
+    functions = {
+        n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     for node in tree.body:
         extra = skeleton_module.module_statement(node)  # changed after a class body
         if extra:
@@ -596,7 +653,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             rest.append(_module_function(node))
         elif isinstance(node, ast.ClassDef):
-            rest.append(_class(node, calling))
+            rest.append(_class(node, calling, functions))
     if imports:
         lines += ["", *imports]
     for block in rest:

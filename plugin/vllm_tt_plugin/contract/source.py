@@ -511,7 +511,7 @@ class CheckoutReader(EnvFacts):
             f"{rel}:{item.lineno}",
             forwards_of(item, resolve, function, ModuleContext(self, module)),
             _only_raises_not_implemented(item),
-            body_of(item, resolve, kind=kind),
+            body_of(item, resolve, kind=kind, function=function),
             unresolved,
             kind,
             isinstance(item, ast.AsyncFunctionDef),

@@ -25,6 +25,7 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
+from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
 from vllm_tt_plugin.contract.source_kwargs import copies, mapping_of
 from vllm_tt_plugin.contract.source_kwmap import Held, held
 from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
@@ -509,10 +510,15 @@ def _shape(node: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, skip: int
 
 
 def body_of(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, *, kind: str = "method"
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    resolve: Any,
+    *,
+    kind: str = "method",
+    function: Any = None,
 ) -> Body:
     """The calls of the instance's own methods, the ``cls(...)`` constructions and the reads of
-    ``**kwargs`` in ``fn`` (``kind``: "method", "classmethod" or "staticmethod")."""
+    ``**kwargs`` in ``fn`` (``kind``: "method", "classmethod" or "staticmethod"; ``function``:
+    the helper a call reaches, to see what it does with a plugin value: ``source_helpers``)."""
     if _elided(fn):
         # An interface skeleton's `...` body: nothing is known of it, so its **kwargs count as
         # used whole (a skeleton records an empty body as `pass`).
@@ -556,11 +562,14 @@ def body_of(
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     present = guarded_reads(fn, kw_names)  # keys a test or a `try` proves cannot KeyError
 
+    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
+        return value_reaches(call, arg, function, hops)
+
     def read(key: str, node: ast.AST) -> None:
         attr = stored_attribute(node, parents, me)
         if attr is not None:
             stored.append((key, attr))
-        elif value_used(fn, node, parents):
+        elif value_used(fn, node, parents, helper=helper):
             reads.append(key)
         else:
             discarded.append(key)
@@ -741,8 +750,16 @@ def body_of(
                         break
                     use = parents.get(id(parent), parent)
                 attr = stored_attribute(use, parents, me)
+                site = parents.get(id(use))
+                site = parents.get(id(site)) if isinstance(site, ast.keyword) else site
+                handed = mapping_use(site, use, function) if isinstance(site, ast.Call) else None
                 if attr is not None:
                     stored.append(("*", attr))
+                elif handed is not None:  # a helper it can read: the keys it reads
+                    reads += handed.keys
+                    if handed.opaque:
+                        opaque = True
+                        break
                 elif value_used(fn, use, parents):
                     opaque = True
                     break
@@ -761,7 +778,7 @@ def body_of(
         tuple(k for k in dict.fromkeys(discarded) if k not in reads),
         plugin_imports(fn),
         "" if _only_raises_not_implemented(fn) else always_raises(fn),
-        unused_params(fn, named),
+        unused_params(fn, named, helper),
         tuple(dict.fromkeys(stored)),
         kind,
         tuple(k for k in dict.fromkeys(maybe_required) if k not in required),
