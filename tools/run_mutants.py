@@ -70,6 +70,14 @@ def read_run(report: Path) -> tuple[dict[str, str], str | None]:
     return outcomes, served if isinstance(served, str) else None
 
 
+def failing_checks(report: Path, baseline: Path) -> list[str]:
+    """The checks failing in ``report`` that do not fail in the baseline (all failing ones when
+    there is no baseline)."""
+    got = read_run(report)[0]
+    before = read_run(baseline)[0] if baseline.is_file() else {}
+    return sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
+
+
 def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds: float) -> Verdict:
     """Classify one run from its exit status and report."""
 
@@ -80,11 +88,10 @@ def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds:
 
     if report is None:
         return verdict("invalid", note=f"no report written (exit {rc})")
-    got, served = read_run(report)
+    served = read_run(report)[1]
     if served != mutant.dotted:
         return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
-    before = read_run(baseline)[0] if baseline.is_file() else {}
-    failing = sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
+    failing = failing_checks(report, baseline)
     if rc == 0:
         return verdict("survived", note="suite and gate passed")
     if failing:

@@ -5,6 +5,8 @@
     python tools/run_plugin_mutation.py --ci              the fixed sample CI runs
     python tools/run_plugin_mutation.py --list            the targets and their tests
     python tools/run_plugin_mutation.py --rejudge         the last full run, equivalents reapplied
+    python tools/run_plugin_mutation.py --second-oracle [--limit N] [--mutant NAME ...]
+                                        the not-killed mutants through the emulated suite + gate
 
 Each target is one decision module with the unit test files that exercise it (the oracle). The
 driver lays out a scratch tree under .mutation/<target>/ (the package at its top, as mutmut
@@ -22,6 +24,8 @@ equivalent, or a gap in the tests; the run exits 1 while any survivor is unexpla
 listed equivalent matches no mutant of a module it ran in full (a stale entry). The score is
 killed / (mutants - equivalents). A full run writes reports/mutation/plugin.json (per module and
 per concern, date, plugin commit, tool version); --module and --ci runs write under .mutation/.
+--second-oracle serves each mutant of that record the unit tests did not kill (equivalents too)
+through the emulated suite and its gate, one at a time (tools/plugin_second_oracle.py).
 """
 
 from __future__ import annotations
@@ -474,7 +478,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         ".mutation/), without running mutants; keeps that run's date and commit",
     )
     parser.add_argument("--env-dir", type=Path, default=REPO / ".tox" / "mutmut")
+    second = parser.add_argument_group(
+        "second oracle", "serve the mutants the unit tests did not kill through the emulated "
+        "suite and its gate (tools/plugin_second_oracle.py; minutes per mutant)"
+    )  # fmt: skip
+    second.add_argument("--second-oracle", action="store_true", help="run the second oracle")
+    second.add_argument("--limit", type=int, help="serve at most this many mutants")
+    second.add_argument("--mutant", action="append", default=[], help="only this mutant")
+    second.add_argument("--workers", type=int, default=2, help="the suite's pytest-xdist workers")
+    second.add_argument("--timeout", type=float, default=1200.0, help="per-mutant suite timeout")
     args = parser.parse_args(argv)
+    args.env_dir = args.env_dir.resolve()  # the tools run it from the scratch trees
+    if args.second_oracle:
+        if args.ci or args.module or args.rejudge or args.list:
+            parser.error("--second-oracle serves the last full record: no other mode")
+        if args.limit is not None and args.limit < 1:
+            parser.error(f"--limit must be >= 1, got {args.limit}")
+        import plugin_second_oracle
+
+        bin_dir = mutation_env(args.env_dir)
+        return plugin_second_oracle.main(
+            args.mutant, args.limit, bin_dir, args.workers, args.timeout
+        )
+    if args.limit is not None or args.mutant:
+        parser.error("--limit and --mutant apply to --second-oracle")
     if args.rejudge and (args.ci or args.module):
         parser.error("--rejudge re-reads the last full run: no --ci or --module")
     if args.list:

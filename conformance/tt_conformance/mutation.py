@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tt_conformance import committed
+from tt_conformance.second_oracle import SecondOracleError, load_second_oracle
 
 __all__ = [
     "COUNT_FIELDS",
@@ -326,9 +327,12 @@ class PublishedScore:
     record: MutationRecord | None = None
     refused: str | None = None
     stale: tuple[str, ...] = ()
+    # The second oracle's line (second-oracle.json beside the record), or why it was refused.
+    second_oracle: str | None = None
 
 
 NO_CAMPAIGN = PublishedScore()
+SECOND_ORACLE = "second-oracle.json"  # beside the record
 
 
 def published_score(
@@ -361,4 +365,14 @@ def published_score(
     files = [f"plugin/vllm_tt_plugin/{module}" for module, _, _ in MUTATION_TARGETS]
     files += sorted({test for _, _, tests in MUTATION_TARGETS for test in tests})
     changed = committed.changed_since(record.plugin_commit, files, root)
-    return PublishedScore(record, stale=("(git cannot tell)",) if changed is None else changed)
+    stale = ("(git cannot tell)",) if changed is None else changed
+    return PublishedScore(record, stale=stale, second_oracle=_second_oracle(path, record, today))
+
+
+def _second_oracle(path: Path, record: MutationRecord, today: date | None) -> str | None:
+    """The second oracle's summary line for the pages; None when it never ran."""
+    try:
+        second = load_second_oracle(path.with_name(SECOND_ORACLE), record.plugin_commit, today)
+    except SecondOracleError as exc:
+        return f"Second oracle record refused: {exc}"
+    return second.summary() if second else None

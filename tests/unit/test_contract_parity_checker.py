@@ -834,8 +834,9 @@ def test_bases_written_other_ways_resolve_and_composition_is_unresolved(tmp_path
     cases = {
         # re-exported with `from ... import *` (twice)
         "star": (imp, "from models.demo.tt.common import *"),
-        # an optional import with a fallback: the try branch is what the tree has
-        "try": (imp, f"try:\n    {imp}\nexcept ImportError:\n    Generator = object"),
+        # an optional import without a fallback: the try branch is what the tree has (an
+        # `except` that binds the base too is unresolved: test_contract_parity_round4_flow)
+        "try": (imp, f"try:\n    {imp}\nexcept ImportError:\n    pass"),
     }
     for name, change in cases.items():
         root = tree(tmp_path / name, adapter=edit(ADAPTER, change))

@@ -24,7 +24,9 @@ from ``os.environ`` are checked for each value. Signatures are compared with the
 - ``unresolved``: a method (or a pass-through's target) was not found, but a tt-metal base class
   of the target is not in the checkout, so it may be defined there -- fails (the adapter module
   would not import from this checkout either); also a ``self.m(...)`` not found where a base from
-  outside tt-metal (not vLLM's interface mixins) may define it;
+  outside tt-metal (not vLLM's interface mixins) may define it; and a name a class body or
+  module binds other than by a plain ``def`` / assignment (``source_shape``: a metaclass,
+  ``exec``, attribute hooks, ``del``, tuple targets...), whose object Python keeps is not read;
 - ``dropped``: content the plugin sends in ``**kwargs`` (images, sampling parameters, histories,
   tables) that no method on the call's path reads -- fails;
 - ``facts``: the class declares other facts than the fixture records (the class's are used);
@@ -55,6 +57,7 @@ from vllm_tt_plugin.contract.call_plan import (
     plan_calls,
 )
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
+from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
@@ -231,7 +234,14 @@ def _walk(
         )
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
-    for fwd in link.forwards if len(path) < _MAX_LINKS else ():
+    forwards = link.forwards
+    if forwards and len(path) >= _MAX_LINKS:  # never "ok" past what was followed
+        out.unresolved.append(
+            f"{describe_chain(path)} hands the call on ({forwards[0].describe()}) past a depth "
+            f"of {_MAX_LINKS} links, deeper than the checker follows [{link.where}]"
+        )
+        forwards = ()
+    for fwd in forwards:
         if fwd.unresolved:
             out.unresolved.append(
                 f"{describe_chain(path)} hands {fwd.describe()} on: {fwd.unresolved} "
@@ -367,6 +377,11 @@ def _reach(
                 continue
             seen.add((nxt.owner, nxt.name))
             queue.append((nxt, [*chain, nxt]))
+    if queue:  # methods left unread: their calls are not checked
+        out.unresolved.append(
+            f"{describe_chain([start])} reaches more than {_MAX_REACHED} methods, "
+            f"more than the checker follows (first not read: {describe_chain(queue[0][1])})"
+        )
 
 
 def _construct(
@@ -389,6 +404,13 @@ def _construct(
             f"(*x / **x) [{where}]"
         )
         return
+    left: list[str] = getattr(source, "abstract_left", lambda t: [])(target)
+    if left:  # abc refuses to build a class with abstract methods left
+        out.errors.append(
+            f"{describe_chain(chain)} builds cls(...), but {class_label(target)} leaves the "
+            f"abstract method(s) {', '.join(left)} unimplemented (TypeError) [{where}]"
+        )
+        return
     init = find_method(source, target, "__init__")
     args = tuple(f"arg{i}" for i in range(construct.positional))
     kwargs = {k: k for k in construct.keywords}
@@ -406,6 +428,7 @@ def _construct(
     out.errors += [f"{describe_chain(chain)} builds the model: {e}" for e in inner.errors]
     out.missing += inner.missing
     out.abstract += inner.abstract
+    out.unresolved += inner.unresolved  # an __init__ the checker cannot read: never "ok"
 
 
 def check_target(
@@ -462,7 +485,9 @@ def check_target(
             if f.status == "missing" else f
             for f in findings
         ]  # fmt: skip
-    return _unreadable(source, target, archs) + module_findings(source, target, archs) + findings
+    findings = [*import_raises(source, target, archs), *findings]
+    findings = module_findings(source, target, archs) + findings
+    return _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:

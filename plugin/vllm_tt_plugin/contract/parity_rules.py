@@ -218,10 +218,14 @@ def block_hooks_without_blocks(
     plans it as a token model and keeps one token per row of each block."""
     if facts.block_output or not source.complete:
         return None
-    hooks = [m for m in ("release_request", "release_persistent_capture")
-             if find_method(source, target, m) is not None]  # fmt: skip
+    hooks = [found for m in ("release_request", "release_persistent_capture")
+             if (found := find_method(source, target, m)) is not None]  # fmt: skip
     if len(hooks) < 2:
         return None
+    doubt = next((h.unresolved for h in hooks if h.unresolved), "")
+    if doubt:  # the hooks may or may not be there (source_shape): not known to be broken
+        return Finding(target, archs, "output_tokens_per_step", "unresolved",
+                       f"whether the class defines the block-output hooks: {doubt}")  # fmt: skip
     return Finding(
         target,
         archs,

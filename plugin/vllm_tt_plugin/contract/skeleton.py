@@ -6,10 +6,14 @@ use) are written under ``<out>`` at the same paths as interface skeletons: impor
 class attributes, ``def`` headers (defaults as ``...``, no annotations) and, in each body,
 flattened (no control flow), what the checker reads there: forwarding calls, calls of the
 instance's own methods, ``cls(...)`` constructions, reads of ``**kwargs``, ``hasattr(self, ...)``
-guards, instance attribute assignments, a ``NotImplementedError`` stub. A body with nothing of
-that is ``pass``. No other code is kept. Each file's header names the repository, the path and
-the commit (``--commit``, else ``git rev-parse HEAD`` of the checkout, else the commit a
-skeleton being re-skeletoned records), so a TT engineer refreshes
+guards, instance attribute assignments, a ``NotImplementedError`` stub; code that cannot run
+(``source_live``) is left out, and a zero-argument ``super()`` call made in a nested frame is
+written as ``(lambda: super().m(...))()``. A body with nothing of that is ``pass``. Module-level
+``if`` / ``try`` / ``with`` / loops keep their shape (``skeleton_module.compound``), expressions
+that raise on import (``source_import``) are kept whole, and a module value the checker cannot
+evaluate is written ``unevaluated()``. No other code is kept. Each file's header names the
+repository, the path and the commit (``--commit``, else ``git rev-parse HEAD`` of the
+checkout, else the commit a skeleton being re-skeletoned records), so a TT engineer refreshes
 ``fixtures/tt_metal/skeletons/`` at a bump in one command and the checker reads the skeleton
 exactly as it reads the checkout. Standard library only.
 """
@@ -32,6 +36,7 @@ from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
+    _aliases,
     _callee,
     _composed,
     _elided,
@@ -57,7 +62,9 @@ from vllm_tt_plugin.contract.source_flow import (
 )
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
 from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
+from vllm_tt_plugin.contract.source_import import import_time_raises
 from vllm_tt_plugin.contract.source_kwargs import copies
+from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
 from vllm_tt_plugin.utils.checkout import git_output
 
@@ -101,6 +108,12 @@ def _value(expr: ast.expr | None) -> str:
     return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
 
 
+def _constant(expr: ast.expr) -> str:
+    """A module-level value: whole when simple, else a call the checker cannot evaluate (a
+    fact built from it is unknown, as from the real call; ``...`` would read as a value)."""
+    return ast.unparse(expr) if _simple(expr) else "unevaluated()"
+
+
 def _fact(expr: ast.expr | None) -> str:
     """A fact attribute's value: whole when simple; a dict entry by entry; what the checker
     cannot evaluate as a call it cannot evaluate either (``...`` would read as a non-dict)."""
@@ -113,22 +126,27 @@ def _fact(expr: ast.expr | None) -> str:
     return "unevaluated()"
 
 
-def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """``def name(params):`` with defaults as ``...`` and no annotations."""
+def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
+    """``def name(params):`` with defaults as ``...`` (whole where ``keep`` holds them: they
+    raise on import) and no annotations."""
     a = fn.args
     parts: list[str] = []
     positional = [*a.posonlyargs, *a.args]
     first_default = len(positional) - len(a.defaults)
+
+    def default(expr: ast.expr | None) -> str:
+        return "" if expr is None else "=" + (ast.unparse(expr) if id(expr) in keep else "...")
+
     for i, p in enumerate(positional):
-        parts.append(p.arg + ("=..." if i >= first_default else ""))
+        parts.append(p.arg + (default(a.defaults[i - first_default]) if i >= first_default else ""))
         if a.posonlyargs and i == len(a.posonlyargs) - 1:
             parts.append("/")
     if a.vararg is not None:
         parts.append(f"*{a.vararg.arg}")
     elif a.kwonlyargs:
         parts.append("*")
-    for p, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        parts.append(p.arg + ("=..." if default is not None else ""))
+    for p, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        parts.append(p.arg + default(kw_default))
     if a.kwarg is not None:
         parts.append(f"**{a.kwarg.arg}")
     prefix = "async def" if isinstance(fn, ast.AsyncFunctionDef) else "def"
@@ -257,8 +275,10 @@ def body_lines(
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     params = {p.arg for p in (*firsts, *a.kwonlyargs)} | {n for n in (vararg, kwarg) if n}
+    live = live_nodes(fn)  # code that cannot run is not written (flattened, it would run)
+    nested = own_frame_nodes(fn)
     nodes = sorted(
-        (n for n in _walk_body(fn, me) if hasattr(n, "lineno")),
+        (n for n in _walk_body(fn, me) if hasattr(n, "lineno") and id(n) in live),
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
     lines: list[tuple[int, str]] = []
@@ -273,6 +293,7 @@ def body_lines(
     # bare pop / del is not, and only one that is a statement of the body itself is certain.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+    aliases = _aliases(fn, me)
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
 
     def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
@@ -283,6 +304,8 @@ def body_lines(
 
     def add(node: ast.AST, text: str) -> None:
         sure = id(node) in run or not isinstance(node, ast.Call) or text.startswith("if ")
+        if id(node) in nested and "super()" in text:  # its frame is not the method's
+            text = f"(lambda: {text.removeprefix('return ')})()"
         lines.append((getattr(node, "lineno", 0), text if sure else f"if ...: {text}"))
 
     def add_call(node: ast.Call, text: str) -> None:
@@ -312,6 +335,10 @@ def body_lines(
         ):
             add(node, f"used({me}.{node.attr})")
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in aliases:
+                # `f = self.m; f(...)`: written as the call it is (the binding is not kept;
+                # the tree is skeleton_text's own parse, so it is changed in place)
+                node.func = aliases[node.func.id]
             func = node.func
             forward = _passes_on(node, vararg, kwarg) and (
                 _callee(func, me) is not None
@@ -325,6 +352,12 @@ def body_lines(
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
                 add_call(node, ("return " if returned else "") + _call_text(node, params))
+                continue
+            if (
+                isinstance(func, ast.Name) and func.id in params and func.id != me
+                and _passes_on(node, vararg, kwarg)
+            ):  # fmt: skip
+                add(node, _call_text(node, params))  # a helper calling the method it is handed
                 continue
             partial = _partial(func)
             if partial is not None and _callee(partial.args[0], me) is not None:
@@ -492,15 +525,18 @@ def _function(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     indent: str,
     stored: frozenset[str] = frozenset(),
+    keep: frozenset[int] = frozenset(),
     function: Any = None,
 ) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
-    out.append(f"{indent}{_header(fn)}")
+    out.append(f"{indent}{_header(fn, keep)}")
     out += [f"{indent}    {line}" for line in body_lines(fn, stored, function)]
     return out
 
 
-def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+def _module_function(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()
+) -> list[str]:
     """A module-level function: whole when the checker can evaluate it (an argument-less
     builder of a capability dict from the environment), else its header."""
     simple = (
@@ -527,9 +563,9 @@ def _module_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         and _passes_on(n, vararg, kwarg)
     ]  # fmt: skip
     if hands:
-        keep = params | {n for n in (vararg, kwarg) if n}
-        return [_header(fn), *dict.fromkeys(f"    {_call_text(c, keep)}" for c in hands)]
-    return [f"{_header(fn)} ..."]
+        names = params | {n for n in (vararg, kwarg) if n}
+        return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
+    return [f"{_header(fn, keep)} ..."]
 
 
 def _docstring(stmt: ast.stmt) -> bool:
@@ -573,6 +609,7 @@ def _resolver(
 def _class(
     node: ast.ClassDef,
     calling: frozenset[str] = frozenset(),
+    keep: frozenset[int] = frozenset(),
     functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
 ) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
@@ -589,6 +626,8 @@ def _class(
         extra = skeleton_module.class_statement(item)  # changed in place, bound in an if / try
         if extra:
             body += extra
+        elif isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
+            body.append(f"    {ast.unparse(item)}")  # raises on import: kept whole
         elif isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
@@ -602,12 +641,12 @@ def _class(
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored, _resolver(node, functions or {}))
+            lines = _function(item, "    ", stored, keep, _resolver(node, functions or {}))
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")
-            body += ["    " + line if line else "" for line in _class(item)]
+            body += ["    " + line if line else "" for line in _class(item, keep=keep)]
     return out + (body or ["    pass"])
 
 
@@ -629,9 +668,12 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     functions = {
         n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
+    keep = frozenset(id(r.node) for r in import_time_raises(tree))  # raises on import
     for node in tree.body:
         extra = skeleton_module.module_statement(node)  # changed after a class body
-        if extra:
+        if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign)) and id(node.value) in keep:
+            rest.append([ast.unparse(node)])
+        elif extra:
             rest.append(extra)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             # In place after other code: which names a cycle finds bound depends on the order.
@@ -640,20 +682,20 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
             else:
                 imports.append(ast.unparse(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in as_methods:
-            rest.append(_function(node, ""))  # a class body binds it as a method
+            rest.append(_function(node, "", keep=keep))  # a class body binds it as a method
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in calling:
-            rest.append([_header(node), *skeleton_module.function_imports(node)])
+            rest.append([_header(node, keep), *skeleton_module.function_imports(node)])
         elif isinstance(node, ast.Assign):
             names = [ast.unparse(t) for t in node.targets if isinstance(t, ast.Name)]
             if names:
-                rest.append([f"{' = '.join(names)} = {_value(node.value)}"])
+                rest.append([f"{' = '.join(names)} = {_constant(node.value)}"])
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if node.value is not None:
-                rest.append([f"{node.target.id} = {_value(node.value)}"])
+                rest.append([f"{node.target.id} = {_constant(node.value)}"])
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            rest.append(_module_function(node))
+            rest.append(_module_function(node, keep))
         elif isinstance(node, ast.ClassDef):
-            rest.append(_class(node, calling, functions))
+            rest.append(_class(node, calling, keep, functions))
     if imports:
         lines += ["", *imports]
     for block in rest:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import ast
 
 from vllm_tt_plugin.contract.call_plan import METHODS
+from vllm_tt_plugin.contract.source_import import bound_names
+from vllm_tt_plugin.contract.source_live import constant_test
 from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
 from vllm_tt_plugin.contract.source_scan import _is_own_class, imports_of
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 # Attributes whose store on an object the checker reads: the contract, the methods it calls.
 _READ = frozenset({"decode_input_update_contract", *(plan.method for plan in METHODS)})
-_NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With)
+_NESTING = (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)
 
 
 def _change(node: ast.stmt) -> str:
@@ -33,8 +35,11 @@ def _change(node: ast.stmt) -> str:
                 return f"{t.value.id}.{t.attr} = ..."
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 return f"{t.value.id}[...] = ..."
+            if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "globals()":
+                return "globals()[...] = ..."  # binds names the checker does not see
             if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
-                return f"{t.id} = ..."
+                op = ast.unparse(ast.AugAssign(t, node.op, ast.Constant(...))).split()[1]
+                return f"{t.id} {op} ..."  # changed in place (`caps |= {...}`), not rebound
         return ""
     call = node.value if isinstance(node, ast.Expr) else None
     if not isinstance(call, ast.Call):
@@ -58,13 +63,63 @@ def _change(node: ast.stmt) -> str:
 
 def module_statement(node: ast.stmt) -> list[str]:
     """Module-level code the skeleton otherwise drops that the checker reads: a change after a
-    class body or of a module constant (``source_module._changes``)."""
+    class body or of a module constant (``source_module._changes``), and a compound statement
+    binding names, with its shape (``compound``)."""
     text = _change(node)
     if text:
         return [text]
-    if isinstance(node, ast.Try):  # read as its try branch (below); handlers are not read
-        return []
-    return [line[4:] for line in class_statement(node)]  # names bound in an if / loop
+    if isinstance(node, (*_NESTING, ast.Match)):
+        return compound(node, "")
+    return []
+
+
+def _test(test: ast.expr) -> str:
+    """A test as the checker reads it: a constant (``False``, ``TYPE_CHECKING``) kept."""
+    return ast.unparse(test) if constant_test(test) is not None else "..."
+
+
+def compound(node: ast.stmt, indent: str) -> list[str]:
+    """A module-level compound statement as the checker reads it (``source_import``,
+    ``source_module``): its shape (``if`` / ``try`` / ``except`` / ``with`` / loop), the
+    imports in it as written, every other name it binds as ``name = ...`` ("" when it binds
+    nothing)."""
+    inner = indent + "    "
+
+    def block(stmts: list[ast.stmt]) -> list[str]:
+        out: list[str] = []
+        for st in stmts:
+            if isinstance(st, (ast.Import, ast.ImportFrom)):
+                out.append(inner + ast.unparse(st))
+            elif isinstance(st, (*_NESTING, ast.Match)):
+                out += compound(st, inner)
+            else:
+                out += [f"{inner}{n} = ..." for n, _ in dict.fromkeys(bound_names([st]))]
+        return out or [inner + "pass"]
+
+    if isinstance(node, ast.If):
+        lines = [f"{indent}if {_test(node.test)}:", *block(node.body)]
+        if node.orelse:
+            lines += [f"{indent}else:", *block(node.orelse)]
+    elif isinstance(node, ast.Try):
+        lines = [f"{indent}try:", *block([*node.body, *node.orelse])]
+        for h in node.handlers:
+            caught = f" {ast.unparse(h.type)}" if h.type is not None else ""
+            lines += [f"{indent}except{caught}:", *block(h.body)]
+        if node.finalbody:
+            lines += [f"{indent}finally:", *block(node.finalbody)]
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        lines = [f"{indent}for {ast.unparse(node.target)} in ...:", *block(node.body)]
+    elif isinstance(node, ast.While):
+        lines = [f"{indent}while {_test(node.test)}:", *block(node.body)]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        names = [f" as {ast.unparse(i.optional_vars)}" for i in node.items if i.optional_vars]
+        lines = [f"{indent}with ...{names[0] if names else ''}:", *block(node.body)]
+    else:
+        lines = [
+            f"{indent}if ...:",
+            *block([s for c in getattr(node, "cases", []) for s in c.body]),
+        ]
+    return lines if bound_names([node]) else []
 
 
 def class_statement(node: ast.stmt) -> list[str]:
@@ -140,6 +195,12 @@ def method_extras(fn: Def, cls_name: str, calling: set[str]) -> list[str]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else ""
         first = node.args[0] if node.args else None
+        if (
+            name == "setattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in _READ
+        ):  # fmt: skip
+            out.append(f"setattr({ast.unparse(node.args[0])}, {node.args[1].value!r}, ...)")
+            continue
         if name in ("__import__",) or getattr(func, "attr", "") == "import_module":
             if isinstance(first, ast.Constant) and str(first.value).startswith(PLUGIN_PACKAGE):
                 out.append(f"__import__({first.value!r})")

@@ -45,6 +45,14 @@ from vllm_tt_plugin.contract.source_module import (
     parse_module,
 )
 from vllm_tt_plugin.contract.source_scan import Scan, builds_of, imports_of
+from vllm_tt_plugin.contract.source_shape import (
+    Doubt,
+    ShapeFacts,
+    dataclass_init,
+    mangle,
+    mangled,
+    sets_attribute,
+)
 
 __all__ = [
     "Body",
@@ -130,11 +138,16 @@ def find_method(
     order = source.mro(target)
     if after is not None:
         order = order[order.index(after) + 1 :] if after in order else []
-    for cls in order:
-        found = source.own_method(cls, method)
-        if found is not None:
-            return found
-    return None
+    found = next((f for f in (source.own_method(c, method) for c in order) if f), None)
+    # A metaclass, an attribute hook or an instance write along the MRO: not this def.
+    shape: Any = getattr(source, "shape_doubt", None)
+    if shape is not None and not (found is not None and found.unresolved):
+        why = shape(target, method, found.kind if found else "", found.owner if found else "")
+        if why:
+            where = found.where if found else "(source)"
+            return FoundMethod(found.owner if found else target, method, _ANY, where,
+                               unresolved=why)  # fmt: skip
+    return found
 
 
 def c3(cls: str, bases_of: Any, depth: int = 0) -> list[str]:
@@ -161,7 +174,7 @@ def c3(cls: str, bases_of: Any, depth: int = 0) -> list[str]:
 # --- reading a checkout ---------------------------------------------------------------------------
 
 
-class CheckoutReader(EnvFacts):
+class CheckoutReader(EnvFacts, ShapeFacts):
     """Reads classes, method signatures and class facts out of a source tree with ``ast``."""
 
     complete = True
@@ -443,8 +456,8 @@ class CheckoutReader(EnvFacts):
         assigned: ast.Assign | None = None
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                defs[stmt.name] = stmt
-                if stmt.name == method:
+                defs[mangle(stmt.name, node.name)] = stmt  # `def __h` in C is `_C__h`
+                if mangle(stmt.name, node.name) == method:
                     item, assigned = stmt, None
             elif isinstance(stmt, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == method for t in stmt.targets
@@ -458,8 +471,14 @@ class CheckoutReader(EnvFacts):
             why = f"bound to `{ast.unparse(assigned.value)}`, which the checker does not read"
             return aliased(self, module, assigned.value) or FoundMethod(
                 owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)  # fmt: skip
+        if item is None and method == "__init__":  # a @dataclass's generated __init__
+            made = dataclass_init(node, [n for _, n in self._mro_nodes(owner)])
+            if isinstance(made, Doubt):
+                return FoundMethod(owner, method, _ANY, f"{rel}:{made.line}", unresolved=made.why)
+            item = made
         if item is None:
             return None
+        item = mangled(item, node.name)
         decorators = {
             d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in item.decorator_list
         }
@@ -476,7 +495,7 @@ class CheckoutReader(EnvFacts):
             argument (1 for a method called on ``self``: the instance)."""
             if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
                 if expr.value.id == "self":
-                    found = self._def_of(owner, expr.attr)
+                    found = self._def_of(owner, expr.attr, mangle_body=True)
                     return (found, 1) if found is not None else None
                 return None
             fn = self.module_function(module, expr)
@@ -518,16 +537,23 @@ class CheckoutReader(EnvFacts):
             scan,
         )
 
-    def _def_of(self, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        """The last ``def name`` in the first class along ``cls``'s MRO that has one."""
+    def _def_of(
+        self, cls: str, name: str, mangle_body: bool = False
+    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The last ``def name`` in the first class along ``cls``'s MRO that has one (private
+        names as Python mangles them; its body's too with ``mangle_body``)."""
         for c in self.mro(cls):
             found = self.resolve_class(c)
+            if found is None:
+                continue
+            node = found[1]
             defs = [
-                d for d in (found[1].body if found else [])
-                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name
+                d for d in node.body
+                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and mangle(d.name, node.name) == name
             ]  # fmt: skip
             if defs:
-                return defs[-1]
+                return mangled(defs[-1], node.name) if mangle_body else defs[-1]
         return None
 
     def module_function(
@@ -557,39 +583,7 @@ class CheckoutReader(EnvFacts):
         """``name`` is set on the class or its instances somewhere along the MRO: a class-level
         assignment, or ``self.name = ...`` / ``cls.name = ...`` in any method (so
         ``self.name(...)`` may call it)."""
-        for cls in self.mro(target):
-            found = self.resolve_class(cls)
-            if found is None:
-                continue
-            for item in found[1].body:
-                if isinstance(item, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == name for t in item.targets
-                ):
-                    return True
-                if (
-                    isinstance(item, ast.AnnAssign)
-                    and isinstance(item.target, ast.Name)
-                    and item.target.id == name
-                ):
-                    return True
-                if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                for node in ast.walk(item):
-                    targets: list[ast.expr] = []
-                    if isinstance(node, ast.Assign):
-                        targets = list(node.targets)
-                    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-                        targets = [node.target]
-                    for t in targets:
-                        for sub in ast.walk(t):
-                            if (
-                                isinstance(sub, ast.Attribute)
-                                and sub.attr == name
-                                and isinstance(sub.value, ast.Name)
-                                and sub.value.id in ("self", "cls")
-                            ):
-                                return True
-        return False
+        return any(sets_attribute(n, name) for _, n in self._mro_nodes(target))
 
     def foreign_bases(self, target: str) -> list[str]:
         """Bases along the MRO from outside tt-metal that may define methods (not vLLM's
@@ -655,7 +649,7 @@ class CheckoutReader(EnvFacts):
             if found is None:
                 continue
             module, node = found
-            for item in node.body:
+            for item in reversed(node.body):  # the body's last binding is what Python keeps
                 if isinstance(item, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in item.targets
                 ):

@@ -28,6 +28,7 @@ from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
 from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
 from vllm_tt_plugin.contract.source_kwargs import copies, mapping_of
 from vllm_tt_plugin.contract.source_kwmap import Held, held
+from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
 
 
@@ -139,6 +140,15 @@ class Body:
     # a KeyError only when that path runs, which the checker does not evaluate
     kwargs_maybe_required: tuple[str, ...] = ()
     vararg_reads: tuple[VarargRead, ...] = ()  # args[0] / a, b = args[:2]: raise when empty
+
+
+# A zero-argument super() in a nested function, lambda or comprehension takes that frame's
+# first argument (or none: RuntimeError), not the method's instance.
+NESTED_SUPER = (
+    "super() without arguments inside a nested function, lambda or comprehension, or in a "
+    "staticmethod or a module-level def (at run time RuntimeError: super(): no arguments / "
+    "__class__ cell not found, or it binds that function's first argument)"
+)
 
 
 def _passed(expr: ast.expr, params: set[str], star: bool) -> Passed:
@@ -335,8 +345,12 @@ def forwards_of(
     local_names = {
         n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
+    live = live_nodes(fn)  # a forward in code that cannot run hands nothing on
+    nested = own_frame_nodes(fn)
     found: list[Forward] = []
     for node in ast.walk(fn):
+        if id(node) not in live:
+            continue
         if not isinstance(node, ast.Call) or not _carries(fn, node, vararg, kw_names):
             continue
         rest: list[ast.expr] = list(node.args)
@@ -394,6 +408,8 @@ def forwards_of(
         if target is None:
             continue
         how, method, cls_expr = target
+        if how == "super" and cls_expr is None and id(node) in nested:
+            unresolved = unresolved or NESTED_SUPER
         after = None
         if cls_expr is not None:
             after = resolve(cls_expr)
@@ -529,7 +545,9 @@ def body_of(
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
     kw_names = copies(fn, kwarg) if kwarg else set()
-    nodes = _walk_body(fn, me)
+    live = live_nodes(fn)  # reads and calls in code that cannot run do not count
+    nodes = [n for n in _walk_body(fn, me) if id(n) in live]
+    nested = own_frame_nodes(fn)
     aliases = _aliases(fn, me)
     parents = parents_of(fn)
     run = always_run(fn)
@@ -619,6 +637,9 @@ def body_of(
                 if target is None:
                     continue
                 how, method, cls_expr = target
+                if how == "super" and cls_expr is None and id(node) in nested:
+                    unresolved.append((node.lineno, f"calls super().{method}(...): {NESTED_SUPER}"))
+                    continue
                 after = None
                 if cls_expr is not None:
                     after = resolve(cls_expr)

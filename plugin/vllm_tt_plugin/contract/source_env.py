@@ -71,6 +71,12 @@ class ParsedModule:
     all_names: list[str] | None = None  # __all__, when a literal
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
+    # name -> [(line, why)]: bound under a condition (``source_import.conditional_bindings``)
+    conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    raises: list[Any] = field(default_factory=list)  # source_import.ImportRaise, in order
+    dynamic: Any = None  # source_shape.Doubt: module code that may bind anything (exec, ...)
+    # NAME passed to a module-level call: (line, the callee as written)
+    handed: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class EnvFacts(abc.ABC):

@@ -8,6 +8,7 @@ import ast
 from collections.abc import Callable
 
 from vllm_tt_plugin.contract.source_guards import proven
+from vllm_tt_plugin.contract.source_live import live_nodes
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
@@ -15,7 +16,9 @@ _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.W
 # Callees that take a value without using its content (a log line, a count, a type test).
 _INERT = {"print", "len", "str", "repr", "format", "isinstance", "bool", "type", "id", "hash",
           "debug", "info", "warning", "warn", "error", "exception", "critical", "log"}  # fmt: skip
-_MAX_HOPS = 4
+# Past this many hops (nested expressions, local copies) a value counts as used; local copies
+# are each followed once (``seen``), so the walk is linear in the body.
+_MAX_HOPS = 200
 # Expressions whose value carries an operand's (a use of theirs is a use of it).
 _CARRIERS = (ast.BinOp, ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred,
              ast.FormattedValue, ast.JoinedStr)  # fmt: skip
@@ -134,7 +137,7 @@ Helper = Callable[[ast.Call, ast.AST, int], "bool | None"]  # source_helpers.val
 
 def _name_used(
     fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int,
-    helper: Helper | None = None,
+    seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
 ) -> bool:  # fmt: skip
     """A local bound at line ``after`` is used: a later load of it (before a body-level
     rebinding) whose value is used."""
@@ -145,14 +148,20 @@ def _name_used(
         ),
         default=None,
     )  # fmt: skip
+    seen = set() if seen is None else seen
+    if (name, after) in seen:
+        return False  # this binding is being (or was) followed already
+    seen.add((name, after))
+    live = live_nodes(fn)  # a use in code that cannot run is no use
     for node in ast.walk(fn):
         if (
             isinstance(node, ast.Name)
+            and id(node) in live
             and node.id == name
             and isinstance(node.ctx, ast.Load)
             and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
             and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
-            and value_used(fn, node, parents, hops + 1, helper)
+            and value_used(fn, node, parents, hops + 1, seen, helper)
         ):
             return True
     return elided(fn)  # a skeleton's `(...)` arguments may use it
@@ -173,7 +182,7 @@ def _is_mapping(fn: Fn, node: ast.AST) -> bool:
 
 def value_used(
     fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0,
-    helper: Helper | None = None,
+    seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
 ) -> bool:  # fmt: skip
     """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
     log line, ``len``, a type test), a return, a local that is used, an attribute of the
@@ -211,29 +220,29 @@ def value_used(
             reaches = helper(grand, node, hops)
             if reaches is not None:
                 return reaches
-        return value_used(fn, parent, parents, hops + 1, helper)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         for t in targets:
             if isinstance(t, ast.Name) and _name_used(
-                fn, t.id, parent.lineno, parents, hops, helper
+                fn, t.id, parent.lineno, parents, hops, seen, helper
             ):
                 return True
             if not isinstance(t, ast.Name):
                 return True  # an attribute or item: stored (see stored_attribute)
         return False
     if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
-        return value_used(fn, parent, parents, hops + 1, helper)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
-        return value_used(fn, parent, parents, hops + 1, helper)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, _CARRIERS):
-        return value_used(fn, parent, parents, hops + 1, helper)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, ast.comprehension) and node is parent.iter:
         if _is_mapping(fn, node):
             return False  # over the mapping: its keys (values are read by name elsewhere)
         # A value taken from it: its items reach the comprehension's result.
         comp = parents.get(id(parent))
-        return comp is None or value_used(fn, comp, parents, hops + 1)
+        return comp is None or value_used(fn, comp, parents, hops + 1, seen)
     return True
 
 
@@ -255,4 +264,6 @@ def unused_params(fn: Fn, names: set[str], helper: Helper | None = None) -> tupl
     parents = parents_of(fn)
     # As a local bound at the def: a use before any body-level rebinding (`sp = None`) counts.
     first = fn.body[0].lineno - 1 if fn.body else fn.lineno
-    return tuple(sorted(n for n in names if not _name_used(fn, n, first, parents, 0, helper)))
+    return tuple(
+        sorted(n for n in names if not _name_used(fn, n, first, parents, 0, helper=helper))
+    )

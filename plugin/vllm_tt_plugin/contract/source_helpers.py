@@ -68,7 +68,7 @@ def value_reaches(
 ) -> bool | None:
     """Whether the helper ``call`` hands ``arg`` to uses it (None: not a helper it can read)."""
     found = _helper(call, arg, function)
-    if found is None or hops > 3:
+    if found is None:
         return None
     helper, name = found
     first = helper.body[0].lineno - 1 if helper.body else helper.lineno

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
+from vllm_tt_plugin.contract.source_live import NO_CLASS_CELL
+from vllm_tt_plugin.contract.source_shape import class_doubt, handed_names, module_doubt
 
 PLUGIN_PACKAGE = "vllm_tt_plugin"
 # Methods of a dict / list that change it in place (``CAPS.update(...)``, ``CAPS.pop(k)``).
@@ -76,8 +79,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
     """The module-level names of ``tree``, each as its last binding leaves it."""
     package = module if is_package else module.rpartition(".")[0]
     parsed = ParsedModule(module, path, is_package, {}, {}, {})
-    # `try: from a import X / except ImportError: X = object`: the import that works is
-    # the one a checkout's tree has, so the try branch is read (the handlers are not).
+    # `try: from a import X / except ImportError: X = object`: the try branch is read as the
+    # binding; a handler binding the name too makes it conditional (`source_import`).
     statements: list[tuple[ast.stmt, bool]] = []
     for node in tree.body:
         if isinstance(node, ast.Try):
@@ -133,6 +136,7 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 if isinstance(t, ast.Name):
                     bind(t.id, node.lineno, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            setattr(node, NO_CLASS_CELL, True)  # a class body may bind it: super() fails there
             bind(node.name, node.lineno, node)
             if isinstance(node, ast.FunctionDef):
                 parsed.functions[node.name] = node
@@ -157,6 +161,10 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 parsed.bound |= {(a.asname or a.name.split(".")[0]) for a in n.names}
             stack.extend(ast.iter_child_nodes(n))
+    parsed.conditional = conditional_bindings(tree)
+    parsed.raises = import_time_raises(tree)
+    parsed.dynamic = module_doubt(tree)
+    parsed.handed = handed_names(tree)
     all_names = parsed.assigns.get("__all__")
     if all_names is not None:
         try:
@@ -266,6 +274,22 @@ def class_binding_doubt(
                         f"{name} is bound inside a class-level `{kind}` (line {stmt.lineno}): "
                         "which binding Python keeps is not evaluated"
                     )
+    shape = class_doubt(node, name) or module.dynamic  # not a plain def / assignment
+    if shape is not None:
+        return shape.line, shape.why
+    if node.name in module.handed and module.classes.get(node.name) is node:
+        line, callee = module.handed[node.name]
+        return line, (
+            f"{node.name} is handed to {callee}(...) in module code (line {line}): what that "
+            "call does to the class is not evaluated"
+        )
+    known = {node.name, *module.classes, *module.imports, *module.functions}
+    for (obj, attr), line in module.stored.items():  # `C = Cls; C.m = f`, a loop variable
+        if attr in (name, "*") and obj not in known:
+            return line, (
+                f"{obj}.{attr} is assigned at module level (line {line}) and {obj} may be "
+                f"{node.name}: the object Python calls is not evaluated"
+            )
     for key in ((node.name, name), (node.name, "*")):
         if key in module.stored and module.classes.get(node.name) is node:
             return module.stored[key], (
