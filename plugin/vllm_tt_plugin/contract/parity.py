@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
@@ -77,6 +79,12 @@ from vllm_tt_plugin.contract.parity_rules import (
     instance_shadow,
     module_findings,
     not_shipped,
+)
+from vllm_tt_plugin.contract.parity_shapes import (
+    WRITTEN,
+    read_only_writes,
+    result_shape,
+    with_result,
 )
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
@@ -443,9 +451,11 @@ def check_target(
     begin()
     if not source.has_class(target):
         unreadable = _unreadable(source, target, archs)
-        return unreadable or [
-            Finding(target, archs, "*", "no_class", "module or class not in this checkout")
-        ]
+        return (
+            unreadable
+            or unfollowed_binding(source, profile, archs, check_target)
+            or [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
+        )
     variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
         source, "class_fact_variants", None
     )
@@ -486,7 +496,10 @@ def check_target(
             for f in findings
         ]  # fmt: skip
     findings = [*import_raises(source, target, archs), *findings]
-    findings = module_findings(source, target, archs) + findings
+    writes = [
+        Finding(target, archs, WRITTEN[0], "broken", d) for d in read_only_writes(source, target)
+    ]
+    findings = module_findings(source, target, archs) + writes + findings
     return _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
 
 
@@ -580,7 +593,8 @@ def _check_variant(
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
         _reach(source, target, profile.family, found, walk)
-        findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
+        verdict = _verdict(profile, method, walk, fixture_entry is not None, archs)
+        findings.append(with_result(verdict, result_shape(source, method, found)))
     block = block_hooks_without_blocks(source, target, facts, archs)
     if block is not None:
         findings.append(block)
@@ -668,6 +682,16 @@ def render(findings: Sequence[Finding]) -> str:
     return "\n".join(lines)
 
 
+def internal_error(exc: Exception) -> str:
+    """The message (no traceback) for a failure of the checker itself on some tree."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+    return (
+        f"contract-parity: internal error{at}: {type(exc).__name__}: {exc} (a checker bug on "
+        "this tree: nothing was checked; please report it)"
+    )
+
+
 def registry_targets(archs: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
     """The built-in registry's targets, optionally only those serving ``archs``."""
     from vllm_tt_plugin.model_registry import all_builtin_targets, tt_arch
@@ -719,7 +743,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                     f"contract-parity: {tree} is not a tt-metal tree (no models/)", file=sys.stderr
                 )
                 return 2
-        found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        try:
+            found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        except Exception as exc:
+            print(internal_error(exc), file=sys.stderr)
+            return 2
         mode = "diff" if args.diff else "table"
         for line in parity_diff.run(mode, trees, found, targets, FAILING):
             out(line)
@@ -745,13 +773,23 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             file=sys.stderr,
         )
         return 2
-    findings = check(CheckoutReader(root), profiles, targets)
+    try:
+        findings = check(CheckoutReader(root), profiles, targets)
+    except Exception as exc:
+        print(internal_error(exc), file=sys.stderr)
+        return 2
     shown = findings if args.verbose else [f for f in findings if f.status != "ok"]
     out(f"contract-parity: {root} against {args.fixture or DEFAULT_FIXTURE}")
     out(render(shown))
     bad = failures(findings, args.require_all)
     if bad:
         out(f"contract-parity: {len(bad)} failing finding(s)")
+        return 1
+    if all(f.status == "no_class" for f in findings):  # a wrong TT_METAL_HOME binds nothing
+        out(
+            f"contract-parity: 0 targets checked: none of the {len(targets)} registry target(s) "
+            f"is in {root} (is TT_METAL_HOME the tt-metal checkout?)"
+        )
         return 1
     out("contract-parity: every call the plugin makes binds to this checkout")
     return 0

@@ -36,6 +36,7 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
+from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
     body_mutation,
@@ -78,8 +79,6 @@ _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 # Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
-# Decorators that leave the method's signature as written (drop_first handles staticmethod).
-_PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
 
 
 @dataclass(frozen=True)
@@ -312,6 +311,9 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         if "@" in cls:
             earlier = module.earlier.get(cls)
             return (module, earlier) if earlier is not None else None
+        star = later_star(self, module, cls)  # `from m import *` below rebinds it: last wins
+        if star is not None:
+            return self.resolve_class(f"{star}:{cls}", depth + 1)
         if cls in module.classes:
             return module, module.classes[cls]
         imported = module.imports.get(cls)
@@ -514,12 +516,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             tuple(builds_of(item, me, kind, own_class)),
         )
         others = [
-            ast.unparse(d) for d in item.decorator_list
-            if not (isinstance(d, (ast.Name, ast.Attribute))
-                    and (d.id if isinstance(d, ast.Name) else d.attr) in _PLAIN_DECORATORS)
-        ]  # fmt: skip
+            ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)
+        ]
         unresolved = (
-            f"decorated with @{', @'.join(others)}: the signature Python calls may differ"
+            f"decorated with @{', @'.join(others)} (not trusted): the signature may differ"
             if others
             else ""
         )

@@ -71,6 +71,14 @@ class ParsedModule:
     all_names: list[str] | None = None  # __all__, when a literal
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
+    star_lines: list[tuple[int, str]] = field(default_factory=list)  # `from m import *`: (line, m)
+    py310: str | None = None  # why it does not compile on Python 3.10 ("": it does; None: unread)
+    guarded: set[str] = field(default_factory=set)  # imported in a `try` an except may rebind
+    tree: ast.Module | None = None  # the module as parsed
+    # (line, absolute module, level beyond the top-level package) of each module-level import
+    # outside a try (`import a.b`, `from a.b import c`): what the import needs to exist.
+    module_imports: list[tuple[int, str, bool]] = field(default_factory=list)
+    all_doubt: int = 0  # line where code the checker does not evaluate changes __all__
     # name -> [(line, why)]: bound under a condition (``source_import.conditional_bindings``)
     conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     raises: list[Any] = field(default_factory=list)  # source_import.ImportRaise, in order
