@@ -34,6 +34,7 @@ from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
+from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -62,7 +63,7 @@ from vllm_tt_plugin.contract.source_flow import (
     value_used,
 )
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
-from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
+from vllm_tt_plugin.contract.source_helpers import value_reaches
 from vllm_tt_plugin.contract.source_import import import_time_raises
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
@@ -203,65 +204,12 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     for k in node.keywords:
         if k.arg is None:
             value = k.value
-            merge = _copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
+            merge = copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
             args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
         else:
             v = k.value
             args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
     return f"{ast.unparse(node.func)}({', '.join(args)})"
-
-
-def _unhanded(node: ast.Call, kwarg: str | None, function: Any) -> ast.Call:
-    """``self._h(kwargs)`` where the checker reads what ``_h`` does with the mapping: the
-    skeleton keeps the keys it reads as the method's own reads, and the call without it."""
-    if not any(
-        isinstance(a, ast.Name) and a.id == kwarg and mapping_use(node, a, function) is not None
-        for a in node.args
-    ):
-        return node
-    args = [
-        ast.Constant(None) if isinstance(a, ast.Name) and a.id == kwarg else a for a in node.args
-    ]
-    return ast.Call(node.func, args, node.keywords)
-
-
-def _moved_text(assign: ast.AST | None, names: set[str]) -> str:
-    """``kw["new"] = kw.pop("old", ...)`` / ``kw.get("old")`` / ``kw["old"]`` as the skeleton
-    keeps it (the checker follows the value to the new key); anything else ``...``."""
-    v = assign.value if isinstance(assign, ast.Assign) else None
-    if (
-        isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
-        and v.func.attr in ("pop", "get") and isinstance(v.func.value, ast.Name)
-        and v.func.value.id in names and v.args and isinstance(v.args[0], ast.Constant)
-    ):  # fmt: skip
-        rest = ", ..." if len(v.args) > 1 else ""
-        return f"{v.func.value.id}.{v.func.attr}({v.args[0].value!r}{rest})"
-    if (
-        isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id in names
-        and isinstance(v.slice, ast.Constant)
-    ):  # fmt: skip
-        return f"{v.value.id}[{v.slice.value!r}]"
-    return "..."
-
-
-def _copy_text(expr: ast.expr) -> str:
-    """A copy / edit of ``**kwargs`` with its keys and mapping names kept, other values ``...``
-    (``{**kwargs, "k": ...}``, ``kwargs.update(k=...)``, ``dict(kwargs)``)."""
-
-    def keep(x: ast.expr) -> str:
-        return x.id if isinstance(x, ast.Name) else "..."
-
-    if isinstance(expr, ast.Dict):
-        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
-                 for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
-        return "{" + ", ".join(items) + "}"
-    if isinstance(expr, ast.DictComp):  # a key filter: source_kwmap reads it as written
-        return ast.unparse(expr)
-    if isinstance(expr, ast.Call):
-        args = [_copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
-        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
-        return f"{ast.unparse(expr.func)}({', '.join(args)})"
-    return "..."
 
 
 def body_lines(
@@ -375,7 +323,7 @@ def body_lines(
                 continue
             target = _callee(func, me)
             if target is not None:
-                text = _call_text(_unhanded(node, kwarg, function), params)
+                text = _call_text(unhanded(node, kwarg, function), params)
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
@@ -429,7 +377,7 @@ def body_lines(
                 and func.value.id in kw_names
                 and func.attr in ("update", "clear", "popitem")
             ):  # an edit of **kwargs (or a copy) before it is handed on
-                add(node, placed(node, _copy_text(node)))
+                add(node, placed(node, copy_text(node)))
                 continue
             if (
                 kwarg is not None
@@ -469,7 +417,7 @@ def body_lines(
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
             else:  # a value moved from another key keeps where it came from
-                add(node, f"{kwarg}[{key}] = {_moved_text(parents.get(id(node)), kw_names)}")
+                add(node, f"{kwarg}[{key}] = {moved_text(parents.get(id(node)), kw_names)}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -487,7 +435,7 @@ def body_lines(
             and node.targets[0].id in kw_names
             and (node.targets[0].id != kwarg or isinstance(node.value, ast.DictComp))
         ):
-            add(node, f"{node.targets[0].id} = {_copy_text(node.value)}")  # a copy of **kwargs
+            add(node, f"{node.targets[0].id} = {copy_text(node.value)}")  # a copy of **kwargs
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -603,24 +551,6 @@ def _simple_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _resolver(
-    node: ast.ClassDef, functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef]
-) -> Any:
-    """The helpers a method's body can hand a plugin value to, as the checker resolves them
-    (``self._h`` in this class body, ``_h`` a function of this module): what they do with it
-    decides whether the skeleton keeps the value as used (``source_helpers``)."""
-    own = {i.name: i for i in node.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-    def function(expr: ast.expr) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            found = own.get(expr.attr) if expr.value.id == "self" else None
-            return (found, 1) if found is not None else None
-        found = functions.get(expr.id) if isinstance(expr, ast.Name) else None
-        return (found, 0) if found is not None else None
-
-    return function
-
-
 def _class(
     node: ast.ClassDef,
     calling: frozenset[str] = frozenset(),
@@ -656,7 +586,7 @@ def _class(
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored, keep, _resolver(node, functions or {}))
+            lines = _function(item, "    ", stored, keep, resolver(node, functions or {}))
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:

@@ -27,7 +27,7 @@ from vllm_tt_plugin.contract.source_flow import (
 from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
 from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
 from vllm_tt_plugin.contract.source_kwargs import copies, mapping_of
-from vllm_tt_plugin.contract.source_kwmap import Held, held
+from vllm_tt_plugin.contract.source_kwmap import Held, held, merged_holds
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
 
@@ -444,12 +444,7 @@ def forwards_of(
                 ]  # fmt: skip
             else:  # a literal mapping: its keys by name (a duplicate is Python's TypeError)
                 kw += [(key, Passed("other", key)) for key in mapping[1]]
-        one = holds[0] if len(holds) == 1 else Held(
-            tuple(k for h in holds for k in h.dropped), tuple(k for h in holds for k in h.added),
-            None, tuple(r for h in holds for r in h.renamed),
-            next((h.unknown or ("a key filter" if h.keep is not None else "") for h in holds
-                  if h.unknown or h.keep is not None), ""),
-        )  # fmt: skip
+        one = merged_holds(holds)
         unresolved = unresolved or one.unknown
         same = (how, method, after, tuple(args), tuple(kw))
         if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):

@@ -158,3 +158,19 @@ def held(fn: Fn, name: str, names: set[str], constant: Constant | None = None) -
         tuple(moved),
         why,
     )
+
+
+def merged_holds(holds: list[Held]) -> Held:
+    """What a forward handing on several mappings carries (``{**a, **b}``): their edits
+    together; a key filter on one of them is not modelled (``unknown``)."""
+    if len(holds) == 1:
+        return holds[0]
+    filtered = any(h.keep is not None for h in holds)
+    return Held(
+        tuple(k for h in holds for k in h.dropped),
+        tuple(k for h in holds for k in h.added),
+        None,
+        tuple(r for h in holds for r in h.renamed),
+        next((h.unknown for h in holds if h.unknown), "")
+        or ("it merges a key-filtered **mapping with another" if filtered else ""),
+    )
