@@ -60,6 +60,7 @@ from vllm_tt_plugin.contract.call_plan import (
 from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
 from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
+from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
@@ -235,6 +236,15 @@ def _walk(
         out.errors.append(f"{variant} call: {describe_chain(path)} always raises: "
                           f"{link.body.raises} [{link.where}]")  # fmt: skip
         return
+    at = f"[{link.where}]"
+    swaps = swapped(link.signature, bound)
+    if swaps:
+        out.errors.append(f"{variant} call: {describe_chain(path)}: {'; '.join(swaps)} {at}")
+        return
+    for why, sure in short_varargs(link, bound):
+        (out.errors if sure and certain else out.unresolved).append(
+            f"{variant} call: {describe_chain(path)} {why} {at}"
+        )
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
     forwards = link.forwards
@@ -252,7 +262,7 @@ def _walk(
             )
             continue
         after = (fwd.after or link.owner) if fwd.how == "super" else fwd.after
-        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
+        nxt = fwd.link or lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None:
             start = f"after {class_label(after)} " if after and fwd.how == "super" else ""
             mro = class_label(after) if fwd.how == "class" and after else class_label(target)
@@ -272,6 +282,8 @@ def _walk(
                 f"in **kwargs: a TypeError) [{link.where.rpartition(':')[0]}:{fwd.line}]"
             )
             continue
+        for why in consumed_controls(link, bound, fwd, nxt, next_kwargs, kwargs):
+            out.dropped.append(f"{variant} call: {describe_chain(path)} {why} {at}")
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
               certain and fwd.certain)  # fmt: skip
     if not followed:
@@ -284,7 +296,7 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
     path = [found]
     while path[-1].forwards and len(path) < _MAX_LINKS:
         link, fwd = path[-1], path[-1].forwards[0]
-        nxt = lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
+        nxt = fwd.link or lookup(source, target, fwd.how, fwd.method, fwd.after, link.owner)
         if nxt is None or any((m.owner, m.name) == (nxt.owner, nxt.name) for m in path):
             break
         path.append(nxt)
@@ -292,7 +304,9 @@ def _first_path(source: SignatureSource, target: str, found: FoundMethod) -> lis
 
 
 def _signatures(path: Sequence[FoundMethod]) -> list[str]:
-    return [format_signature(m.signature) for m in path]
+    """The methods' signatures (a module function a method hands on to is bound, but the
+    fixture pins methods only)."""
+    return [format_signature(m.signature) for m in path if m.kind != "function"]
 
 
 _MAX_REACHED = 400
@@ -316,8 +330,10 @@ def _reach(
         if body is None:
             continue
         nexts: list[FoundMethod | None] = [
-            lookup(source, target, f.how, f.method, f.after, method.owner) for f in method.forwards
-        ]
+            f.link if f.how == "function" else
+            lookup(source, target, f.how, f.method, f.after, method.owner)
+            for f in method.forwards
+        ]  # fmt: skip
         for at_line, why in body.unresolved:
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"

@@ -198,7 +198,15 @@ def check_kwargs(
                 f"the checker does not evaluate, and the plugin does not send it (a KeyError "
                 f"when that path runs) [{link.where}]"
             )
-    thrown = [k for k in body.kwargs_discarded if k in received and k in CONTENT_KEYWORDS]
+    carried = {  # keys of **kwargs a forward hands on (not removed nor filtered out)
+        k for fwd in link.forwards for key, passed in fwd.keywords
+        if key is None and passed.name == var_kw for k in received
+        if k not in fwd.dropped and (fwd.keep is None or k in fwd.keep)
+    }  # fmt: skip
+    thrown = [
+        k for k in body.kwargs_discarded
+        if k in received and _content(k, received) and k not in carried
+    ]  # fmt: skip
     if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
         out.dropped.append(
             f"{variant} call: {describe_chain(path)} removes {', '.join(map(repr, thrown))} from "
@@ -208,13 +216,11 @@ def check_kwargs(
     kept = {k for k, attr in body.kwargs_stored if attribute_read(source, target, attr)}
     if body.kwargs_opaque or "*" in kept:
         return
-    passed_on = any(
-        passed.name == var_kw for fwd in link.forwards for key, passed in fwd.keywords
-        if key is None
-    )  # fmt: skip
-    if passed_on:
-        return  # the next method decides (its own **kwargs, or its named parameters)
-    unread = [k for k in received if k not in (*body.kwargs_reads, *kept) and k in CONTENT_KEYWORDS]
+    # What a forward carries, the next method decides (its own **kwargs, or named parameters).
+    unread = [
+        k for k in received
+        if k not in (*body.kwargs_reads, *kept, *carried, *thrown) and _content(k, received)
+    ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]
         also = (
@@ -222,11 +228,26 @@ def check_kwargs(
             if other
             else ""
         )
+        if any(fwd.keep is not None for fwd in link.forwards):
+            also += "; a key filter leaves it out of the **kwargs it hands on"
+        unread = [_named(k, received) for k in unread]
         out.dropped.append(
-            f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, unread))} in "
+            f"{variant} call: {describe_chain(path)} takes {', '.join(unread)} in "
             f"**{var_kw} and never reads {'it' if len(unread) == 1 else 'them'}{also} "
             f"[{link.where}]"
         )
+
+
+def _content(key: str, received: Mapping[str, Any]) -> bool:
+    """Content the plugin sends, under its own key or moved to another one."""
+    value = received.get(key)
+    return key in CONTENT_KEYWORDS or (isinstance(value, str) and value in CONTENT_KEYWORDS)
+
+
+def _named(key: str, received: Mapping[str, Any]) -> str:
+    value = received.get(key)
+    moved = isinstance(value, str) and value != key and value in CONTENT_KEYWORDS
+    return f"{key!r} (the plugin's {value!r})" if moved else repr(key)
 
 
 _READ_BACK = ("read_decode_output", "process_decode_output_host")

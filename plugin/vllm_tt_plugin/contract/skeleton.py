@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_module
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
@@ -34,6 +36,7 @@ from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
+from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -61,6 +64,8 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
+from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
+from vllm_tt_plugin.contract.source_helpers import value_reaches
 from vllm_tt_plugin.contract.source_import import import_time_raises
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
@@ -71,6 +76,7 @@ from vllm_tt_plugin.contract.source_loadable import (
     newer_syntax,
 )
 from vllm_tt_plugin.contract.source_module import parse_module
+from vllm_tt_plugin.contract.source_varargs import vararg_reads
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -205,7 +211,7 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     for k in node.keywords:
         if k.arg is None:
             value = k.value
-            merge = _copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
+            merge = copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
             args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
         else:
             v = k.value
@@ -213,29 +219,14 @@ def _call_text(node: ast.Call, keep: set[str]) -> str:
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
-def _copy_text(expr: ast.expr) -> str:
-    """A copy / edit of ``**kwargs`` with its keys and mapping names kept, other values ``...``
-    (``{**kwargs, "k": ...}``, ``kwargs.update(k=...)``, ``dict(kwargs)``)."""
-
-    def keep(x: ast.expr) -> str:
-        return x.id if isinstance(x, ast.Name) else "..."
-
-    if isinstance(expr, ast.Dict):
-        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
-                 for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
-        return "{" + ", ".join(items) + "}"
-    if isinstance(expr, ast.Call):
-        args = [_copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
-        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
-        return f"{ast.unparse(expr.func)}({', '.join(args)})"
-    return "..."
-
-
 def body_lines(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, stored: frozenset[str] = frozenset()
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    stored: frozenset[str] = frozenset(),
+    function: Any = None,
 ) -> list[str]:
     """What the checker reads from ``fn``'s body, one statement a line, in source order
-    (``stored``: attributes the class stores plugin arguments in: their reads are kept)."""
+    (``stored``: attributes the class stores plugin arguments in: their reads are kept;
+    ``function``: the helpers it hands values to, whose reads are kept as the method's)."""
     if _elided(fn):
         return ["..."]
     if _only_raises_not_implemented(fn):
@@ -266,6 +257,10 @@ def body_lines(
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
     aliases = _aliases(fn, me)
+    present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
+
+    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
+        return value_reaches(call, arg, function, hops)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -314,7 +309,9 @@ def body_lines(
                 or _explicit(node, me) is not None  # Base.m(self, *args, **kwargs)
                 or _partial(func) is not None
                 or (_composed(node, me) is not None and _hands_all(node, vararg, kwarg))
-            )
+                or (isinstance(func, ast.Name) and func.id not in locals_
+                    and not hasattr(builtins, func.id))  # a module function: followed
+            )  # fmt: skip
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
                 add_call(node, ("return " if returned else "") + _call_text(node, params))
@@ -333,7 +330,7 @@ def body_lines(
                 continue
             target = _callee(func, me)
             if target is not None:
-                text = _call_text(node, params)
+                text = _call_text(unhanded(node, kwarg, function), params)
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
@@ -387,7 +384,7 @@ def body_lines(
                 and func.value.id in kw_names
                 and func.attr in ("update", "clear", "popitem")
             ):  # an edit of **kwargs (or a copy) before it is handed on
-                add(node, placed(node, _copy_text(node)))
+                add(node, placed(node, copy_text(node)))
                 continue
             if (
                 kwarg is not None
@@ -398,11 +395,14 @@ def body_lines(
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
-                key_text = repr(node.args[0].value) + (", ..." if len(node.args) > 1 else "")
+                safe = len(node.args) > 1 or is_guarded(present, node, str(node.args[0].value))
+                key_text = repr(node.args[0].value) + (
+                    ", None" if safe else ""
+                )  # not `...`: elided
                 text = f"{func.value.id}.{func.attr}({key_text})"
                 if id(node) in bare:
                     add(node, placed(node, text))
-                elif value_used(fn, node, parents):
+                elif value_used(fn, node, parents, helper=helper):
                     add(node, f"used({text})")
                 else:
                     add(node, f"_ = {text}")
@@ -415,13 +415,16 @@ def body_lines(
         ):
             key = repr(node.slice.value)
             if isinstance(node.ctx, ast.Load):
-                used = value_used(fn, node, parents)
-                text = f"used({kwarg}[{key}])" if used else f"{kwarg}[{key}]"
+                used = value_used(fn, node, parents, helper=helper)
+                read = f"{kwarg}[{key}]"
+                if is_guarded(present, node, str(node.slice.value)):
+                    read = f"{kwarg}.get({key})"
+                text = f"used({read})" if used else (read if "[" in read else f"_ = {read}")
                 add(node, text if id(node) in run else f"if ...: {text}")
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
-            else:
-                add(node, f"{kwarg}[{key}] = ...")
+            else:  # a value moved from another key keeps where it came from
+                add(node, f"{kwarg}[{key}] = {moved_text(parents.get(id(node)), kw_names)}")
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -436,9 +439,10 @@ def body_lines(
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in kw_names - {kwarg}
+            and node.targets[0].id in kw_names
+            and (node.targets[0].id != kwarg or isinstance(node.value, ast.DictComp))
         ):
-            add(node, f"{node.targets[0].id} = {_copy_text(node.value)}")  # a copy of **kwargs
+            add(node, f"{node.targets[0].id} = {copy_text(node.value)}")  # a copy of **kwargs
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -455,19 +459,26 @@ def body_lines(
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         add(node, f"{me}.{sub.attr} = {kept}")
+    for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
+        lines.append((r.line, r.skeleton()))
     raises = always_raises(fn)
     if raises:
         line = int(raises.rpartition("(line ")[2].rstrip(")"))
         lines.append((line, raises.rpartition(" (line ")[0]))
     named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CONTENT_KEYWORDS
-    unused = set(unused_params(fn, named)) if not elided(fn) else set()
+    unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
     for p in sorted(named - unused):
         lines.append((fn.body[0].lineno, f"used({p})"))
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
         lines.append((at_line, text))
-    if kwarg is not None and body_of(fn, lambda expr: None, kind=kind).kwargs_opaque:
+    seen = body_of(fn, lambda expr: None, kind=kind, function=function) if kwarg else None
+    own = body_of(fn, lambda expr: None, kind=kind).kwargs_reads if kwarg else ()
+    for key in seen.kwargs_reads if seen is not None else ():
+        if key not in own:  # read by a helper handed the mapping: kept as the method's read
+            lines.append((fn.body[0].lineno, f"used({kwarg}.get({key!r}))"))
+    if kwarg is not None and seen is not None and seen.kwargs_opaque:
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
         add(first, f"used({kwarg})")
@@ -485,10 +496,11 @@ def _function(
     indent: str,
     stored: frozenset[str] = frozenset(),
     keep: frozenset[int] = frozenset(),
+    function: Any = None,
 ) -> list[str]:
     out = [f"{indent}{d}" for d in _decorators(fn)]
     out.append(f"{indent}{_header(fn, keep)}")
-    out += [f"{indent}    {line}" for line in body_lines(fn, stored)]
+    out += [f"{indent}    {line}" for line in body_lines(fn, stored, function)]
     return out
 
 
@@ -547,7 +559,10 @@ def _simple_statement(stmt: ast.stmt) -> bool:
 
 
 def _class(
-    node: ast.ClassDef, calling: frozenset[str] = frozenset(), keep: frozenset[int] = frozenset()
+    node: ast.ClassDef,
+    calling: frozenset[str] = frozenset(),
+    keep: frozenset[int] = frozenset(),
+    functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
 ) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
     bases += [ast.unparse(k) for k in node.keywords]
@@ -579,7 +594,11 @@ def _class(
             if body:
                 body.append("")
             lines = skeleton_body(
-                node, item, with_returns(item, _function(item, "    ", stored, keep))
+                node,
+                item,
+                with_returns(
+                    item, _function(item, "    ", stored, keep, resolver(node, functions or {}))
+                ),
             )
             body += skeleton_module.with_extras(lines, item, node.name, set(calling))
         elif isinstance(item, ast.ClassDef):
@@ -607,7 +626,10 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     imports: list[str] = []
     rest: list[list[str]] = []
     calling = frozenset(skeleton_module.importers(tree))
-    as_methods = skeleton_module.assigned_functions(tree)
+    as_methods = skeleton_module.assigned_functions(tree) | skeleton_module.handed_functions(tree)
+    functions = {
+        n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     keep = frozenset(id(r.node) for r in import_time_raises(tree))  # raises on import
     for node in tree.body:
         extra = skeleton_module.module_statement(node)  # changed after a class body
@@ -635,7 +657,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             rest.append(_module_function(node, keep))
         elif isinstance(node, ast.ClassDef):
-            rest.append(_class(node, calling, keep))
+            rest.append(_class(node, calling, keep, functions))
     if imports:
         lines += ["", *imports]
     for block in rest:

@@ -242,3 +242,21 @@ def assigned_functions(tree: ast.Module) -> set[str]:
         for item in node.body
         if isinstance(item, ast.Assign) and isinstance(item.value, ast.Name)
     }  # fmt: skip
+
+
+def handed_functions(tree: ast.Module) -> set[str]:
+    """Module functions a method hands its ``*args`` / ``**kwargs`` to (``return
+    allocate_vllm_kv_cache(*args, **kwargs, model=...)``): the checker follows the call into
+    them, so their skeleton keeps what a method's does."""
+    out: set[str] = set()
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for fn in (i for i in cls.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            variadic = {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and any(
+                    isinstance(v, ast.Name) and v.id in variadic
+                    for v in (*(x.value for x in node.args if isinstance(x, ast.Starred)),
+                              *(k.value for k in node.keywords if k.arg is None))
+                ):  # fmt: skip
+                    out.add(node.func.id)
+    return out

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from vllm_tt_plugin.contract.class_scope import class_scope
 from vllm_tt_plugin.contract.mro_bases import assigns, base_entries, entry_method, linearize, opaque
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
+from vllm_tt_plugin.contract.source_alias import ModuleContext, aliased, carried
 from vllm_tt_plugin.contract.source_body import (
     Body,
     Construct,
@@ -92,7 +93,8 @@ class FoundMethod:
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
     unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
-    kind: str = "method"  # "classmethod", "staticmethod", a plain "method"; "constant": `m = None`
+    # "classmethod", "staticmethod", "method"; "function": a module def; "constant": `m = None`
+    kind: str = "method"
     coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
     scan: Scan = field(
         default_factory=Scan
@@ -466,9 +468,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
                 assigned = stmt if item is None else None
         if assigned is not None and isinstance(assigned.value, ast.Constant):
             return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", kind="constant")
-        if assigned is not None:  # bound to what the checker does not read: never "ok"
+        if assigned is not None:  # a base's function (`m = Base.f`), else unread: never "ok"
             why = f"bound to `{ast.unparse(assigned.value)}`, which the checker does not read"
-            return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)
+            return aliased(self, module, assigned.value) or FoundMethod(
+                owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)  # fmt: skip
         if item is None and method == "__init__":  # a @dataclass's generated __init__
             made = dataclass_init(node, [n for _, n in self._mro_nodes(owner)])
             if isinstance(made, Doubt):
@@ -524,9 +527,9 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             method,
             sig,
             f"{rel}:{item.lineno}",
-            forwards_of(item, resolve, function),
+            forwards_of(item, resolve, function, ModuleContext(self, module)),
             _only_raises_not_implemented(item),
-            body_of(item, resolve, kind=kind),
+            body_of(item, resolve, kind=kind, function=function),
             unresolved,
             kind,
             isinstance(item, ast.AsyncFunctionDef),
@@ -761,9 +764,7 @@ def pass_on(
     for key, passed in fwd.keywords:
         if key is None:
             if passed.name == var_kw:
-                extra: Mapping[str, Any] = bound.arguments.get(var_kw, {})
-                more = {k: v for k, v in extra.items() if k not in fwd.dropped}
-                more.update({k: k for k in fwd.added})
+                more = carried(bound.arguments.get(var_kw, {}), fwd)
                 twice = sorted(set(more) & set(kwargs))
                 if twice:
                     raise DuplicateKeyword(twice[0])

@@ -5,7 +5,7 @@ own methods, the ``cls(...)`` constructions and the reads of ``**kwargs`` (``bod
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vllm_tt_plugin.contract.source_ast import PLUGIN_PACKAGE as PLUGIN_PACKAGE
@@ -24,8 +24,12 @@ from vllm_tt_plugin.contract.source_flow import (
     unused_params,
     value_used,
 )
-from vllm_tt_plugin.contract.source_kwargs import copies, edits, mapping_of
+from vllm_tt_plugin.contract.source_guards import guarded_reads, is_guarded
+from vllm_tt_plugin.contract.source_helpers import mapping_use, value_reaches
+from vllm_tt_plugin.contract.source_kwargs import copies, mapping_of
+from vllm_tt_plugin.contract.source_kwmap import Held, held, merged_holds
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
+from vllm_tt_plugin.contract.source_varargs import VarargRead, vararg_reads
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Passed:
     name: str = ""  # the caller's parameter ("param"), or the mapping/sequence name
 
 
-How = Literal["super", "self", "class"]
+How = Literal["super", "self", "class", "function"]
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,15 @@ class Forward:
     defaults: tuple[str, ...] = ()  # keys a functools.partial supplies unless the call does
     unresolved: str = ""  # why the checker cannot follow what reaches the method (a helper)
     certain: bool = True  # every call of the method makes it (not in a branch)
+    keep: tuple[str, ...] | None = None  # a key filter on **kwargs: only these keys pass
+    renamed: tuple[tuple[str, str], ...] = ()  # (key set, the key whose value it holds)
+    link: Any = field(default=None, compare=False)  # "function": the FoundMethod it reaches
 
     def describe(self) -> str:
         if self.how == "class":
             return f"{(self.after or '?').rpartition(':')[2]}.{self.method}(self, ...)"
+        if self.how == "function":
+            return f"{self.method}(...)"
         head = "self" if self.how == "self" else "super()"
         if self.after is not None:
             head = f"super({self.after.rpartition(':')[2]}, self)"
@@ -130,6 +139,7 @@ class Body:
     # kwargs["key"] read only on some calls (under a branch, a loop, after an early return):
     # a KeyError only when that path runs, which the checker does not evaluate
     kwargs_maybe_required: tuple[str, ...] = ()
+    vararg_reads: tuple[VarargRead, ...] = ()  # args[0] / a, b = args[:2]: raise when empty
 
 
 # A zero-argument super() in a nested function, lambda or comprehension takes that frame's
@@ -306,7 +316,10 @@ def _passes_on(node: ast.Call, vararg: str | None, kwarg: str | None) -> bool:
 
 
 def forwards_of(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, function: Any = None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    resolve: Any,
+    function: Any = None,
+    context: Any = None,
 ) -> tuple[Forward, ...]:
     """The calls in ``fn`` that pass its ``*args`` / ``**kwargs`` on to another method of the
     instance: ``super()``, ``super(C, self)``, ``self.m(...)``, ``Base.m(self, ...)``,
@@ -315,7 +328,9 @@ def forwards_of(
     **kwargs)``: what the helper's body hands the method is read, its own other arguments are
     not the method's). Arguments a forward adds are kept, so a duplicate is seen.
     ``resolve(expr)`` names a class (``super(C, self)``, ``Base.m``), ``function(expr)`` the
-    module function a name refers to (None when it cannot)."""
+    module function a name refers to (None when it cannot). ``context`` (``source_alias.
+    ModuleContext``) gives a module constant's value (a key filter's allow-list) and a module
+    function handed the arguments (``f(*args, **kwargs)``) as a link of its own."""
     a = fn.args
     vararg = a.vararg.arg if a.vararg else None
     kwarg = a.kwarg.arg if a.kwarg else None
@@ -326,9 +341,10 @@ def forwards_of(
     aliases = _aliases(fn, me)
     params = {p.arg for p in (*firsts, *a.kwonlyargs)}
     kw_names = copies(fn, kwarg) if kwarg else set()
-    edited = edits(fn, kw_names)
-    dropped, added = edited.dropped, edited.added
     run = always_run(fn)
+    local_names = {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     live = live_nodes(fn)  # a forward in code that cannot run hands nothing on
     nested = own_frame_nodes(fn)
     found: list[Forward] = []
@@ -379,6 +395,16 @@ def forwards_of(
                     else ast.keyword(k.arg, ast.Constant(None))
                     for k in call.keywords
                 ]
+        link = None
+        if (
+            target is None
+            and context is not None
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in local_names
+        ):  # a module function of the tree (followed), or one the checker cannot read
+            link, why = context.function_link(node.func, _hands_all(node, vararg, kwarg))
+            if link is not None or why:
+                target, unresolved = ("function", node.func.id, None), unresolved or why
         if target is None:
             continue
         how, method, cls_expr = target
@@ -399,7 +425,7 @@ def forwards_of(
                         else _passed(x, params, False))  # fmt: skip
         kw: list[tuple[str | None, Passed]] = []
         merged: list[str] = []  # keys a {**kwargs, "k": v} mapping adds
-        carries = False
+        holds: list[Held] = []  # what each **mapping handed on carries of **kwargs
         for k in keywords:
             if k.arg is not None:
                 kw.append((k.arg, _passed(k.value, params, False)))
@@ -410,20 +436,22 @@ def forwards_of(
                 unresolved = unresolved or f"it passes **{ast.unparse(k.value)}, which is not read"
                 continue
             if mapping[0]:
-                carries = True
                 kw.append((None, Passed("double_star", kwarg or "")))
                 merged += mapping[1]
+                holds += [
+                    held(fn, n.id, kw_names, context and context.value) for n in ast.walk(k.value)
+                    if isinstance(n, ast.Name) and n.id in kw_names
+                ]  # fmt: skip
             else:  # a literal mapping: its keys by name (a duplicate is Python's TypeError)
                 kw += [(key, Passed("other", key)) for key in mapping[1]]
-        if carries and edited.unknown:
-            unresolved = unresolved or (
-                f"it edits **{kwarg} in a way the checker cannot follow ({edited.unknown[0]})"
-            )
+        one = merged_holds(holds)
+        unresolved = unresolved or one.unknown
         same = (how, method, after, tuple(args), tuple(kw))
         if all((f.how, f.method, f.after, f.args, f.keywords) != same for f in found):
             found.append(
-                Forward(how, method, after, tuple(args), tuple(kw), node.lineno, (*dropped,),
-                        (*added, *merged), (*defaults,), unresolved, id(node) in run)
+                Forward(how, method, after, tuple(args), tuple(kw), node.lineno, one.dropped,
+                        (*one.added, *merged), (*defaults,), unresolved, id(node) in run,
+                        one.keep, one.renamed, link)
             )  # fmt: skip
     return tuple(found)
 
@@ -493,10 +521,15 @@ def _shape(node: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, skip: int
 
 
 def body_of(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Any, *, kind: str = "method"
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    resolve: Any,
+    *,
+    kind: str = "method",
+    function: Any = None,
 ) -> Body:
     """The calls of the instance's own methods, the ``cls(...)`` constructions and the reads of
-    ``**kwargs`` in ``fn`` (``kind``: "method", "classmethod" or "staticmethod")."""
+    ``**kwargs`` in ``fn`` (``kind``: "method", "classmethod" or "staticmethod"; ``function``:
+    the helper a call reaches, to see what it does with a plugin value: ``source_helpers``)."""
     if _elided(fn):
         # An interface skeleton's `...` body: nothing is known of it, so its **kwargs count as
         # used whole (a skeleton records an empty body as `pass`).
@@ -540,12 +573,16 @@ def body_of(
     discarded: list[str] = []  # keys read or removed without the value being used
     # ... a key removed by a statement of the body itself: a KeyError when it is absent.
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
+    present = guarded_reads(fn, kw_names)  # keys a test or a `try` proves cannot KeyError
+
+    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
+        return value_reaches(call, arg, function, hops)
 
     def read(key: str, node: ast.AST) -> None:
         attr = stored_attribute(node, parents, me)
         if attr is not None:
             stored.append((key, attr))
-        elif value_used(fn, node, parents):
+        elif value_used(fn, node, parents, helper=helper):
             reads.append(key)
         else:
             discarded.append(key)
@@ -669,8 +706,14 @@ def body_of(
                 if func.attr in ("get", "pop", "setdefault") and isinstance(key, ast.Constant):
                     read(str(key.value), node)
                     handled.add(id(func.value))
-                    if func.attr == "pop" and len(node.args) == 1 and id(node) in top:
-                        required.append(str(key.value))
+                    if (
+                        func.attr == "pop" and len(node.args) == 1 and not node.keywords
+                        and not is_guarded(present, node, str(key.value))
+                    ):  # fmt: skip
+                        # kwargs.pop("k") without a default: a KeyError when "k" is absent,
+                        # whether or not its value is used (exactly like kwargs["k"])
+                        (required if id(node) in run or id(node) in top else maybe_required
+                         ).append(str(key.value))  # fmt: skip
                 elif func.attr in ("keys", "update", "__len__"):
                     handled.add(id(func.value))  # its keys, or keys the edits record
         elif (
@@ -684,7 +727,8 @@ def body_of(
             handled.add(id(node.value))
             if isinstance(node.ctx, ast.Load):
                 read(key_name, node)
-                (required if id(node) in run else maybe_required).append(key_name)
+                if not is_guarded(present, node, key_name):
+                    (required if id(node) in run else maybe_required).append(key_name)
             elif isinstance(node.ctx, ast.Del):
                 discarded.append(key_name)
                 if id(node) in top:
@@ -692,6 +736,11 @@ def body_of(
             else:
                 handled.add(id(node.value))
     opaque = False
+    refilled = {
+        id(n.value.generators[0].iter) for n in nodes
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.DictComp)
+        and isinstance(n.targets[0], ast.Name) and n.targets[0].id in kw_names
+    }  # fmt: skip
     if kwarg is not None:
         passed_on: set[int] = set()
         for node in nodes:
@@ -710,13 +759,23 @@ def body_of(
                 parent = parents.get(id(node))
                 use: ast.AST = node
                 if isinstance(parent, ast.Attribute):
+                    if id(parents.get(id(parent))) in refilled:
+                        continue  # a key filter rebinding a mapping: source_kwmap reads it
                     if parent.attr in ("items", "values"):
                         opaque = True  # its values, by key: used whole
                         break
                     use = parents.get(id(parent), parent)
                 attr = stored_attribute(use, parents, me)
+                site = parents.get(id(use))
+                site = parents.get(id(site)) if isinstance(site, ast.keyword) else site
+                handed = mapping_use(site, use, function) if isinstance(site, ast.Call) else None
                 if attr is not None:
                     stored.append(("*", attr))
+                elif handed is not None:  # a helper it can read: the keys it reads
+                    reads += handed.keys
+                    if handed.opaque:
+                        opaque = True
+                        break
                 elif value_used(fn, use, parents):
                     opaque = True
                     break
@@ -735,8 +794,9 @@ def body_of(
         tuple(k for k in dict.fromkeys(discarded) if k not in reads),
         plugin_imports(fn),
         "" if _only_raises_not_implemented(fn) else always_raises(fn),
-        unused_params(fn, named),
+        unused_params(fn, named, helper),
         tuple(dict.fromkeys(stored)),
         kind,
         tuple(k for k in dict.fromkeys(maybe_required) if k not in required),
+        vararg_reads(fn, vararg, run),
     )

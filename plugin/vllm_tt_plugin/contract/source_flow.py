@@ -5,7 +5,9 @@ a value read from the plugin's arguments reaches anything that uses it."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
+from vllm_tt_plugin.contract.source_guards import proven
 from vllm_tt_plugin.contract.source_live import live_nodes
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
@@ -123,55 +125,19 @@ def guarded_calls(fn: Fn, me: str | None) -> dict[int, set[str]]:
     """For each node, the names a ``hasattr(self, name)`` proves present where it runs: the
     branch the test holds in, the statements after ``if not hasattr(...): return``, the right
     of ``hasattr(...) and ...`` (an inverted or unrelated test guards nothing)."""
-    out: dict[int, set[str]] = {}
-
-    def expr(node: ast.AST, names: set[str]) -> None:
-        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-            proven = set(names)
-            for v in node.values:
-                expr(v, proven)
-                proven |= _hasattr_names(v, me, True)
-            return
-        if isinstance(node, ast.IfExp):
-            expr(node.test, names)
-            expr(node.body, names | _hasattr_names(node.test, me, True))
-            expr(node.orelse, names | _hasattr_names(node.test, me, False))
-            return
-        out[id(node)] = names
-        for child in ast.iter_child_nodes(node):
-            expr(child, names)
-
-    def block(stmts: list[ast.stmt], names: set[str]) -> None:
-        names = set(names)
-        for st in stmts:
-            if isinstance(st, (ast.If, ast.While)):
-                expr(st.test, names)
-                block(st.body, names | _hasattr_names(st.test, me, True))
-                block(st.orelse, names | _hasattr_names(st.test, me, False))
-                if st.body and isinstance(st.body[-1], (ast.Return, ast.Raise)):
-                    names |= _hasattr_names(st.test, me, False)
-                continue
-            for _field, value in ast.iter_fields(st):
-                items = value if isinstance(value, list) else [value]
-                if items and all(isinstance(x, ast.stmt) for x in items):
-                    block(items, names)
-                else:
-                    for x in items:
-                        if isinstance(x, ast.AST):
-                            expr(x, names)
-            out[id(st)] = names
-
-    block(fn.body, set())
-    return out
+    return proven(fn, lambda test, holds: _hasattr_names(test, me, holds), catching=False)
 
 
 def parents_of(fn: Fn) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
 
 
+Helper = Callable[[ast.Call, ast.AST, int], "bool | None"]  # source_helpers.value_reaches
+
+
 def _name_used(
     fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int,
-    seen: set[tuple[str, int]] | None = None,
+    seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
 ) -> bool:  # fmt: skip
     """A local bound at line ``after`` is used: a later load of it (before a body-level
     rebinding) whose value is used."""
@@ -195,7 +161,7 @@ def _name_used(
             and isinstance(node.ctx, ast.Load)
             and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
             and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
-            and value_used(fn, node, parents, hops + 1, seen)
+            and value_used(fn, node, parents, hops + 1, seen, helper)
         ):
             return True
     return elided(fn)  # a skeleton's `(...)` arguments may use it
@@ -216,13 +182,14 @@ def _is_mapping(fn: Fn, node: ast.AST) -> bool:
 
 def value_used(
     fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0,
-    seen: set[tuple[str, int]] | None = None,
+    seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
 ) -> bool:  # fmt: skip
     """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
     log line, ``len``, a type test), a return, a local that is used, an attribute of the
     instance (``stored_attribute`` says which), an operand of an expression that is used.
     Dropped: a bare statement, a test (``if x``, ``x is None``, ``"k" in x``), a loop over
-    keys, an unused local. Unknown uses count as used (no false alarm)."""
+    keys, an unused local. Unknown uses count as used (no false alarm); ``helper`` says what a
+    helper the checker can read does with an argument (None: it cannot tell)."""
     if hops > _MAX_HOPS:
         return True
     parent = parents.get(id(node))
@@ -245,23 +212,31 @@ def value_used(
             return True
         func = parent.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-        return name not in _INERT
+        reaches = helper(parent, node, hops) if helper is not None else None
+        return reaches if reaches is not None else name not in _INERT
     if isinstance(parent, ast.keyword):
-        return value_used(fn, parent, parents, hops + 1, seen)
+        grand = parents.get(id(parent))
+        if helper is not None and isinstance(grand, ast.Call):
+            reaches = helper(grand, node, hops)
+            if reaches is not None:
+                return reaches
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         for t in targets:
-            if isinstance(t, ast.Name) and _name_used(fn, t.id, parent.lineno, parents, hops, seen):
+            if isinstance(t, ast.Name) and _name_used(
+                fn, t.id, parent.lineno, parents, hops, seen, helper
+            ):
                 return True
             if not isinstance(t, ast.Name):
                 return True  # an attribute or item: stored (see stored_attribute)
         return False
     if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
-        return value_used(fn, parent, parents, hops + 1, seen)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
-        return value_used(fn, parent, parents, hops + 1, seen)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, _CARRIERS):
-        return value_used(fn, parent, parents, hops + 1, seen)
+        return value_used(fn, parent, parents, hops + 1, seen, helper)
     if isinstance(parent, ast.comprehension) and node is parent.iter:
         if _is_mapping(fn, node):
             return False  # over the mapping: its keys (values are read by name elsewhere)
@@ -281,7 +256,7 @@ def stored_attribute(node: ast.AST, parents: dict[int, ast.AST], me: str | None)
     return None
 
 
-def unused_params(fn: Fn, names: set[str]) -> tuple[str, ...]:
+def unused_params(fn: Fn, names: set[str], helper: Helper | None = None) -> tuple[str, ...]:
     """Of the named parameters ``names``, those whose value the body never uses. A body with an
     elision (``...`` as an argument: an interface skeleton) may use any of them."""
     if elided(fn):
@@ -289,4 +264,6 @@ def unused_params(fn: Fn, names: set[str]) -> tuple[str, ...]:
     parents = parents_of(fn)
     # As a local bound at the def: a use before any body-level rebinding (`sp = None`) counts.
     first = fn.body[0].lineno - 1 if fn.body else fn.lineno
-    return tuple(sorted(n for n in names if not _name_used(fn, n, first, parents, 0)))
+    return tuple(
+        sorted(n for n in names if not _name_used(fn, n, first, parents, 0, helper=helper))
+    )

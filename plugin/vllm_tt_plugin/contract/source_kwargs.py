@@ -68,10 +68,13 @@ def copies(fn: Fn, kwarg: str) -> set[str]:
     return names
 
 
-def edits(fn: Fn, names: set[str]) -> Edits:
-    """The edits of the mappings ``names`` (``**kwargs`` and its copies), flow-insensitive."""
+def edits(fn: Fn, names: set[str], before: int | None = None) -> Edits:
+    """The edits of the mappings ``names`` (``**kwargs`` and its copies), flow-insensitive
+    (``before``: only those on earlier lines, for a copy taken there)."""
     out = Edits()
     for node in ast.walk(fn):
+        if before is not None and getattr(node, "lineno", 0) >= before:
+            continue
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Dict)
