@@ -26,6 +26,7 @@ from tt_conformance.report import (
 
 __all__ = [
     "PROP_ACCURACY",
+    "PROP_CELL",
     "PROP_CHECK",
     "PROP_CONCERN",
     "PROP_EXPECTED_BY",
@@ -40,6 +41,7 @@ PROP_CONCERN = "tt_concern"
 PROP_EXPECTED_BY = "tt_expected_by"
 PROP_PERF = "tt_perf"
 PROP_ACCURACY = "tt_accuracy"
+PROP_CELL = "tt_matrix_cell"  # [concern, cell label]: a situation-matrix cell that ran
 
 _DETAILS_LIMIT = 4000
 
@@ -51,6 +53,7 @@ class _Pending:
     props: dict[str, Any] = field(default_factory=dict)
     perf: dict[str, dict[str, Any]] = field(default_factory=dict)
     accuracy: list[dict[str, Any]] = field(default_factory=list)
+    cells: list[tuple[str, str]] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
     attempts: int = 1
 
@@ -85,6 +88,7 @@ class ResultCollector:
             pending.phases.clear()
             pending.perf.clear()
             pending.accuracy.clear()
+            pending.cells.clear()
         if report.outcome == "rerun":
             pending.retried.append(f"attempt {attempt}: {crash_message(report)}")
             return
@@ -97,6 +101,10 @@ class ResultCollector:
                 result = json.loads(value)
                 if result not in pending.accuracy:  # every phase report repeats the props
                     pending.accuracy.append(result)
+            elif key == PROP_CELL:
+                concern, cell = json.loads(value)
+                if (concern, cell) not in pending.cells:  # every phase report repeats the props
+                    pending.cells.append((concern, cell))
             elif key.startswith("tt_"):
                 pending.props[key] = value
 
@@ -119,6 +127,14 @@ class ResultCollector:
             check = str(pending.props.get(PROP_CHECK) or fallback_check_id(nodeid))
             out += [AccuracyResult(**{**a, "check": check}) for a in pending.accuracy]
         return out
+
+    def cells(self) -> dict[str, tuple[str, ...]] | None:
+        """The situation-matrix cells that ran, per concern (None: no check recorded one)."""
+        found: dict[str, set[str]] = {}
+        for nodeid in self._order:
+            for concern, cell in self._tests[nodeid].cells:
+                found.setdefault(concern, set()).add(cell)
+        return {k: tuple(sorted(v)) for k, v in sorted(found.items())} or None
 
     def build(self) -> tuple[list[CheckResult], dict[str, PerfFigure], list[str]]:
         checks: list[CheckResult] = []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import pytest
 
-from tt_conformance.collector import PROP_ACCURACY, PROP_PERF
+from tt_conformance.collector import PROP_ACCURACY, PROP_CELL, PROP_PERF
 from tt_conformance.rawhttp import RawHttp
 from tt_conformance.server import ServerInfo
 from tt_conformance.state import harness_state
@@ -27,12 +27,14 @@ __all__ = [
     "CLIENT_TIMEOUT",
     "PerfIdentity",
     "RecordAccuracy",
+    "RecordCell",
     "RecordPerf",
     "tt_async_openai_client",
     "tt_openai_client",
     "tt_path",
     "tt_raw_http",
     "tt_record_accuracy",
+    "tt_record_cell",
     "tt_record_perf",
     "tt_server",
 ]
@@ -54,6 +56,10 @@ class RecordPerf(Protocol):
 
 class RecordAccuracy(Protocol):
     def __call__(self, result: AccuracyResult) -> None: ...
+
+
+class RecordCell(Protocol):
+    def __call__(self, concern: str, cell: str) -> None: ...
 
 
 class PerfIdentity(TypedDict, total=False):
@@ -186,6 +192,20 @@ def tt_record_accuracy(request: pytest.FixtureRequest) -> RecordAccuracy:
 
     def record(result: AccuracyResult) -> None:
         item.user_properties.append((PROP_ACCURACY, dump_result(result)))
+
+    return record
+
+
+@pytest.fixture
+def tt_record_cell(request: pytest.FixtureRequest) -> RecordCell:
+    """tt_record_cell(concern, label) records that a situation-matrix cell ran (its requests
+    were served and compared): the report's ``matrix_cells`` lists them per concern."""
+    item = request.node
+
+    def record(concern: str, cell: str) -> None:
+        if not concern or not cell:
+            raise ValueError("tt_record_cell: a concern and a cell label are needed")
+        item.user_properties.append((PROP_CELL, json.dumps([concern, cell])))
 
     return record
 

@@ -69,6 +69,8 @@ environment, so it must not take or shadow the generic names other suites give t
                                      "higher"; identity: metric, stat, input_len, output_len,
                                      concurrency, flag (why a figure is unreliable)
     tt_record_accuracy(result)       per check; an AccuracyResult for the report's accuracy
+    tt_record_cell(concern, label)   per check; a situation-matrix cell that ran (the report's
+                                     matrix_cells)
     tt_path: TTPath                  per check; tt_path.start() before the requests,
                                      tt_path.conclude(*claims) after them (ttpath.py): fails
                                      when a claimed TT path did not run, skips as "not
@@ -113,6 +115,7 @@ from tt_conformance.fixtures import (
     tt_path,
     tt_raw_http,
     tt_record_accuracy,
+    tt_record_cell,
     tt_record_perf,
     tt_server,
 )
@@ -139,6 +142,7 @@ __all__ = [
     "tt_path",
     "tt_raw_http",
     "tt_record_accuracy",
+    "tt_record_cell",
     "tt_record_perf",
     "tt_server",
 ]

@@ -392,6 +392,13 @@ class Report(Strict):
         "created (a zero: not created). Null when the server is not TT, its metrics could not "
         "be read at both ends, or the report predates it",
     )
+    matrix_cells: dict[str, tuple[str, ...]] | None = Field(
+        default=None,
+        description="the situation-matrix cells that ran, per concern (tt_conformance."
+        "situation_matrix; each cell's label is axis=value joined by commas): which of the "
+        "generated cases each concern's checks served and compared in this run. Null when no "
+        "check recorded a cell (none ran, or the report predates it)",
+    )
 
     _utc = field_validator("started_at", "finished_at")(_utc_or_none)
 

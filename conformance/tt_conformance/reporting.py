@@ -161,6 +161,7 @@ class SessionReporter:
             warnings=tuple(warnings),
             aborted=aborted,
             situations=situations,
+            matrix_cells=self.collector.cells(),
             coverage=coverage_of(
                 checks,
                 deselected=state.deselected,

@@ -89,3 +89,52 @@ def test_no_count_is_claimed_that_the_server_did_not_make(
     warned = [w for w in report.warnings if w.startswith("situations not counted")]
     assert (warning in warned[0]) if warning else not warned, report.warnings
     assert "Not counted" in (pytester.path / "out" / "latest.md").read_text()
+
+
+CELL_CHECKS = """
+import pytest
+
+
+def test_one(tt_record_cell):
+    tt_record_cell("penalties", "x=1")
+    tt_record_cell("penalties", "x=1")  # recorded twice: listed once
+    tt_record_cell("forward_reference", "arrival=together")
+
+
+def test_two(tt_record_cell):
+    tt_record_cell("penalties", "x=0")
+
+
+def test_refused(tt_record_cell):
+    with pytest.raises(ValueError, match="a concern and a cell label"):
+        tt_record_cell("penalties", "")
+"""
+
+
+def test_the_report_lists_the_matrix_cells_that_ran(
+    pytester: pytest.Pytester, fake_server, harness_args
+) -> None:
+    pytester.makepyfile(test_cells=CELL_CHECKS)
+    result = pytester.runpytest(
+        *harness_args, f"--tt-server-url={fake_server.url}", "--tt-report-dir=out"
+    )
+    result.assert_outcomes(passed=3)
+    report = load_report(Path(pytester.path / "out" / "latest.json"))
+    assert report.matrix_cells == {
+        "forward_reference": ("arrival=together",),
+        "penalties": ("x=0", "x=1"),
+    }
+    page = (pytester.path / "out" / "latest.md").read_text()
+    section = page.split("## Situation-matrix cells that ran", 1)[1]
+    assert "| penalties" in section and "x=0; x=1" in section
+    html = render_run_html(Run(Path("latest.json"), report), "now")
+    table = html.split('<table id="matrix-cells">', 1)[1].split("</table>", 1)[0]
+    assert "<code>arrival=together</code>" in table
+
+
+def test_a_run_without_matrix_cells_records_none(
+    pytester: pytest.Pytester, fake_server, harness_args
+) -> None:
+    report = run(pytester, fake_server, harness_args, [""])
+    assert report.matrix_cells is None
+    assert "Situation-matrix cells" not in (pytester.path / "out" / "latest.md").read_text()

@@ -28,14 +28,23 @@ device does with its logits, not the logits themselves.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tt_conformance import envs
-from tt_conformance.checks._support import PLAIN_PROMPTS, Output, complete_all, greedy
+from tt_conformance.checks._support import (
+    PLAIN_PROMPTS,
+    Output,
+    acomplete,
+    astream,
+    complete_all,
+    greedy,
+)
 from tt_conformance.forward import (
     EMULATED_TOLERANCE,
     HARDWARE_TOLERANCE,
@@ -48,16 +57,17 @@ from tt_conformance.forward import (
 )
 from tt_conformance.names import is_emulated
 from tt_conformance.selection import OPTIONAL_NOT_RUN
+from tt_conformance.situation_matrix import FORWARD_KV, Cell, cells
 from tt_conformance.ttmetrics import NOT_EXERCISED
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from tt_conformance.fixtures import RecordPerf
+    from tt_conformance.fixtures import RecordCell, RecordPerf
     from tt_conformance.rawhttp import MetricSample, RawHttp
     from tt_conformance.server import ServerInfo
 
-__all__ = ["GENERATED", "wave_lengths"]
+__all__ = ["BUDGET", "GENERATED", "Group", "cut_offset", "group_for", "wave_lengths"]
 
 pytestmark = [pytest.mark.forward_reference, pytest.mark.xdist_group("exclusive")]
 
@@ -215,9 +225,11 @@ def test_batched_chunked_long_prompts(
     tt_raw_http: RawHttp,
     tt_async_openai_client: AsyncOpenAI,
     tt_record_perf: RecordPerf,
+    tt_record_cell: RecordCell,
 ) -> None:
     """A wave of concurrent prompts of different lengths, each crossing several KV blocks, more
-    tokens at once than a prefill step takes: compared position by position."""
+    tokens at once than a prefill step takes, then the situation matrix's groups (prefills cut
+    by the step's budget on and inside KV blocks): compared position by position."""
     block = _block_size(tt_raw_http) or DEFAULT_BLOCK
     cap = _cap(tt_server)
     count = max(1, min(WAVE, tt_server.max_num_seqs * tt_server.lanes))
@@ -243,7 +255,15 @@ def test_batched_chunked_long_prompts(
     _record(tt_record_perf, made)
     if worst > 0:
         tt_record_perf("forward_reference_max_logprob_diff", worst, "nats", "lower", stat="max")
-    _fail(problems, f"batched wave ({made}, block size {block})")
+    wave = f"batched wave ({made}, block size {block})"
+    # The matrix runs whatever the wave found, so the report lists its cells either way.
+    found, what = _situation_matrix(
+        reference, tt_server, tt_raw_http, tt_async_openai_client, tt_record_perf, tt_record_cell
+    )
+    if problems and found:
+        wave += f"; and the {what}: {len(found)} position(s) disagree too"
+    _fail(problems, wave)
+    _fail(found, what)
 
 
 def test_prefix_cache_reuse(
@@ -288,3 +308,189 @@ def test_prefix_cache_reuse(
             "(vllm:prefix_cache_hits_total did not move: prefix caching off?); the three "
             "sequences agreed with transformers"
         )
+
+
+# --------------------------------------------------------------------------- the situation matrix
+
+# vLLM's prefill-step token budget for an OpenAI server with chunked prefill (its default
+# max_num_batched_tokens, which the emulated server keeps); a server publishes no budget, so
+# the groups are composed for this one and the counters say what the server actually cut.
+BUDGET = 2048
+PACER_TOKENS = 4 * GENERATED  # the request decoding beside a group outlives the group's prefill
+# Where an off-boundary continuation starts in its block: a few slots in, or a few before its end.
+MID_OFFSET = 5
+
+
+@dataclass(frozen=True)
+class Group:
+    """A matrix cell's prompts: a one-block primer, the companions, then the target, whose
+    prefill the budget cuts at ``cut`` (the continuation's first position) when the companions
+    and the target are scheduled in one step.
+
+    The primer is there because an idle engine schedules the first prompt that reaches it
+    alone: the primer is then that prompt, and the rest land together in the next step. Had it
+    shared their step, it moved the cut by one block, which leaves it on or off a boundary as
+    planned."""
+
+    primer: int
+    companions: tuple[int, ...]
+    target: int
+    cut: int
+
+    @property
+    def lengths(self) -> list[int]:
+        return [self.primer, *self.companions, self.target]
+
+
+def cut_offset(chunk_start: str, block: int) -> int:
+    """Where a cell's continuation starts within its KV block."""
+    early = max(1, min(MID_OFFSET, block // 4))
+    return {"on_block": 0, "mid_block_early": early, "mid_block_late": block - early}[chunk_start]
+
+
+def group_for(cell: Cell, block: int, cap: int, budget: int = BUDGET) -> Group:
+    """Prompt lengths for ``cell``: the companions fill most of a step's budget, the target
+    goes past it. The cut is ``budget - sum(companions)``; a budget is a multiple of the block
+    size, so the companions' lengths alone put the cut on or off a block boundary. A request
+    decoding beside the group takes none of the budget: TT steps are prefill-only or
+    decode-only (docs/SCHEDULING.md). The target ends below, at or just past a block boundary
+    (``prompt_end``)."""
+    room = (cap - GENERATED - 1) // block  # whole blocks a prompt may hold
+    per = max(1, min(room - 1, budget // (3 * block)))
+    count = 2
+    while (budget - count * per * block) // block + 1 > room:
+        count += 1
+    offset = cut_offset(str(cell["chunk_start"]), block)
+    last = per * block + (-offset) % block
+    companions = (*([per * block] * (count - 1)), last)
+    cut = budget - sum(companions)
+    end = {"below_block": -(GENERATED // 2), "at_block": 0, "past_block": 1}[
+        str(cell["prompt_end"])
+    ]
+    blocks = cut // block + 1  # the target ends in the block after the cut's, or the next one
+    if blocks * block + end <= cut:
+        blocks += 1
+    return Group(block, companions, blocks * block + end, cut)
+
+
+def _choice_output(choice: Any) -> Output:
+    ids = getattr(choice, "token_ids", None)
+    assert ids is not None, "the server returned no token_ids (return_token_ids=true was set)"
+    return Output(
+        text=choice.text,
+        token_ids=tuple(int(t) for t in ids),
+        finish_reason=choice.finish_reason,
+        logprobs=choice.logprobs,
+    )
+
+
+async def _group_request(
+    client: AsyncOpenAI, model: str, prompts: list[list[int]], salt: str
+) -> list[Output]:
+    """All of a group's prompts in one request: vLLM adds them to the engine back to back, so
+    they land in one scheduler step far more often than separate requests would."""
+    response = await client.completions.create(
+        model=model,
+        prompt=prompts,
+        max_tokens=GENERATED,
+        temperature=0.0,
+        logprobs=TOP_K,
+        extra_body={
+            "ignore_eos": True,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            # Each cell's own salt: no prefix-cache hit from another cell, so a continuation
+            # is the budget's cut, not a cached prefix.
+            "cache_salt": salt,
+        },
+    )
+    return [_choice_output(c) for c in sorted(response.choices, key=lambda c: c.index)]
+
+
+async def _serve_cell(
+    client: AsyncOpenAI, model: str, cell: Cell, prompts: list[list[int]], pacer: list[int]
+) -> list[Output]:
+    salt = f"matrix-{uuid.uuid4().hex}"
+    if cell["arrival"] == "together":
+        return await _group_request(client, model, prompts, salt)
+    decoding = asyncio.Event()
+
+    def progress(n: int) -> None:
+        if n >= 1:
+            decoding.set()
+
+    body = greedy(pacer, PACER_TOKENS, ignore_eos=True, cache_salt=salt)
+    running = asyncio.ensure_future(astream(client, model, body, on_progress=progress))
+    if cell["arrival"] == "after_finish":
+        # A short request beside the pacer finishes first: the group joins a batch that lost
+        # a row.
+        await acomplete(client, model, greedy(pacer[:-1], 2, ignore_eos=True, cache_salt=salt))
+    await asyncio.wait_for(decoding.wait(), timeout=120)
+    outputs = await _group_request(client, model, prompts, salt)
+    await running
+    return outputs
+
+
+def _situations(raw: RawHttp) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for sample in raw.metrics():
+        if sample.name == "tt_situations_total" and "situation" in sample.labels:
+            key = sample.labels["situation"]
+            found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
+def _situation_matrix(
+    reference: ReferenceForward,
+    tt_server: ServerInfo,
+    tt_raw_http: RawHttp,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_record_perf: RecordPerf,
+    tt_record_cell: RecordCell,
+) -> tuple[list[str], str]:
+    """Every cell of the forward matrix (situation_matrix.FORWARD_KV): a group of prompts past
+    a prefill step's budget, so vLLM cuts the last one and its continuation starts on or inside
+    a KV block, arriving alone, beside a decoding request or after one finished; the cut prompt
+    and the group's primer are compared position by position with transformers. Returns the
+    problems and what the matrix created."""
+    block = _block_size(tt_raw_http) or DEFAULT_BLOCK
+    cap = _cap(tt_server)
+    matrix = cells(FORWARD_KV)
+    groups = [group_for(cell, block, cap) for cell in matrix]
+    longest = max(max(g.lengths) for g in groups)
+    head, corpus = _corpus(tt_raw_http, longest + 64)
+    before = _situations(tt_raw_http)
+    problems: list[str] = []
+    worst, compared = 0.0, 0
+    for index, (cell, group) in enumerate(zip(matrix, groups, strict=True)):
+        lengths = group.lengths
+        sent = [
+            Sent(f"[{cell.label}] prompt {i} of {n} tokens", head + corpus[i : i + n - len(head)])
+            for i, n in enumerate(lengths)
+        ]
+        pacer = head + corpus[index + 5 : index + 25]
+        outputs = asyncio.run(
+            _serve_cell(
+                tt_async_openai_client, tt_server.model, cell, [s.prompt for s in sent], pacer
+            )
+        )
+        # The cut lives in the target (last); the companions are whole prefills the batched
+        # wave already compares, and their reference forward would cost most of the time.
+        ends = [0, len(sent) - 1]
+        found, diff, count = _compare(
+            reference, [sent[i] for i in ends], [outputs[i] for i in ends], _tolerance(tt_server)
+        )
+        problems += found
+        worst, compared = max(worst, diff), compared + count
+        tt_record_cell(FORWARD_KV.name, cell.label)
+    after = _situations(tt_raw_http)
+    made = {
+        f"matrix_{key}": after.get(key, 0.0) - before.get(key, 0.0)
+        for key in ("prefill_start_mid_block", "prefill_start_on_block", "decode_new_block")
+    }
+    _record(tt_record_perf, {**made, "matrix_positions": compared, "matrix_cells": len(matrix)})
+    if worst > 0:
+        tt_record_perf(
+            "forward_reference_matrix_max_logprob_diff", worst, "nats", "lower", stat="max"
+        )
+    return problems, f"situation matrix ({made}, block size {block})"

@@ -14,6 +14,9 @@ Requests end at different lengths, so the batch layout changes while the compare
 The batch arrives at once, so prefill calls carry several rows, each with its own sampling
 parameters: the counters must show a device-sampled multi-row prefill, and every compared row's
 first token (sampled by that call) must be its solo first token.
+The sampling fields' value ranges (top_k, top_p, temperature, min_p) come from the situation
+matrix (tt_conformance.situation_matrix.SAMPLING_FIELDS): in the batched-prefill check every
+cell, seeded, is batched with the others and compared with itself alone.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
     VARIED_PROMPT,
     Body,
+    Output,
     capacity,
     complete_all,
     complete_each,
@@ -36,11 +40,13 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
+from tt_conformance.situation_matrix import SAMPLING_FIELDS, Cell, cells
 from tt_conformance.ttmetrics import multi_row_prefill, stays_on_device
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from tt_conformance.fixtures import RecordCell
     from tt_conformance.server import ServerInfo
     from tt_conformance.ttpath import TTPath
 
@@ -164,10 +170,15 @@ PREFILL_ROWS: tuple[Body, ...] = (
 
 @pytest.mark.xdist_group("exclusive")
 def test_batched_prefill_rows_match_solo(
-    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
+    tt_server: ServerInfo,
+    tt_async_openai_client: AsyncOpenAI,
+    tt_path: TTPath,
+    tt_record_cell: RecordCell,
 ) -> None:
     """Requests arriving at once are prefilled several to a device call, each row with its own
-    sampling parameters; each row gives the tokens its request gives alone."""
+    sampling parameters; each row gives the tokens its request gives alone. The same over the
+    sampling-fields matrix first, outside the path claims (its min_p cells are host-only)."""
+    matrix_problems = _sampling_matrix(tt_server, tt_async_openai_client, tt_record_cell)
     requests = [
         {**PREFILL_ROWS[i % len(PREFILL_ROWS)], "seed": 21 + i, "max_tokens": 4, "ignore_eos": True}
         for i in range(capacity(tt_server))
@@ -177,5 +188,43 @@ def test_batched_prefill_rows_match_solo(
     batched = complete_all(tt_async_openai_client, tt_server.model, requests)
     labels = [f"#{i} ({describe_body(r)})" for i, r in enumerate(requests)]
     problems = mismatches(labels, solo, batched)
-    assert not problems, "rows of a batched prefill changed output:\n" + "\n".join(problems)
+    problems += [f"  sampling matrix:{line[1:]}" for line in matrix_problems]
+    assert not problems, "seeded rows changed output when batched:\n" + "\n".join(problems)
     tt_path.conclude(stays_on_device(), multi_row_prefill())
+
+
+SAMPLED_PROMPTS = (VARIED_PROMPT, "Once upon a time there was a", "The cat sat on the")
+
+
+def _sampling_body(index: int, cell: Cell) -> Body:
+    fields = {k: v for k, v in cell.as_dict().items() if v is not None}
+    prompt = SAMPLED_PROMPTS[index % len(SAMPLED_PROMPTS)]
+    return {"prompt": prompt, **fields, "seed": 300 + index, "max_tokens": 8, "ignore_eos": True}
+
+
+def _sampling_matrix(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_record_cell: RecordCell
+) -> list[str]:
+    """Every cell of the sampling-fields matrix (situation_matrix.SAMPLING_FIELDS: top_k,
+    top_p, temperature and min_p over their ranges), seeded, gives its solo tokens in full
+    batches of other cells. Cells with min_p (host-only) are batched among themselves, so
+    each batch stays on one sampling path, the one its requests take alone. Returns the
+    mismatches."""
+    matrix = cells(SAMPLING_FIELDS)
+    requests = [_sampling_body(i, c) for i, c in enumerate(matrix)]
+    solo = complete_each(tt_async_openai_client, tt_server.model, requests)
+    size = capacity(tt_server)
+    batched: dict[int, Output] = {}
+    for host_only in (False, True):
+        picked = [i for i, c in enumerate(matrix) if bool(c["min_p"]) == host_only]
+        for start in range(0, len(picked), size):
+            chunk = picked[start : start + size]
+            outs = complete_all(
+                tt_async_openai_client, tt_server.model, [requests[i] for i in chunk]
+            )
+            batched.update(zip(chunk, outs, strict=True))
+    labels = [c.label for c in matrix]
+    problems = mismatches(labels, solo, [batched[i] for i in range(len(matrix))])
+    for cell in matrix:
+        tt_record_cell(SAMPLING_FIELDS.name, cell.label)
+    return problems

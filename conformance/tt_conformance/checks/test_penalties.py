@@ -5,7 +5,8 @@ Promises:
   presence_penalty > 0, frequency_penalty > 0) makes the greedy output less repetitive than the
   same request without it (the most frequent token occurs fewer times);
 - penalised greedy decoding is deterministic, so a batch whose requests carry different penalty
-  values gives each request exactly the tokens it gives alone.
+  values gives each request exactly the tokens it gives alone; the cases are the penalties
+  matrix (tt_conformance.situation_matrix.PENALTIES), with and without logprobs.
 Why: on TT the device applies penalties from per-slot penalty state (prompt tokens, output token
 counts) that the plugin rebuilds on every reload; a penalty that is dropped, applied to the wrong
 slot or computed from stale history changes these outputs.
@@ -13,29 +14,35 @@ slot or computed from stale history changes these outputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
+    Output,
     capacity,
     complete_all,
     complete_each,
-    describe_body,
     greedy,
     max_count,
     mismatches,
 )
+from tt_conformance.situation_matrix import PENALTIES as PENALTY_MATRIX
+from tt_conformance.situation_matrix import Cell, cells
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from tt_conformance.fixtures import RecordCell
     from tt_conformance.server import ServerInfo
 
 pytestmark = pytest.mark.penalties
 
 MAX_TOKENS = 24
+# The same request's sampled-token logprob alone and batched (device_sampling's tolerance for
+# device against host: a batch with a top-k logprobs row may take the host path).
+LOGPROB_TOLERANCE = 0.05
 # Prompts that push any language model into repeating a short unit.
 REPETITIVE_PROMPTS = (
     "a a a a a a a a a a a a",
@@ -99,29 +106,48 @@ def test_penalty_on_other_row_does_not_leak(
     )
 
 
-MIXED: tuple[dict[str, float], ...] = (
-    {},
-    {"repetition_penalty": 1.2},
-    {"presence_penalty": 0.8},
-    {"frequency_penalty": 0.8},
-    {"repetition_penalty": 1.5, "presence_penalty": 0.5},
-    {"frequency_penalty": 1.5, "presence_penalty": -0.5},
-    {"repetition_penalty": 0.9},
-    {"repetition_penalty": 2.0, "frequency_penalty": 1.0, "presence_penalty": 1.0},
-)
+def _matrix_body(prompt: str, cell: Cell) -> dict[str, Any]:
+    fields = cell.as_dict()
+    logprobs = fields.pop("logprobs")
+    extra = {} if logprobs is None else {"logprobs": logprobs}
+    return greedy(prompt, MAX_TOKENS, ignore_eos=True, **fields, **extra)
+
+
+def _logprob_gaps(label: str, solo: Output, batched: Output) -> list[str]:
+    """The sampled tokens' logprobs, alone against batched (same tokens: compared first)."""
+    if solo.logprobs is None or batched.logprobs is None:
+        return []
+    pairs = zip(solo.logprobs.token_logprobs, batched.logprobs.token_logprobs, strict=True)
+    return [
+        f"  {label}: token {i} logprob {a:.4f} alone, {b:.4f} batched"
+        for i, (a, b) in enumerate(pairs)
+        if abs(a - b) > LOGPROB_TOLERANCE
+    ]
 
 
 def test_mixed_penalties_match_solo(
-    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_record_cell: RecordCell
 ) -> None:
+    """Every cell of the penalties matrix (situation_matrix.PENALTIES: each penalty off, below,
+    typical and strong, with logprobs off / 0 / 1 / 5), served alone and then in full batches
+    of mixed cells: each request's tokens (and logprobs) must be its solo ones."""
     prompts = REPETITIVE_PROMPTS + PLAIN_PROMPTS
-    requests = [
-        greedy(prompts[i % len(prompts)], MAX_TOKENS, ignore_eos=True, **MIXED[i % len(MIXED)])
-        for i in range(capacity(tt_server))
-    ]
+    matrix = cells(PENALTY_MATRIX)
+    requests = [_matrix_body(prompts[i % len(prompts)], c) for i, c in enumerate(matrix)]
     solo = complete_each(tt_async_openai_client, tt_server.model, requests)
-    batched = complete_all(tt_async_openai_client, tt_server.model, requests)
-    problems = mismatches([describe_body(r) for r in requests], solo, batched)
+    size = capacity(tt_server)
+    batched: list[Output] = []
+    for start in range(0, len(requests), size):
+        batched += complete_all(
+            tt_async_openai_client, tt_server.model, requests[start : start + size]
+        )
+    labels = [c.label for c in matrix]
+    problems = mismatches(labels, solo, batched)
+    if not problems:
+        for label, a, b in zip(labels, solo, batched, strict=True):
+            problems += _logprob_gaps(label, a, b)
+    for cell in matrix:
+        tt_record_cell(PENALTY_MATRIX.name, cell.label)
     assert not problems, "penalised greedy requests changed output when batched:\n" + "\n".join(
         problems
     )

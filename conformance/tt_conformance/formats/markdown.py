@@ -220,6 +220,7 @@ def render_report_markdown(report: Report) -> str:
             )
         )
     lines += _situation_lines(report.situations)
+    lines += _cell_lines(report.matrix_cells)
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- {md_cell(w, 1000)}" for w in report.warnings]
@@ -240,6 +241,23 @@ def _situation_lines(situations: dict[str, int] | None) -> list[str]:
         for name, n in situations.items()
     ]
     lines.append(tabulate(rows, headers=["situation", "what", "count"], tablefmt="github"))
+    return lines
+
+
+def _cell_lines(cells: dict[str, tuple[str, ...]] | None) -> list[str]:
+    if not cells:
+        return []
+    lines = ["", "## Situation-matrix cells that ran", ""]
+    lines.append(
+        "Per concern, the generated cases (tt_conformance.situation_matrix) its checks served "
+        "and compared in this run."
+    )
+    lines.append("")
+    rows = [
+        [md_cell(c), str(len(labels)), md_cell("; ".join(labels), 4000)]
+        for c, labels in cells.items()
+    ]
+    lines.append(tabulate(rows, headers=["concern", "cells", "which"], tablefmt="github"))
     return lines
 
 

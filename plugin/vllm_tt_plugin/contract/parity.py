@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,9 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.fact_rules import device_penalties
+from vllm_tt_plugin.contract.mro_bases import known, unplanned
+from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
@@ -77,6 +81,14 @@ from vllm_tt_plugin.contract.parity_rules import (
     module_findings,
     not_shipped,
 )
+from vllm_tt_plugin.contract.parity_shapes import (
+    WRITTEN,
+    read_only_writes,
+    result_shape,
+    with_result,
+)
+from vllm_tt_plugin.contract.protocol_stubs import stub_errors
+from vllm_tt_plugin.contract.returned_model import returned_findings
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
     ContractMismatch,
@@ -125,8 +137,9 @@ def plan_facts(
     target = profile.target
     fixture = profile.facts
 
-    def method(name: str) -> FoundMethod | None:
-        return find_method(source, target, name)
+    def method(name: str) -> FoundMethod | None:  # an opaque base's maybe plans as absent
+        found = find_method(source, target, name)
+        return found if known(found) else None
 
     def takes(name: str, param: str) -> bool:
         found = method(name)
@@ -156,7 +169,7 @@ def plan_facts(
         has_method=lambda n: method(n) is not None,
         takes=takes,
         signature=signature,
-        device_penalties=read.capabilities.get("supports_device_penalties", True) is not False,
+        device_penalties=device_penalties(read.capabilities),
     )
     differences = [f"{name} not a literal: read as the default" for name in read.unreadable]
     if read.env_vars or read.unknown:
@@ -322,6 +335,11 @@ def _reach(
                 continue
             after = (call.after or method.owner) if call.how == "super" else call.after
             nxt = lookup(source, target, call.how, call.method, call.after, method.owner)
+            if nxt is not None and not known(nxt):
+                out.unresolved.append(f"{describe_chain(chain)} calls {call.describe()}: "
+                                      f"{nxt.unresolved} [{method.where.rpartition(':')[0]}:"
+                                      f"{call.line}]")  # fmt: skip
+                continue
             if nxt is None:
                 if call.how == "self" and has_attribute(target, call.method):
                     setters = attribute_setters(source, target, call.method)
@@ -419,17 +437,21 @@ def check_target(
     source: SignatureSource,
     profile: FamilyProfile,
     archs: tuple[str, ...] = (),
+    depth: int = 0,
 ) -> list[Finding]:
     """Bind every call the plugin makes to ``profile.target`` against ``source`` (for each
-    value of the facts the class's declarations can take)."""
+    value of the facts the class's declarations can take), and to every other class whose
+    instance ``initialize_vllm_model`` returns (``depth``: how many such hops were taken)."""
     target = profile.target
     begin: Callable[[], None] = getattr(source, "begin_target", lambda: None)
     begin()
     if not source.has_class(target):
         unreadable = _unreadable(source, target, archs)
-        return unreadable or [
-            Finding(target, archs, "*", "no_class", "module or class not in this checkout")
-        ]
+        return (
+            unreadable
+            or unfollowed_binding(source, profile, archs, check_target)
+            or [Finding(target, archs, "*", "no_class", "module or class not in this checkout")]
+        )
     variants_of: Callable[[str], list[ClassFacts]] | None = getattr(
         source, "class_fact_variants", None
     )
@@ -445,11 +467,13 @@ def check_target(
         findings.insert(0, Finding(target, archs, "decode_input_update_contract", "unresolved",
                                    f"{doubt}: the plugin plans the decode call on the loaded "
                                    "instance's version, which is not evaluated"))  # fmt: skip
-    refused = next((v.refused for v in variants if v is not None and v.refused), "")
-    if refused:
-        where = "the plugin refuses the class at launch (CapabilityError: must be a dict)"
-        findings.insert(0, Finding(target, archs, "model_capabilities", "broken",
-                                   f"{refused}: {where}"))  # fmt: skip
+    refusals = {
+        (fact, f"[{v.variant}] {error}" if v.variant else error): None
+        for v in variants if v is not None for fact, error in v.refusals
+    }  # fmt: skip
+    for fact, error in reversed(list(refusals)):
+        findings.insert(0, Finding(target, archs, fact, "broken",
+                                   f"{error}: the plugin refuses the class at launch"))  # fmt: skip
     if first is not None and (first.env_vars or first.unknown):
         labels = "; ".join(f"[{v.variant}]" for v in variants if v is not None)
         read = []
@@ -470,8 +494,12 @@ def check_target(
             for f in findings
         ]  # fmt: skip
     findings = [*import_raises(source, target, archs), *findings]
-    findings = module_findings(source, target, archs) + findings
-    return _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
+    writes = [
+        Finding(target, archs, WRITTEN[0], "broken", d) for d in read_only_writes(source, target)
+    ]
+    findings = module_findings(source, target, archs) + writes + findings
+    found = _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
+    return found + returned_findings(source, profile, archs, depth, check_target)
 
 
 def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) -> list[Finding]:
@@ -528,8 +556,9 @@ def _check_variant(
     for plan in METHODS:
         if not plan.applies(facts):
             lone = _lone_read_back_hook(source, target, plan.method)
-            if lone:
-                findings.append(Finding(target, archs, plan.method, "absent", lone))
+            why = unplanned(find_method(source, target, plan.method), lone)
+            if why is not None:
+                findings.append(Finding(target, archs, plan.method, *why))
             continue
         method = plan.method
         found = find_method(source, target, method)
@@ -564,7 +593,9 @@ def _check_variant(
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
         _reach(source, target, profile.family, found, walk)
-        findings.append(_verdict(profile, method, walk, fixture_entry is not None, archs))
+        walk.errors += stub_errors(source, method, [found, *(p[-1] for p in walk.paths)])
+        verdict = _verdict(profile, method, walk, fixture_entry is not None, archs)
+        findings.append(with_result(verdict, result_shape(source, method, found)))
     block = block_hooks_without_blocks(source, target, facts, archs)
     if block is not None:
         findings.append(block)
@@ -652,6 +683,16 @@ def render(findings: Sequence[Finding]) -> str:
     return "\n".join(lines)
 
 
+def internal_error(exc: Exception) -> str:
+    """The message (no traceback) for a failure of the checker itself on some tree."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+    return (
+        f"contract-parity: internal error{at}: {type(exc).__name__}: {exc} (a checker bug on "
+        "this tree: nothing was checked; please report it)"
+    )
+
+
 def registry_targets(archs: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
     """The built-in registry's targets, optionally only those serving ``archs``."""
     from vllm_tt_plugin.model_registry import all_builtin_targets, tt_arch
@@ -703,7 +744,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                     f"contract-parity: {tree} is not a tt-metal tree (no models/)", file=sys.stderr
                 )
                 return 2
-        found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        try:
+            found = [check(CheckoutReader(tree), profiles, targets) for tree in trees]
+        except Exception as exc:
+            print(internal_error(exc), file=sys.stderr)
+            return 2
         mode = "diff" if args.diff else "table"
         for line in parity_diff.run(mode, trees, found, targets, FAILING):
             out(line)
@@ -729,13 +774,23 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             file=sys.stderr,
         )
         return 2
-    findings = check(CheckoutReader(root), profiles, targets)
+    try:
+        findings = check(CheckoutReader(root), profiles, targets)
+    except Exception as exc:
+        print(internal_error(exc), file=sys.stderr)
+        return 2
     shown = findings if args.verbose else [f for f in findings if f.status != "ok"]
     out(f"contract-parity: {root} against {args.fixture or DEFAULT_FIXTURE}")
     out(render(shown))
     bad = failures(findings, args.require_all)
     if bad:
         out(f"contract-parity: {len(bad)} failing finding(s)")
+        return 1
+    if all(f.status == "no_class" for f in findings):  # a wrong TT_METAL_HOME binds nothing
+        out(
+            f"contract-parity: 0 targets checked: none of the {len(targets)} registry target(s) "
+            f"is in {root} (is TT_METAL_HOME the tt-metal checkout?)"
+        )
         return 1
     out("contract-parity: every call the plugin makes binds to this checkout")
     return 0

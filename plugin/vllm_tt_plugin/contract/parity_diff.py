@@ -4,10 +4,10 @@ Both trees (checkouts, or skeleton trees from ``contract.skeleton``) are checked
 registry target; a target's verdict is ``binds`` (nothing fails), ``fails`` (a failing finding:
 the methods are named), or ``not in the tree``. The report lists the targets whose verdict
 changes, with each method whose status changed and the new finding's reason, then the count of
-unchanged targets; it exits 1 when a target that bound in OLD fails in NEW, or a method fails
-that did not (a finding merged over environment variants names its variant: failing in another
-variant is a change), else 0 (2: bad input). ``--table TREE`` prints one tree's verdicts as a
-Markdown table (the per-tree table of docs/CONTRACT_PARITY.md).
+unchanged targets; it exits 1 when a target that bound in OLD fails (or is not in the tree) in
+NEW, or a method fails that did not (a finding merged over environment variants names its
+variant: failing in another variant is a change), else 0 (2: bad input). ``--table TREE``
+prints one tree's verdicts as a Markdown table (the per-tree table of docs/CONTRACT_PARITY.md).
 """
 
 from __future__ import annotations
@@ -83,11 +83,15 @@ def _variant(detail: str) -> str:
 
 
 def regressed(old: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> list[str]:
-    """Targets that bind in ``old`` and fail in ``new``, or have a method that fails where it
-    did not (another environment variant counts: the default deployment newly broken)."""
+    """Targets that bind in ``old`` and fail (or are no longer in the tree) in ``new``, or have
+    a method that fails where it did not (another environment variant counts: the default
+    deployment newly broken)."""
     out = []
     for target, after in new.items():
         before = old.get(target)
+        if before is not None and before.verdict == "binds" and after.verdict == "not in the tree":
+            out.append(target)  # a target that bound is gone (renamed, moved): never a pass
+            continue
         if before is None or after.verdict != "fails" or before.verdict == "not in the tree":
             continue
 
@@ -167,8 +171,8 @@ def exit_code(
     targets: Mapping[str, tuple[str, ...]],
     failing: Collection[str],
 ) -> int:
-    """``--diff``: 1 when a target that bound in OLD fails in NEW (or fails in a new way), else
-    0; ``--table``: 0."""
+    """``--diff``: 1 when a target that bound in OLD fails in NEW (or fails in a new way, or is
+    no longer in the tree), else 0; ``--table``: 0."""
     if mode != "diff":
         return 0
     rows = [verdicts(f, targets, failing) for f in findings]

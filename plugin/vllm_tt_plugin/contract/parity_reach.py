@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
 
 
@@ -79,7 +80,8 @@ def bind_call(
 
 def attribute_setters(source: Any, target: str, name: str) -> list[str]:
     """Where ``self.<name> = ...`` is assigned along the MRO: "" for a class body or an
-    ``__init__`` (set whenever the instance exists), else the method's name."""
+    ``__init__`` (set whenever the instance exists; "<place> (to None)" for a ``None``
+    placeholder), else the method's name."""
     where: list[str] = []
     for cls in source.mro(target):
         found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
@@ -92,7 +94,7 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
             elif isinstance(item, ast.AnnAssign):
                 targets = [item.target]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                where.append("")
+                where.append(_none_or(item, "the class body"))
             if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(item):
@@ -104,8 +106,17 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
                     and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")
                     for t in stores for sub in ast.walk(t)
                 ):  # fmt: skip
-                    where.append("" if item.name == "__init__" else item.name)
+                    init = item.name == "__init__"
+                    where.append(_none_or(node, "__init__") if init else item.name)
     return list(dict.fromkeys(where))
+
+
+def _none_or(store: ast.AST, place: str) -> str:
+    """ "" for a store that sets the attribute whenever the instance exists; a `None`
+    placeholder there is not a callable (set later, in a method that may not run)."""
+    value = getattr(store, "value", None)
+    none = isinstance(value, ast.Constant) and value.value is None
+    return f"{place} (to None)" if none else ""
 
 
 def attribute_read(source: Any, target: str, name: str) -> bool:
@@ -227,9 +238,8 @@ def lone_read_back_hook(source: Any, target: str, method: str) -> str:
     if method not in _READ_BACK or not source.complete:
         return ""
     other = _READ_BACK[1 - _READ_BACK.index(method)]
-    if (
-        find_method(source, target, method) is not None
-        or find_method(source, target, other) is None
+    if find_method(source, target, method) is not None or not known(
+        find_method(source, target, other)
     ):
         return ""
     return (

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from vllm_tt_plugin.contract.call_plan import PlanFacts
 from vllm_tt_plugin.contract.source import FoundMethod, SignatureSource, find_method
+from vllm_tt_plugin.contract.source_loadable import import_failures
 from vllm_tt_plugin.contract.source_module import instance_store
 
 Status = Literal[
@@ -42,7 +43,8 @@ SEVERITY: tuple[str, ...] = (
 FACTS = "(class facts)"  # the method column of a "facts" finding
 SOURCE = "(source)"  # the method column of a finding about the modules themselves
 # The plugin calls these on the class (``model_cls.initialize_vllm_model(...)``), not an instance.
-CLASS_CALLS = ("initialize_vllm_model", "get_max_tokens_all_users")
+# (model_adapter.kv_cache_spec: ``hybrid_cls.get_kv_cache_spec(vllm_config)``.)
+CLASS_CALLS = ("initialize_vllm_model", "get_max_tokens_all_users", "get_kv_cache_spec")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ def module_findings(source: SignatureSource, target: str, archs: tuple[str, ...]
                     "not ship: the adapter module does not import on a TT host"
                 )))  # fmt: skip
     found += [Finding(target, archs, SOURCE, "broken", d) for d in _unbound_bases(source, target)]
+    found += [
+        Finding(target, archs, SOURCE, "broken" if f.status == "broken" else "unresolved", f.detail)
+        for f in import_failures(source, target)
+    ]
     found += [Finding(target, archs, SOURCE, "unresolved", d) for d in _rebound(source, target)]
     cycle = _cycle(source, target.partition(":")[0])
     if cycle:

@@ -13,15 +13,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+# The version rule lives in a standard-library module the parity checker applies too.
+from vllm_tt_plugin.contract.contract_version import (
+    DECODE_RELOAD_CONTRACT_VERSION as DECODE_RELOAD_CONTRACT_VERSION,
+)
+from vllm_tt_plugin.contract.contract_version import (
+    decode_contract_version as decode_contract_version,
+)
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
     from vllm.config import VllmConfig
     from vllm.v1.kv_cache_interface import KVCacheSpec
 
     from vllm_tt_plugin.contract.sampling_params import TTSamplingParams
-
-# Version of the decode input-update contract the plugin speaks (docs/DECODE_RELOAD_CONTRACT.md).
-DECODE_RELOAD_CONTRACT_VERSION = 1
 
 # Budget used when a model class has no get_max_tokens_all_users.
 DEFAULT_MAX_TOKENS_ALL_USERS = 131072
@@ -132,14 +137,3 @@ class TTWarmup(Protocol):
         num_blocks: int,
         can_sample_on_device: bool,
     ) -> None: ...
-
-
-def decode_contract_version(model: object) -> int:
-    """0 for legacy models (``reset_batch``), 1 for the resident-input reload contract."""
-    version = getattr(model, "decode_input_update_contract", 0) or 0
-    if not isinstance(version, int) or version < 0:
-        raise TypeError(
-            f"{type(model).__qualname__}.decode_input_update_contract must be a non-negative "
-            f"integer, got {version!r}"
-        )
-    return version

@@ -32,6 +32,9 @@ from pathlib import Path
 
 from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.parity_shapes import result_kind
+from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
+from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
@@ -63,6 +66,13 @@ from vllm_tt_plugin.contract.source_flow import (
 from vllm_tt_plugin.contract.source_import import import_time_raises
 from vllm_tt_plugin.contract.source_kwargs import copies
 from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
+from vllm_tt_plugin.contract.source_loadable import (
+    IMPORTS_KEPT,
+    NOT_PY310,
+    module_exists,
+    newer_syntax,
+)
+from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -85,7 +95,8 @@ class Written:
 
 
 _CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
-          "rstrip", "casefold", "startswith", "endswith", "isdigit"}  # fmt: skip
+          "rstrip", "casefold", "startswith", "endswith", "isdigit",
+          "MappingProxyType"}  # fmt: skip
 
 
 def _simple(expr: ast.expr) -> bool:
@@ -120,6 +131,10 @@ def _fact(expr: ast.expr | None) -> str:
         items = [f"{ast.unparse(k)}: {_fact(v)}"
                  for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
         return "{" + ", ".join(items) + "}"
+    if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == (
+        "MappingProxyType"
+    ):  # a read-only view the plugin refuses: kept around its entries
+        return f"{ast.unparse(expr.func)}({', '.join(_fact(a) for a in expr.args)})"
     return "unevaluated()"
 
 
@@ -422,7 +437,9 @@ def body_lines(
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
-                        value = node.value if sub.attr in FACT_ATTRIBUTES else None
+                        # A fact, or a `None` placeholder (a callable not set yet), is kept.
+                        none = isinstance(node.value, ast.Constant) and node.value.value is None
+                        value = node.value if sub.attr in FACT_ATTRIBUTES or none else None
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
@@ -443,6 +460,11 @@ def body_lines(
         # **kwargs used whole (passed on, copied, iterated): the checker counts every key read.
         first = next(n for n in nodes if isinstance(n, ast.Name) and n.id == kwarg)
         add(first, f"used({kwarg})")
+    # Last, so nothing after it reads as dead code: whether the plugin gets a value back
+    # (parity_shapes; `return ...` would read as an elided use of every name).
+    result = {"generator": "yield", "value": "return None  # a value (elided)"}.get(result_kind(fn))
+    if result:
+        lines.append((sys.maxsize, result))
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
     return list(dict.fromkeys(out)) or ["pass"]
 
@@ -549,7 +571,9 @@ def _class(
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
-            lines = _function(item, "    ", stored, keep)
+            lines = skeleton_body(
+                node, item, with_returns(item, _function(item, "    ", stored, keep))
+            )
             body += skeleton_module.with_extras(lines, item, node, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
@@ -560,8 +584,11 @@ def _class(
 
 
 def skeleton_text(source: str, path: str, commit: str) -> str:
-    """The skeleton of one module (``source``), recording ``path @ commit``."""
+    """The skeleton of one module (``source``), recording ``path @ commit``. A skeleton
+    written by an older tool (no ``IMPORTS_KEPT``: no returns, unread modules left out) stays
+    one: its header does not claim what it does not keep."""
     tree = ast.parse(source)
+    older = recorded_provenance(source) is not None and IMPORTS_KEPT not in source
     lines = [
         "# Interface skeleton written by `python -m vllm_tt_plugin.contract.skeleton` (not the",
         "# file): imports, class lines, class attributes, def headers and, in each body,",
@@ -569,6 +596,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         "# and the forwarding calls of",
         f"# {UPSTREAM} {path} @ {commit}",
         f"# https://github.com/{UPSTREAM}/blob/{commit}/{path}",
+        *([] if older else [IMPORTS_KEPT]),
     ]
     imports: list[str] = []
     rest: list[list[str]] = []
@@ -610,6 +638,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         lines += ["", *imports]
     for block in rest:
         lines += ["", "", *block] if len(block) > 1 else ["", *block]
+    newer = newer_syntax(source)
+    if newer:  # the statement is not kept: what the checker reports of it is
+        lines += ["", f"{NOT_PY310} {newer}"]
     text = "\n".join(lines) + "\n"
     ast.parse(text)  # a skeleton is Python the checker reads
     return text
@@ -654,6 +685,7 @@ def write_skeletons(
     """Write the skeleton of every module the checker reads for ``targets`` under ``out``."""
     head = commit or _checkout_head(root)
     written: list[Written] = []
+    imported: list[str] = []
     for path in read_modules(root, targets):
         rel = path.relative_to(root).as_posix()
         try:
@@ -671,7 +703,52 @@ def write_skeletons(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(skeleton_text(text, source_path, source_commit), encoding="utf-8")
         written.append(Written(rel, source_path, source_commit))
+        imported += _imported_modules(rel, text)
+    done = {w.path for w in written}
+    for name in dict.fromkeys(imported):
+        written += _placeholder(root, out, name, done, head)
     return written
+
+
+def _imported_modules(rel: str, text: str) -> list[str]:
+    """The tt-metal modules a kept module imports at module level (outside a try)."""
+    parts = rel.removesuffix(".py").split("/")
+    package = parts[-1] == "__init__"
+    module = ".".join(parts[:-1] if package else parts)
+    parsed = parse_module(module, Path(rel), package, ast.parse(text))
+    return [n for _, n, beyond in parsed.module_imports if n.startswith("models.") and not beyond]
+
+
+def _placeholder(root: Path, out: Path, name: str, done: set[str], head: str) -> list[Written]:
+    """A file marking that module ``name`` is in the checkout though the checker did not read
+    it (an import of a module the skeleton lacks is then a ModuleNotFoundError, as in the
+    checkout: source_loadable)."""
+    if not module_exists(root, name):
+        return []
+    base = "/".join(name.split("."))
+    found = next((p for p in (f"{base}/__init__.py", f"{base}.py") if (root / p).is_file()), None)
+    if found is None:  # a namespace package: only the directory has to exist
+        (out / base).mkdir(parents=True, exist_ok=True)
+        (out / base / ".namespace-package").write_text(IMPORTS_KEPT + "\n", encoding="utf-8")
+        return []
+    if found in done:
+        return []
+    done.add(found)
+    try:
+        recorded = recorded_provenance((root / found).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        recorded = None
+    source_path, commit = recorded or (found, head)
+    text = "\n".join([
+        "# Placeholder written by `python -m vllm_tt_plugin.contract.skeleton`: this module is",
+        "# in the checkout (a kept module imports it); the parity checker does not read it. Of",
+        f"# {UPSTREAM} {source_path} @ {commit}",
+        f"# https://github.com/{UPSTREAM}/blob/{commit}/{source_path}",
+        IMPORTS_KEPT,
+    ]) + "\n"  # fmt: skip
+    (out / found).parent.mkdir(parents=True, exist_ok=True)
+    (out / found).write_text(text, encoding="utf-8")
+    return [Written(found, source_path, commit)]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

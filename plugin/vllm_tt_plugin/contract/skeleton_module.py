@@ -66,6 +66,10 @@ def module_statement(node: ast.stmt) -> list[str]:
     """Module-level code the skeleton otherwise drops that the checker reads: a change after a
     class body or of a module constant (``source_module._changes``), and a compound statement
     binding names, with its shape (``compound``)."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)) and any(
+        isinstance(n, ast.Name) and n.id == "__all__" for n in ast.walk(node)
+    ):  # `__all__ += [...]`, `__all__.append("X")`: whole (what `import *` binds)
+        return [ast.unparse(node)]
     text = _change(node)
     if text:
         return [text]

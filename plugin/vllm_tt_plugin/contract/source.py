@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from vllm_tt_plugin.contract.class_scope import class_scope
+from vllm_tt_plugin.contract.mro_bases import assigns, base_entries, entry_method, linearize, opaque
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
 from vllm_tt_plugin.contract.source_body import (
     Body,
@@ -35,6 +37,7 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
+from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
     body_mutation,
@@ -77,8 +80,6 @@ _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 # Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
-# Decorators that leave the method's signature as written (drop_first handles staticmethod).
-_PLAIN_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "override", "final"}
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class FoundMethod:
     abstract: bool = False  # the body only raises NotImplementedError
     body: Body | None = None  # None: not read (the fixture)
     unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
-    kind: str = "method"  # "classmethod", "staticmethod", or a plain "method"
+    kind: str = "method"  # "classmethod", "staticmethod", a plain "method"; "constant": `m = None`
     coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
     scan: Scan = field(
         default_factory=Scan
@@ -138,6 +139,8 @@ def find_method(
     if after is not None:
         order = order[order.index(after) + 1 :] if after in order else []
     found = next((f for f in (source.own_method(c, method) for c in order) if f), None)
+    if found is not None and found.kind == "constant":  # `m = None` hides a base's m:
+        found = None  # `callable(getattr(...))` is False
     # A metaclass, an attribute hook or an instance write along the MRO: not this def.
     shape: Any = getattr(source, "shape_doubt", None)
     if shape is not None and not (found is not None and found.unresolved):
@@ -259,11 +262,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             for item in reversed(node.body):  # the class body's last binding is the attribute
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
                     return "def"
-                targets = (
-                    item.targets if isinstance(item, ast.Assign)
-                    else [item.target] if isinstance(item, ast.AnnAssign) else []
-                )  # fmt: skip
-                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if assigns(item, name):
                     return ""
         return ""
 
@@ -311,6 +310,9 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         if "@" in cls:
             earlier = module.earlier.get(cls)
             return (module, earlier) if earlier is not None else None
+        star = later_star(self, module, cls)  # `from m import *` below rebinds it: last wins
+        if star is not None:
+            return self.resolve_class(f"{star}:{cls}", depth + 1)
         if cls in module.classes:
             return module, module.classes[cls]
         imported = module.imports.get(cls)
@@ -370,13 +372,9 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         return None if found is None else self.class_id(*found)
 
     def bases(self, target: str) -> list[str]:
-        """The ``module:Class`` of each base class in the tree (others are skipped)."""
-        found = self.resolve_class(target)
-        if found is None:
-            return []
-        module, node = found
-        refs = (self._class_ref(module, expr, before=node.lineno) for expr in node.bases)
-        return [c for c in (self.canonical(r) for r in refs if r) if c is not None]
+        """The ``module:Class`` of each base class in the tree, an opaque entry for each the
+        checker cannot read, a library entry for the rest (``mro_bases``)."""
+        return base_entries(self, target)
 
     def unresolved_bases(self, target: str) -> list[str]:
         unresolved: list[str] = []
@@ -432,7 +430,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         if start is None:
             return []
         if start not in self._mro:
-            self._mro[start] = c3(start, self.bases)
+            self._mro[start] = linearize(start, self.bases, c3)
         return self._mro[start]
 
     def find_method(self, target: str, method: str) -> FoundMethod | None:
@@ -440,8 +438,8 @@ class CheckoutReader(EnvFacts, ShapeFacts):
 
     def own_method(self, cls: str, method: str) -> FoundMethod | None:
         found = self.resolve_class(cls)
-        if found is None:
-            return None
+        if found is None:  # an opaque base, `object`, or not a class
+            return entry_method(cls, method, FoundMethod, _ANY)
         module, node = found
         owner = self.class_id(module, node)
         rel = module.path.relative_to(self.root)
@@ -466,6 +464,8 @@ class CheckoutReader(EnvFacts, ShapeFacts):
                 if item is None:  # `decode_forward = _decode`: a module-level def
                     item = self.module_function(module, value)
                 assigned = stmt if item is None else None
+        if assigned is not None and isinstance(assigned.value, ast.Constant):
+            return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", kind="constant")
         if assigned is not None:  # bound to what the checker does not read: never "ok"
             why = f"bound to `{ast.unparse(assigned.value)}`, which the checker does not read"
             return FoundMethod(owner, method, _ANY, f"{rel}:{assigned.lineno}", unresolved=why)
@@ -512,12 +512,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             tuple(builds_of(item, me, kind, own_class)),
         )
         others = [
-            ast.unparse(d) for d in item.decorator_list
-            if not (isinstance(d, (ast.Name, ast.Attribute))
-                    and (d.id if isinstance(d, ast.Name) else d.attr) in _PLAIN_DECORATORS)
-        ]  # fmt: skip
+            ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)
+        ]
         unresolved = (
-            f"decorated with @{', @'.join(others)}: the signature Python calls may differ"
+            f"decorated with @{', @'.join(others)} (not trusted): the signature may differ"
             if others
             else ""
         )
@@ -574,6 +572,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         return any(
             self.own_method(c, m) is not None
             for c in self.mro(target)
+            if not opaque(c)
             for m in ("__getattr__", "__getattribute__")
         )
 
@@ -647,18 +646,18 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             if found is None:
                 continue
             module, node = found
-            for item in reversed(node.body):  # the body's last binding is what Python keeps
+            for item in reversed(node.body):  # the last binding, in the class body's scope
                 if isinstance(item, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in item.targets
                 ):
-                    return module, item.value
+                    return class_scope(module, node, item.lineno), item.value
                 if (
                     isinstance(item, ast.AnnAssign)
                     and isinstance(item.target, ast.Name)
                     and item.target.id == name
                     and item.value is not None
                 ):
-                    return module, item.value
+                    return class_scope(module, node, item.lineno), item.value
         return None
 
     def attribute(self, target: str, name: str) -> tuple[bool, Any]:
@@ -668,8 +667,6 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         if found is None:
             return False, None
         return True, self._value(*found)
-
-    # --- facts that depend on the environment ----------------------------------------------------
 
 
 # --- the fixture as a source ----------------------------------------------------------------------

@@ -10,10 +10,20 @@ import abc
 import ast
 import dataclasses
 import itertools
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vllm_tt_plugin.contract.fact_rules import (
+    capability_refusal,
+    contract_version,
+    device_penalties,
+)
+from vllm_tt_plugin.contract.mro_bases import hidden_fact
+
+FACT_NAMES = ("decode_input_update_contract", "model_capabilities")
 
 _MAX_DEPTH = 20
 UNREADABLE: Any = object()
@@ -31,7 +41,8 @@ class ClassFacts:
     variant: str = ""
     env_vars: tuple[str, ...] = ()  # the variables the facts depend on
     unknown: tuple[str, ...] = ()  # facts that could not be evaluated (every value checked)
-    refused: str = ""  # why the plugin refuses the class at launch (CapabilityError)
+    # (fact, the plugin's error) for each value the plugin refuses at launch or load
+    refusals: tuple[tuple[str, str], ...] = ()
     doubt: str = ""  # why decode_input_update_contract may not be the class-level value
 
     @property
@@ -71,6 +82,14 @@ class ParsedModule:
     all_names: list[str] | None = None  # __all__, when a literal
     bound: set[str] = field(default_factory=set)  # names module code binds in any branch
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
+    star_lines: list[tuple[int, str]] = field(default_factory=list)  # `from m import *`: (line, m)
+    py310: str | None = None  # why it does not compile on Python 3.10 ("": it does; None: unread)
+    guarded: set[str] = field(default_factory=set)  # imported in a `try` an except may rebind
+    tree: ast.Module | None = None  # the module as parsed
+    # (line, absolute module, level beyond the top-level package) of each module-level import
+    # outside a try (`import a.b`, `from a.b import c`): what the import needs to exist.
+    module_imports: list[tuple[int, str, bool]] = field(default_factory=list)
+    all_doubt: int = 0  # line where code the checker does not evaluate changes __all__
     # name -> [(line, why)]: bound under a condition (``source_import.conditional_bindings``)
     conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     raises: list[Any] = field(default_factory=list)  # source_import.ImportRaise, in order
@@ -202,6 +221,11 @@ class EnvFacts(abc.ABC):
                 fn = module.functions.get(func.id)
                 if fn is not None:
                     return self._env_run(module, fn.body, dict(env), {}, depth + 1)
+            inner = _proxied(module, expr)
+            if inner is not None:  # a read-only view: not a dict to the plugin
+                value = ev(inner)
+                if isinstance(value, dict):
+                    return types.MappingProxyType(value)
         raise _Unknown
 
     def _env_run(
@@ -318,7 +342,9 @@ class EnvFacts(abc.ABC):
     def class_fact_variants(self, target: str) -> list[ClassFacts]:
         """The class's facts for every value its declarations can take: one entry when they are
         literals; one per distinct outcome when they read ``os.environ`` (labelled with the
-        environment); both values of a flag that cannot be evaluated (labelled unknown)."""
+        environment); both values of a flag that cannot be evaluated (labelled unknown). Each
+        value goes through the plugin's own rules (``fact_rules``): what it refuses is named."""
+        owner = target.rpartition(":")[2]
         contracts, contract_vars = self._fact_values(target, "decode_input_update_contract")
         caps_values, caps_vars = self._fact_values(target, "model_capabilities")
         # The plugin plans on the loaded instance's version: set anywhere but the class body,
@@ -326,11 +352,19 @@ class EnvFacts(abc.ABC):
         doubt = self.attribute_doubt(target, "decode_input_update_contract")
         if doubt:
             contracts, contract_vars = [({}, UNREADABLE)], ()
-        refused = ""
+        hidden = {n: hidden_fact(self, target, n) for n in FACT_NAMES}  # an opaque base first
+        if hidden["decode_input_update_contract"]:
+            contracts, contract_vars = [({}, UNREADABLE)], ()
+        if hidden["model_capabilities"]:
+            caps_values, caps_vars = [({}, UNREADABLE)], ()
+        shape_refusal = ""
         shape = self.attribute_shape(target, "model_capabilities")
         if shape == "def":
             # The plugin reads it from the class: a function or property object, not a dict.
-            refused = "model_capabilities is a method or property, not a dict"
+            shape_refusal = (
+                f"{owner}.model_capabilities is a method or property, not a dict "
+                "(CapabilityError: must be a dict)"
+            )
             caps_values = [({}, UNREADABLE)]
         elif shape == "changed":  # set or changed after the class body: not known here
             caps_values = [({}, UNREADABLE)]
@@ -341,31 +375,32 @@ class EnvFacts(abc.ABC):
             if any(c_env.get(k, v) != v for k, v in k_env.items()):
                 continue  # two different values of one variable
             env = {**c_env, **k_env}
-            unreadable: list[str] = []
             unknown: list[str] = []
+            refusals: list[tuple[str, str]] = []
+            if shape_refusal:
+                refusals.append(("model_capabilities", shape_refusal))
             contract_options: list[int]
             if contract is None:
                 contract_options = [0]
             elif contract is UNREADABLE:
-                unknown.append("decode_input_update_contract")
+                unknown.append(_named("decode_input_update_contract", hidden))
                 contract_options = [0, 1]
-            elif isinstance(contract, bool) or not isinstance(contract, int) or contract < 0:
-                unreadable.append("decode_input_update_contract")
-                contract_options = [0]
             else:
-                contract_options = [contract]
+                version, error = contract_version(owner, contract)
+                if error:
+                    refusals.append(("decode_input_update_contract", error))
+                contract_options = [version]
             sampling_options: list[bool | None] = [None]
-            if caps is None:
-                caps = {}
-            elif caps is UNREADABLE:
-                unknown.append("model_capabilities")
+            if caps is UNREADABLE:
+                unknown.append(_named("model_capabilities", hidden))
                 caps = {}
                 sampling_options = [False, True]
-            elif not isinstance(caps, dict):
-                if caps:  # `getattr(cls, "model_capabilities", None) or {}`: falsy is {}
-                    refused = f"model_capabilities is a {type(caps).__name__}, not a dict"
-                caps = {}
             else:
+                error = capability_refusal(owner, caps, UNREADABLE)
+                if error:
+                    refusals.append(("model_capabilities", error))
+                if not isinstance(caps, dict):
+                    caps = {}
                 unknown += [
                     f"model_capabilities[{k!r}]" for k, v in caps.items() if v is UNREADABLE
                 ]
@@ -383,10 +418,14 @@ class EnvFacts(abc.ABC):
                 if len(contract_options) > 1:
                     label_parts.append(f"decode_input_update_contract unknown: checked {version}")
                 facts = ClassFacts(
-                    version, facts_caps, tuple(unreadable), "; ".join(label_parts), variables,
-                    tuple(dict.fromkeys(unknown)), refused, doubt,
+                    version, facts_caps, (), "; ".join(label_parts), variables,
+                    tuple(dict.fromkeys(unknown)), tuple(refusals), doubt,
                 )  # fmt: skip
-                key = (version, facts.device_sampling, facts.output_tokens_per_step)
+                # Every outcome the plugin plans (or refuses) differently is checked.
+                key = (
+                    version, facts.device_sampling, facts.output_tokens_per_step,
+                    device_penalties(facts_caps), facts.refusals,
+                )  # fmt: skip
                 if key in seen:
                     continue
                 seen.add(key)
@@ -395,6 +434,10 @@ class EnvFacts(abc.ABC):
 
     def class_facts(self, target: str) -> ClassFacts:
         return self.class_fact_variants(target)[0]
+
+
+def _named(fact: str, hidden: Mapping[str, str]) -> str:
+    return f"{fact} ({hidden[fact]})" if hidden.get(fact) else fact
 
 
 def constant(module: ParsedModule, name: str) -> bool:
@@ -475,6 +518,10 @@ def _dict_entries(
 ) -> Any:
     """A dict literal evaluated entry by entry (an entry that cannot be: ``UNREADABLE``);
     ``UNREADABLE`` for anything else."""
+    inner = _proxied(module, expr)
+    if inner is not None:
+        entries = _dict_entries(reader, module, inner, env)
+        return types.MappingProxyType(entries) if isinstance(entries, dict) else UNREADABLE
     if not isinstance(expr, ast.Dict) or any(k is None for k in expr.keys):
         return UNREADABLE
     out: dict[Any, Any] = {}
@@ -489,3 +536,17 @@ def _dict_entries(
         except _Unknown:
             out[key] = UNREADABLE
     return out
+
+
+def _proxied(module: ParsedModule, expr: ast.expr) -> ast.expr | None:
+    """The mapping of ``types.MappingProxyType(mapping)`` (None for any other expression)."""
+    if not isinstance(expr, ast.Call) or len(expr.args) != 1 or expr.keywords:
+        return None
+    func = expr.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        named = func.attr == "MappingProxyType" and module.imports.get(func.value.id) == "types"
+    else:
+        named = isinstance(func, ast.Name) and (
+            module.imports.get(func.id) == "types:MappingProxyType"
+        )
+    return expr.args[0] if named else None

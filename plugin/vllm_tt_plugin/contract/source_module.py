@@ -78,7 +78,7 @@ def _guarded(node: ast.Try) -> bool:
 def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) -> ParsedModule:
     """The module-level names of ``tree``, each as its last binding leaves it."""
     package = module if is_package else module.rpartition(".")[0]
-    parsed = ParsedModule(module, path, is_package, {}, {}, {})
+    parsed = ParsedModule(module, path, is_package, {}, {}, {}, tree=tree)
     # `try: from a import X / except ImportError: X = object`: the try branch is read as the
     # binding; a handler binding the name too makes it conditional (`source_import`).
     statements: list[tuple[ast.stmt, bool]] = []
@@ -102,6 +102,8 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             bind(node.name, node.lineno, node)
             parsed.classes[node.name] = node
         elif isinstance(node, ast.Import):
+            if not guarded:
+                parsed.module_imports += [(node.lineno, a.name, False) for a in node.names]
             for alias in node.names:
                 if alias.name.split(".")[0] == PLUGIN_PACKAGE and not guarded:
                     parsed.plugin_imports.append((node.lineno, alias.name, ()))
@@ -110,6 +112,9 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
                 parsed.imports[local] = alias.name if alias.asname else local
         elif isinstance(node, ast.ImportFrom):
             source = absolute(package, node.module, node.level)
+            if not guarded:  # `from .....x import y` past the top-level package: ImportError
+                beyond = node.level > len(package.split(".") if package else [])
+                parsed.module_imports.append((node.lineno, source, node.level > 0 and beyond))
             if source.split(".")[0] == PLUGIN_PACKAGE and not guarded:
                 parsed.plugin_imports.append(
                     (node.lineno, source, tuple(a.name for a in node.names))
@@ -117,12 +122,15 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
             if not guarded:
                 parsed.from_imports.append((node.lineno, source, tuple(a.name for a in node.names)))
             for alias in node.names:
+                if guarded:
+                    parsed.guarded.add(alias.asname or alias.name)
                 if alias.name != "*":
                     ref = f"{source}:{alias.name}"
                     bind(alias.asname or alias.name, node.lineno, ref)
                     parsed.imports[alias.asname or alias.name] = ref
                 else:
                     parsed.stars.append(source)
+                    parsed.star_lines.append((node.lineno, source))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -165,13 +173,55 @@ def parse_module(module: str, path: Path, is_package: bool, tree: ast.Module) ->
     parsed.raises = import_time_raises(tree)
     parsed.dynamic = module_doubt(tree)
     parsed.handed = handed_names(tree)
-    all_names = parsed.assigns.get("__all__")
-    if all_names is not None:
-        try:
-            parsed.all_names = [str(n) for n in ast.literal_eval(all_names)]
-        except ValueError:
-            parsed.all_names = None
+    _exports(parsed, [node for node, _ in statements])
     return parsed
+
+
+def _literal_names(expr: ast.expr | None) -> list[str] | None:
+    """The names of a literal list / tuple of strings (None: anything else)."""
+    try:
+        value = ast.literal_eval(expr) if expr is not None else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+        return None
+    return list(value)
+
+
+def _exports(parsed: ParsedModule, statements: list[ast.stmt]) -> None:
+    """``__all__`` as module code leaves it: its assignment, then ``__all__ += [...]``,
+    ``__all__.append("X")`` / ``.extend([...])`` with literal names, in order. Any other change
+    (or a non-literal value) sets ``all_doubt``: which names ``import *`` takes is not read."""
+    names: list[str] | None = None
+    for node in statements:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                names = _literal_names(node.value)
+                parsed.all_doubt = 0 if names is not None else node.lineno
+            continue
+        if "__all__" not in parsed.timeline:
+            continue
+        added: list[str] | None = None
+        if isinstance(node, ast.AugAssign) and getattr(node.target, "id", "") == "__all__":
+            added = _literal_names(node.value) if isinstance(node.op, ast.Add) else None
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func, args = node.value.func, node.value.args
+            if not (isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "__all__"):
+                continue
+            if func.attr == "append" and len(args) == 1:
+                added = _literal_names(ast.List([args[0]], ast.Load()))
+            elif func.attr == "extend" and len(args) == 1:
+                added = _literal_names(args[0])
+        elif not any(
+            isinstance(n, ast.Name) and n.id == "__all__" for n in ast.walk(node)
+        ):  # a statement that does not name __all__ leaves it as it is
+            continue
+        if added is None or names is None:
+            parsed.all_doubt = parsed.all_doubt or node.lineno
+        else:
+            names = [*names, *added]
+    parsed.all_names = names
 
 
 def _changes(parsed: ParsedModule, node: ast.stmt) -> None:
