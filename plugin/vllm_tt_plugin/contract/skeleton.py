@@ -11,11 +11,13 @@ guards, instance attribute assignments, a ``NotImplementedError`` stub; code tha
 written as ``(lambda: super().m(...))()``. A body with nothing of that is ``pass``. Module-level
 ``if`` / ``try`` / ``with`` / loops keep their shape (``skeleton_module.compound``), expressions
 that raise on import (``source_import``) are kept whole, and a module value the checker cannot
-evaluate is written ``unevaluated()``. No other code is kept. Each file's header names the
-repository, the path and the commit (``--commit``, else ``git rev-parse HEAD`` of the
-checkout, else the commit a skeleton being re-skeletoned records), so a TT engineer refreshes
-``fixtures/tt_metal/skeletons/`` at a bump in one command and the checker reads the skeleton
-exactly as it reads the checkout. Standard library only.
+evaluate is written ``unevaluated()``. What the class-shape rules (``source_shape``) read is
+kept by ``skeleton_shape``: class decorators, annotations, tuple targets, ``exec`` / walrus,
+module calls handing a class on, a method's writes to its own instance. No other code is kept.
+Each file's header names the repository, the path and the commit (``--commit``, else ``git
+rev-parse HEAD`` of the checkout, else the commit a skeleton being re-skeletoned records), so a
+TT engineer refreshes ``fixtures/tt_metal/skeletons/`` at a bump in one command and the checker
+reads the skeleton exactly as it reads the checkout. Standard library only.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract import skeleton_module
+from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
@@ -169,20 +171,6 @@ def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = f
     return f"{prefix} {fn.name}({', '.join(parts)}):"
 
 
-def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
-    kept = []
-    for d in node.decorator_list:
-        name = d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
-        # A function's every decorator: the checker cannot follow one that may change the
-        # signature (unresolved), and a skeleton must read as its checkout.
-        if not isinstance(node, ast.ClassDef) or name in _CLASS_DECORATORS:
-            kept.append(f"@{ast.unparse(d)}")
-    return kept
-
-
-_CLASS_DECORATORS = ("classmethod", "staticmethod", "property", "abstractmethod")
-
-
 def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in fn.decorator_list}
     return next((k for k in ("classmethod", "staticmethod") if k in names), "method")
@@ -258,6 +246,7 @@ def body_lines(
     bare = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
     aliases = _aliases(fn, me)
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
+    writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
 
     def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
         return value_reaches(call, arg, function, hops)
@@ -297,7 +286,7 @@ def body_lines(
             and node.value.id == me
         ):
             add(node, f"used({me}.{node.attr})")
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and id(node) not in writes:
             if isinstance(node.func, ast.Name) and node.func.id in aliases:
                 # `f = self.m; f(...)`: written as the call it is (the binding is not kept;
                 # the tree is skeleton_text's own parse, so it is changed in place)
@@ -498,7 +487,8 @@ def _function(
     keep: frozenset[int] = frozenset(),
     function: Any = None,
 ) -> list[str]:
-    out = [f"{indent}{d}" for d in _decorators(fn)]
+    # Every decorator: the checker cannot follow one that may change the signature.
+    out = [f"{indent}@{ast.unparse(d)}" for d in fn.decorator_list]
     out.append(f"{indent}{_header(fn, keep)}")
     out += [f"{indent}    {line}" for line in body_lines(fn, stored, function)]
     return out
@@ -566,7 +556,8 @@ def _class(
 ) -> list[str]:
     bases = [ast.unparse(b) for b in node.bases]
     bases += [ast.unparse(k) for k in node.keywords]
-    out = [f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:"]
+    out = skeleton_shape.decorators(node, keep)
+    out.append(f"class {node.name}({', '.join(bases)}):" if bases else f"class {node.name}:")
     body: list[str] = []
     stored = frozenset(
         attr
@@ -575,11 +566,13 @@ def _class(
         for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
     )
     for item in node.body:
-        extra = skeleton_module.class_statement(item)  # changed in place, bound in an if / try
-        if extra:
-            body += extra
-        elif isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
+        at = len(body)
+        # Changed in place, bound in an if / try, imported, unpacked.
+        extra = skeleton_module.class_statement(item) or skeleton_shape.class_form(item, _fact)
+        if isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
             body.append(f"    {ast.unparse(item)}")  # raises on import: kept whole
+        elif extra:
+            body += extra
         elif isinstance(item, ast.Assign):
             names = [ast.unparse(t) for t in item.targets if isinstance(t, ast.Name)]
             if names:
@@ -589,7 +582,7 @@ def _class(
                 body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             fact = item.target.id in FACT_ATTRIBUTES
-            body.append(f"    {item.target.id} = {(_fact if fact else _value)(item.value)}")
+            body.append(f"    {skeleton_shape.annotated(item, _fact if fact else _value)}")
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if body:
                 body.append("")
@@ -600,11 +593,12 @@ def _class(
                     item, _function(item, "    ", stored, keep, resolver(node, functions or {}))
                 ),
             )
-            body += skeleton_module.with_extras(lines, item, node.name, set(calling))
+            body += skeleton_module.with_extras(lines, item, node, set(calling))
         elif isinstance(item, ast.ClassDef):
             if body:
                 body.append("")
             body += ["    " + line if line else "" for line in _class(item, keep=keep)]
+        body += ["    " + f for f in skeleton_shape.kept_forms(item, body[at:], _fact)]
     return out + (body or ["    pass"])
 
 
@@ -631,7 +625,9 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     keep = frozenset(id(r.node) for r in import_time_raises(tree))  # raises on import
+    classes = frozenset(n.name for n in tree.body if isinstance(n, ast.ClassDef))
     for node in tree.body:
+        at = len(rest)
         extra = skeleton_module.module_statement(node)  # changed after a class body
         if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign)) and id(node.value) in keep:
             rest.append([ast.unparse(node)])
@@ -658,6 +654,8 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
             rest.append(_module_function(node, keep))
         elif isinstance(node, ast.ClassDef):
             rest.append(_class(node, calling, keep, functions))
+        written = [line for block in rest[at:] for line in block]  # exec(...), _install(Cls)
+        rest += [[f] for f in skeleton_shape.kept_forms(node, written, _constant, classes)]
     if imports:
         lines += ["", *imports]
     for block in rest:

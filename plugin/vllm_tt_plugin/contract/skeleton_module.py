@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from vllm_tt_plugin.contract.call_plan import METHODS
+from vllm_tt_plugin.contract.skeleton_shape import method_lines
 from vllm_tt_plugin.contract.source_import import bound_names
 from vllm_tt_plugin.contract.source_live import constant_test
 from vllm_tt_plugin.contract.source_module import MUTATORS, PLUGIN_PACKAGE
@@ -83,19 +84,26 @@ def _test(test: ast.expr) -> str:
 
 
 def compound(node: ast.stmt, indent: str) -> list[str]:
-    """A module-level compound statement as the checker reads it (``source_import``,
-    ``source_module``): its shape (``if`` / ``try`` / ``except`` / ``with`` / loop), the
-    imports in it as written, every other name it binds as ``name = ...`` ("" when it binds
-    nothing)."""
+    """A compound statement as the checker reads it (``source_import``, ``source_module``,
+    ``source_shape``): its shape (``if`` / ``try`` / ``except ... as`` / ``with`` / loop /
+    ``match`` with its patterns), the imports in it as written, the changes in it (``_change``),
+    every other name it binds as ``name = ...`` ("" when it binds and changes nothing)."""
     inner = indent + "    "
+    changes: list[str] = []  # what it keeps besides the names it binds
 
-    def block(stmts: list[ast.stmt]) -> list[str]:
+    def block(stmts: list[ast.stmt], inner: str = inner) -> list[str]:
         out: list[str] = []
         for st in stmts:
+            change = _change(st)
             if isinstance(st, (ast.Import, ast.ImportFrom)):
                 out.append(inner + ast.unparse(st))
             elif isinstance(st, (*_NESTING, ast.Match)):
-                out += compound(st, inner)
+                nested = compound(st, inner)
+                changes.extend(nested)
+                out += nested
+            elif change:
+                changes.append(change)
+                out.append(inner + change)
             else:
                 out += [f"{inner}{n} = ..." for n, _ in dict.fromkeys(bound_names([st]))]
         return out or [inner + "pass"]
@@ -108,7 +116,8 @@ def compound(node: ast.stmt, indent: str) -> list[str]:
         lines = [f"{indent}try:", *block([*node.body, *node.orelse])]
         for h in node.handlers:
             caught = f" {ast.unparse(h.type)}" if h.type is not None else ""
-            lines += [f"{indent}except{caught}:", *block(h.body)]
+            named = f" as {h.name}" if h.name else ""
+            lines += [f"{indent}except{caught}{named}:", *block(h.body)]
         if node.finalbody:
             lines += [f"{indent}finally:", *block(node.finalbody)]
     elif isinstance(node, (ast.For, ast.AsyncFor)):
@@ -118,33 +127,24 @@ def compound(node: ast.stmt, indent: str) -> list[str]:
     elif isinstance(node, (ast.With, ast.AsyncWith)):
         names = [f" as {ast.unparse(i.optional_vars)}" for i in node.items if i.optional_vars]
         lines = [f"{indent}with ...{names[0] if names else ''}:", *block(node.body)]
-    else:
-        lines = [
-            f"{indent}if ...:",
-            *block([s for c in getattr(node, "cases", []) for s in c.body]),
-        ]
-    return lines if bound_names([node]) else []
+    else:  # a match: its patterns bind names (captures)
+        lines = [f"{indent}match ...:"]
+        for case in getattr(node, "cases", []):
+            guard = " if ..." if case.guard is not None else ""
+            pattern = f"{inner}case {ast.unparse(case.pattern)}{guard}:"
+            lines += [pattern, *block(case.body, inner + "    ")]
+    captures = any(isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name for n in ast.walk(node))
+    return lines if bound_names([node]) or changes or captures else []
 
 
 def class_statement(node: ast.stmt) -> list[str]:
     """A class-body statement the skeleton otherwise drops: a change of a name in place, or a
-    compound statement binding names (which branch Python takes is not read: kept as
-    ``if ...:`` with each name bound to ``...``)."""
+    compound statement binding names, with its shape (``compound``: which branch Python takes
+    is not read)."""
     text = _change(node)
     if text:
         return [f"    {text}"]
-    if not isinstance(node, _NESTING):
-        return []
-    names: list[str] = []
-    for inner in ast.walk(node):
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(inner.name)
-        elif isinstance(inner, (ast.Import, ast.ImportFrom)):
-            names += [a.asname or a.name.split(".")[0] for a in inner.names]
-        elif isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
-            names.append(inner.id)
-    names = list(dict.fromkeys(n for n in names if n != "*"))
-    return ["    if ...:", *(f"        {n} = ..." for n in names)] if names else []
+    return compound(node, "    ") if isinstance(node, _NESTING) else []
 
 
 def importers(tree: ast.Module) -> set[str]:
@@ -222,14 +222,17 @@ def _built(node: ast.Call) -> str:
     return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
-def with_extras(lines: list[str], fn: Def, cls_name: str, calling: set[str]) -> list[str]:
-    """``_function``'s lines with ``method_extras`` added at the top of the body."""
-    extra = method_extras(fn, cls_name, calling)
+def with_extras(lines: list[str], fn: Def, cls: ast.ClassDef, calling: set[str]) -> list[str]:
+    """``_function``'s lines with ``method_extras`` and the lines the shape rules read
+    (``skeleton_shape.method_lines``) added at the top of the body."""
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
+    body = [line for line in lines[at + 1 :] if line.strip() != "pass"]
+    kept = {line.strip().removeprefix("if ...: ") for line in body}
+    shape = [e for e in method_lines(fn, cls) if e.removeprefix("if ...: ") not in kept]
+    extra = list(dict.fromkeys([*method_extras(fn, cls.name, calling), *shape]))
     if not extra:
         return lines
-    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())] + "    "
-    body = [line for line in lines[at + 1 :] if line.strip() != "pass"]
     return [*lines[: at + 1], *(indent + e for e in extra), *body]
 
 

@@ -213,10 +213,22 @@ def _odd_binding(stmt: ast.stmt, name: str) -> str:
 def _instance_doubt(
     node: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef, name: str
 ) -> Doubt | None:
-    """A method that sets attributes on its instance (or class) in ways the checker does not
-    read: through ``__dict__`` / ``vars(obj)`` (written, not read), ``object.__setattr__`` /
-    ``setattr`` with a computed name (or ``name``), ``type(self).name = ...``, or a swap of
-    ``__class__``. Stores on other objects (``self.args``) are not the instance's."""
+    """The first of ``instance_writes`` of ``method`` that may set ``name``."""
+    for n, why in instance_writes(method, name):
+        line = getattr(n, "lineno", method.lineno)
+        return Doubt(line, f"{node.name}.{method.name} {why} [line {line}]: the attributes "
+                     "an instance ends up with are not evaluated", True)  # fmt: skip
+    return None
+
+
+def instance_writes(
+    method: ast.FunctionDef | ast.AsyncFunctionDef, name: str | None = None
+) -> Iterator[tuple[ast.AST, str]]:
+    """(node, what it does) for each place ``method`` sets attributes on its instance (or class)
+    in ways the checker does not read: through ``__dict__`` / ``vars(obj)`` (written, not read),
+    ``object.__setattr__`` / ``setattr`` with a computed name (or ``name``; any name when None),
+    ``type(self).name = ...``, or a swap of ``__class__``. Stores on other objects
+    (``self.args``) are not the instance's."""
     firsts = [*method.args.posonlyargs, *method.args.args]
     me = firsts[0].arg if firsts else ""
 
@@ -232,14 +244,13 @@ def _instance_doubt(
         )  # fmt: skip
 
     for n in ast.walk(method):
-        why = ""
         if isinstance(n, ast.Attribute) and n.attr == "__class__" and isinstance(n.ctx, ast.Store):
-            why = "assigns `__class__`"
+            yield n, "assigns `__class__`"
         elif (
-            isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Store)
-            and _names_class(n.value)
+            isinstance(n, ast.Attribute) and name in (None, n.attr)
+            and isinstance(n.ctx, ast.Store) and _names_class(n.value)
         ):  # fmt: skip
-            why = f"sets `{ast.unparse(n)}` on the class"
+            yield n, f"sets `{ast.unparse(n)}` on the class"
         elif (
             isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del))
             and namespace(n.value)
@@ -247,17 +258,16 @@ def _instance_doubt(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr in _NAMESPACE_WRITES and namespace(n.func.value)
         ):  # fmt: skip
-            why = f"writes `{ast.unparse(n)}`"
+            yield n, f"writes `{ast.unparse(n)}`"
         elif isinstance(n, ast.Call) and _name(n) in ("setattr", "object.__setattr__"):
             key = n.args[1] if len(n.args) > 1 else None
             literal = isinstance(key, ast.Constant) and isinstance(key.value, str)
-            if n.args and mine(n.args[0]) and (not literal or getattr(key, "value", "") == name):
-                why = f"calls `{_name(n)}` on the instance"
-        if why:
-            line = getattr(n, "lineno", method.lineno)
-            return Doubt(line, f"{node.name}.{method.name} {why} [line {line}]: the attributes "
-                         "an instance ends up with are not evaluated", True)  # fmt: skip
-    return None
+            if (
+                n.args
+                and mine(n.args[0])
+                and (not literal or name is None or getattr(key, "value", "") == name)
+            ):
+                yield n, f"calls `{_name(n)}` on the instance"
 
 
 def _names_class(expr: ast.expr) -> bool:
