@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
             "accuracy", "provenance", "ttmetrics", "server", "rawhttp", "history", "matrix", "gate",
             "longtasks", "chisquare", "identity", "selection", "fisher", "rederive", "mcnemar",
             "paired", "independence", "suiteids", "restated", "bars", "mutation", "forward",
-            "situations", "situation_matrix", "second_oracle",
+            "situations", "situation_matrix", "second_oracle", "situation_record",
         ),
         MODEL,
     ),

@@ -13,11 +13,11 @@ import ast
 import builtins
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.class_scope import class_scope
+from vllm_tt_plugin.contract.found_method import FoundMethod as FoundMethod
 from vllm_tt_plugin.contract.mro_bases import assigns, base_entries, entry_method, linearize, opaque
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
 from vllm_tt_plugin.contract.source_alias import ModuleContext, aliased, carried
@@ -81,29 +81,6 @@ _MAX_DEPTH = 20
 TT_METAL_PACKAGE = "models."  # tt-metal's model code; other bases (vLLM, torch) are not followed
 # Bases from outside tt-metal that define no methods a tt-metal adapter calls on itself.
 _INTERFACE_MODULES = ("vllm.", "typing:", "typing_extensions:", "abc:")
-
-
-@dataclass(frozen=True)
-class FoundMethod:
-    owner: str  # "module:Class" that defines it
-    name: str
-    signature: inspect.Signature
-    where: str  # file:line, or "fixture"
-    forwards: tuple[Forward, ...] = ()
-    abstract: bool = False  # the body only raises NotImplementedError
-    body: Body | None = None  # None: not read (the fixture)
-    unresolved: str = ""  # why the signature Python calls may not be this def's (a decorator)
-    # "classmethod", "staticmethod", "method"; "function": a module def; "constant": `m = None`
-    kind: str = "method"
-    coroutine: bool = False  # an ``async def``: calling it returns a coroutine, not its result
-    scan: Scan = field(
-        default_factory=Scan
-    )  # plugin imports and constructions source_body does not read
-
-    @property
-    def delegates_to(self) -> str | None:
-        """The method the first forwarding call hands the arguments to."""
-        return self.forwards[0].method if self.forwards else None
 
 
 class SignatureSource(Protocol):

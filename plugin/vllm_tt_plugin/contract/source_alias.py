@@ -67,8 +67,8 @@ class ModuleContext:
         """The module function ``expr`` names, as a link (signature, body, its own forwards);
         else why the checker cannot follow it ("" when it is not a function of the tree's:
         a builtin, a class, or a helper that does not take every argument the method got)."""
+        from vllm_tt_plugin.contract.found_method import FoundMethod
         from vllm_tt_plugin.contract.signatures import signature_from_ast
-        from vllm_tt_plugin.contract.source import FoundMethod
         from vllm_tt_plugin.contract.source_body import body_of, forwards_of
 
         name = expr.id
