@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +69,8 @@ from vllm_tt_plugin.contract.parity_reach import (
 from vllm_tt_plugin.contract.parity_reach import (
     lone_read_back_hook as _lone_read_back_hook,
 )
+from vllm_tt_plugin.contract.parity_render import internal_error as internal_error
+from vllm_tt_plugin.contract.parity_render import render as render
 from vllm_tt_plugin.contract.parity_rules import (
     FACTS,
     FAILING,
@@ -682,31 +683,6 @@ def _unresolved(finding: Finding, bases: Sequence[str]) -> Finding:
 def failures(findings: Sequence[Finding], require_all: bool = False) -> list[Finding]:
     failing = FAILING | ({"no_class"} if require_all else set())
     return [f for f in findings if f.status in failing]
-
-
-def render(findings: Sequence[Finding]) -> str:
-    lines: list[str] = []
-    current = None
-    for f in findings:
-        if f.target != current:
-            current = f.target
-            lines.append(f"{f.target}  [{', '.join(f.archs)}]")
-        lines.append(f"  {f.status:<10} {f.method}: {f.detail}")
-    counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.status] = counts.get(f.status, 0) + 1
-    lines.append("summary: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    return "\n".join(lines)
-
-
-def internal_error(exc: Exception) -> str:
-    """The message (no traceback) for a failure of the checker itself on some tree."""
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-    return (
-        f"contract-parity: internal error{at}: {type(exc).__name__}: {exc} (a checker bug on "
-        "this tree: nothing was checked; please report it)"
-    )
 
 
 def registry_targets(archs: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
