@@ -39,6 +39,7 @@ from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
+from vllm_tt_plugin.contract.skeleton_values import _constant, _fact, _simple, _value
 from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -84,13 +85,6 @@ from vllm_tt_plugin.utils.checkout import git_output
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
 _RECORDED = re.compile(r"tenstorrent/tt-metal (\S+\.py) @ ([0-9a-f]{40})")
-# Node types an expression may hold and still be written whole (what the checker evaluates:
-# literals, names, os.environ reads, comparisons, boolean logic, conversions).
-_SIMPLE = (
-    ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp,
-    ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Load, ast.boolop,
-    ast.cmpop, ast.unaryop, ast.keyword, ast.expr_context, ast.BinOp, ast.operator,
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -98,50 +92,6 @@ class Written:
     path: str  # relative to the output root
     source: str  # repository path it describes
     commit: str
-
-
-_CALLS = {"int", "bool", "str", "float", "get", "getenv", "lower", "upper", "strip", "lstrip",
-          "rstrip", "casefold", "startswith", "endswith", "isdigit",
-          "MappingProxyType"}  # fmt: skip
-
-
-def _simple(expr: ast.expr) -> bool:
-    """Only what the checker evaluates (``source_env``): a call must be a conversion, an
-    environment read or a string method."""
-    for n in ast.walk(expr):
-        if not isinstance(n, _SIMPLE):
-            return False
-        if isinstance(n, ast.Call):
-            name = n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
-            if name not in _CALLS:
-                return False
-    return True
-
-
-def _value(expr: ast.expr | None) -> str:
-    return "..." if expr is None or not _simple(expr) else ast.unparse(expr)
-
-
-def _constant(expr: ast.expr) -> str:
-    """A module-level value: whole when simple, else a call the checker cannot evaluate (a
-    fact built from it is unknown, as from the real call; ``...`` would read as a value)."""
-    return ast.unparse(expr) if _simple(expr) else "unevaluated()"
-
-
-def _fact(expr: ast.expr | None) -> str:
-    """A fact attribute's value: whole when simple; a dict entry by entry; what the checker
-    cannot evaluate as a call it cannot evaluate either (``...`` would read as a non-dict)."""
-    if expr is None or _simple(expr):
-        return _value(expr)
-    if isinstance(expr, ast.Dict) and all(k is not None for k in expr.keys):
-        items = [f"{ast.unparse(k)}: {_fact(v)}"
-                 for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
-        return "{" + ", ".join(items) + "}"
-    if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == (
-        "MappingProxyType"
-    ):  # a read-only view the plugin refuses: kept around its entries
-        return f"{ast.unparse(expr.func)}({', '.join(_fact(a) for a in expr.args)})"
-    return "unevaluated()"
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
