@@ -107,9 +107,10 @@ _STATS_RE = re.compile(r"TT runner stats: (.*)$")
 
 def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
     """The 'TT runner stats' lines the workers log at shutdown (one per engine/rank)."""
-    out = []
     assert server.log_path is not None
-    for line in server.log_path.read_text(errors="replace").splitlines():
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    out = []
+    for line in lines:
         match = _STATS_RE.search(line)
         if match:
             stats: dict[str, Any] = {}
@@ -117,6 +118,15 @@ def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
                 key, value = part
                 stats[key] = ast.literal_eval(value.strip())
             out.append(stats)
+    if not out:
+        # TTWorker.shutdown logs them: the engine core never reached its teardown (killed at the
+        # API server's shutdown timeout, or dead before). Say what the log shows.
+        words = ("shutdown", "Shutting", "Error", "Traceback", "TT: ")
+        telling = [line[:300] for line in lines if any(w in line for w in words)]
+        raise AssertionError(
+            f"no 'TT runner stats' line in {server.log_path}; its telling lines:\n"
+            + "\n".join(telling[-30:])
+        )
     return out
 
 
