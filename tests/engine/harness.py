@@ -130,6 +130,23 @@ def runner_stats(server: EmulatedServer) -> list[dict[str, Any]]:
     return out
 
 
+def live_stats(server: EmulatedServer) -> dict[str, float]:
+    """The runner's step counters as the server's /metrics shows them now, under the names of
+    its shutdown stats (runner_stats). Read while the server runs, so a test does not depend on
+    the engine core reaching its teardown; test_tt_path_checks asserts the two agree."""
+    from tt_conformance.ttmetrics import parse_metrics
+
+    _, counters = parse_metrics(requests.get(f"{server.url}/metrics", timeout=30).text)
+    return {
+        "prefill_steps": counters.value("tt_steps_total", kind="prefill"),
+        "decode_steps": counters.value("tt_steps_total", kind="decode"),
+        "device_sampled_steps": counters.value("tt_steps_total", route="device"),
+        "host_sampled_steps": counters.value("tt_steps_total", route="host"),
+        "overlapped_decodes": counters.value("tt_async_overlapped_decodes_total"),
+        "prefill_chunks": counters.value("tt_prefill_chunks_total"),
+    }
+
+
 def log_lines(server: EmulatedServer, needle: str) -> list[str]:
     assert server.log_path is not None
     lines = server.log_path.read_text(errors="replace").splitlines()

@@ -25,9 +25,9 @@ from tests.engine.harness import (
     complete_ids,
     complete_many,
     hf_greedy,
+    live_stats,
     log_lines,
     metric,
-    runner_stats,
     serve,
     text_id_end,
 )
@@ -117,8 +117,8 @@ def test_hybrid_parity_two_groups_and_sliding_memory(config: dict[str, Any]) -> 
     args += ["--max-num-batched-tokens", str(batched), "--no-async-scheduling"]
     with serve(model=MODEL, vllm_args=args) as server:
         got = complete_many(server.url, prompts, MAX_TOKENS)
+        stats = live_stats(server)
     assert_parity(got, want, prompts)
-    stats = runner_stats(server)[0]
     assert stats["prefill_chunks"] > 0, "long prompts were not split into chunks"
 
     # vLLM's hybrid manager packed one sliding and one full group (the plugin logs each).
@@ -197,9 +197,9 @@ def test_hybrid_parity_device_sampling_async_no_prefix_cache_and_preemption(
             if preemptions > 0:
                 break
         hits = metric(server.url, "vllm:prefix_cache_hits_total")
+        stats = live_stats(server)
     assert hits == 0, "prefix caching stayed on for a sliding-window model"
     assert log_lines(server, "has a sliding window"), "no warning that prefix caching is off"
     assert preemptions > 0, "the small KV pool never preempted a request"
-    stats = runner_stats(server)[0]
     assert stats["device_sampled_steps"] > 0 and stats["overlapped_decodes"] > 0
     assert len(kv_groups(server)) == 2

@@ -26,7 +26,7 @@ import requests
 import torch
 
 from tests.conftest import REPO
-from tests.engine.harness import Stream, metric, runner_stats, serve
+from tests.engine.harness import Stream, live_stats, metric, serve
 from tests.engine.images import data_url, image
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-qwen2vl"
@@ -186,7 +186,7 @@ def test_qwen2vl_parity_device_sampling_async_concurrent() -> None:
         remaps_before = metric(server.url, "tt_slot_remaps_total")
         moved, first = run_slot_move(server.url, server.model_name)
         remaps_after = metric(server.url, "tt_slot_remaps_total")
-    stats = runner_stats(server)[0]
+        stats = live_stats(server)
     deltas = check_parity(requests_plan, results)
     # The images' grids give several distinct nonzero deltas: decode positions depend on them.
     assert len({d for d in deltas if d}) >= 3, deltas
@@ -232,8 +232,8 @@ def test_qwen2vl_chunked_prefill_variant_parity() -> None:
     env = {"TT_MODEL_CLASS_OVERRIDES": override}
     with serve(model=MODEL, vllm_args=args, env=env) as server:
         results = run_all(server.url, server.model_name, requests_plan)
+        stats = live_stats(server)
     check_parity(requests_plan, results)
-    stats = runner_stats(server)[0]
     longest = max(len(r["prompt"]) for r in results)
     # Counted per row: a step may batch several requests, so step counts cannot tell.
     assert longest > 32 and stats["prefill_chunks"] > 0, "nothing was chunked"

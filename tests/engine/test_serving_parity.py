@@ -17,9 +17,9 @@ from tests.engine.harness import (
     complete_ids,
     complete_many,
     hf_greedy,
+    live_stats,
     metric,
     mixed_prompts,
-    runner_stats,
     serve,
     shared_prefix_prompts,
 )
@@ -46,7 +46,7 @@ def assert_parity(got: list[list[int]], want: list[list[int]]) -> None:
 def test_host_sampling_parity(hf_reference: list[list[int]]) -> None:
     with serve(vllm_args=BASE_ARGS) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
-    stats = runner_stats(server)[0]
+        stats = live_stats(server)
     assert stats["host_sampled_steps"] > 0 and stats["device_sampled_steps"] == 0
 
 
@@ -54,7 +54,7 @@ def test_device_sampling_with_async_decode_parity(hf_reference: list[list[int]])
     # No --async-scheduling: a model declaring supports_async_decode gets vLLM's default (on).
     with serve(tt={"sample_on_device_mode": "all"}, vllm_args=BASE_ARGS) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
-    stats = runner_stats(server)[0]
+        stats = live_stats(server)
     assert stats["device_sampled_steps"] > 0 and stats["host_sampled_steps"] == 0
     assert stats["overlapped_decodes"] > 0
 
@@ -65,7 +65,7 @@ def test_device_sampling_without_async_parity(hf_reference: list[list[int]]) -> 
         vllm_args=[*BASE_ARGS, "--no-async-scheduling"],
     ) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
-    stats = runner_stats(server)[0]
+        stats = live_stats(server)
     assert stats["overlapped_decodes"] == 0 and stats["device_sampled_steps"] > 0
 
 
@@ -73,7 +73,7 @@ def test_chunked_prefill_parity(hf_reference: list[list[int]]) -> None:
     # A 64-token budget splits every prompt longer than 64 tokens across prefill steps.
     with serve(vllm_args=[*BASE_ARGS, "--max-num-batched-tokens", "64"]) as server:
         assert_parity(complete_many(server.url, PROMPTS, MAX_TOKENS), hf_reference)
-    stats = runner_stats(server)[0]
+        stats = live_stats(server)
     assert stats["prefill_chunks"] > 0, "no prompt was split into chunks"
 
 
@@ -140,8 +140,8 @@ def test_host_device_switches_inside_one_run() -> None:
         got = [f.result() for f in greedy]
         for f in companions:
             f.result()
+        stats = live_stats(server)
     assert_parity_list(got, want)
-    stats = runner_stats(server)[0]
     assert stats["host_sampled_steps"] > 0 and stats["device_sampled_steps"] > 0
 
 

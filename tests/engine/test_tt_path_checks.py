@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.engine.harness import MODEL_DIR, run_suite, runner_stats, serve
+from tests.engine.harness import MODEL_DIR, live_stats, run_suite, runner_stats, serve
 from tt_conformance.ttmetrics import parse_metrics
 
 MAX_NUM_SEQS = 8
@@ -79,6 +79,7 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
         wrong = run_suite(server.url, ["test_errors"], tmp_path / "wrong", device="N150")
         run = run_suite(server.url, [*TT_PATH, *TT_RULES], tmp_path / "report")
         info, counters = parse_metrics(requests.get(f"{server.url}/metrics", timeout=30).text)
+        live = live_stats(server)
     assert wrong.returncode == pytest.ExitCode.USAGE_ERROR and wrong.report is None
     assert "--tt-device N150, but the server runs a host-emulated mesh" in wrong.stderr
     not_passed = {c: run.reasons[c] for c, o in run.outcomes.items() if o != "pass"}
@@ -104,6 +105,8 @@ def test_tt_path_checks_run_and_pass_with_device_sampling_and_async(tmp_path: Pa
     assert info.get("plugin_version") != "unknown" and info.get("ttnn_version") != "unknown"
     # The counters and the runner's own stats (logged at shutdown) count the same steps.
     (stats,) = runner_stats(server)
+    # The live reading the other engine tests use names the same counts as the stats.
+    assert live == {key: stats[key] for key in live}
     assert counters.value("tt_steps_total", kind="decode") == stats["decode_steps"]
     assert counters.value("tt_steps_total", kind="prefill") == stats["prefill_steps"]
     assert counters.value("tt_async_overlapped_decodes_total") == stats["overlapped_decodes"] > 0

@@ -24,7 +24,7 @@ import requests
 import torch
 
 from tests.conftest import REPO
-from tests.engine.harness import metric, runner_stats, serve
+from tests.engine.harness import live_stats, metric, serve
 from tests.engine.images import data_url, image
 
 MODEL = REPO / "fixtures" / "models" / "tt-reference-llava"
@@ -107,6 +107,7 @@ def test_vision_parity_chunked_device_sampling_async_prefix_cache(
         hits_before = metric(server.url, "vllm:prefix_cache_hits_total")
         again = chat(server.url, model, *LONG)
         hits = metric(server.url, "vllm:prefix_cache_hits_total") - hits_before
+        stats = live_stats(server)
     assert len(again["prompt"]) > 64 and again == results[-1]
     assert hits > 0, "the repeated image prompt got no prefix-cache hit"
 
@@ -122,7 +123,6 @@ def test_vision_parity_chunked_device_sampling_async_prefix_cache(
     image_id, per_image = config["image_token_index"], config["image_seq_length"]
     counts = [r["prompt"].count(image_id) for r in results]
     assert counts == [per_image * len(im) for im, _ in requests_plan]
-    stats = runner_stats(server)[0]
     assert stats["prefill_chunks"] > 0, "prompts were not chunked"
     assert stats["device_sampled_steps"] > 0
 
