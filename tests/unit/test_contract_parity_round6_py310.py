@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -382,15 +384,43 @@ def test_a_deep_expression_python_310_imports_is_written(tmp_path: Path) -> None
     assert statuses(run(tmp_path / "skel", {})) == statuses(run(tmp_path / "tree", {}))
 
 
-def test_the_absent_name_table_is_current() -> None:
-    """py310_absent.json is what tools/gen_py310_absent.py derives from pyenv's interpreters."""
-    spec = importlib.util.spec_from_file_location("gen", ROOT / "tools/gen_py310_absent.py")
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_py310", ROOT / "tools/gen_py310_absent.py")
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
+    return gen
+
+
+def test_the_absent_name_table_is_current() -> None:
+    """py310_absent.json is what tools/gen_py310_absent.py derives from pyenv's interpreters."""
+    gen = _generator()
     if shutil.which("pyenv") is None or gen.interpreter("3.10") is None:
         pytest.skip("no pyenv Python 3.10 to derive the table from")
     text = gen.generate()
     if text is None:
         pytest.skip("pyenv lacks one of the newer interpreters")
     assert (ROOT / "plugin/vllm_tt_plugin/contract/py310_absent.json").read_text() == text
+
+
+def test_a_checker_on_python_312_judges_syntax_for_310() -> None:
+    """Run on 3.12, ``ast.parse(feature_version=(3, 10))`` accepts PEP 646 stars and PEP 701
+    f-strings (an f-string reusing its quote inside), which 3.10 refuses: still reported."""
+    gen = _generator()
+    python = gen.interpreter("3.12")
+    if python is None:
+        pytest.skip("no pyenv Python 3.12")
+    probe = (
+        "from vllm_tt_plugin.contract.source_loadable import newer_syntax\n"
+        "for text in ('x = f\"{d[\"a\"]}\"\\n', 'def f(*a: *Ts): pass\\n', "
+        "'x = f\"{d[\\'a\\']}\"\\n', 'x = f\\'\\'\\'{d[\\'a\\']}\\'\\'\\'\\n'):\n"
+        "    print(repr(newer_syntax(text)))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'plugin')!r})\n"
+         + probe],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pep701, pep646, valid, triple = done.stdout.splitlines()
+    assert "PEP 701" in pep701 and "PEP 646" in pep646
+    assert valid == triple == "''"  # the quote 3.10 allows inside: not flagged

@@ -38,6 +38,7 @@ from vllm_tt_plugin.contract.source_py310 import (
     newer_stdlib,
     parse_recorded,
     pep646_star,
+    pep701_fstring,
     recorded_failures,
 )
 
@@ -75,7 +76,10 @@ def newer_syntax(text: str) -> str:
     except (ValueError, MemoryError, RecursionError):
         return ""  # the reader reports a module that does not parse
     star = pep646_star(tree)
-    return f"line {star}: a star in a subscript or *args annotation (PEP 646)" if star else ""
+    if star:
+        return f"line {star}: a star in a subscript or *args annotation (PEP 646)"
+    quote = pep701_fstring(text)  # found only where a 3.12+ interpreter runs the checker
+    return f"line {quote}: an f-string reusing its own quote inside (PEP 701)" if quote else ""
 
 
 def skeleton_format(path: Path) -> int:
@@ -128,11 +132,13 @@ def import_failures(reader: Any, target: str) -> list[ImportFailure]:
     for module in touched():
         rel = _rel(reader, module)
         out += _syntax_and_stdlib(module, rel)
+        live = host_failures(module)
         recorded = [parse_recorded(r) for r in module.recorded]  # a skeleton's, read above
+        seen = {f.why for f in live}  # a statement the skeleton kept is found again: once
         out += [
             ImportFailure(f.status, f"{rel}:{f.line} {f.why}: the module does not import on "
                           "Python 3.10 (tt-metal's host Python)")
-            for f in [*host_failures(module), *recorded] if f is not None
+            for f in [*live, *(r for r in recorded if r is not None and r.why not in seen)]
         ]  # fmt: skip
         out += _exports(reader, module, rel)
         out += _missing_modules(reader, module, rel)

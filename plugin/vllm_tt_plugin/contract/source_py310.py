@@ -17,8 +17,10 @@ same whichever interpreter (3.10-3.12) runs the checker.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import operator
+import tokenize
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -347,6 +349,38 @@ def pep646_star(tree: ast.AST) -> int:
         if isinstance(n, ast.arguments) and n.vararg is not None:  # noqa: SIM102
             if isinstance(n.vararg.annotation, ast.Starred):
                 return n.vararg.lineno
+    return 0
+
+
+def _delimiter(token: str) -> str:
+    body = token.lstrip("rRbBfFuU")
+    return body[:3] if body[:3] in ('"""', "'''") else body[:1]
+
+
+def pep701_fstring(text: str) -> int:
+    """The line of an f-string whose replacement field reuses the enclosing quote (PEP 701,
+    Python 3.12 syntax ``ast.parse(feature_version=(3, 10))`` accepts on 3.12), or 0. Only a
+    3.12+ tokenizer splits f-strings (``FSTRING_START``); older ones reject the form already."""
+    start = getattr(tokenize, "FSTRING_START", None)
+    end = getattr(tokenize, "FSTRING_END", None)
+    if start is None:
+        return 0
+    enclosing: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == end and enclosing:
+                enclosing.pop()
+                continue
+            if tok.type not in (start, tokenize.STRING):
+                continue
+            inner = _delimiter(tok.string)
+            for outer in enclosing:
+                if inner[:1] == outer[:1] and (len(outer) == 1 or inner == outer):
+                    return tok.start[0]
+            if tok.type == start:
+                enclosing.append(inner)
+    except (tokenize.TokenError, SyntaxError):
+        return 0
     return 0
 
 
