@@ -275,6 +275,10 @@ CONTROLS: dict[str, dict[str, str]] = {
         ADAPTER: "import enum\nimport sys\nif sys.version_info.minor >= 11:\n"
         "    Base = enum.StrEnum\nelse:\n    Base = enum.Enum\n" + BASE
     },
+    "strenum_under_type_checking": {
+        ADAPTER: "import enum\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    Mode = enum.StrEnum\n" + BASE
+    },
     "strenum_in_a_method_body": {
         ADAPTER: "import enum\n"
         + method(BASE, "    def mode(self):\n        return enum.StrEnum\n\n")

@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from vllm_tt_plugin.contract.source_live import constant_test
+
 HOST_PYTHON = (3, 10)
 # A skeleton keeps def headers and simple values, not every statement the import runs: it
 # records each failure found in the source as such a line, which the checker reads back.
@@ -179,8 +181,9 @@ def _evaluated(
             yield from ((d, sure) for d in (*st.decorator_list, *st.bases))
             yield from ((k.value, sure) for k in st.keywords)
             yield from _evaluated(module, st.body, lazy, sure)
-        elif isinstance(st, ast.If):
+        elif isinstance(st, ast.If):  # a version test, TYPE_CHECKING, a constant: one branch
             truth = version_test(module, st.test)
+            truth = constant_test(st.test) if truth is None else truth
             if truth is None:
                 yield st.test, sure
                 yield from _evaluated(module, [*st.body, *st.orelse], lazy, False)
