@@ -27,6 +27,7 @@ class FoundMethod:
     scan: Scan = field(
         default_factory=Scan
     )  # plugin imports and constructions source_body does not read
+    fails: bool = False  # ``unresolved`` says why every call fails (a decorator order)
 
     @property
     def delegates_to(self) -> str | None:

@@ -218,8 +218,9 @@ def _walk(
         out.unresolved.append(f"{describe_chain(path)} hands the call to an `async def` "
                               f"[{link.where}]")  # fmt: skip
         return
-    if link.unresolved:
-        out.unresolved.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
+    if link.unresolved:  # `fails`: the decorators' order makes every call raise
+        failed = out.errors if link.fails else out.unresolved
+        failed.append(f"{describe_chain(path)}: {link.unresolved} [{link.where}]")
         return
     if link.abstract:
         out.abstract.append(

@@ -1,6 +1,7 @@
 """A served class the module binds where the checker does not follow the binding: inside a
 module-level ``if`` / ``try`` / loop (which branch runs is not evaluated), or through an
-expression (``importlib.import_module(...).Class``). Python still binds the name, so such a
+expression (``importlib.import_module(...).Class``). Python still binds the name (so does a
+module-level ``__getattr__``, PEP 562, for a name the module does not bind), so such a
 target is never ``no_class`` ("not in this checkout"): it is ``unresolved``, and each branch's
 class the checker can read is checked too (its failures are reported, named by branch)."""
 
@@ -27,9 +28,18 @@ def unfollowed_binding(
     target = profile.target
     module_name, _, cls = target.partition(":")
     module = source.module(module_name) if hasattr(source, "module") else None
-    if module is None or (cls not in module.bound and cls not in module.timeline):
+    if module is None:
         return []
     rel = module.path.relative_to(source.root)
+    if cls not in module.bound and cls not in module.timeline:
+        if "__getattr__" not in module.bound:
+            return []
+        line = module.timeline.get("__getattr__", [(0, None)])[-1][0]
+        why = (
+            f"{rel}:{line}: the module defines __getattr__ (PEP 562), which may provide {cls} "
+            "(a name it does not bind): what that returns is not evaluated"
+        )
+        return [Finding(target, archs, SOURCE, "unresolved", why)]
     if cls in module.timeline and module.timeline[cls][-1][1] is not None:
         line, value = module.timeline[cls][-1]
         text = (

@@ -79,6 +79,7 @@ from vllm_tt_plugin.contract.source_loadable import (
     newer_syntax,
 )
 from vllm_tt_plugin.contract.source_module import parse_module
+from vllm_tt_plugin.contract.source_py310 import failure_lines
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
 from vllm_tt_plugin.utils.checkout import git_output
 
@@ -613,6 +614,10 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     newer = newer_syntax(source)
     if newer:  # the statement is not kept: what the checker reports of it is
         lines += ["", f"{NOT_PY310} {newer}"]
+    parts = path.removesuffix(".py").split("/")  # what fails on the host's 3.10, recorded
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    host = failure_lines(parse_module(name, Path(path), parts[-1] == "__init__", tree), source)
+    lines += ["", *host] if host else []
     text = "\n".join(lines) + "\n"
     ast.parse(text)  # a skeleton is Python the checker reads
     return text
@@ -655,6 +660,19 @@ def write_skeletons(
     root: Path, out: Path, targets: Iterable[str], commit: str | None = None
 ) -> list[Written]:
     """Write the skeleton of every module the checker reads for ``targets`` under ``out``."""
+    limit = sys.getrecursionlimit()  # ast.unparse recurses per level: a nesting Python 3.10
+    sys.setrecursionlimit(max(limit, 8000))  # imports (CR3c, 180 deep) must not overflow
+    try:
+        return _write_skeletons(root, out, targets, commit)
+    except RecursionError as exc:
+        raise FixtureError("an expression nests too deeply to write") from exc
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _write_skeletons(
+    root: Path, out: Path, targets: Iterable[str], commit: str | None
+) -> list[Written]:
     head = commit or _checkout_head(root)
     written: list[Written] = []
     imported: list[str] = []

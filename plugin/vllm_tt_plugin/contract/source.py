@@ -31,6 +31,7 @@ from vllm_tt_plugin.contract.source_body import (
     body_of,
     forwards_of,
 )
+from vllm_tt_plugin.contract.source_closure import import_closure
 from vllm_tt_plugin.contract.source_env import (
     UNREADABLE,
     ClassFacts,
@@ -38,7 +39,7 @@ from vllm_tt_plugin.contract.source_env import (
     ParsedModule,
     constant,
 )
-from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator
+from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator, wrapped_builtin
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
     body_mutation,
@@ -47,6 +48,7 @@ from vllm_tt_plugin.contract.source_module import (
     instance_store,
     parse_module,
 )
+from vllm_tt_plugin.contract.source_py310 import compile_error
 from vllm_tt_plugin.contract.source_scan import Scan, builds_of, imports_of
 from vllm_tt_plugin.contract.source_shape import (
     Doubt,
@@ -173,12 +175,15 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         self._touched = set()
 
     def unreadable_touched(self) -> list[str]:
-        """The parse errors of the modules looked up since ``begin_target``."""
-        return [self.unreadable[m] for m in sorted(self._touched) if m in self.unreadable]
+        """The parse errors of the modules looked up since ``begin_target`` (and of those
+        importing them runs)."""
+        touched = import_closure(self._touched, self._module)
+        return [self.unreadable[m] for m in touched if m in self.unreadable]
 
     def touched_modules(self) -> list[ParsedModule]:
-        """The modules looked up since ``begin_target`` that exist and parse."""
-        found = (self._modules.get(m) for m in sorted(self._touched))
+        """The modules looked up since ``begin_target`` that exist and parse, with every
+        module importing them runs (parent packages, module-level imports)."""
+        found = (self._modules.get(m) for m in import_closure(self._touched, self._module))
         return [m for m in found if m is not None]
 
     def module(self, name: str) -> ParsedModule | None:
@@ -221,10 +226,16 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             return None
         try:
             tree = ast.parse(text, filename=str(path))
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:  # too deep: CR3
             line = getattr(exc, "lineno", None) or 1
-            msg = getattr(exc, "msg", None) or str(exc)
+            msg = getattr(exc, "msg", None) or str(exc) or "nested too deeply"
             self.unreadable[module] = f"{rel}:{line}: does not parse: {msg} (the import fails)"
+            return None
+        error = compile_error(text, str(path))  # what the compiler refuses after the parse
+        if error is not None:
+            self.unreadable[module] = (
+                f"{rel}:{error.lineno or 1}: does not compile: {error.msg} (the import fails)"
+            )
             return None
         return parse_module(module, path, is_package, tree)
 
@@ -494,7 +505,8 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         others = [
             ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)
         ]
-        unresolved = (
+        fails = wrapped_builtin(self, module, item.decorator_list)
+        unresolved = fails or (
             f"decorated with @{', @'.join(others)} (not trusted): the signature may differ"
             if others
             else ""
@@ -511,6 +523,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             kind,
             isinstance(item, ast.AsyncFunctionDef),
             scan,
+            bool(fails),
         )
 
     def _def_of(

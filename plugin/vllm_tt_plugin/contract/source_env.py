@@ -84,6 +84,7 @@ class ParsedModule:
     nested: dict[str, int] = field(default_factory=dict)  # also bound in an if / loop: line
     star_lines: list[tuple[int, str]] = field(default_factory=list)  # `from m import *`: (line, m)
     py310: str | None = None  # why it does not compile on Python 3.10 ("": it does; None: unread)
+    recorded: tuple[str, ...] = ()  # a skeleton's `# fails on Python 3.10:` lines (source_py310)
     guarded: set[str] = field(default_factory=set)  # imported in a `try` an except may rebind
     tree: ast.Module | None = None  # the module as parsed
     # (line, absolute module, level beyond the top-level package) of each module-level import

@@ -11,7 +11,8 @@ fails (or binds something else) at import time, read from the modules the checke
   top-level package is an ImportError (A50); a module-level import of a ``models.*`` module the
   checkout lacks is a ModuleNotFoundError (P06).
 - tt-metal's host Python is 3.10 (docs/TT_HOST.md): a module using 3.11+ syntax does not
-  compile there, and a module-level import of a 3.11+ standard-library name fails (A38).
+  compile there, and a module-level import of a 3.11+ standard-library name fails (A38); any
+  other use of one on import, and ``sys.version_info`` gates, are ``source_py310``'s.
 
 Skeleton trees (``contract.skeleton``) omit modules the checker does not read. A skeleton
 written by this version records that it keeps every imported tt-metal module (a placeholder
@@ -31,6 +32,15 @@ from typing import Any
 
 from vllm_tt_plugin.contract.source_env import ParsedModule
 from vllm_tt_plugin.contract.source_module import decode_source
+from vllm_tt_plugin.contract.source_py310 import (
+    HOST_PYTHON,
+    host_failures,
+    newer_stdlib,
+    parse_recorded,
+    pep646_star,
+    pep701_fstring,
+    recorded_failures,
+)
 
 TT_METAL_PACKAGE = "models."
 # A skeleton file's header records where it comes from (hand-written and tool-written alike).
@@ -38,33 +48,10 @@ _PROVENANCE = re.compile(r"^# tenstorrent/tt-metal \S+ @ [0-9a-f]{40}$", re.MULT
 # Written into the header of a skeleton whose tool keeps returns, yields and a placeholder for
 # every tt-metal module the kept modules import.
 IMPORTS_KEPT = "# skeleton format 2: returns, yields and imported tt-metal modules kept"
-HOST_PYTHON = (3, 10)
 NOT_PY310 = "# not Python 3.10 syntax:"
-# Standard-library names added after Python 3.10 ("What's New in Python 3.11/3.12/3.13"):
-# module -> names (None: the whole module is new).
-NEWER_STDLIB: dict[str, frozenset[str] | None] = {
-    "tomllib": None,
-    "wsgiref.types": None,
-    "typing": frozenset({
-        "Self", "LiteralString", "Never", "assert_never", "assert_type", "reveal_type",
-        "dataclass_transform", "Required", "NotRequired", "TypeVarTuple", "Unpack",
-        "get_overloads", "clear_overloads", "override", "TypeAliasType", "TypeIs", "ReadOnly",
-        "NoDefault", "get_protocol_members", "is_protocol",
-    }),
-    "enum": frozenset({
-        "StrEnum", "ReprEnum", "EnumCheck", "FlagBoundary", "verify", "member", "nonmember",
-        "global_enum", "show_flag_values", "EnumType",
-    }),
-    "datetime": frozenset({"UTC"}),
-    "asyncio": frozenset({"TaskGroup", "timeout", "timeout_at", "Runner", "Timeout"}),
-    "contextlib": frozenset({"chdir"}),
-    "hashlib": frozenset({"file_digest"}),
-    "operator": frozenset({"call"}),
-    "itertools": frozenset({"batched"}),
-    "types": frozenset({"get_original_bases"}),
-    "warnings": frozenset({"deprecated"}),
-    "copy": frozenset({"replace"}),
-}  # fmt: skip
+# Standard-library names added after Python 3.10, module -> names (None: the whole module is
+# new): derived from the interpreters by tools/gen_py310_absent.py (source_py310).
+NEWER_STDLIB = newer_stdlib()
 
 
 @dataclass(frozen=True)
@@ -83,10 +70,16 @@ def newer_syntax(text: str) -> str:
         if line.startswith(NOT_PY310):
             return line[len(NOT_PY310) :].strip()
     try:
-        ast.parse(text, feature_version=HOST_PYTHON)
+        tree = ast.parse(text, feature_version=HOST_PYTHON)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
-    return ""
+    except (ValueError, MemoryError, RecursionError):
+        return ""  # the reader reports a module that does not parse
+    star = pep646_star(tree)
+    if star:
+        return f"line {star}: a star in a subscript or *args annotation (PEP 646)"
+    quote = pep701_fstring(text)  # found only where a 3.12+ interpreter runs the checker
+    return f"line {quote}: an f-string reusing its own quote inside (PEP 701)" if quote else ""
 
 
 def skeleton_format(path: Path) -> int:
@@ -139,6 +132,14 @@ def import_failures(reader: Any, target: str) -> list[ImportFailure]:
     for module in touched():
         rel = _rel(reader, module)
         out += _syntax_and_stdlib(module, rel)
+        live = host_failures(module)
+        recorded = [parse_recorded(r) for r in module.recorded]  # a skeleton's, read above
+        seen = {f.why for f in live}  # a statement the skeleton kept is found again: once
+        out += [
+            ImportFailure(f.status, f"{rel}:{f.line} {f.why}: the module does not import on "
+                          "Python 3.10 (tt-metal's host Python)")
+            for f in [*live, *(r for r in recorded if r is not None and r.why not in seen)]
+        ]  # fmt: skip
         out += _exports(reader, module, rel)
         out += _missing_modules(reader, module, rel)
     out += _premature(reader, target)
@@ -152,6 +153,7 @@ def _syntax_and_stdlib(module: ParsedModule, rel: str) -> Iterator[ImportFailure
         except (OSError, ValueError):
             text = ""
         module.py310 = newer_syntax(text)
+        module.recorded = recorded_failures(text)
     if module.py310:
         yield ImportFailure(
             "broken", f"{rel}: {module.py310}: not Python 3.10 syntax (tt-metal's host Python): "
@@ -324,7 +326,14 @@ def trusted_decorator(reader: Any, module: ParsedModule, decorator: ast.expr) ->
     name, current = expr.id, module
     for _ in range(10):  # `from a import override`, a re-exporting `a`, ...
         ref = current.imports.get(name)
-        if ref is None or ":" not in ref or name in current.guarded:
+        if name in current.guarded:  # trusted when every import the try binds it by is
+            refs = _shim_refs(current, name)
+            return bool(refs) and all(
+                reader.module(r.partition(":")[0]) is None
+                and (*r.split(":"), called) in SIGNATURE_PRESERVING
+                for r in refs
+            )
+        if ref is None or ":" not in ref:
             return False
         source, _, name = ref.partition(":")
         following: ParsedModule | None = reader.module(source)
@@ -332,3 +341,61 @@ def trusted_decorator(reader: Any, module: ParsedModule, decorator: ast.expr) ->
             return (source, name, called) in SIGNATURE_PRESERVING
         current = following
     return False
+
+
+def _shim_refs(module: ParsedModule, name: str) -> list[str]:
+    """``module:attr`` of every binding of ``name`` in the module-level ``try`` statements
+    that bind it (``try: from typing import override`` / ``except ImportError: from
+    typing_extensions import override``); [] when one of them is not a plain from-import."""
+    refs: list[str] = []
+    for node in module.tree.body if module.tree is not None else []:
+        if not isinstance(node, ast.Try):
+            continue
+        branches = [*node.body, *node.orelse, *(s for h in node.handlers for s in h.body)]
+        for st in ast.walk(ast.Module(body=branches, type_ignores=[])):
+            if isinstance(st, ast.ImportFrom) and st.level == 0 and st.module:
+                refs += [f"{st.module}:{a.name}" for a in st.names if (a.asname or a.name) == name]
+            elif isinstance(st, ast.stmt) and not isinstance(st, ast.Module) and _binds(st, name):
+                return []
+    return refs
+
+
+def _binds(st: ast.stmt, name: str) -> bool:
+    """``st`` binds ``name`` otherwise than by a from-import."""
+    if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return st.name == name
+    if isinstance(st, ast.Import):
+        return any((a.asname or a.name.split(".")[0]) == name for a in st.names)
+    return any(
+        isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name
+        for n in ast.walk(st)
+        if not isinstance(st, ast.ImportFrom)
+    )
+
+
+def wrapped_builtin(reader: Any, module: ParsedModule, decorators: list[ast.expr]) -> str:
+    """Why a trusted decorator stacked above ``@classmethod`` / ``@staticmethod`` fails ("" when
+    none does): ``abc.abstractmethod`` cannot mark either object (AttributeError while the class
+    body runs, Python 3.10), and torch's context wrapper calls the object it wraps, which a
+    classmethod object is not (O03: TypeError on every call)."""
+    for i, below in enumerate(decorators):
+        if not (isinstance(below, ast.Name) and below.id in _BUILTIN_DECORATORS):
+            continue
+        if not trusted_decorator(reader, module, below):
+            continue
+        for above in decorators[:i]:
+            if not trusted_decorator(reader, module, above):
+                continue
+            text = ast.unparse(above)
+            if isinstance(above, ast.Call) and below.id == "classmethod":
+                return (
+                    f"@{text} is stacked above @classmethod: its wrapper calls the classmethod "
+                    "object, which is not callable (TypeError: 'classmethod' object is not "
+                    "callable, on every call)"
+                )
+            if not isinstance(above, ast.Call) and text.endswith("abstractmethod"):
+                return (
+                    f"@{text} is stacked above @{below.id}: it cannot mark a {below.id} object "
+                    "(AttributeError while the class body runs: the module does not import)"
+                )
+    return ""
