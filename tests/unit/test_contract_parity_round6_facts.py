@@ -91,7 +91,7 @@ REFUSED: dict[str, Case] = {
             )
         },
         DROPPED,
-        ("(class facts)", "it is bound to _caps"),
+        ("(class facts)", "_caps['supports_device_penalties'] changes it"),
     ),
     # G10: the class's __dict__ reaches the dict.
     "g10_class_dunder_dict": (
@@ -109,6 +109,32 @@ REFUSED: dict[str, Case] = {
         {ADAPTER: after('del DemoForCausalLM.model_capabilities["supports_device_penalties"]\n')},
         DROPPED,
         ("(class facts)", "cannot evaluate model_capabilities"),
+    ),
+    # A class-body name bound to the dict above the fact, changed after it.
+    "class_local_changed": (
+        {
+            ADAPTER: edit(
+                BASE,
+                (
+                    CAPS_LINE,
+                    f"    _C = {CAPS}\n    model_capabilities = _C\n"
+                    '    _C["supports_device_penalties"] = True\n',
+                ),
+            )
+        },
+        DROPPED,
+        ("(class facts)", "_C['supports_device_penalties'] changes it"),
+    ),
+    # A module alias changed in place with |=.
+    "alias_augmented": (
+        {
+            ADAPTER: caps_as(
+                "_CAPS",
+                f"_CAPS = {CAPS}\n_caps = _CAPS\n_caps |= {{'supports_device_penalties': True}}\n",
+            )
+        },
+        DROPPED,
+        ("(class facts)", "_caps |= ... changes it"),
     ),
     # F46c / F46d: mappings that are not dicts: the plugin's CapabilityError at launch.
     "f46c_chain_map": (
@@ -194,6 +220,13 @@ CONTROLS: dict[str, dict[str, str | bytes]] = {
         )
         + f"\n\n{SUB}    model_capabilities = {{**DemoForCausalLM.model_capabilities}}\n"
         '    model_capabilities["supports_device_penalties"] = True\n'
+    },
+    # C2's shape, the alias only read.
+    "class_body_alias_read": {
+        ADAPTER: edit(
+            BASE,
+            (CAPS_LINE, CAPS_LINE + "    _caps = model_capabilities\n    _on = _caps.get('x')\n"),
+        )
     },
     # An OrderedDict is a dict to the plugin.
     "ordered_dict": {ADAPTER: caps_as(f"collections.OrderedDict({CAPS})", "import collections\n")},

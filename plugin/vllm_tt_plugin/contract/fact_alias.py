@@ -82,12 +82,14 @@ def _spelled(root: _Root) -> str:
     return root.name
 
 
-def _roots(reader: Any, target: str, name: str) -> tuple[list[_Root], frozenset[Any]]:
+def _roots(
+    reader: Any, target: str, name: str, depth: int = 0
+) -> tuple[list[_Root], frozenset[Any]]:
     """The names the object is bound to along its declaration (the class body's binding, the
     module name or base attribute it copies), and the keys of the dict literal it comes from."""
     roots: list[_Root] = []
     keys: frozenset[Any] = frozenset()
-    for depth, entry in enumerate(reader.mro(target)):
+    for entry in reader.mro(target):
         found = reader.resolve_class(entry)
         if found is None:
             continue
@@ -104,6 +106,15 @@ def _roots(reader: Any, target: str, name: str) -> tuple[list[_Root], frozenset[
             if isinstance(value, ast.Dict):
                 keys = frozenset(k.value for k in value.keys if isinstance(k, ast.Constant))
                 break
+            local = _class_binding(node, value.id) if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Name) and local is not None and value.id != name:
+                # a name the class body bound above: `_C = {...}; model_capabilities = _C`
+                roots += [
+                    _Root(module, "local", value.id, node),
+                    _Root(module, "attr", value.id, node),
+                ]
+                value = local
+                continue
             if isinstance(value, ast.Name) and value.id in scope.assigns:
                 roots.append(_Root(scope, "name", value.id))
                 value = scope.assigns[value.id]
@@ -119,7 +130,7 @@ def _roots(reader: Any, target: str, name: str) -> tuple[list[_Root], frozenset[
             if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
                 ref = reader._class_ref(scope, value.value)
                 if ref and depth < 4:  # `Base.model_capabilities`: the base's own object
-                    more, more_keys = _roots(reader, ref, value.attr)
+                    more, more_keys = _roots(reader, ref, value.attr, depth + 1)
                     roots += more
                     keys = keys or more_keys
             break
@@ -165,8 +176,9 @@ def _uses(root: _Root) -> Iterator[tuple[ast.expr, list[ast.AST]]]:
     if root.kind == "local" and root.owner is not None:
         top = [s for s in root.owner.body if not isinstance(s, (ast.FunctionDef,
                ast.AsyncFunctionDef, ast.ClassDef))]  # fmt: skip
+    holder: list[ast.AST] = [root.owner] if root.kind == "local" and root.owner else []
     for start in top:
-        yield from _walk(root, start, [])
+        yield from _walk(root, start, holder)
 
 
 def _walk(
@@ -178,6 +190,9 @@ def _walk(
         yield node, parents  # type: ignore[misc]
         return
     inner = [node, *parents]
+    target = node.target if isinstance(node, ast.AugAssign) else None
+    if isinstance(target, ast.Name) and target.id == root.name and root.kind != "attr":
+        yield target, inner  # `_caps |= {...}` changes the object in place
     for child in ast.iter_child_nodes(node):
         yield from _walk(root, child, inner)
 
@@ -236,6 +251,8 @@ def _judge(
             ):
                 return ""  # the key is there: setdefault changes nothing
         return f"{spelled}.{parent.attr}(...) may change it"
+    if isinstance(parent, ast.AugAssign) and parent.target is use:
+        return f"{spelled} {ast.unparse(parent).split()[1]} ... changes it"
     if isinstance(parent, (ast.Compare, ast.Expr, ast.FormattedValue)):
         return ""
     if isinstance(parent, ast.Dict) and any(
