@@ -266,3 +266,11 @@ def test_a_control_python_serves_binds_on_tree_and_skeleton(tmp_path: Path, name
     assert failures(list(found.values())) == [], failures(list(found.values()))
     assert found["decode_forward"].status in ("ok", "drift"), found["decode_forward"]
     assert "(class facts)" not in found, found["(class facts)"]
+
+
+def test_plain_enum_keys_are_not_the_plugins_keys(tmp_path: Path) -> None:
+    # Without the str mix-in a member is no string key: the plugin reads no device sampling.
+    files = CONTROLS["en1_str_enum_keys"][ADAPTER]
+    assert isinstance(files, str)
+    found = checked(tmp_path, {ADAPTER: files.replace("(str, enum.Enum)", "(enum.Enum)")})
+    assert "supports_sample_on_device): fixture True, class False" in found["(class facts)"].detail

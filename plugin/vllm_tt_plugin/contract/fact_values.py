@@ -36,7 +36,7 @@ _CASTS = ("typing.cast", "typing_extensions.cast")
 _TYPED_DICTS = ("typing.TypedDict", "typing_extensions.TypedDict")
 _ENUMS = {"enum.Enum": (), "enum.StrEnum": (str,)}
 # One enum per checkout class: members of two evaluations compare equal.
-_ENUM_CACHE: dict[tuple[str, str, int], Any] = {}
+_ENUM_CACHE: dict[tuple[Any, ...], Any] = {}
 
 
 def callee(module: Any, func: ast.expr) -> str:
@@ -128,7 +128,7 @@ def _enum_member(reader: Any, found: tuple[Any, ast.ClassDef], name: str) -> Any
         ):  # fmt: skip
             return NOT_HANDLED  # methods, auto(), computed values: not evaluated
         members.append((stmt.targets[0].id, stmt.value.value))
-    key = (owner.name, node.name, node.lineno)
+    key = (owner.name, node.name, mixins, tuple(members))  # another checkout: another enum
     if key not in _ENUM_CACHE:
         try:
             _ENUM_CACHE[key] = enum.Enum(node.name, members, type=mixins[0] if mixins else None)
