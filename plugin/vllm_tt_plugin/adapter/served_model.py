@@ -23,35 +23,8 @@ from dataclasses import dataclass, replace
 
 from vllm_tt_plugin.adapter.instance_capabilities import InstanceCapabilities
 from vllm_tt_plugin.adapter.model_adapter import ModelContractError
-from vllm_tt_plugin.launch.capabilities import ModelCapabilities
+from vllm_tt_plugin.launch.capabilities import ModelCapabilities, capability_conflicts
 from vllm_tt_plugin.launch.launch_plan import LaunchPlan
-
-# Capabilities whose "yes" the launch acted on from the registered class (the sampling mode, the
-# scheduler, vLLM's cache switches): an instance that says "no" would be sent what it cannot take.
-_PLANNED_YES = (
-    "supports_sample_on_device",
-    "supports_async_decode",
-    "supports_prefix_caching",
-    "supports_chunked_prefill",
-)
-
-
-def capability_conflicts(planned: ModelCapabilities, instance: ModelCapabilities) -> list[str]:
-    """Where the loaded instance's own ``model_capabilities`` are narrower than the class's
-    the launch planned from, in what the launch already acted on (tt_transformers.vllm_registry's
-    classes return another class's instance: its generator's). The per-request limits are not
-    conflicts: :func:`per_request_capabilities` narrows them."""
-    out = [
-        f"{key}: class True, instance False"
-        for key in _PLANNED_YES
-        if getattr(planned, key) and not getattr(instance, key)
-    ]
-    if planned.output_tokens_per_step != instance.output_tokens_per_step:
-        out.append(
-            f"output_tokens_per_step: class {planned.output_tokens_per_step}, "
-            f"instance {instance.output_tokens_per_step}"
-        )
-    return out
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding
+from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding, Status
 from vllm_tt_plugin.contract.signatures import FamilyProfile
 from vllm_tt_plugin.contract.source import class_label
+from vllm_tt_plugin.launch.capabilities import (
+    CapabilityError,
+    ModelCapabilities,
+    capability_conflicts,
+)
 
 # check_target(source, profile, archs, depth): the findings of one class
 Checker = Callable[[Any, FamilyProfile, tuple[str, ...], int], list[Finding]]
@@ -116,6 +121,9 @@ def returned_findings(
                                "initialize_vllm_model returns an object the checker does not "
                                f"follow, and the plugin drives that object [{where}]"))  # fmt: skip
             continue
+        narrower = narrowing_finding(source, profile.target, cls, archs, where)
+        if narrower is not None:
+            out.append(narrower)
         sub = check(source, dataclasses.replace(profile, target=cls), archs, depth + 1)
         bad = [f for f in sub if f.status in FAILING]
         if bad:
@@ -125,6 +133,47 @@ def returned_findings(
                                f"initialize_vllm_model returns a {class_label(cls)} [{where}], "
                                f"and the plugin's calls on it fail: {calls}"))  # fmt: skip
     return out
+
+
+def narrowing_finding(
+    source: Any, served: str, cls: str, archs: tuple[str, ...], where: str
+) -> Finding | None:
+    """The worker's check of a returned instance's own ``model_capabilities`` against the
+    registered class's the launch planned from (``capability_conflicts``, worker.py): an
+    instance of another class is refused at load where narrower. An instance of a subclass is
+    not compared (``isinstance`` holds): the plugin drives it with the class's capabilities and
+    its narrower declaration is ignored, which the checker cannot judge (unresolved)."""
+    conflicts: list[str] = []
+    unknown = False
+    for planned in source.class_fact_variants(served):
+        for own in source.class_fact_variants(cls):
+            try:
+                found = capability_conflicts(_parsed(served, planned), _parsed(cls, own))
+            except CapabilityError:
+                continue  # refused at launch: reported with the facts
+            unknown = unknown or bool(found and (planned.unknown or own.unknown))
+            conflicts += [c for c in found if c not in conflicts]
+    if not conflicts:
+        return None
+    label = (
+        f"initialize_vllm_model returns a {class_label(cls)} [{where}] whose own "
+        f"model_capabilities are narrower than the class's: {'; '.join(conflicts)}"
+    )
+    served_id = source.canonical(served)
+    if any(source.canonical(entry) == served_id for entry in source.mro(cls)[1:]):
+        why = (
+            f"{label}. It is an instance of the class, so the worker plans with the class's and "
+            "ignores its own (worker.py): whether it takes what the launch sends is not known"
+        )
+        return Finding(served, archs, RETURNED, "unresolved", why)
+    status: Status = "unresolved" if unknown else "broken"
+    why = f"{label}: the worker refuses it at load (ModelContractError, adapter/served_model.py)"
+    return Finding(served, archs, RETURNED, status, why)
+
+
+def _parsed(owner: str, facts: Any) -> ModelCapabilities:
+    declared = {"model_capabilities": dict(facts.capabilities)}
+    return ModelCapabilities.from_model_class(type(owner.rpartition(":")[2], (), declared))
 
 
 def skeleton_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

@@ -27,15 +27,18 @@ def _change(node: ast.stmt) -> str:
     """A statement that changes a name or a class attribute in place, as a skeleton line with
     its values elided ("" for any other statement)."""
     if isinstance(node, ast.Delete):
-        gone = [ast.unparse(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute))]
-        return f"del {', '.join(gone)}" if gone else ""
+        gone = [ast.unparse(t) if isinstance(t, (ast.Name, ast.Attribute))
+                else f"{ast.unparse(t.value)}[...]" if isinstance(t, ast.Subscript)
+                and _named(t.value) else "" for t in node.targets]  # fmt: skip
+        return f"del {', '.join(g for g in gone if g)}" if any(gone) else ""
     if isinstance(node, (ast.Assign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
                 return f"{t.value.id}.{t.attr} = ..."
-            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                return f"{t.value.id}[...] = ..."
+            if isinstance(t, ast.Subscript) and _named(t.value):  # `Cls.__dict__[k][j] = v` too
+                shown = ast.unparse(node.value) if isinstance(node.value, ast.Name) else "..."
+                return f"{ast.unparse(t.value)}[...] = {shown}"  # a dict stored elsewhere: kept
             if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "globals()":
                 return "globals()[...] = ..."  # binds names the checker does not see
             if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
@@ -58,8 +61,20 @@ def _change(node: ast.stmt) -> str:
         if isinstance(inner, ast.Name) or (
             isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
         ):
-            return f"{ast.unparse(inner)}.{func.attr}(...)"
+            first = call.args[0] if call.args else None  # setdefault of a literal key: kept
+            shown = f"{ast.unparse(first)}, ..." if isinstance(first, ast.Constant) else "..."
+            return f"{ast.unparse(inner)}.{func.attr}({shown})"
+    handed = [a for a in (*call.args, *(k.value for k in call.keywords)) if _named(a)]
+    if handed and _named(func):  # `_patch(_CAPS)`: the callee may change what it is handed
+        return f"{ast.unparse(func)}({', '.join(ast.unparse(a) for a in handed)})"
     return ""
+
+
+def _named(expr: ast.expr) -> bool:
+    """A name, or attributes and subscripts of one (``Cls.__dict__["caps"]``)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
 
 
 def module_statement(node: ast.stmt) -> list[str]:

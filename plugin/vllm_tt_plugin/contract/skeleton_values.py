@@ -53,8 +53,26 @@ def _fact(expr: ast.expr | None) -> str:
         items = [f"{ast.unparse(k)}: {_fact(v)}"
                  for k, v in zip(expr.keys, expr.values, strict=True) if k is not None]  # fmt: skip
         return "{" + ", ".join(items) + "}"
-    if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == (
-        "MappingProxyType"
-    ):  # a read-only view the plugin refuses: kept around its entries
-        return f"{ast.unparse(expr.func)}({', '.join(_fact(a) for a in expr.args)})"
+    if isinstance(expr, ast.Call) and _built(expr.func):
+        # A mapping built by a call the checker evaluates (``fact_values``): kept around its
+        # entries; a read-only view or a ChainMap the plugin refuses, a dict it accepts.
+        args = [_fact(a) for a in expr.args]
+        args += [f"{k.arg}={_fact(k.value)}" if k.arg else f"**{_fact(k.value)}"
+                 for k in expr.keywords]  # fmt: skip
+        return f"{ast.unparse(expr.func)}({', '.join(args)})"
     return "unevaluated()"
+
+
+# Calls whose result the checker builds (``fact_values``); a class called by name (a
+# ``TypedDict``, an unevaluated class) is kept too: the checker reads the class.
+_BUILT = {"MappingProxyType", "cast", "dict", "OrderedDict", "ChainMap", "UserDict"}
+
+
+def _built(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        name = func.attr
+    elif isinstance(func, ast.Name):
+        name = func.id
+    else:
+        return False
+    return name in _BUILT or name[:1].isupper()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.class_scope import class_scope
+from vllm_tt_plugin.contract.fact_alias import fact_exposure
 from vllm_tt_plugin.contract.found_method import FoundMethod as FoundMethod
 from vllm_tt_plugin.contract.mro_bases import assigns, base_entries, entry_method, linearize, opaque
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
@@ -245,7 +246,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             if found is None:
                 continue
             module, node = found
-            if (node.name, name) in module.touched or class_binding_doubt(module, node, name):
+            touched = (node.name, name) in module.touched
+            if touched and name == "model_capabilities":  # module code only reads it
+                touched = bool(fact_exposure(self, target, name))
+            if touched or class_binding_doubt(module, node, name):
                 return "changed"
             if body_mutation(node, name):  # `caps["k"] = v` / `caps.update(...)` in the body
                 return "changed"

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_tt_plugin.contract.fact_alias import fact_exposure
 from vllm_tt_plugin.contract.fact_rules import (
     capability_refusal,
     contract_version,
     device_penalties,
 )
+from vllm_tt_plugin.contract.fact_values import NOT_HANDLED, special_value
 from vllm_tt_plugin.contract.mro_bases import hidden_fact
 
 FACT_NAMES = ("decode_input_update_contract", "model_capabilities")
@@ -204,6 +206,9 @@ class EnvFacts(abc.ABC):
                     return False
                 left = right
             return True
+        special = special_value(self, module, expr, ev, env, depth)  # cast, enums, ChainMap
+        if special is not NOT_HANDLED:
+            return special
         if isinstance(expr, ast.Call):
             func = expr.func
             if isinstance(func, ast.Attribute) and not expr.keywords:
@@ -356,6 +361,8 @@ class EnvFacts(abc.ABC):
         hidden = {n: hidden_fact(self, target, n) for n in FACT_NAMES}  # an opaque base first
         if hidden["decode_input_update_contract"]:
             contracts, contract_vars = [({}, UNREADABLE)], ()
+        if not hidden["model_capabilities"]:  # the dict changed through another name
+            hidden["model_capabilities"] = fact_exposure(self, target)
         if hidden["model_capabilities"]:
             caps_values, caps_vars = [({}, UNREADABLE)], ()
         shape_refusal = ""
