@@ -18,7 +18,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec
 from vllm.v1.outputs import AsyncModelRunnerOutput, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
-from vllm_tt_plugin.adapter.instance_capabilities import read_instance
+from vllm_tt_plugin.adapter.instance_capabilities import instance_declared, read_instance
 from vllm_tt_plugin.adapter.kv_cache import (
     BlockBudget,
     compute_block_budget,
@@ -35,7 +35,6 @@ from vllm_tt_plugin.contract.call_types import KVSizingCall, WarmupPlan
 from vllm_tt_plugin.device.mesh import OpenedMesh, close_mesh, open_mesh, visible_device_ids
 from vllm_tt_plugin.device.watchdog import DeviceCall, DeviceTimeoutError, arm_exit_fallback
 from vllm_tt_plugin.launch import envs
-from vllm_tt_plugin.launch.capabilities import ModelCapabilities
 from vllm_tt_plugin.launch.data_parallel import rank_devices
 from vllm_tt_plugin.launch.launch_plan import read_plan
 from vllm_tt_plugin.launch.mesh_spec import MeshSpec, mesh_spec_from_env
@@ -126,15 +125,11 @@ class TTWorker(WorkerBase):  # type: ignore[misc]
             self.layout.lanes,
         )
         facts = self.adapter.facts  # the loaded instance's
-        # tt_transformers.vllm_registry's classes return their generator's own model, whose
-        # capabilities the platform never read: only then are they parsed here, to be checked
-        # and to narrow the per-request limits (adapter/instance_capabilities.py).
+        # tt_transformers.vllm_registry's classes return their generator's own model (and any
+        # class may return a subclass), whose capabilities the platform never read: they are
+        # parsed here, to be checked and to narrow the per-request limits.
         model = self.adapter.model
-        declared = (
-            self.plan.capabilities
-            if isinstance(model, self.resolved.model_cls)
-            else ModelCapabilities.from_model_class(type(model))
-        )
+        declared = instance_declared(model, self.resolved.model_cls, self.plan.capabilities)
         self.served = ServedModel.after_load(
             self.plan,
             class_name=self.adapter.profile.class_name,

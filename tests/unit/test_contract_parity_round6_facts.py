@@ -159,14 +159,14 @@ REFUSED: dict[str, Case] = {
         {"(returned model)": "broken"},
         ("(returned model)", "supports_sample_on_device: class True, instance False"),
     ),
-    # K2 as the red team wrote it: a subclass; the worker plans with the class's capabilities.
+    # K2 as the red team wrote it: a subclass declaring less is refused at load too.
     "k2_subclass_narrower": (
         {
             ADAPTER: edit(BASE, (INIT_BODY, "        return _SingleChip(None)"))
             + "\n\nclass _SingleChip(DemoForCausalLM):\n    model_capabilities = {}\n"
         },
-        {"(returned model)": "unresolved"},
-        ("(returned model)", "the worker plans with the class's and ignores its own"),
+        {"(returned model)": "broken"},
+        ("(returned model)", "the worker refuses it at load"),
     ),
 }
 

@@ -18,7 +18,7 @@ import pytest
 from vllm.sampling_params import SamplingParams
 
 from tests.unit.tiny_checkpoint import start_worker_and_scheduler, write_tiny_checkpoint
-from vllm_tt_plugin.adapter.instance_capabilities import InstanceCapabilities
+from vllm_tt_plugin.adapter.instance_capabilities import InstanceCapabilities, instance_declared
 from vllm_tt_plugin.adapter.model_adapter import ModelContractError
 from vllm_tt_plugin.adapter.served_model import ServedModel
 from vllm_tt_plugin.config import TTOptions
@@ -214,3 +214,26 @@ def test_an_instance_that_drops_the_penalty_histories_samples_penalties_on_the_h
     )
     penalised = SamplingParams(temperature=0.0, presence_penalty=0.5)
     assert row_feature(served.plan, penalised) == "penalties"
+
+
+def test_a_returned_subclass_declaring_less_is_refused_like_another_class() -> None:
+    # rt45f K2: isinstance held for a subclass, so its narrower declaration was ignored and the
+    # launch sent it device-sampled decodes it declared it cannot take.
+    class Registered:
+        model_capabilities = {"supports_sample_on_device": True, "supports_async_decode": True}
+
+    class Narrower(Registered):
+        model_capabilities = {"supports_sample_on_device": False}
+
+    class Same(Registered):
+        pass
+
+    plan = _plan(0, async_scheduling=False)
+    planned = plan.capabilities
+    assert instance_declared(Registered(), Registered, planned) is planned
+    same = instance_declared(Same(), Registered, planned)
+    assert same == ModelCapabilities.from_model_class(Registered)
+    declared = instance_declared(Narrower(), Registered, planned)
+    assert not declared.supports_sample_on_device
+    with pytest.raises(ModelContractError, match="supports_sample_on_device: class True"):
+        _load(plan, declared)

@@ -51,6 +51,18 @@ def forwarded_request_state(model: object) -> tuple[str, ...] | None:
     return None
 
 
+def instance_declared(
+    model: object, registered: type, planned: ModelCapabilities
+) -> ModelCapabilities:
+    """What the loaded instance declares: the registered class's (already parsed by the launch)
+    when the instance is of that very class, else its own class's ``model_capabilities``, parsed
+    here. A subclass counts as its own class: it may narrow what it inherits, and the plan made
+    from the registered class must then be checked against it (``capability_conflicts``)."""
+    if type(model) is registered:
+        return planned
+    return ModelCapabilities.from_model_class(type(model))
+
+
 def read_instance(model: object, declared: ModelCapabilities) -> InstanceCapabilities:
     """``model``'s per-request capabilities: ``declared`` (its class's), plus the histories its
     adapter drops when it would be sent them."""

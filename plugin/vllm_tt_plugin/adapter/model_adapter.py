@@ -308,9 +308,10 @@ class ModelAdapter:
                     f"{type(model).__qualname__}, which has no {method} "
                     "(docs/TT_MODEL_CONTRACT.md)"
                 )
-        if not isinstance(model, self.model_cls):
-            # tt_transformers.vllm_registry's classes return their generator's own model: the KV
-            # cache layout was planned from the registered class and must be the instance's too.
+        if type(model) is not self.model_cls:
+            # tt_transformers.vllm_registry's classes return their generator's own model (and a
+            # subclass may unset a hook): the KV cache layout was planned from the registered
+            # class and must be the instance's too.
             planned = callable(getattr(self.model_cls, "get_kv_cache_spec", None))
             own = callable(getattr(type(model), "get_kv_cache_spec", None))
             if planned != own:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.parsed_module import ParsedModule
 
 
 def class_scope(module: ParsedModule, node: ast.ClassDef, line: int) -> ParsedModule:

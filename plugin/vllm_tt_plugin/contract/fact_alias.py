@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vllm_tt_plugin.contract.source_env import ParsedModule
+    from vllm_tt_plugin.contract.parsed_module import ParsedModule
 
 # Methods of a dict that read it; `setdefault` is a read only for a key the literal holds.
 _READERS = frozenset({"get", "keys", "values", "items", "copy", "__getitem__", "__contains__",

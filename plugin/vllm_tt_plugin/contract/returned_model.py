@@ -140,9 +140,8 @@ def narrowing_finding(
 ) -> Finding | None:
     """The worker's check of a returned instance's own ``model_capabilities`` against the
     registered class's the launch planned from (``capability_conflicts``, worker.py): an
-    instance of another class is refused at load where narrower. An instance of a subclass is
-    not compared (``isinstance`` holds): the plugin drives it with the class's capabilities and
-    its narrower declaration is ignored, which the checker cannot judge (unresolved)."""
+    instance of any other class, a subclass included, is refused at load where narrower
+    (``instance_declared``, adapter/instance_capabilities.py)."""
     conflicts: list[str] = []
     unknown = False
     for planned in source.class_fact_variants(served):
@@ -159,13 +158,6 @@ def narrowing_finding(
         f"initialize_vllm_model returns a {class_label(cls)} [{where}] whose own "
         f"model_capabilities are narrower than the class's: {'; '.join(conflicts)}"
     )
-    served_id = source.canonical(served)
-    if any(source.canonical(entry) == served_id for entry in source.mro(cls)[1:]):
-        why = (
-            f"{label}. It is an instance of the class, so the worker plans with the class's and "
-            "ignores its own (worker.py): whether it takes what the launch sends is not known"
-        )
-        return Finding(served, archs, RETURNED, "unresolved", why)
     status: Status = "unresolved" if unknown else "broken"
     why = f"{label}: the worker refuses it at load (ModelContractError, adapter/served_model.py)"
     return Finding(served, archs, RETURNED, status, why)

@@ -20,6 +20,7 @@ from vllm_tt_plugin.contract.class_scope import class_scope
 from vllm_tt_plugin.contract.fact_alias import fact_exposure
 from vllm_tt_plugin.contract.found_method import FoundMethod as FoundMethod
 from vllm_tt_plugin.contract.mro_bases import assigns, base_entries, entry_method, linearize, opaque
+from vllm_tt_plugin.contract.parsed_module import ParsedModule
 from vllm_tt_plugin.contract.signatures import FamilyProfile, signature_from_ast
 from vllm_tt_plugin.contract.source_alias import ModuleContext, aliased, carried
 from vllm_tt_plugin.contract.source_body import (
@@ -37,7 +38,6 @@ from vllm_tt_plugin.contract.source_env import (
     UNREADABLE,
     ClassFacts,
     EnvFacts,
-    ParsedModule,
     constant,
 )
 from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator, wrapped_builtin

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.parsed_module import ParsedModule
 from vllm_tt_plugin.contract.source_module import decode_source
 from vllm_tt_plugin.contract.source_py310 import (
     HOST_PYTHON,

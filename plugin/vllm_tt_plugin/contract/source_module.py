@@ -10,7 +10,7 @@ import tokenize
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract.source_env import ParsedModule
+from vllm_tt_plugin.contract.parsed_module import ParsedModule
 from vllm_tt_plugin.contract.source_import import conditional_bindings, import_time_raises
 from vllm_tt_plugin.contract.source_live import NO_CLASS_CELL
 from vllm_tt_plugin.contract.source_shape import class_doubt, handed_names, module_doubt
