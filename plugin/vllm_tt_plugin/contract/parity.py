@@ -59,6 +59,7 @@ from vllm_tt_plugin.contract.call_plan import (
 from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
 from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
+from vllm_tt_plugin.contract.parity_content import replaced_keys
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
@@ -285,6 +286,7 @@ def _walk(
             continue
         for why in consumed_controls(link, bound, fwd, nxt, next_kwargs, kwargs):
             out.dropped.append(f"{variant} call: {describe_chain(path)} {why} {at}")
+        replaced_keys(link, fwd, bound, f"{variant} call: {describe_chain(path)}", out)
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
               certain and fwd.certain)  # fmt: skip
     if not followed:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.mro_bases import known
+from vllm_tt_plugin.contract.parity_content import call_values, commands_kept, lost_command
 from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
 
 
@@ -69,11 +70,17 @@ def bind_call(
             )
             return
     inner = new_walk()
-    args = tuple(f"arg{i}" for i in range(positional))
-    walk(nxt, args, {k: k for k in call.keywords}, f"{call.describe()} {at}", inner, call.certain)
+    args: tuple[str, ...] = tuple(f"arg{i}" for i in range(positional))
+    kwargs = {k: k for k in call.keywords}
+    values = call_values(method, call)  # the caller's parameters, named for the plugin's
+    if values is not None and len(values[0]) == positional and set(values[1]) == set(kwargs):
+        args, kwargs = values
+    walk(nxt, args, kwargs, f"{call.describe()} {at}", inner, call.certain)
     out.errors += [f"{describe_chain(chain)} calls {e}" for e in inner.errors]
     out.missing += inner.missing
     out.unresolved += inner.unresolved
+    if values is not None and call.certain:  # the plugin's content lost in the helper
+        out.dropped += [f"{describe_chain(chain)} calls {d}" for d in inner.dropped]
     if call.certain:
         out.abstract += inner.abstract
 
@@ -149,7 +156,11 @@ def unused_content(
     body = link.body
     if body is None:
         return []
-    lost = [k for k in body.unused if k in named and k in CONTENT_KEYWORDS]
+    kept = commands_kept(getattr(source, "root", None), link.where)
+    lost = [
+        k for k in body.unused if k in named
+        and (k in CONTENT_KEYWORDS or (kept and lost_command(link.node, k, named[k])))
+    ]  # fmt: skip
     for key, attr in body.kwargs_stored:
         keys = [k for k in received if k in CONTENT_KEYWORDS and key in ("*", k)]
         if keys and not attribute_read(source, target, attr):

@@ -511,6 +511,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             kind,
             isinstance(item, ast.AsyncFunctionDef),
             scan,
+            item,
         )
 
     def _def_of(

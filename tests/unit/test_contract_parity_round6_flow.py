@@ -1,0 +1,176 @@
+"""The parity checker against the sixth red team's content-flow attacks (rt45f, issue #45): an
+input the plugin sends that carries content or a command must reach the code acting on it
+unchanged. Each attack once read as binding (a false pass) and must now fail naming the
+offender; each control (the correct form) still binds; the skeleton of every tree reads as the
+tree. Python's behaviour for each case was checked by the red team's host harness (3.10).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, COMMIT, DECODE, TARGET, edit
+from tests.unit.test_contract_parity_round4_flow import findings, write
+from vllm_tt_plugin.contract.parity import Finding
+from vllm_tt_plugin.contract.parity_rules import FAILING
+from vllm_tt_plugin.contract.skeleton import write_skeletons
+
+# The decode that hands every command on (the red team's good tree, shortened).
+FULL = (
+    "self, tokens, start_pos, page_table, kv_cache, *, enable_trace=False, "
+    "read_from_device=True, sampling_params=None, reload_inputs=True, reload_page_table=True, "
+    "reload_sampling_params=True, reset_sampling_state=False, **kwargs"
+)
+SENDS = (
+    "return self.generator.decode(tokens, start_pos, enable_trace, read_from_device, "
+    "sampling_params, reload_inputs, reload_page_table, reload_sampling_params, "
+    "reset_sampling_state, kwargs.get('slot_remap'))"
+)
+READ_BACK = """
+    def read_decode_output(self, output, async_read=False):
+        return self.generator.read(output, async_read)
+
+    def process_decode_output_host(self, output, is_tokens=False):
+        return self.generator.process(output, is_tokens)
+"""
+
+
+def adapter(decode: str, extra: str = "") -> str:
+    """BASE with ``decode`` (a body, or a whole ``def``) as its decode, plus ``extra`` methods
+    and the read-back hooks."""
+    if not decode.lstrip().startswith("def "):
+        decode = f"def decode_forward({FULL}):\n" + textwrap.indent(textwrap.dedent(decode), "    ")
+    text = textwrap.indent(textwrap.dedent(decode).strip("\n"), "    ") + "\n"
+    more = textwrap.indent(textwrap.dedent(extra).strip("\n"), "    ")
+    return edit(BASE, (DECODE, text + ("\n" + more + "\n" if extra else "") + READ_BACK))
+
+
+# `_decode` takes the plugin's keywords by name and uses sampling_params.
+IMPL = f"""
+def _decode({FULL}):
+    {SENDS}
+"""
+STAR = "def decode_forward(self, *args, **kwargs):\n"
+# An own helper taking the sampling parameters by name (a positional slot after kv_cache).
+HELPER = """
+def _decode(self, tokens, start_pos, page_table, kv_cache, enable_trace=False,
+            sampling_params=None, **extra):
+    return self.generator.decode(tokens, start_pos, enable_trace, sampling_params)
+"""
+
+
+def forward(*lines: str) -> str:
+    return STAR + "".join(f"    {line}\n" for line in lines)
+
+
+OVERWRITE = "set to a value of its own"
+# name -> (adapter, method, failing statuses accepted, a word of the reason)
+ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
+    # F17..F21: sampling_params replaced in the **kwargs handed on (device sampling lost).
+    "f17_spread_then_key": (adapter(forward(
+        "return self._decode(*args, **{**kwargs, 'sampling_params': None})"), IMPL),
+        "decode_forward", {"dropped"}, OVERWRITE),
+    "f18_update": (adapter(forward(
+        "kwargs.update(sampling_params=None)", "return self._decode(*args, **kwargs)"), IMPL),
+        "decode_forward", {"dropped"}, OVERWRITE),
+    "f19_item_set": (adapter(forward(
+        "kwargs['sampling_params'] = None", "return self._decode(*args, **kwargs)"), IMPL),
+        "decode_forward", {"dropped"}, OVERWRITE),
+    "f20_dict_call": (adapter(forward(
+        "kwargs = dict(kwargs, sampling_params=None)", "return self._decode(*args, **kwargs)"),
+        IMPL), "decode_forward", {"dropped"}, OVERWRITE),
+    "f21_attribute_value": (adapter(forward(
+        "kwargs = {**kwargs, 'sampling_params': self._greedy_params}",
+        "return self._decode(*args, **kwargs)"), IMPL),
+        "decode_forward", {"dropped"}, OVERWRITE),
+    "f19b_on_a_branch": (adapter(forward(
+        "if self.generator.greedy_only:", "    kwargs['sampling_params'] = None",
+        "return self._decode(*args, **kwargs)"), IMPL),
+        "decode_forward", {"unresolved"}, "on a path the checker does not evaluate"),
+    # F44: decode sets the plugin's read_from_device itself (host tensors where the plugin
+    # hands the result to read_decode_output(async_read=True)).
+    "f44_read_from_device_overwritten": (adapter("read_from_device = True\n" + SENDS),
+        "decode_forward", {"dropped"}, "'read_from_device'"),
+    # F27: prefill names empty_slots and hands the model None (rows land in other slots).
+    "f27_empty_slots_ignored": (edit(BASE, ("return sampling_params, empty_slots\n",
+        "return sampling_params, None\n")), "prefill_forward", {"dropped"}, "'empty_slots'"),
+    # F26 / F29: the read-back hooks ignore async_read / is_tokens.
+    "f26_async_read_ignored": (edit(adapter(SENDS), ("self.generator.read(output, async_read)",
+        "self.generator.read(output, False)")), "read_decode_output", {"dropped"},
+        "'async_read'"),
+    "f29_is_tokens_ignored": (edit(adapter(SENDS), ("self.generator.process(output, is_tokens)",
+        "self.generator.process(output, False)")), "process_decode_output_host", {"dropped"},
+        "'is_tokens'"),
+    # KW1: sampling_params handed to an own helper as `sampling=`, which lands in its unread
+    # **extra while its own sampling_params stays None.
+    "kw1_renamed_into_extra": (adapter(
+        "return self._decode(tokens, start_pos, page_table, kv_cache, sampling=sampling_params)",
+        HELPER), "decode_forward", {"dropped"}, "'sampling' (the plugin's 'sampling_params')"),
+    # KW2: a positional swap into an own helper (sampling_params lands on enable_trace).
+    "kw2_positional_swap": (adapter(
+        "return self._decode(tokens, start_pos, page_table, kv_cache, sampling_params, "
+        "enable_trace)", HELPER), "decode_forward", {"broken"},
+        "'sampling_params' lands on 'enable_trace'"),
+}  # fmt: skip
+
+# The correct forms: each must bind.
+CONTROLS: dict[str, str] = {
+    "good": adapter(SENDS),
+    "forward_untouched": adapter(forward("return self._decode(*args, **kwargs)"), IMPL),
+    # A value taken from the key itself (converted) still carries the plugin's.
+    "sampling_params_converted": adapter(forward(
+        "kwargs['sampling_params'] = self._convert(kwargs.get('sampling_params'))",
+        "return self._decode(*args, **kwargs)"),
+        IMPL + "\ndef _convert(self, sp):\n    return sp\n"),
+    "setdefault_keeps_the_plugins": adapter(forward(
+        "kwargs.setdefault('sampling_params', None)", "return self._decode(*args, **kwargs)"),
+        IMPL),
+    # A key the plugin does not send (or does not carry content) may be set freely.
+    "own_key_added": adapter(forward(
+        "return self._decode(*args, **{**kwargs, 'trace_region': None})"),
+        IMPL.replace("**kwargs", "trace_region=None, **kwargs")),
+    "kw1_passed_by_its_name": adapter(
+        "return self._decode(tokens, start_pos, page_table, kv_cache, "
+        "sampling_params=sampling_params)", HELPER),
+    "kw2_positional_in_order": adapter(
+        "return self._decode(tokens, start_pos, page_table, kv_cache, enable_trace, "
+        "sampling_params)", HELPER),
+    # read_from_device used after a use-then-rebind: the plugin's value is read first.
+    "read_from_device_used_then_rebound": adapter(
+        "on_host = read_from_device\nread_from_device = True\n"
+        + SENDS.replace("read_from_device, sampling", "on_host, sampling")),
+}  # fmt: skip
+
+
+def _failing(found: dict[str, list[Finding]]) -> list[tuple[str, str]]:
+    return [(f.status, f.detail) for fs in found.values() for f in fs if f.status in FAILING]
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_an_attack_is_not_read_as_binding(tmp_path: Path, name: str) -> None:
+    text, method, statuses, offender = ATTACKS[name]
+    found = findings(write(tmp_path, {ADAPTER: text}))
+    hit = [f for f in found.get(method, []) if f.status in statuses and offender in f.detail]
+    assert hit, found.get(method)
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_the_correct_form_binds(tmp_path: Path, name: str) -> None:
+    found = findings(write(tmp_path, {ADAPTER: CONTROLS[name]}))
+    assert not _failing(found), found
+
+
+def _statuses(found: dict[str, list[Finding]]) -> dict[str, list[str]]:
+    return {m: sorted(f.status for f in fs) for m, fs in found.items()}
+
+
+@pytest.mark.parametrize("name", sorted([*ATTACKS, *CONTROLS]))
+def test_the_skeleton_of_a_tree_reads_as_the_tree(tmp_path: Path, name: str) -> None:
+    text = ATTACKS[name][0] if name in ATTACKS else CONTROLS[name]
+    tree = write(tmp_path / "tree", {ADAPTER: text})
+    write_skeletons(tree, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    skeleton = (tmp_path / "skel" / ADAPTER).read_text()
+    assert _statuses(findings(tmp_path / "skel")) == _statuses(findings(tree)), skeleton
