@@ -67,6 +67,57 @@ def forward(*lines: str) -> str:
 
 
 OVERWRITE = "set to a value of its own"
+
+
+READ = "kwargs.get('sampling_params')"
+
+
+def dispatch(eager: str = "**kwargs") -> str:
+    """decode_forward through ``self._decode_impl``, chosen in ``__init__`` between two own
+    methods (``eager``: the eager one's parameters after kv_cache)."""
+    sp = "sampling_params" if "=" in eager else READ
+    impls = (
+        f"def _decode_eager(self, tokens, start_pos, page_table, kv_cache, {eager}):\n"
+        f"    return self.generator.decode(tokens, {sp})\n\n"
+        + IMPL.replace("def _decode(", "def _decode_traced(")
+    )
+    text = adapter(forward("return self._decode_impl(*args, **kwargs)"), impls)
+    own = "    def __init__(self, generator):\n        self.generator = generator\n"
+    return edit(
+        text,
+        (
+            own,
+            own.replace("generator):", "generator, use_trace=True):")
+            + "        self._decode_impl = (\n"
+            "            self._decode_traced if use_trace else self._decode_eager)\n",
+        ),
+    )
+
+
+def handle(init: str, dataclass: bool = False) -> str:
+    """The served class on a base whose ``__init__`` sets the callable the decode calls, with
+    ``init`` as its own ``__init__`` (or a ``@dataclass`` with a ``generator`` field)."""
+    base = (
+        "class _Handle:\n    def __init__(self, generator):\n        self.generator = generator\n"
+        "        self._decode_step = generator.decode\n\n\n"
+    )
+    text = adapter("return self._decode_step(tokens, sampling_params)")
+    text = edit(text, ("class DemoForCausalLM:", "class DemoForCausalLM(_Handle):"))
+    own = "    def __init__(self, generator):\n        self.generator = generator\n"
+    text = edit(text, (own, "    " + init if init else ""))
+    if dataclass:
+        text = edit(
+            text,
+            ("class DemoForCausalLM(", "@dataclass\nclass DemoForCausalLM("),
+            (
+                "decode_input_update_contract = 1\n",
+                "decode_input_update_contract = 1\n    generator: object = None\n",
+            ),
+        )
+        base = "from dataclasses import dataclass\n\n\n" + base
+    return base + text
+
+
 # name -> (adapter, method, failing statuses accepted, a word of the reason)
 ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
     # F17..F21: sampling_params replaced in the **kwargs handed on (device sampling lost).
@@ -92,18 +143,14 @@ ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
         "decode_forward", {"unresolved"}, "on a path the checker does not evaluate"),
     # F44: decode sets the plugin's read_from_device itself (host tensors where the plugin
     # hands the result to read_decode_output(async_read=True)).
+    "f29b_is_tokens_overwritten": (edit(adapter(SENDS), ("return self.generator.process(",
+        "is_tokens = False\n        return self.generator.process(")),
+        "process_decode_output_host", {"dropped"}, "'is_tokens'"),
     "f44_read_from_device_overwritten": (adapter("read_from_device = True\n" + SENDS),
         "decode_forward", {"dropped"}, "'read_from_device'"),
     # F27: prefill names empty_slots and hands the model None (rows land in other slots).
     "f27_empty_slots_ignored": (edit(BASE, ("return sampling_params, empty_slots\n",
         "return sampling_params, None\n")), "prefill_forward", {"dropped"}, "'empty_slots'"),
-    # F26 / F29: the read-back hooks ignore async_read / is_tokens.
-    "f26_async_read_ignored": (edit(adapter(SENDS), ("self.generator.read(output, async_read)",
-        "self.generator.read(output, False)")), "read_decode_output", {"dropped"},
-        "'async_read'"),
-    "f29_is_tokens_ignored": (edit(adapter(SENDS), ("self.generator.process(output, is_tokens)",
-        "self.generator.process(output, False)")), "process_decode_output_host", {"dropped"},
-        "'is_tokens'"),
     # KW1: sampling_params handed to an own helper as `sampling=`, which lands in its unread
     # **extra while its own sampling_params stays None.
     "kw1_renamed_into_extra": (adapter(
@@ -114,6 +161,21 @@ ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
         "return self._decode(tokens, start_pos, page_table, kv_cache, sampling_params, "
         "enable_trace)", HELPER), "decode_forward", {"broken"},
         "'sampling_params' lands on 'enable_trace'"),
+    # DC3b / DC3: the decode calls an attribute set only in a base __init__ that building the
+    # model never runs (no super().__init__(), or a @dataclass subclass's generated __init__).
+    "dc3b_base_init_not_called": (handle("def __init__(self, generator):\n"
+        "        self.generator = generator\n"), "decode_forward", {"unresolved"},
+        "_Handle.__init__, which building the model does not run"),
+    "dc3_dataclass_subclass": (handle("", dataclass=True), "decode_forward", {"unresolved"},
+        "_Handle.__init__, which building the model does not run"),
+    # F06: decode hands on through self._decode_impl, which __init__ binds to one of two own
+    # methods; the eager one cannot take the plugin's keywords (each candidate may serve).
+    "f06_one_candidate_refuses": (dispatch("enable_trace=False, sampling_params=None"),
+        "decode_forward", {"broken"}, "_decode_eager"),
+    "f06c_bound_to_what_is_not_followed": (edit(dispatch(), (
+        "self._decode_traced if use_trace else self._decode_eager",
+        "getattr(self, '_decode_traced')")), "decode_forward", {"unresolved"},
+        "self._decode_impl"),
 }  # fmt: skip
 
 # The correct forms: each must bind.
@@ -138,10 +200,26 @@ CONTROLS: dict[str, str] = {
     "kw2_positional_in_order": adapter(
         "return self._decode(tokens, start_pos, page_table, kv_cache, enable_trace, "
         "sampling_params)", HELPER),
+    "f06b_every_candidate_binds": dispatch(),
+    "dc3_base_init_called": handle("def __init__(self, generator):\n"
+        "        super().__init__(generator)\n"),
+    "dc3_base_init_inherited": handle(""),
     # read_from_device used after a use-then-rebind: the plugin's value is read first.
     "read_from_device_used_then_rebound": adapter(
         "on_host = read_from_device\nread_from_device = True\n"
         + SENDS.replace("read_from_device, sampling", "on_host, sampling")),
+}  # fmt: skip
+
+
+# Documented limits (docs/CONTRACT_PARITY.md, "Content flow"): read as binding, on purpose.
+# F26 / F29: read-back hooks that never mention async_read / is_tokens. The plugin always sends
+# async_read=True, and a model may know what its output holds: whether the value handed back is
+# right is not a question of the call. (A hook that sets either itself is reported.)
+LIMITS: dict[str, str] = {
+    "f26_async_read_ignored": edit(adapter(SENDS), ("self.generator.read(output, async_read)",
+        "self.generator.read(output, False)")),
+    "f29_is_tokens_ignored": edit(adapter(SENDS), ("self.generator.process(output, is_tokens)",
+        "self.generator.process(output, False)")),
 }  # fmt: skip
 
 
@@ -157,9 +235,9 @@ def test_an_attack_is_not_read_as_binding(tmp_path: Path, name: str) -> None:
     assert hit, found.get(method)
 
 
-@pytest.mark.parametrize("name", sorted(CONTROLS))
+@pytest.mark.parametrize("name", sorted([*CONTROLS, *LIMITS]))
 def test_the_correct_form_binds(tmp_path: Path, name: str) -> None:
-    found = findings(write(tmp_path, {ADAPTER: CONTROLS[name]}))
+    found = findings(write(tmp_path, {ADAPTER: {**CONTROLS, **LIMITS}[name]}))
     assert not _failing(found), found
 
 
@@ -167,9 +245,9 @@ def _statuses(found: dict[str, list[Finding]]) -> dict[str, list[str]]:
     return {m: sorted(f.status for f in fs) for m, fs in found.items()}
 
 
-@pytest.mark.parametrize("name", sorted([*ATTACKS, *CONTROLS]))
+@pytest.mark.parametrize("name", sorted([*ATTACKS, *CONTROLS, *LIMITS]))
 def test_the_skeleton_of_a_tree_reads_as_the_tree(tmp_path: Path, name: str) -> None:
-    text = ATTACKS[name][0] if name in ATTACKS else CONTROLS[name]
+    text = ATTACKS[name][0] if name in ATTACKS else {**CONTROLS, **LIMITS}[name]
     tree = write(tmp_path / "tree", {ADAPTER: text})
     write_skeletons(tree, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
     skeleton = (tmp_path / "skel" / ADAPTER).read_text()

@@ -57,6 +57,7 @@ from vllm_tt_plugin.contract.call_plan import (
     plan_calls,
 )
 from vllm_tt_plugin.contract.fact_rules import device_penalties
+from vllm_tt_plugin.contract.init_chain import expand_dispatch
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
 from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
 from vllm_tt_plugin.contract.parity_content import replaced_keys
@@ -249,7 +250,7 @@ def _walk(
         )
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
-    forwards = link.forwards
+    forwards = expand_dispatch(source, target, link.forwards)  # self._impl set in __init__
     if forwards and len(path) >= _MAX_LINKS:  # never "ok" past what was followed
         out.unresolved.append(
             f"{describe_chain(path)} hands the call on ({forwards[0].describe()}) past a depth "

@@ -186,11 +186,12 @@ def replaced_keys(link: Any, fwd: Any, bound: Any, head: str, out: Any) -> None:
         )
 
 
-# Commands whose value the model has none of its own for (the slot bound to each request, the
-# read-back mode): taking one and never using it loses it. Decode's ``read_from_device`` and the
-# reload commands count as lost when the body sets them itself before any use (a parameter
-# the body never mentions is a documented limit: docs/CONTRACT_PARITY.md, "Content flow").
-_NO_OWN_VALUE = frozenset({"empty_slots", "async_read", "is_tokens"})
+# A command the model has no value of its own for (the decode slot the plugin bound to each
+# request): taking it and never using it loses it. The other commands count as lost when the
+# body sets them itself before any use; one the body never mentions is a documented limit
+# (docs/CONTRACT_PARITY.md, "Content flow": the plugin always sends async_read=True, and a
+# model may know what its output holds, so ignoring async_read / is_tokens can be right).
+_NO_OWN_VALUE = frozenset({"empty_slots"})
 
 
 def rebound(fn: Fn | None, name: str) -> bool:

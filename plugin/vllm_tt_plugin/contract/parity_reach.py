@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.init_chain import inits_run
 from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.parity_content import call_values, commands_kept, lost_command
 from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
@@ -90,6 +91,7 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
     ``__init__`` (set whenever the instance exists; "<place> (to None)" for a ``None``
     placeholder), else the method's name."""
     where: list[str] = []
+    run = inits_run(source, target)
     for cls in source.mro(target):
         found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
         if found is None:
@@ -114,6 +116,10 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
                     for t in stores for sub in ast.walk(t)
                 ):  # fmt: skip
                     init = item.name == "__init__"
+                    if init and run is not None and cls not in run:  # never runs (DC3)
+                        label = cls.rpartition(":")[2]
+                        where.append(f"{label}.__init__, which building the model does not run")
+                        continue
                     where.append(_none_or(node, "__init__") if init else item.name)
     return list(dict.fromkeys(where))
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import CARRIED, COMMANDS_KEPT, rebound, set_keys
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
@@ -406,6 +407,7 @@ def body_lines(
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
+                        kept = dispatch_text(node.value) or kept  # self._a if c else self._b
                         add(node, f"{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
