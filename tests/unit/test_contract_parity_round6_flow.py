@@ -67,6 +67,10 @@ def forward(*lines: str) -> str:
 
 
 OVERWRITE = "set to a value of its own"
+V1_DISCARD = (
+    "self, tokens, start_pos, page_table, kv_cache, *, enable_trace=False, "
+    "read_from_device=True, sampling_params=None, slot_remap=None, **_"
+)
 
 
 READ = "kwargs.get('sampling_params')"
@@ -176,6 +180,20 @@ ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
         "self._decode_traced if use_trace else self._decode_eager",
         "getattr(self, '_decode_traced')")), "decode_forward", {"unresolved"},
         "self._decode_impl"),
+    # F05: version 1 declared, the decode takes the reload commands into an unread `**_`.
+    "f05_reload_commands_discarded": (adapter(f"def decode_forward({V1_DISCARD}):\n"
+        "    return self.generator.decode(tokens, read_from_device, sampling_params, slot_remap)"),
+        "decode_forward", {"dropped"}, "'reload_inputs'"),
+    # H01: sampling_params stored in an attribute only a private method nothing calls reads.
+    "h01_stored_for_an_uncalled_reader": (adapter(
+        "self._pending = sampling_params\nreturn self.generator.decode(tokens, None)",
+        "def _debug_state(self):\n    return {'sampling': self._pending}"),
+        "decode_forward", {"dropped"}, "stored in self._pending"),
+    # H03: appended to a local list nothing reads again.
+    "h03_appended_to_an_unused_list": (adapter(
+        "pending = []\npending.append(sampling_params)\n"
+        "return self.generator.decode(tokens, None)"),
+        "decode_forward", {"dropped"}, "'sampling_params'"),
 }  # fmt: skip
 
 # The correct forms: each must bind.
@@ -201,6 +219,12 @@ CONTROLS: dict[str, str] = {
         "return self._decode(tokens, start_pos, page_table, kv_cache, enable_trace, "
         "sampling_params)", HELPER),
     "f06b_every_candidate_binds": dispatch(),
+    "h01_stored_and_read_by_a_called_helper": adapter(
+        "self._pending = sampling_params\nreturn self._step(tokens)",
+        "def _step(self, tokens):\n    return self.generator.decode(tokens, self._pending)"),
+    "h03_appended_list_handed_on": adapter(
+        "pending = []\npending.append(sampling_params)\n"
+        "return self.generator.decode(tokens, pending)"),
     "dc3_base_init_called": handle("def __init__(self, generator):\n"
         "        super().__init__(generator)\n"),
     "dc3_base_init_inherited": handle(""),
@@ -215,11 +239,16 @@ CONTROLS: dict[str, str] = {
 # F26 / F29: read-back hooks that never mention async_read / is_tokens. The plugin always sends
 # async_read=True, and a model may know what its output holds: whether the value handed back is
 # right is not a question of the call. (A hook that sets either itself is reported.)
+# F05b: version-1 reload commands a decode never reads, named or in a **kwargs not named `_...`.
 LIMITS: dict[str, str] = {
     "f26_async_read_ignored": edit(adapter(SENDS), ("self.generator.read(output, async_read)",
         "self.generator.read(output, False)")),
     "f29_is_tokens_ignored": edit(adapter(SENDS), ("self.generator.process(output, is_tokens)",
         "self.generator.process(output, False)")),
+    # F05b: the same commands in an ordinary **kwargs that is never read.
+    "f05b_reload_commands_in_kwargs": adapter(
+        f"def decode_forward({V1_DISCARD.replace('**_', '**kwargs')}):\n"
+        "    return self.generator.decode(tokens, read_from_device, sampling_params, slot_remap)"),
 }  # fmt: skip
 
 

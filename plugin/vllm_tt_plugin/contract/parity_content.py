@@ -237,3 +237,44 @@ def call_values(method: Any, call: Any) -> tuple[tuple[str, ...], dict[str, str]
     args = tuple(named(x, f"arg{i}") for i, x in enumerate(found[0].args))
     kwargs = {k.arg: named(k.value, k.arg) for k in found[0].keywords if k.arg is not None}
     return args, kwargs
+
+
+def live_parts(cls: ast.ClassDef, classes: list[ast.ClassDef]) -> list[ast.AST]:
+    """The nodes of ``cls`` that may run: all but the private methods (``_name``, not a dunder)
+    that nothing in ``classes`` names (no ``self._name``, no ``"_name"``, no bare name)."""
+    named = {
+        n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value
+        for c in classes for n in ast.walk(c)
+        if isinstance(n, (ast.Attribute, ast.Name))
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+    }  # fmt: skip
+    dead = {
+        id(item) for item in cls.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and item.name.startswith("_") and not item.name.startswith("__")
+        and item.name not in named
+    }  # fmt: skip
+    out: list[ast.AST] = []
+    for item in cls.body:
+        if id(item) not in dead:
+            out += list(ast.walk(item))
+    return out
+
+
+def stored_only(fn: Fn | None, name: str) -> list[str]:
+    """The attributes a parameter ``name`` is only stored in (each load of it is the whole value
+    of ``self.<attr> = name``); [] when it is used otherwise, or not at all."""
+    if fn is None:
+        return []
+    attrs: list[str] = []
+    for up in ast.walk(fn):
+        for n in ast.iter_child_nodes(up):
+            if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
+                continue
+            if not (isinstance(up, ast.Assign) and up.value is n and all(
+                isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                and t.value.id == "self" for t in up.targets
+            )):  # fmt: skip
+                return []
+            attrs += [t.attr for t in up.targets if isinstance(t, ast.Attribute)]
+    return attrs

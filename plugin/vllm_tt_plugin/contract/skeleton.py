@@ -35,7 +35,13 @@ from typing import Any
 from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
-from vllm_tt_plugin.contract.parity_content import CARRIED, COMMANDS_KEPT, rebound, set_keys
+from vllm_tt_plugin.contract.parity_content import (
+    CARRIED,
+    COMMANDS_KEPT,
+    rebound,
+    set_keys,
+    stored_only,
+)
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
@@ -408,6 +414,13 @@ def body_lines(
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         kept = dispatch_text(node.value) or kept  # self._a if c else self._b
+                        v = node.value
+                        if (
+                            isinstance(v, ast.Name)
+                            and v.id in CONTENT_KEYWORDS
+                            and stored_only(fn, v.id)
+                        ):  # a plugin value only stored: its attribute decides (rt45f H01)
+                            kept = v.id
                         add(node, f"{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
@@ -418,7 +431,8 @@ def body_lines(
     named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CARRIED
     unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
     for p in sorted(named - unused):
-        lines.append((fn.body[0].lineno, f"used({p})"))
+        if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
+            lines.append((fn.body[0].lineno, f"used({p})"))
     for p in sorted(unused - CONTENT_KEYWORDS):
         if rebound(fn, p):  # the body sets the plugin's command itself
             lines.append((fn.body[0].lineno, f"{p} = None"))
@@ -528,6 +542,12 @@ def _class(
         for item in node.body
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
         for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
+    ) | frozenset(
+        attr
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for p in CONTENT_KEYWORDS
+        for attr in stored_only(item, p)
     )
     for item in node.body:
         at = len(body)
