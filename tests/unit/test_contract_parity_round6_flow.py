@@ -194,6 +194,18 @@ ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
         "pending = []\npending.append(sampling_params)\n"
         "return self.generator.decode(tokens, None)"),
         "decode_forward", {"dropped"}, "'sampling_params'"),
+    # Round trips. F35: every local handed on (`dict(locals())` holds `kwargs` too): the tree
+    # is unresolved, and so must its skeleton be (it once dropped the binding and read the
+    # parameters as unused). X1: device penalties allowed by default, the decode raises on
+    # them: the first read in the `if` test runs on every call, as the skeleton must say.
+    "f35_locals_handed_on": (adapter(
+        "call = dict(locals())\ncall.pop('self')\nreturn self._decode(**call)", IMPL),
+        "decode_forward", {"unresolved"}, "cannot count"),
+    "x1_raises_on_the_histories": (edit(adapter(
+        "if kwargs.get('prompt_tokens') is not None or kwargs.get('output_tokens') is not None:\n"
+        "    raise NotImplementedError('no device penalties')\n" + SENDS),
+        (', "supports_device_penalties": False', "")),
+        "decode_forward", {"dropped"}, "'prompt_tokens'"),
 }  # fmt: skip
 
 # The correct forms: each must bind.

@@ -351,6 +351,8 @@ def body_lines(
                     add(node, placed(node, text))
                 elif value_used(fn, node, parents, helper=helper):
                     add(node, f"used({text})")
+                elif func.attr == "get":  # read, value unused: not `_ = ...`, which an
+                    add(node, text)  # `if ...:` elsewhere in the body would read as used (X1)
                 else:
                     add(node, f"_ = {text}")
         elif (
@@ -430,6 +432,9 @@ def body_lines(
         lines.append((line, raises.rpartition(" (line ")[0]))
     named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CARRIED
     unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
+    if any(isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("locals", "vars")
+           for n in ast.walk(fn)):  # fmt: skip
+        lines.append((fn.body[0].lineno, "used(locals())"))  # every local handed on (F35)
     for p in sorted(named - unused):
         if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))

@@ -63,10 +63,10 @@ def always_run(fn: Fn) -> set[int]:
                     return False
                 continue
             if isinstance(st, _COMPOUND):
+                if isinstance(st, ast.If):  # the test runs, whatever the branches do (X1)
+                    _sure(st.test, out)
                 if _exits(st):
                     return False
-                if isinstance(st, ast.If):
-                    _sure(st.test, out)
                 continue
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
