@@ -37,7 +37,7 @@ class DemoForCausalLM:
 
     def prefill_forward(self, tokens, page_table, kv_cache, prompt_lens, *, sampling_params=None,
                         start_pos=None, enable_trace=False, empty_slots=None, **kwargs):
-        return self.generator.prefill(tokens, sampling_params)
+        return self.generator.prefill(tokens, sampling_params, empty_slots)
 
     def decode_forward(self, tokens, start_pos, page_table, kv_cache, *, enable_trace=False,
                        read_from_device=True, sampling_params=None, reload_inputs=True,

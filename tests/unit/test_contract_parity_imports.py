@@ -316,7 +316,7 @@ CONTROLS: dict[str, dict[str, str]] = {
     },
     "a36_explicit_return_none": {
         ADAPTER: edit(BASE, (DECODE, DECODE.replace(
-            "return sampling_params", "self.x = sampling_params\n        return None"
+            "return sampling_params", "self.generator.sample(sampling_params)\n        return None"
         )))
     },
 }  # fmt: skip

@@ -56,7 +56,7 @@ class DemoForCausalLM:
         self, tokens, page_table, kv_cache, prompt_lens, *, sampling_params=None,
         start_pos=None, enable_trace=False, empty_slots=None,
     ):
-        return sampling_params
+        return sampling_params, empty_slots
 
     def decode_forward({DECODE_V1}):
         return sampling_params
@@ -69,7 +69,7 @@ USES = f"    def decode_forward({DECODE_V1}):\n        return [sampling_params]\
 CONTRACT = "    decode_input_update_contract = 1\n"
 CAPS_ON = '"supports_sample_on_device": True'
 INIT_BODY = "        return cls(None)"
-PREFILL_BODY = "        return sampling_params\n\n    def decode_forward"
+PREFILL_BODY = "        return sampling_params, empty_slots\n\n    def decode_forward"
 
 
 def edit(text: str, *changes: tuple[str, str]) -> str:

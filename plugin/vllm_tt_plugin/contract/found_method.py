@@ -4,6 +4,7 @@ one (``source``, ``source_alias``) import it without importing each other."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 from dataclasses import dataclass, field
 
@@ -28,6 +29,11 @@ class FoundMethod:
         default_factory=Scan
     )  # plugin imports and constructions source_body does not read
     fails: bool = False  # ``unresolved`` says why every call fails (a decorator order)
+    # The def read (None: the fixture, a stub): the content-flow rules (``parity_content``)
+    # re-read what ``Body`` does not keep (overwrites, the values an own call hands on).
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def delegates_to(self) -> str | None:

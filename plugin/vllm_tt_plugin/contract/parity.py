@@ -57,8 +57,10 @@ from vllm_tt_plugin.contract.call_plan import (
     plan_calls,
 )
 from vllm_tt_plugin.contract.fact_rules import device_penalties
+from vllm_tt_plugin.contract.init_chain import expand_dispatch
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
 from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
+from vllm_tt_plugin.contract.parity_content import replaced_keys
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
 from vllm_tt_plugin.contract.parity_reach import (
@@ -249,7 +251,7 @@ def _walk(
         )
     check_kwargs(source, target, link, bound, variant, path, out)
     followed = False
-    forwards = link.forwards
+    forwards = expand_dispatch(source, target, link.forwards)  # self._impl set in __init__
     if forwards and len(path) >= _MAX_LINKS:  # never "ok" past what was followed
         out.unresolved.append(
             f"{describe_chain(path)} hands the call on ({forwards[0].describe()}) past a depth "
@@ -286,6 +288,7 @@ def _walk(
             continue
         for why in consumed_controls(link, bound, fwd, nxt, next_kwargs, kwargs):
             out.dropped.append(f"{variant} call: {describe_chain(path)} {why} {at}")
+        replaced_keys(link, fwd, bound, f"{variant} call: {describe_chain(path)}", out)
         _walk(source, target, family, variant, nxt, next_args, next_kwargs, path, out,
               certain and fwd.certain)  # fmt: skip
     if not followed:

@@ -10,8 +10,16 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
+from vllm_tt_plugin.contract.init_chain import inits_run
 from vllm_tt_plugin.contract.mro_bases import known
+from vllm_tt_plugin.contract.parity_content import (
+    call_values,
+    commands_kept,
+    live_parts,
+    lost_command,
+    stored_only,
+)
 from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
 
 
@@ -69,11 +77,17 @@ def bind_call(
             )
             return
     inner = new_walk()
-    args = tuple(f"arg{i}" for i in range(positional))
-    walk(nxt, args, {k: k for k in call.keywords}, f"{call.describe()} {at}", inner, call.certain)
+    args: tuple[str, ...] = tuple(f"arg{i}" for i in range(positional))
+    kwargs = {k: k for k in call.keywords}
+    values = call_values(method, call)  # the caller's parameters, named for the plugin's
+    if values is not None and len(values[0]) == positional and set(values[1]) == set(kwargs):
+        args, kwargs = values
+    walk(nxt, args, kwargs, f"{call.describe()} {at}", inner, call.certain)
     out.errors += [f"{describe_chain(chain)} calls {e}" for e in inner.errors]
     out.missing += inner.missing
     out.unresolved += inner.unresolved
+    if values is not None and call.certain:  # the plugin's content lost in the helper
+        out.dropped += [f"{describe_chain(chain)} calls {d}" for d in inner.dropped]
     if call.certain:
         out.abstract += inner.abstract
 
@@ -83,6 +97,7 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
     ``__init__`` (set whenever the instance exists; "<place> (to None)" for a ``None``
     placeholder), else the method's name."""
     where: list[str] = []
+    run = inits_run(source, target)
     for cls in source.mro(target):
         found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
         if found is None:
@@ -107,6 +122,10 @@ def attribute_setters(source: Any, target: str, name: str) -> list[str]:
                     for t in stores for sub in ast.walk(t)
                 ):  # fmt: skip
                     init = item.name == "__init__"
+                    if init and run is not None and cls not in run:  # never runs (DC3)
+                        label = cls.rpartition(":")[2]
+                        where.append(f"{label}.__init__, which building the model does not run")
+                        continue
                     where.append(_none_or(node, "__init__") if init else item.name)
     return list(dict.fromkeys(where))
 
@@ -120,20 +139,22 @@ def _none_or(store: ast.AST, place: str) -> str:
 
 
 def attribute_read(source: Any, target: str, name: str) -> bool:
-    """``self.<name>`` is read somewhere along the MRO (not only assigned)."""
-    for cls in source.mro(target):
-        found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
-        if found is None:
-            continue
-        for node in ast.walk(found[1]):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == name
-                and isinstance(node.ctx, ast.Load)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in ("self", "cls")
-            ):
-                return True
+    """``self.<name>`` is read somewhere along the MRO (not only assigned), outside a private
+    method nothing names (``_debug_state``: no call of it runs, rt45f H01)."""
+    classes = [
+        f[1]
+        for c in source.mro(target)
+        if (f := source.resolve_class(c) if hasattr(source, "resolve_class") else None)
+    ]
+    for node in (n for cls in classes for n in live_parts(cls, classes)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == name
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            return True
     return False
 
 
@@ -149,7 +170,15 @@ def unused_content(
     body = link.body
     if body is None:
         return []
-    lost = [k for k in body.unused if k in named and k in CONTENT_KEYWORDS]
+    kept = commands_kept(getattr(source, "root", None), link.where)
+    lost = [
+        k for k in body.unused if k in named
+        and (k in CONTENT_KEYWORDS or (kept and lost_command(link.node, k, named[k])))
+    ]  # fmt: skip
+    for k in [k for k in named if k in CONTENT_KEYWORDS and k not in lost]:
+        attrs = stored_only(link.node, k)  # `self._pending = sampling_params` (rt45f H01)
+        if attrs and not any(attribute_read(source, target, a) for a in attrs):
+            lost.append(f"{k} (stored in self.{attrs[0]}, which nothing that runs reads)")
     for key, attr in body.kwargs_stored:
         keys = [k for k in received if k in CONTENT_KEYWORDS and key in ("*", k)]
         if keys and not attribute_read(source, target, attr):
@@ -217,9 +246,13 @@ def check_kwargs(
     if body.kwargs_opaque or "*" in kept:
         return
     # What a forward carries, the next method decides (its own **kwargs, or named parameters).
+    # The reload commands in a `**_` (discarded by its name: F05); in another **kwargs not
+    # read, a documented limit (docs/CONTRACT_PARITY.md, "Content flow").
+    commands = var_kw.startswith("_") and commands_kept(getattr(source, "root", None), link.where)
     unread = [
         k for k in received
-        if k not in (*body.kwargs_reads, *kept, *carried, *thrown) and _content(k, received)
+        if k not in (*body.kwargs_reads, *kept, *carried, *thrown)
+        and (_content(k, received) or (commands and k in DECODE_COMMANDS))
     ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]

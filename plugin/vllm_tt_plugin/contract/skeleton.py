@@ -34,6 +34,14 @@ from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.init_chain import dispatch_text
+from vllm_tt_plugin.contract.parity_content import (
+    CARRIED,
+    COMMANDS_KEPT,
+    rebound,
+    set_keys,
+    stored_only,
+)
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
@@ -344,6 +352,8 @@ def body_lines(
                     add(node, placed(node, text))
                 elif value_used(fn, node, parents, helper=helper):
                     add(node, f"used({text})")
+                elif func.attr == "get":  # read, value unused: not `_ = ...`, which an
+                    add(node, text)  # `if ...:` elsewhere in the body would read as used (X1)
                 else:
                     add(node, f"_ = {text}")
         elif (
@@ -364,7 +374,9 @@ def body_lines(
             elif isinstance(node.ctx, ast.Del):
                 add(node, placed(node, f"del {kwarg}[{key}]"))
             else:  # a value moved from another key keeps where it came from
-                add(node, f"{kwarg}[{key}] = {moved_text(parents.get(id(node)), kw_names)}")
+                stmt = parents.get(id(node))
+                text = f"{kwarg}[{key}] = {moved_text(stmt, kw_names)}"
+                add(node, text if id(stmt) in run else f"if ...: {text}")  # as the checker reads
         elif (
             kwarg is not None
             and isinstance(node, ast.Compare)
@@ -380,9 +392,15 @@ def body_lines(
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
             and node.targets[0].id in kw_names
-            and (node.targets[0].id != kwarg or isinstance(node.value, ast.DictComp))
+            and (
+                node.targets[0].id != kwarg
+                or isinstance(node.value, ast.DictComp)
+                or bool(set_keys(node.value, kw_names))
+            )  # `kwargs = {**kwargs, "k": v}`
         ):
-            add(node, f"{node.targets[0].id} = {copy_text(node.value)}")  # a copy of **kwargs
+            text = f"{node.targets[0].id} = {copy_text(node.value)}"  # a copy of **kwargs
+            sure = id(node) in run or not set_keys(node.value, kw_names)
+            add(node, text if sure else f"if ...: {text}")  # a key set on some calls only
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -398,6 +416,14 @@ def body_lines(
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
+                        kept = dispatch_text(node.value) or kept  # self._a if c else self._b
+                        v = node.value
+                        if (
+                            isinstance(v, ast.Name)
+                            and v.id in CONTENT_KEYWORDS
+                            and stored_only(fn, v.id)
+                        ):  # a plugin value only stored: its attribute decides (rt45f H01)
+                            kept = v.id
                         add(node, f"{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
@@ -405,10 +431,17 @@ def body_lines(
     if raises:
         line = int(raises.rpartition("(line ")[2].rstrip(")"))
         lines.append((line, raises.rpartition(" (line ")[0]))
-    named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CONTENT_KEYWORDS
+    named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CARRIED
     unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
+    if any(isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("locals", "vars")
+           for n in ast.walk(fn)):  # fmt: skip
+        lines.append((fn.body[0].lineno, "used(locals())"))  # every local handed on (F35)
     for p in sorted(named - unused):
-        lines.append((fn.body[0].lineno, f"used({p})"))
+        if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
+            lines.append((fn.body[0].lineno, f"used({p})"))
+    for p in sorted(unused - CONTENT_KEYWORDS):
+        if rebound(fn, p):  # the body sets the plugin's command itself
+            lines.append((fn.body[0].lineno, f"{p} = None"))
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
@@ -515,6 +548,12 @@ def _class(
         for item in node.body
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
         for _, attr in body_of(item, lambda expr: None, kind=_kind(item)).kwargs_stored
+    ) | frozenset(
+        attr
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for p in CONTENT_KEYWORDS
+        for attr in stored_only(item, p)
     )
     for item in node.body:
         at = len(body)
@@ -566,7 +605,7 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
         "# and the forwarding calls of",
         f"# {UPSTREAM} {path} @ {commit}",
         f"# https://github.com/{UPSTREAM}/blob/{commit}/{path}",
-        *([] if older else [IMPORTS_KEPT]),
+        *([] if older else [IMPORTS_KEPT, COMMANDS_KEPT]),
     ]
     imports: list[str] = []
     rest: list[list[str]] = []

@@ -9,6 +9,7 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_tt_plugin.contract.parity_content import own_value
 from vllm_tt_plugin.contract.source_helpers import mapping_use
 
 
@@ -42,7 +43,13 @@ def moved_text(assign: ast.AST | None, names: set[str]) -> str:
         and isinstance(v.slice, ast.Constant)
     ):  # fmt: skip
         return f"{v.value.id}[{v.slice.value!r}]"
-    return "..."
+    return _value(v)
+
+
+def _value(v: ast.expr | None) -> str:
+    """A value set in **kwargs: ``None`` for one of the model's own (a constant, ``self.x``:
+    the checker reads it as replacing the plugin's), else ``...`` (it may carry the plugin's)."""
+    return "None" if v is not None and own_value(v) else "..."
 
 
 def copy_text(expr: ast.expr) -> str:
@@ -53,14 +60,15 @@ def copy_text(expr: ast.expr) -> str:
         return x.id if isinstance(x, ast.Name) else "..."
 
     if isinstance(expr, ast.Dict):
-        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: ..."
+        items = [f"**{keep(v)}" if k is None else f"{ast.unparse(k)}: {_value(v)}"
                  for k, v in zip(expr.keys, expr.values, strict=True)]  # fmt: skip
         return "{" + ", ".join(items) + "}"
     if isinstance(expr, ast.DictComp):  # a key filter: source_kwmap reads it as written
         return ast.unparse(expr)
     if isinstance(expr, ast.Call):
         args = [copy_text(a) if isinstance(a, ast.Dict) else keep(a) for a in expr.args]
-        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}=..." for k in expr.keywords]
+        args += [f"**{keep(k.value)}" if k.arg is None else f"{k.arg}={_value(k.value)}"
+                 for k in expr.keywords]  # fmt: skip
         return f"{ast.unparse(expr.func)}({', '.join(args)})"
     return "..."
 

@@ -528,6 +528,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
             isinstance(item, ast.AsyncFunctionDef),
             scan,
             bool(fails),
+            item,
         )
 
     def _def_of(

@@ -95,5 +95,6 @@ class ModuleContext:
             body=body_of(fn, resolve, kind="staticmethod"),
             kind="function",  # not a method the fixture pins: bound, not compared
             coroutine=isinstance(fn, ast.AsyncFunctionDef),
+            node=fn,
         )
         return link, ""

@@ -63,10 +63,10 @@ def always_run(fn: Fn) -> set[int]:
                     return False
                 continue
             if isinstance(st, _COMPOUND):
+                if isinstance(st, ast.If):  # the test runs, whatever the branches do (X1)
+                    _sure(st.test, out)
                 if _exits(st):
                     return False
-                if isinstance(st, ast.If):
-                    _sure(st.test, out)
                 continue
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
@@ -210,6 +210,9 @@ def value_used(
     if isinstance(parent, ast.Call):
         if node is parent.func:
             return True
+        collected = _collected(fn, parent, parents, hops, seen, helper)
+        if collected is not None:  # `pending.append(x)`: used when `pending` is (rt45f H03)
+            return collected
         func = parent.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         reaches = helper(parent, node, hops) if helper is not None else None
@@ -244,6 +247,36 @@ def value_used(
         comp = parents.get(id(parent))
         return comp is None or value_used(fn, comp, parents, hops + 1, seen)
     return True
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "appendleft"})
+
+
+def _collected(
+    fn: Fn, call: ast.Call, parents: dict[int, ast.AST], hops: int,
+    seen: set[tuple[str, int]] | None, helper: Helper | None,
+) -> bool | None:  # fmt: skip
+    """``local.append(value)`` on a container the body builds: the value is used when the
+    container is (a load of it other than as the receiver of such a call). None: another call."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _MUTATORS
+            and isinstance(func.value, ast.Name)):  # fmt: skip
+        return None
+    name = func.value.id
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    stored = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                 for n in ast.walk(fn))  # fmt: skip
+    if name in params or not stored:
+        return None  # a caller's container, or one the checker does not see built
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
+            continue
+        up = parents.get(id(n))
+        if isinstance(up, ast.Attribute) and up.attr in _MUTATORS:
+            continue  # another `local.append(...)`
+        if value_used(fn, n, parents, hops + 1, seen, helper):
+            return True
+    return False
 
 
 def stored_attribute(node: ast.AST, parents: dict[int, ast.AST], me: str | None) -> str | None:
