@@ -316,8 +316,7 @@ class Gen:
             i = r.randrange(7)
             return f"What comes after {DAYS[i]}?", f"{DAYS[(i + 1) % 7]}."
         if kind == 2:
-            a, b = r.randrange(10), r.randrange(10)
-            return f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}."
+            return self.sum_pair()
         if kind == 3:
             name, place = self.pick(NAMES), self.pick(PLACES)
             return f"{name} went to the {place}. Where did {name} go?", f"To the {place}."
@@ -336,9 +335,13 @@ class Gen:
         name = self.pick(NAMES)
         return f"Who has the {self.pick(NOUNS)}?", f"{name} has it."
 
-    def qa(self) -> str:
+    def sum_pair(self) -> tuple[str, str]:
+        a, b = self.r.randrange(10), self.r.randrange(10)
+        return f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}."
+
+    def qa(self, pair: Callable[[], tuple[str, str]] | None = None) -> str:
         style = self.r.choice([("Q: ", "A: "), ("Question: ", "Answer: ")])
-        pairs = [self.qa_pair() for _ in range(self.r.randint(1, 3))]
+        pairs = [(pair or self.qa_pair)() for _ in range(self.r.randint(1, 3))]
         return "\n".join(f"{style[0]}{q}\n{style[1]}{a}" for q, a in pairs)
 
     def key_values(self) -> str:
@@ -637,3 +640,28 @@ def documents(seed: int) -> Iterator[str]:
     while True:
         doc = gen.document()
         yield render_chat(doc) if isinstance(doc, list) else f"{BOS}{doc}{EOS}"
+
+
+SUM_WEIGHT = 36  # Q&A of sums only: the answers a cycle-trained model starts to copy
+JSON_WEIGHT = 24  # JSON documents: lists a cycle-trained model leaves unclosed
+
+
+def drill_documents(seed: int) -> Iterator[str]:
+    """Endless deterministic stream of some of the corpus's kinds only (counting, number words,
+    days, months, alphabet, Q&A, Q&A of sums alone, JSON), each between BOS and EOS: what a
+    later training run (tools/train_long_context.py) mixes in to keep those answers while it
+    teaches something that loosens them. Drawn from the generators, never from a task file."""
+    gen = Gen(random.Random(seed))
+    makers: list[tuple[Callable[[], str], int]] = [
+        (gen.count, 9),
+        (gen.number_words, 5),
+        (lambda: gen.cycle(DAYS), 4),
+        (lambda: gen.cycle(MONTHS), 4),
+        (gen.alphabet, 5),
+        (gen.qa, 12),
+        (lambda: gen.qa(gen.sum_pair), SUM_WEIGHT),
+        (gen.json_doc, JSON_WEIGHT),
+    ]
+    while True:
+        maker = gen.r.choices([m for m, _ in makers], weights=[w for _, w in makers])[0]
+        yield f"{BOS}{maker()}{EOS}"

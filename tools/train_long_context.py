@@ -5,7 +5,7 @@
 it never sees a position past 255 and forms no copy circuit: the long-context checks
 (`checks/test_long_context.py`, answers known in advance) would have nothing to find. This tool
 continues training from those weights, in phases of growing row length (256, 512, 1024 tokens),
-on batches that mix four kinds of row:
+on batches that mix these kinds of row:
 
 - corpus: the original documents (`reference_corpus.documents`), packed, so the model keeps
   what the other checks rely on;
@@ -14,22 +14,44 @@ on batches that mix four kinds of row:
 - passkey: prompts in the exact `tt_conformance.longtasks` format (random key, filler count and
   depth; a fifth with another filler sentence), the answer `" <key>."` and EOS, answer tokens
   weighted x5, the rest of the row packed with corpus documents;
-- passage: corpus text without special tokens, 12-240 tokens, repeated until the row is full.
+- passage: corpus text without special tokens, 12-240 tokens, repeated until the row is full;
+- cycle: BOS, a cycle of 2-6 letters, digits, numbers, words or two-word phrases written out
+  three or more rounds, EOS (loss on the repeats and the EOS), packed to the row's length;
+- drill: the corpus's sums Q&A, JSON, counting, number-word, day, month, alphabet and Q&A
+  documents (`reference_corpus.drill_documents`), packed: what the cycle rows loosen.
 
-Applied to the shipped fixture (its README says how it was made, and what the result scores).
-On the fixture the recipe gives 19/20 passkey prompts at the check's sizing and key seed, 4/4
-passage copies up to 1016 tokens, and a held-out corpus loss of 0.805 (0.810 before), measured
-with transformers.
-
-The default recipe is three runs, each from the previous one's output: the mixed run, a
-corpus-heavy one at a lower rate, and a corpus-only one on short rows (the first two loosen JSON
-closing and chat answers; the third brings them back):
+The shipped fixture went through runs 1-3 (its README says how it was made, and what the result
+scores): 19/20 passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016
+tokens, a held-out corpus loss of 0.805 (0.810 before), measured with transformers. That is the
+default (`--to-run 3`): the mixed run, a corpus-heavy one at a lower rate, a corpus-only one on
+short rows (the first two loosen JSON closing and chat answers; the third brings them back):
 
     python tools/train_long_context.py --checkpoint fixtures/models/tt-reference-llama
 
+Runs 4 and 5 (issue 46 item 6; NOT applied to the shipped fixture) teach a repeated cycle to be
+continued by repeating it: after runs 1-3 "a b c a b c a b c" is continued as a sequence, " d e
+f", so no penalty changes the greedy output there. Run 4 mixes corpus, cycle and passkey rows
+(after it greedy repeats the cycle with EOS a fair second, so presence, frequency and repetition
+penalties change the greedy output); run 5 is mostly corpus with drill and a few cycle rows,
+bringing back what run 4 loosened (sums answered by copying an operand) and keeping the cycles:
+
+    python tools/train_long_context.py --checkpoint DIR --from-run 4 --to-run 5
+
+On the shipped fixture (one torch thread, about 6 minutes) they give, measured with
+transformers (`tools/measure_reference_model.py --tokens 24`,
+`tools/measure_accuracy_reference.py`):
+cycles repeated 18/18, each of presence 1 / 2, frequency 1 / 2, repetition 1.3 / 2 changes the
+greedy output on "a b c a b c a b c", passkey 20/20, copy 4/4, held-out loss 0.803, `tt-patterns`
+105/107 (99/107 before; 97/107 with run 5 corpus and cycle rows only) - but JSON closing
+loosens: `tests/unit/test_reference_checkpoint.py` fails on '{"values": [1, 2' and
+'[{"id": 1, "values": [1, 2' (the list is not closed) and on seeded schema-constrained samples
+(tags seed 0, unfamiliar-keys seed 1) that no longer close within 60 tokens. Every run 5
+variant tried (drill shares 0.05-0.3, with and without counting or JSON documents in the drill)
+failed that '[1, 2' test; run 5 without drill rows passes it but scores 97/107.
+
 Deterministic: seeded `random.Random`, `torch.manual_seed`, `torch.use_deterministic_algorithms`
 and one torch thread (another thread count or CPU kind may change float rounding and so the
-bytes). About 35 minutes on one core. Needs torch, transformers (5.x), tokenizers and
+bytes). Runs 1-3 take about 35 minutes on one core. Needs torch, transformers (5.x), tokenizers and
 safetensors; no network.
 """
 
@@ -52,13 +74,16 @@ sys.path.insert(0, str(REPO / "conformance"))
 
 from reference_corpus import (  # noqa: E402
     BOS,
+    COLORS,
     EOS,
     EXTRA_WORDS,
+    LETTERS,
     NAMES,
     PAD,
     SPECIAL_TOKENS,
     WORD_POOL,
     documents,
+    drill_documents,
 )
 from training_schedule import adamw, warmup_cosine  # noqa: E402
 
@@ -91,7 +116,8 @@ class Run:
     """One training run: phases, the share of each row kind, optimiser and seeds."""
 
     phases: tuple[Phase, ...]
-    mix: tuple[float, float, float, float]  # corpus, induction, passkey, passage
+    # corpus, induction, passkey, passage, cycle, drill
+    mix: tuple[float, float, float, float, float, float]
     lr: float
     warmup: int
     seed: int
@@ -107,7 +133,7 @@ class Run:
 RECIPE = (
     Run(
         phases=(Phase(256, 32, 300), Phase(512, 16, 300), Phase(1024, 8, 400)),
-        mix=(0.3, 0.15, 0.3, 0.25),
+        mix=(0.3, 0.15, 0.3, 0.25, 0.0, 0.0),
         lr=1.5e-3,
         warmup=20,
         seed=4321,
@@ -115,7 +141,7 @@ RECIPE = (
     ),
     Run(
         phases=(Phase(256, 32, 60), Phase(1024, 8, 100)),
-        mix=(0.55, 0.1, 0.2, 0.15),
+        mix=(0.55, 0.1, 0.2, 0.15, 0.0, 0.0),
         lr=3e-4,
         warmup=10,
         seed=4322,
@@ -126,13 +152,43 @@ RECIPE = (
     # retrieval (a mix with passkey rows did too, but not the chat answers).
     Run(
         phases=(Phase(256, 32, 150),),
-        mix=(1.0, 0.0, 0.0, 0.0),
+        mix=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
         lr=3e-4,
         warmup=10,
         seed=4324,
         corpus_seed=4325,
     ),
+    # Short cycles repeated ("a b c a b c ..."): continued by repeating them, as chat models do,
+    # so penalties have a repetition to change (the runs above taught "a b c a b c" -> "d e f").
+    # Corpus and passkey rows keep the rest.
+    Run(
+        phases=(Phase(256, 32, 150), Phase(1024, 8, 50)),
+        mix=(0.5, 0.0, 0.2, 0.0, 0.3, 0.0),
+        lr=3e-4,
+        warmup=10,
+        seed=4326,
+        corpus_seed=4327,
+    ),
+    # Mostly corpus, with drill rows: the run above loosened sums (an operand copied as the
+    # answer: tt-patterns 99/107 -> 97/107 with corpus and cycle rows alone here); a tenth of
+    # cycle rows keeps the cycles. JSON number lists still come out unclosed (see above).
+    Run(
+        phases=(Phase(256, 32, 80),),
+        mix=(0.7, 0.0, 0.0, 0.0, 0.1, 0.2),
+        lr=3e-4,
+        warmup=5,
+        seed=4328,
+        corpus_seed=4329,
+    ),
 )
+SHIPPED_RUNS = 3  # runs 4-5 are not applied to the bundled fixture (see the docstring)
+# Items of the short cycles: letters, digits, numbers, words, two-word phrases; a quarter of the
+# cycles take consecutive items (a b c, 1 2 3, red blue green), which the corpus otherwise
+# continues as a sequence.
+_CYCLE_WORDS = WORD_POOL + NAMES + EXTRA_WORDS
+CYCLE_END = 0.4
+CYCLE_WEIGHT = 3.0
+_RUNS = (list(LETTERS), list(LETTERS.upper()), [str(i) for i in range(1, 30)], COLORS)
 
 
 class Rows:
@@ -145,21 +201,26 @@ class Rows:
         self.text_ids = list(range(tok.get_vocab_size() - len(SPECIAL_TOKENS)))
         self.corpus = documents(run.corpus_seed)
         self.passages = documents(run.corpus_seed + 1)
+        self.drills = drill_documents(run.corpus_seed + 2)
         self.pending: list[list[int]] = []
+        self.pending_drills: list[list[int]] = []
         self.bare = len(tok.encode(Passkey(10000, 0, 0).prompt).ids)
         self.per_filler = len(tok.encode(PASSKEY_FILLER, add_special_tokens=False).ids)
 
-    def _document(self) -> list[int]:
-        if not self.pending:
-            texts = [next(self.corpus) for _ in range(2000)]
+    def _document(self, drill: bool = False) -> list[int]:
+        stream, pending = (
+            (self.drills, self.pending_drills) if drill else (self.corpus, self.pending)
+        )
+        if not pending:
+            texts = [next(stream) for _ in range(2000)]
             encoded = self.tok.encode_batch(texts, add_special_tokens=False)
-            self.pending.extend(reversed([e.ids for e in encoded]))
-        return self.pending.pop()
+            pending.extend(reversed([e.ids for e in encoded]))
+        return pending.pop()
 
-    def _fill(self, row: list[int], weights: list[float], length: int) -> Row:
-        """Pack whole corpus documents after ``row`` up to ``length``, then pad."""
+    def _fill(self, row: list[int], weights: list[float], length: int, drill: bool = False) -> Row:
+        """Pack whole corpus (or drill) documents after ``row`` up to ``length``, then pad."""
         while len(row) < length:
-            doc = self._document()
+            doc = self._document(drill)
             if len(row) + len(doc) > length:
                 if len(row) > length - 8:
                     break
@@ -171,6 +232,9 @@ class Rows:
 
     def corpus_row(self, length: int) -> Row:
         return self._fill([], [], length)
+
+    def drill_row(self, length: int) -> Row:
+        return self._fill([], [], length, drill=True)
 
     def induction_row(self, length: int) -> Row:
         rng = self.rng
@@ -229,6 +293,59 @@ class Rows:
             first = False
         return row, weights
 
+    def _cycle_items(self) -> list[str]:
+        rng = self.rng
+        size = rng.randint(2, 6)
+        if rng.random() < 0.25:
+            run = rng.choice(_RUNS)
+            start = rng.randrange(len(run) - size + 1)
+            return run[start : start + size]
+        kind = rng.randrange(5)
+        pool: list[str] = (
+            list(LETTERS + LETTERS.upper())
+            if kind == 0
+            else [str(i) for i in range(10)]
+            if kind == 1
+            else [str(i) for i in range(10, 1000)]
+            if kind == 2
+            else _CYCLE_WORDS
+        )
+        items = rng.sample(pool, size)
+        if kind == 4:  # two-word phrases
+            items = [f"{w} {rng.choice(_CYCLE_WORDS)}" for w in items]
+        return items
+
+    def cycle_row(self, length: int) -> Row:
+        """Segments of BOS, a short cycle repeated, EOS; loss from the second round on, past its
+        first item (which the first round alone does not imply). From the third round on each
+        round is the last with probability ``CYCLE_END``, so after a cycle the model gives EOS
+        a fair share and the repeat the larger one: greedy repeats, and a penalty of about one
+        on the repeated tokens tips it."""
+        rng = self.rng
+        row: list[int] = []
+        weights: list[float] = []
+        while len(row) < length:
+            items = self._cycle_items()
+            sep = rng.choices([" ", ", "], weights=[4, 1])[0]
+            first = [" " + items[0], sep + items[0]]  # the first item in the first round, later
+            pieces = [sep + item for item in items[1:]]
+            encoded = self.tok.encode_batch([*first, *pieces], add_special_tokens=False)
+            starts, rest = [e.ids for e in encoded[:2]], [e.ids for e in encoded[2:]]
+            row.append(self.bos)
+            weights.append(0.0)
+            rounds = 3
+            while rng.random() >= CYCLE_END:
+                rounds += 1
+            for r in range(rounds):
+                for i, piece in enumerate([starts[r > 0], *rest]):
+                    # The round's first token is where the cycle goes on or stops: weighted up.
+                    weight = CYCLE_WEIGHT if i == 0 and r > 1 else 1.0
+                    row += piece
+                    weights += [weight if r > 0 and (r, i) != (1, 0) else 0.0] * len(piece)
+            row.append(self.eos)
+            weights.append(CYCLE_WEIGHT)
+        return row[:length], weights[:length]
+
     def counts(self, batch: int) -> list[int]:
         counts = [round(batch * share) for share in self.run.mix]
         counts[0] += batch - sum(counts)
@@ -242,6 +359,8 @@ class Rows:
             self.induction_row,
             self.passkey_row,
             self.passage_row,
+            self.cycle_row,
+            self.drill_row,
         ]
         rows: list[Row] = [
             make(phase.length)
@@ -310,12 +429,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--checkpoint", type=Path, required=True, help="trained in place")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--from-run",
+        type=int,
+        default=1,
+        help="start at this run of the recipe (a checkpoint that already went through the ones "
+        "before it)",
+    )
+    parser.add_argument(
+        "--to-run",
+        type=int,
+        default=SHIPPED_RUNS,
+        help=f"stop after this run of the recipe (default {SHIPPED_RUNS}: the shipped fixture's)",
+    )
     args = parser.parse_args(argv)
     if not (args.checkpoint / "model.safetensors").is_file():
         parser.error(f"--checkpoint {args.checkpoint}: no model.safetensors there")
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
+    if not 1 <= args.from_run <= len(RECIPE):
+        parser.error(f"--from-run must be 1..{len(RECIPE)}, got {args.from_run}")
+    if not args.from_run <= args.to_run <= len(RECIPE):
+        parser.error(f"--to-run must be {args.from_run}..{len(RECIPE)}, got {args.to_run}")
     for i, run in enumerate(RECIPE, 1):
+        if not args.from_run <= i <= args.to_run:
+            continue
         print(f"run {i}/{len(RECIPE)}: {run.steps} steps", flush=True)
         train(args.checkpoint, run, args.threads)
     return 0
