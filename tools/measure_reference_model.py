@@ -32,8 +32,12 @@ sys.path.insert(0, str(REPO / "conformance"))
 
 from reference_corpus import PAD, documents  # noqa: E402
 
-from tt_conformance.checks._support import PLAIN_PROMPTS  # noqa: E402
-from tt_conformance.longtasks import PASSKEY_FILLER, Passkey, passkey_answer  # noqa: E402
+from tt_conformance.longtasks import (  # noqa: E402
+    PASSKEY_FILLER,
+    PLAIN_PROMPTS,
+    Passkey,
+    passkey_answer,
+)
 
 if TYPE_CHECKING:
     import torch

@@ -22,10 +22,29 @@ __all__ = [
     "PASSKEY_INTRO",
     "PASSKEY_QUESTION",
     "PASSKEY_TASK",
+    "PLAIN_PROMPTS",
     "Passkey",
     "passkey_answer",
     "passkey_needle",
 ]
+
+# Prompts any language model continues in a predictable way (counting, ordered lists,
+# repetition, common openings). Checks never hard-code what the model answers to them.
+# Here (not in checks/_support) so tools measuring a checkpoint use the checks' own texts.
+PLAIN_PROMPTS: tuple[str, ...] = (
+    "1 2 3 4 5 6 7",
+    "Monday Tuesday Wednesday",
+    "January February March April",
+    "a b c d e f g",
+    "The cat sat on the",
+    "10 20 30 40 50",
+    "red green blue red green blue",
+    "Once upon a time there was a",
+    "A B C D E F",
+    "one two three four",
+    "2 4 6 8 10",
+    "Sunday Monday Tuesday",
+)
 
 PASSKEY_INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tt_conformance.longtasks import PLAIN_PROMPTS
+
 if TYPE_CHECKING:
     import openai
 
@@ -27,22 +29,6 @@ if TYPE_CHECKING:
 
 Body = dict[str, Any]
 
-# Prompts any language model continues in a predictable way (counting, ordered lists,
-# repetition, common openings). Checks never hard-code what the model answers to them.
-PLAIN_PROMPTS: tuple[str, ...] = (
-    "1 2 3 4 5 6 7",
-    "Monday Tuesday Wednesday",
-    "January February March April",
-    "a b c d e f g",
-    "The cat sat on the",
-    "10 20 30 40 50",
-    "red green blue red green blue",
-    "Once upon a time there was a",
-    "A B C D E F",
-    "one two three four",
-    "2 4 6 8 10",
-    "Sunday Monday Tuesday",
-)
 # A prompt with many plausible continuations: sampled outputs vary from seed to seed.
 VARIED_PROMPT = "Once upon a time"
 GREEDY: Body = {"temperature": 0.0}
