@@ -192,8 +192,10 @@ def pair_kept(fn: Fn, closing: str, function: Any) -> str:
     if returns_pair(fn, follow):
         return "return (None, None)  # a value (elided)"
     handed = [
-        r.value.func for r in frame_nodes(fn)
+        r.value.func for r in fn.body
         if isinstance(r, ast.Return) and isinstance(r.value, ast.Call) and own_call(r.value.func)
     ]  # fmt: skip
-    # `return self.m(...)`: the form is what m returns (return_forms follows it)
-    return f"return {ast.unparse(handed[0])}(...)" if handed else closing
+    # `return self.m(...)`, the body's only return: the form is what m returns (return_forms
+    # follows it). Not with other returns (flattened, it would lose the guard of a branch).
+    returns = [r for r in frame_nodes(fn) if isinstance(r, ast.Return)]
+    return f"return {ast.unparse(handed[0])}(...)" if handed and len(returns) == 1 else closing
