@@ -287,10 +287,16 @@ def test_an_mrope_prefill_returning_the_pair_binds(tmp_path: Path, name: str, ad
 
 @pytest.mark.parametrize(("name", "adapter"), NO_PAIR + PAIR, ids=[c[0] for c in NO_PAIR + PAIR])
 def test_the_mrope_skeleton_reads_as_the_tree(tmp_path: Path, name: str, adapter: str) -> None:
+    """A pair binds in both; a skeleton writes returns as None / (None, None), so it does not
+    judge a missing pair (documented limit: the tree's `unresolved` reads as binding there)."""
     src = _tree(tmp_path / "tree", adapter)
     write_skeletons(src, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
     tree = {m: s for m, (s, _) in _mrope_findings(src).items()}
-    assert {m: s for m, (s, _) in _mrope_findings(tmp_path / "skel").items()} == tree
+    skel = {m: s for m, (s, _) in _mrope_findings(tmp_path / "skel").items()}
+    if tree["prefill_forward"] == "unresolved":
+        assert skel.pop("prefill_forward") in ("ok", "drift")
+        tree.pop("prefill_forward")
+    assert skel == tree
 
 
 # --- D1: --diff compares the failures, not only the status ---------------------------------------

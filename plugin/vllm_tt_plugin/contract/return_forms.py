@@ -97,9 +97,8 @@ def _missing(source: Any, target: str, found: FoundMethod) -> str:
     )  # fmt: skip
     if fn is None or _elided(fn):
         return ""
-    written = any(isinstance(n, ast.Return) and n.value is not None for n in _own(fn))
-    if skeleton_format(module.path) == 1 and not written:
-        return ""  # an older skeleton keeps no returns
+    if skeleton_format(module.path):
+        return ""  # a skeleton writes returns as `None` / `(None, None)`: only a checkout says
 
     def follow(func: ast.expr, owner: str = found.owner) -> Fn | None:
         if not isinstance(func, ast.Attribute):

@@ -23,7 +23,7 @@ import builtins
 from typing import Any
 
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
-from vllm_tt_plugin.contract.return_forms import own_call, returns_pair
+from vllm_tt_plugin.contract.return_forms import returns_pair
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _RETURNED = "return None  # a value (elided)"
@@ -189,13 +189,4 @@ def pair_kept(fn: Fn, closing: str, function: Any) -> str:
         found = function(func) if function is not None else None
         return found[0] if found is not None else None
 
-    if returns_pair(fn, follow):
-        return "return (None, None)  # a value (elided)"
-    handed = [
-        r.value.func for r in fn.body
-        if isinstance(r, ast.Return) and isinstance(r.value, ast.Call) and own_call(r.value.func)
-    ]  # fmt: skip
-    # `return self.m(...)`, the body's only return: the form is what m returns (return_forms
-    # follows it). Not with other returns (flattened, it would lose the guard of a branch).
-    returns = [r for r in frame_nodes(fn) if isinstance(r, ast.Return)]
-    return f"return {ast.unparse(handed[0])}(...)" if handed and len(returns) == 1 else closing
+    return "return (None, None)  # a value (elided)" if returns_pair(fn, follow) else closing
