@@ -91,7 +91,9 @@ from vllm_tt_plugin.contract.parity_shapes import (
     result_shape,
     with_result,
 )
+from vllm_tt_plugin.contract.parity_values import value_errors
 from vllm_tt_plugin.contract.protocol_stubs import stub_errors
+from vllm_tt_plugin.contract.return_forms import missing_pair
 from vllm_tt_plugin.contract.returned_model import returned_findings
 from vllm_tt_plugin.contract.signatures import (
     DEFAULT_FIXTURE,
@@ -516,7 +518,7 @@ def check_target(
         ]  # fmt: skip
     findings = [*import_raises(source, target, archs), *findings]
     writes = [
-        Finding(target, archs, WRITTEN[0], "broken", d) for d in read_only_writes(source, target)
+        Finding(target, archs, WRITTEN[0], st, d) for st, d in read_only_writes(source, target)
     ]
     findings = module_findings(source, target, archs) + writes + findings
     found = _unreadable(source, target, archs) + doubt_findings(source, target, archs, findings)
@@ -574,6 +576,9 @@ def _check_variant(
     if differences:
         findings.append(Finding(target, archs, FACTS, "facts", "; ".join(differences)))
     served = ServedFacts(profile.facts.mrope, profile.facts.multimodal_kwargs)
+    caps = (
+        read or getattr(source, "class_facts", lambda t: None)(target) or ClassFacts()
+    ).capabilities
     for plan in METHODS:
         if not plan.applies(facts):
             lone = _lone_read_back_hook(source, target, plan.method)
@@ -610,9 +615,12 @@ def _check_variant(
             findings.append(Finding(target, archs, method, "broken", detail))
             continue
         walk = _Walk(structure=_first_path(source, target, found))
-        for call in plan_calls(method, facts, served):
+        calls = plan_calls(method, facts, served)
+        for call in calls:
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
+        walk.errors += value_errors(source, target, method, found, calls, caps)
+        walk.unresolved += missing_pair(source, target, method, found, served.mrope)
         _reach(source, target, profile.family, found, walk)
         walk.errors += stub_errors(source, method, [found, *(p[-1] for p in walk.paths)])
         verdict = _verdict(profile, method, walk, fixture_entry is not None, archs)

@@ -6,14 +6,17 @@ the methods are named), or ``not in the tree``. The report lists the targets who
 changes, with each method whose status changed and the new finding's reason, then the count of
 unchanged targets; it exits 1 when a target that bound in OLD fails (or is not in the tree) in
 NEW, or a method fails that did not (a finding merged over environment variants names its
-variant: failing in another variant is a change), else 0 (2: bad input). ``--table TREE``
+variant: failing in another variant is a change), or a failing method fails for a call variant
+it did not (``failure_keys``: the same status is not the same failure; a call failing for
+another reason is reported, not counted), else 0 (2: bad input). ``--table TREE``
 prints one tree's verdicts as a Markdown table (the per-tree table of docs/CONTRACT_PARITY.md).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +48,37 @@ class Verdict:
     statuses: Mapping[str, str]  # method -> status
     details: Mapping[str, str]  # method -> detail
     failing_methods: tuple[str, ...]
+    # (method, call variant, reason class) of every failure: the same status can hide a
+    # change from "remap decodes fail" to "every device decode fails" (rt45f D1).
+    failures: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)
+
+
+_CALL = re.compile(r"^\[[^\]]*\] |^([\w+\-]+) call\b[^:]*: ")
+_NOISE = re.compile(r"\[[^\]]*\]|\([^()]*\)")
+_BINDING = re.compile(r"^[^:]* \.\w+: ")
+
+
+def failure_keys(method: str, detail: str) -> set[tuple[str, str, str]]:
+    """A failing finding's detail as (method, call variant, reason class) per failure it
+    lists (``; ``-separated): file:line references and parenthesised signatures or values left
+    out, so the same failure of a moved or re-signed method compares equal."""
+    keys: set[tuple[str, str, str]] = set()
+    variant = ""
+    for part in detail.split("; "):
+        match = _CALL.match(part)
+        if match:  # else a further problem of the same call (a TypeError lists several)
+            variant = match.group(1) or ""
+        reason = part[match.end() :] if match else part
+        while True:
+            shorter = _NOISE.sub("", reason)
+            if shorter == reason:
+                break
+            reason = shorter
+        # "<family> (<target>).m(<signature>): problem" -> "problem"
+        reason = _BINDING.sub("", " ".join(reason.split()))
+        if reason:
+            keys.add((method, variant, reason))
+    return keys
 
 
 def verdicts(
@@ -71,6 +105,9 @@ def verdicts(
             {f.method: f.status + _variant(f.detail) for f in mine},
             {f.method: f.detail for f in mine},
             bad,
+            frozenset(
+                k for f in mine if f.status in failing for k in failure_keys(f.method, f.detail)
+            ),
         )
     return out
 
@@ -99,9 +136,28 @@ def regressed(old: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> list[st
             return m + v.statuses[m].partition(" ")[2]  # the method and its variant label
 
         was = {where(before, m) for m in before.failing_methods}
-        if before.verdict == "binds" or {where(after, m) for m in after.failing_methods} - was:
+        # A call (variant) of a failing method that newly fails counts too (rt45f D1); the
+        # same call failing for another reason is reported, not a regression.
+        newly = {where(after, m) for m in after.failing_methods} - was
+        if before.verdict == "binds" or newly or _newly_failing_calls(before, after):
             out.append(target)
     return out
+
+
+def _calls(v: Verdict) -> set[tuple[str, str]]:
+    return {(method, variant) for method, variant, _ in v.failures}
+
+
+def _newly_failing_calls(before: Verdict, after: Verdict) -> set[tuple[str, str]]:
+    """Call variants of ``after``'s failures that ``before`` did not fail and that the plugin
+    already made to ``before``: their options (``device``, ``remap``, ...) all appear in
+    ``before``'s failing variants. A variant the old class was not planned for (device calls
+    of a class that newly declares device sampling) is reported, not counted."""
+    made = {flag for _, variant in _calls(before) for flag in variant.split("+") if flag}
+    return {
+        (m, v) for m, v in _calls(after) - _calls(before)
+        if v and set(v.split("+")) - {"plain"} <= made
+    }  # fmt: skip
 
 
 def _short(text: str) -> str:
@@ -118,7 +174,8 @@ def diff_report(old: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> list[
         now = after.verdict if after else "not a target"
         failing_before = {m: before.statuses[m] for m in before.failing_methods} if before else {}
         failing_after = {m: after.statuses[m] for m in after.failing_methods} if after else {}
-        if was == now and failing_before == failing_after:
+        new_failures = (after.failures - before.failures) if before and after else frozenset()
+        if was == now and failing_before == failing_after and not new_failures:
             unchanged += 1
             continue
         changed += 1
@@ -136,6 +193,14 @@ def diff_report(old: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> list[
                 continue
             why = after.details.get(method, "") if after else ""
             lines.append(f"  {method}: {s_old} -> {s_new}" + (f": {_short(why)}" if why else ""))
+        for method, variant, reason in sorted(new_failures):
+            status = after.statuses.get(method, "-") if after is not None else "-"
+            if before is not None and before.statuses.get(method) == status:
+                call = f"{variant} call: " if variant else ""
+                how = (
+                    "fails another way" if (method, variant) in _calls(before) else "newly failing"
+                )
+                lines.append(f"  {method}: {status}, {how}: {call}{_short(reason)}")
     lines.append(f"diff: {changed} target(s) change verdict or failure, {unchanged} unchanged")
     return lines
 

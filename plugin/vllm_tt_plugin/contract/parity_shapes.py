@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding
+from vllm_tt_plugin.contract.parity_rules import FAILING, SEVERITY, Finding, Status
 from vllm_tt_plugin.contract.source import FoundMethod
 from vllm_tt_plugin.contract.source_ast import _elided
 from vllm_tt_plugin.contract.source_loadable import skeleton_format
@@ -97,10 +97,11 @@ def with_result(finding: Finding, why: str) -> Finding:
     return dataclasses.replace(finding, status=finding.status if worse else "broken", detail=detail)
 
 
-def read_only_writes(source: Any, target: str) -> list[str]:
+def read_only_writes(source: Any, target: str) -> list[tuple[Status, str]]:
     """Attributes the plugin assigns that the first class along the MRO to bind them makes a
-    property without a setter: AttributeError when the plugin sets it."""
-    out: list[str] = []
+    property without a setter (``broken``: AttributeError when the plugin sets it), or one
+    whose setter may not keep the value (``unresolved``: ``setter_doubt``)."""
+    out: list[tuple[Status, str]] = []
     resolve = getattr(source, "resolve_class", None)
     if resolve is None:
         return out
@@ -113,14 +114,24 @@ def read_only_writes(source: Any, target: str) -> list[str]:
             kind = _binding(node, name)
             if kind is None:
                 continue
+            root = getattr(source, "root", None)
+            rel = module.path.relative_to(root) if root is not None else module.path
             if kind:
-                root = getattr(source, "root", None)
-                rel = module.path.relative_to(root) if root is not None else module.path
-                out.append(
+                out.append((
+                    "broken",
                     f"{node.name}.{name} is a property without a setter [{rel}:{kind}]: the "
                     f"plugin sets model.{name} = False before the traced warm-up "
-                    "(AttributeError at launch with tracing on)"
-                )
+                    "(AttributeError at launch with tracing on)",
+                ))  # fmt: skip
+            doubt = setter_doubt(node, name)
+            if doubt:
+                out.append((
+                    "unresolved",
+                    f"{node.name}.{name}'s setter [{rel}:{doubt}] does not plainly keep the value "
+                    "(`self.x = value`, read back by the getter): the plugin's "
+                    f"model.{name} = False before the traced warm-up may be ignored, and the "
+                    "traced prefill warm-up (the trace capture) never run",
+                ))  # fmt: skip
             break
     return out
 
@@ -139,3 +150,39 @@ def _binding(node: ast.ClassDef, name: str) -> int | None:
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 kind = 0
     return kind
+
+
+def setter_doubt(node: ast.ClassDef, name: str) -> int:
+    """The line of ``name``'s property setter when it does not store its value plainly
+    (a statement ``self.x = value`` of its body, with a getter returning ``self.x``, or a
+    getter that only returns a false constant), else 0.
+    A setter that ignores ``False`` once warmed (``self.x = self.x or value``) keeps the
+    traced prefill warm-up from running (rt45f W3)."""
+    defs = [i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == name]
+    setters = [d for d in defs if any(ast.unparse(x) == f"{name}.setter" for x in d.decorator_list)]
+    getters = [d for d in defs if "property" in [ast.unparse(x) for x in d.decorator_list]]
+    if not setters or not getters:
+        return 0
+    setter, getter = setters[-1], getters[-1]
+    returns = [n for n in ast.walk(getter) if isinstance(n, ast.Return)]
+    if returns and all(isinstance(r.value, ast.Constant) and not r.value.value for r in returns):
+        return 0  # the getter always reads False: the warm-up runs whatever was set
+    params = [*setter.args.posonlyargs, *setter.args.args]
+    if len(params) < 2:
+        return setter.lineno
+    me, value = params[0].arg, params[1].arg
+    stored = {
+        st.targets[0].attr
+        for st in setter.body
+        if isinstance(st, ast.Assign) and len(st.targets) == 1
+        and isinstance(st.targets[0], ast.Attribute)
+        and isinstance(st.targets[0].value, ast.Name) and st.targets[0].value.id == me
+        and isinstance(st.value, ast.Name) and st.value.id == value
+    }  # fmt: skip
+    returned = {
+        st.value.attr
+        for st in getter.body
+        if isinstance(st, ast.Return) and isinstance(st.value, ast.Attribute)
+        and isinstance(st.value.value, ast.Name)
+    }  # fmt: skip
+    return 0 if stored & returned else setter.lineno

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract import skeleton_module, skeleton_shape
+from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
@@ -457,9 +457,11 @@ def body_lines(
         add(first, f"used({kwarg})")
     # Last, so nothing after it reads as dead code: whether the plugin gets a value back
     # (parity_shapes; `return ...` would read as an elided use of every name).
+    kept_guards, branch_return = skeleton_guards.method_lines(fn)  # parity_raises reads them
+    lines += kept_guards
     result = {"generator": "yield", "value": "return None  # a value (elided)"}.get(result_kind(fn))
-    if result:
-        lines.append((sys.maxsize, result))
+    if result and not (branch_return and result.startswith("return")):
+        lines.append((sys.maxsize, skeleton_guards.pair_kept(fn, result, function)))
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
     return list(dict.fromkeys(out)) or ["pass"]
 
@@ -509,7 +511,7 @@ def _module_function(
     if hands:
         names = params | {n for n in (vararg, kwarg) if n}
         return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
-    return [f"{_header(fn, keep)} ..."]
+    return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
 
 
 def _docstring(stmt: ast.stmt) -> bool:

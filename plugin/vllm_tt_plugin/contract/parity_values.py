@@ -1,0 +1,128 @@
+"""The checker's side of ``parity_raises``: the driven method's def and the helpers it calls,
+read from the checkout, run once per value combination (``plugin_values``) of every call the
+plugin plans. A guard that fires is ``broken`` (an exception on a TT host for that call); a
+method whose result the plugin uses and that falls off the end of its body for some values
+(None) is ``broken`` too."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vllm_tt_plugin.contract.call_plan import PlannedCall
+from vllm_tt_plugin.contract.parity_raises import Callee, Fn, Outcome, run_call
+from vllm_tt_plugin.contract.parity_shapes import RESULT_USED, result_kind
+from vllm_tt_plugin.contract.plugin_values import scenarios
+from vllm_tt_plugin.contract.source import FoundMethod, class_label, find_method
+from vllm_tt_plugin.contract.source_ast import _elided
+from vllm_tt_plugin.contract.source_loadable import skeleton_format
+
+_SKIP = {"method": 1, "classmethod": 1, "staticmethod": 0, "function": 0}
+
+
+def _located(source: Any, found: FoundMethod) -> tuple[Fn, Any, str] | None:
+    """``found``'s def, its module and its file (relative to the checkout)."""
+    resolve = getattr(source, "resolve_class", None)
+    if resolve is None or found.body is None or found.unresolved:
+        return None
+    located = resolve(found.owner)
+    if located is None:
+        return None
+    module, node = located
+    path, _, line = found.where.rpartition(":")
+    for item in ast.walk(node):
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and str(item.lineno) == line:
+            return item, module, path
+    return None
+
+
+def _callee(source: Any, target: str, owner: str, module: Any) -> Callee:
+    """How a frame of ``owner`` (a method of ``module``) resolves the calls it makes."""
+
+    def callee(how: str, name: str, expr: ast.expr | None) -> Any:
+        if how == "function":
+            held = _function(source, module, name, 0)
+            if held is None:
+                return None
+            fn, mod = held
+            return fn, _callee(source, target, "", mod), 0, (fn.name, _rel(source, mod))
+        if not owner:  # a module function's frame: no instance
+            return None
+        found = find_method(source, target, name, after=owner if how == "super" else None)
+        if found is None or found.kind not in _SKIP:
+            return None
+        located = _located(source, found)
+        if located is None:
+            return None
+        fn, mod, path = located
+        label = f"{class_label(found.owner)}.{name}"
+        return fn, _callee(source, target, found.owner, mod), _SKIP[found.kind], (label, path)
+
+    return callee
+
+
+def _function(source: Any, module: Any, name: str, depth: int) -> tuple[Fn, Any] | None:
+    """The module-level def ``name`` refers to in ``module`` (through from-imports) and the
+    module defining it."""
+    if module is None or depth > 8:
+        return None
+    if name in module.functions:
+        return module.functions[name], module
+    ref, _, original = module.imports.get(name, "").partition(":")
+    other = source.module(ref) if original and hasattr(source, "module") else None
+    return _function(source, other, original, depth + 1) if other is not None else None
+
+
+def _rel(source: Any, module: Any) -> str:
+    try:
+        return str(module.path.relative_to(source.root))
+    except (AttributeError, ValueError):
+        return str(getattr(module, "path", ""))
+
+
+def value_errors(
+    source: Any,
+    target: str,
+    method: str,
+    found: FoundMethod,
+    calls: Sequence[PlannedCall],
+    capabilities: Mapping[str, Any],
+) -> list[str]:
+    """For each planned call, the first value combination whose run raises (or, for a method
+    whose result the plugin uses, falls off the end: None)."""
+    located = _located(source, found)
+    if located is None or found.kind not in _SKIP:
+        return []
+    fn, module, path = located
+    if _elided(fn):
+        return []
+    # Only a body with some `return <value>` can fall off on one path (none: parity_shapes);
+    # an older skeleton keeps no returns.
+    older = not hasattr(source, "root") or skeleton_format(source.root / path) == 1
+    older = older or result_kind(fn) != "value"
+    callee = _callee(source, target, found.owner, module)
+    async_decode = capabilities.get("supports_async_decode") is True
+    errors: list[str] = []
+    for call in calls:
+        for scenario in scenarios(call, async_decode):
+            out = run_call(fn, _SKIP[found.kind], scenario, call.positional, callee)
+            why = _why(out, method, older, f"{class_label(found.owner)}.{method}", found.where)
+            if why:
+                sent = f" ({scenario.label})" if scenario.label else ""
+                errors.append(f"{call.variant} call{sent}: {why}")
+                break
+    return errors
+
+
+def _why(out: Outcome, method: str, older: bool, label: str, where: str) -> str:
+    if out.kind == "raise":
+        chain = [label, *(c for c, _ in out.chain)]
+        at = out.chain[-1][1] if out.chain else where.rpartition(":")[0]
+        return f"{' -> '.join(chain)} {out.detail} [{at}:{out.line}]"
+    if out.kind == "fall" and method in RESULT_USED and not older:
+        return (
+            f"{label} ends without `return <value>` on this path (None): the plugin uses its "
+            f"result [{where}]"
+        )
+    return ""
