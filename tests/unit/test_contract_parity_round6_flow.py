@@ -205,7 +205,9 @@ ATTACKS: dict[str, tuple[str, str, set[str], str]] = {
         "if kwargs.get('prompt_tokens') is not None or kwargs.get('output_tokens') is not None:\n"
         "    raise NotImplementedError('no device penalties')\n" + SENDS),
         (', "supports_device_penalties": False', "")),
-        "decode_forward", {"dropped"}, "'prompt_tokens'"),
+        # The penalised device call raises (round-6 guards: broken), which outranks the
+        # histories' dropped finding it was written for.
+        "decode_forward", {"dropped", "broken"}, "raises NotImplementedError"),
 }  # fmt: skip
 
 # The correct forms: each must bind.

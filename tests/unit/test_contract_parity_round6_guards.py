@@ -209,10 +209,11 @@ def test_reload_commands_come_from_the_plugins_planner() -> None:
 
 
 # --- R1: an mRoPE prefill must return (out, rope_deltas) -----------------------------------------
-PREFILL_SENDS = "        return self.generator.prefill(tokens, sampling_params)\n"
+PREFILL_SENDS = "        return self.generator.prefill(tokens, sampling_params, empty_slots)\n"
 
 
 def _prefill(body: str, extra: str = "") -> str:
+    assert PREFILL_SENDS in BASE, "the shared base's prefill changed: edit PREFILL_SENDS"
     return BASE.replace(PREFILL_SENDS, body + "\n" + extra)
 
 
@@ -224,43 +225,50 @@ def _mrope_findings(root: Path) -> dict[str, tuple[str, str]]:
 
 
 NO_PAIR = [
-    ("r1_bare_logits", _prefill("        return self.generator.prefill(tokens, sampling_params)")),
+    ("r1_bare_logits", _prefill(
+        "        return self.generator.prefill(tokens, sampling_params, empty_slots)"
+    )),
     ("r1_own_helper_bare", _prefill(
-        "        return self._text(tokens, sampling_params)",
-        "    def _text(self, tokens, sampling_params):\n"
-        "        logits = self.generator.prefill(tokens, sampling_params)\n"
+        "        return self._text(tokens, sampling_params, empty_slots)",
+        "    def _text(self, tokens, sampling_params, empty_slots):\n"
+        "        logits = self.generator.prefill(tokens, sampling_params, empty_slots)\n"
         "        return logits\n",
     )),
 ]  # fmt: skip
 # R1's form: the adapter returns what its generator's prefill_forward_text returns (logits).
 TEXT_BASE = (
-    "\nclass _TextGenerator:\n    def prefill_forward_text(self, tokens, sampling_params):\n"
-    "        logits = self.generator.prefill(tokens, sampling_params)\n        return logits\n\n"
+    "\nclass _TextGenerator:\n"
+    "    def prefill_forward_text(self, tokens, sampling_params, empty_slots):\n"
+    "        logits = self.generator.prefill(tokens, sampling_params, empty_slots)\n"
+    "        return logits\n\n"
 )
 R1_FORM = TEXT_BASE + _prefill(
-    "        return self.prefill_forward_text(tokens, sampling_params)"
+    "        return self.prefill_forward_text(tokens, sampling_params, empty_slots)"
 ).replace("class DemoForCausalLM:", "class DemoForCausalLM(_TextGenerator):")
 NO_PAIR.append(("r1_generator_text_returns_logits", R1_FORM))
 # Documented limit: where the tree elides that body (rt45f's R1 tree: the hand-written Qwen3-VL
 # generator skeleton), it says nothing of the form: not judged.
 ELIDED_BASE = R1_FORM.replace(
-    "        logits = self.generator.prefill(tokens, sampling_params)\n        return logits\n",
+    "        logits = self.generator.prefill(tokens, sampling_params, empty_slots)\n"
+    "        return logits\n",
     "        ...\n",
 )
 PAIR = [
     ("r1_limit_elided_generator_body", ELIDED_BASE),
     ("r1_pair", _prefill(
-        "        logits, deltas = self.generator.prefill(tokens, sampling_params)\n"
+        "        logits, deltas = self.generator.prefill(tokens, sampling_params, empty_slots)\n"
         "        return logits, deltas"
     )),
     ("r1_pair_in_a_local", _prefill(
-        "        out = (self.generator.prefill(tokens, sampling_params), self.deltas)\n"
+        "        out = (self.generator.prefill(tokens, sampling_params, empty_slots),"
+        " self.deltas)\n"
         "        return out"
     )),
     ("r1_pair_from_own_helper", _prefill(
-        "        return self._text(tokens, sampling_params)",
-        "    def _text(self, tokens, sampling_params):\n"
-        "        return self.generator.prefill(tokens, sampling_params), self.deltas\n",
+        "        return self._text(tokens, sampling_params, empty_slots)",
+        "    def _text(self, tokens, sampling_params, empty_slots):\n"
+        "        return self.generator.prefill(tokens, sampling_params, empty_slots),"
+        " self.deltas\n",
     )),
 ]  # fmt: skip
 

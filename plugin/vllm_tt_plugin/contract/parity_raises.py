@@ -24,6 +24,10 @@ from typing import Any
 
 from vllm_tt_plugin.contract.plugin_values import SOME, UNKNOWN, Scenario, Some, Unknown
 
+# Calls that read their object (a skeleton keeps `if ...: kwargs.get("k")` as a read): an
+# undecided branch making them does not change what the object holds.
+_READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "copy", "count", "index"})
+
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 # (how, method name, the module-level name) -> (def, the callee resolver of its body, first
 # parameters the instance / class takes, (its label, its file)) | None
@@ -199,13 +203,22 @@ class _Frame:
     def _undecided(self, stmt: ast.stmt) -> Outcome | None:
         """A statement whose inside may or may not run: what it binds or changes becomes
         unknown; a ``return`` / ``yield`` / ``break`` in it may end the body here."""
-        for node in frame_nodes(stmt):
+        nodes = list(frame_nodes(stmt))
+        called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+        for node in nodes:
             if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)):
                 return Outcome("unknown")
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 self.env[node.id] = UNKNOWN
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                self.env[node.value.id] = UNKNOWN  # `x.append(...)`, `kw.update(...)`
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and (
+                    not isinstance(node.ctx, ast.Load)
+                    or (id(node) in called and node.attr not in _READ_ONLY_METHODS)
+                )
+            ):
+                self.env[node.value.id] = UNKNOWN  # `x.append(...)`, `kw.update(...)`, `x.a = v`
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
                 self.env[node.value.id] = UNKNOWN
         return None
