@@ -76,7 +76,6 @@ from vllm_tt_plugin.contract.parity_render import render as render
 from vllm_tt_plugin.contract.parity_rules import (
     FACTS,
     FAILING,
-    SEVERITY,
     Finding,
     Status,
     block_hooks_without_blocks,
@@ -92,6 +91,7 @@ from vllm_tt_plugin.contract.parity_shapes import (
     with_result,
 )
 from vllm_tt_plugin.contract.parity_values import value_errors
+from vllm_tt_plugin.contract.parity_variants import merge_variants
 from vllm_tt_plugin.contract.protocol_stubs import stub_errors
 from vllm_tt_plugin.contract.return_forms import missing_pair
 from vllm_tt_plugin.contract.returned_model import returned_findings
@@ -483,7 +483,7 @@ def check_target(
         findings = _check_variant(source, profile, archs, variants[0])
     else:
         per_variant = [(v, _check_variant(source, profile, archs, v)) for v in variants]
-        findings = _merge_variants(target, archs, per_variant)
+        findings = merge_variants(target, archs, per_variant)
     first = variants[0]
     doubt = next((v.doubt for v in variants if v is not None and v.doubt), "")
     if doubt:
@@ -529,39 +529,6 @@ def _unreadable(source: SignatureSource, target: str, archs: tuple[str, ...]) ->
     """A module on the target's path that does not parse: the adapter would not import."""
     touched: Callable[[], list[str]] = getattr(source, "unreadable_touched", lambda: [])
     return [Finding(target, archs, "(source)", "unreadable", d) for d in touched()]
-
-
-def _merge_variants(
-    target: str, archs: tuple[str, ...], per_variant: list[tuple[ClassFacts | None, list[Finding]]]
-) -> list[Finding]:
-    """One finding per method: the worst over the variants, naming the variant it comes from."""
-    order: list[str] = []
-    by_method: dict[str, list[tuple[str, Finding]]] = {}
-    for facts, findings in per_variant:
-        label = facts.variant if facts is not None else ""
-        for f in findings:
-            if f.method not in by_method:
-                order.append(f.method)
-            by_method.setdefault(f.method, []).append((label, f))
-    merged: list[Finding] = []
-    for method in order:
-        entries = by_method[method]
-        statuses = {f.status for _, f in entries}
-        if len(statuses) == 1 and len({f.detail for _, f in entries}) == 1:
-            merged.append(entries[0][1])
-            continue
-        label, worst = min(entries, key=lambda e: SEVERITY.index(e[1].status))
-        others = ", ".join(f"{f.status} [{lbl}]" for lbl, f in entries if f is not worst)
-        merged.append(
-            Finding(
-                target,
-                archs,
-                method,
-                worst.status,
-                f"[{label}] {worst.detail} (other variants: {others})",
-            )
-        )
-    return merged
 
 
 def _check_variant(

@@ -45,10 +45,16 @@ from vllm_tt_plugin.contract.parity_content import (
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
-from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
+from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError
+from vllm_tt_plugin.contract.skeleton_files import (
+    checkout_head,
+    imported_modules,
+    read_modules,
+    recorded_provenance,
+)
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
 from vllm_tt_plugin.contract.skeleton_values import _constant, _fact, _simple, _value
-from vllm_tt_plugin.contract.source import CheckoutReader, SourceDecodeError, decode_source
+from vllm_tt_plugin.contract.source import SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
     _aliases,
@@ -89,11 +95,9 @@ from vllm_tt_plugin.contract.source_loadable import (
 from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.contract.source_py310 import failure_lines
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
-from vllm_tt_plugin.utils.checkout import git_output
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
-_RECORDED = re.compile(r"tenstorrent/tt-metal (\S+\.py) @ ([0-9a-f]{40})")
 
 
 @dataclass(frozen=True)
@@ -664,39 +668,6 @@ def skeleton_text(source: str, path: str, commit: str) -> str:
     return text
 
 
-def recorded_provenance(source: str) -> tuple[str, str] | None:
-    """(path, commit) a skeleton's header records (re-skeletoning keeps it)."""
-    for line in source.splitlines()[:12]:
-        m = _RECORDED.search(line)
-        if m:
-            return m.group(1), m.group(2)
-    return None
-
-
-def read_modules(root: Path, targets: Iterable[str]) -> list[Path]:
-    """The module files the parity checker reads for ``targets`` (parsed by a run of it)."""
-    from vllm_tt_plugin.contract.parity import check
-
-    names = list(targets)
-    profiles = profiles_from_mapping({"profiles": {t: {"family": t} for t in names}})
-    reader = CheckoutReader(root)
-    check(reader, profiles, {t: () for t in names})
-    if reader.unreadable:
-        # Never a tree that silently lacks a module the checker would report unreadable.
-        raise FixtureError("; ".join(sorted(reader.unreadable.values())))
-    files = {m.path for m in reader.parsed_modules()}
-    return sorted(files)
-
-
-def _checkout_head(root: Path) -> str:
-    """``git rev-parse HEAD`` when ``root`` is itself the top of a git checkout ("" otherwise:
-    a tree inside another repository must not record that repository's commit)."""
-    top = git_output(root, "rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() != root.resolve():
-        return ""
-    return git_output(root, "rev-parse", "HEAD") or ""
-
-
 def write_skeletons(
     root: Path, out: Path, targets: Iterable[str], commit: str | None = None
 ) -> list[Written]:
@@ -714,7 +685,7 @@ def write_skeletons(
 def _write_skeletons(
     root: Path, out: Path, targets: Iterable[str], commit: str | None
 ) -> list[Written]:
-    head = commit or _checkout_head(root)
+    head = commit or checkout_head(root)
     written: list[Written] = []
     imported: list[str] = []
     for path in read_modules(root, targets):
@@ -734,20 +705,11 @@ def _write_skeletons(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(skeleton_text(text, source_path, source_commit), encoding="utf-8")
         written.append(Written(rel, source_path, source_commit))
-        imported += _imported_modules(rel, text)
+        imported += imported_modules(rel, text)
     done = {w.path for w in written}
     for name in dict.fromkeys(imported):
         written += _placeholder(root, out, name, done, head)
     return written
-
-
-def _imported_modules(rel: str, text: str) -> list[str]:
-    """The tt-metal modules a kept module imports at module level (outside a try)."""
-    parts = rel.removesuffix(".py").split("/")
-    package = parts[-1] == "__init__"
-    module = ".".join(parts[:-1] if package else parts)
-    parsed = parse_module(module, Path(rel), package, ast.parse(text))
-    return [n for _, n, beyond in parsed.module_imports if n.startswith("models.") and not beyond]
 
 
 def _placeholder(root: Path, out: Path, name: str, done: set[str], head: str) -> list[Written]:
