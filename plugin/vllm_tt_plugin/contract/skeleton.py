@@ -28,7 +28,6 @@ import builtins
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +46,12 @@ from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError
 from vllm_tt_plugin.contract.skeleton_files import (
+    Written,
     checkout_head,
     imported_modules,
+    placeholder,
     read_modules,
+    record_checkout_failures,
     recorded_provenance,
 )
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
@@ -89,7 +91,6 @@ from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.contract.source_loadable import (
     IMPORTS_KEPT,
     NOT_PY310,
-    module_exists,
     newer_syntax,
 )
 from vllm_tt_plugin.contract.source_module import parse_module
@@ -98,13 +99,6 @@ from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
-
-
-@dataclass(frozen=True)
-class Written:
-    path: str  # relative to the output root
-    source: str  # repository path it describes
-    commit: str
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
@@ -708,40 +702,9 @@ def _write_skeletons(
         imported += imported_modules(rel, text)
     done = {w.path for w in written}
     for name in dict.fromkeys(imported):
-        written += _placeholder(root, out, name, done, head)
+        written += placeholder(root, out, name, done, head)
+    record_checkout_failures(root, out, written)
     return written
-
-
-def _placeholder(root: Path, out: Path, name: str, done: set[str], head: str) -> list[Written]:
-    """A file marking that module ``name`` is in the checkout though the checker did not read
-    it (an import of a module the skeleton lacks is then a ModuleNotFoundError, as in the
-    checkout: source_loadable)."""
-    if not module_exists(root, name):
-        return []
-    base = "/".join(name.split("."))
-    found = next((p for p in (f"{base}/__init__.py", f"{base}.py") if (root / p).is_file()), None)
-    if found is None:  # a namespace package: only the directory has to exist
-        (out / base).mkdir(parents=True, exist_ok=True)
-        (out / base / ".namespace-package").write_text(IMPORTS_KEPT + "\n", encoding="utf-8")
-        return []
-    if found in done:
-        return []
-    done.add(found)
-    try:
-        recorded = recorded_provenance((root / found).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        recorded = None
-    source_path, commit = recorded or (found, head)
-    text = "\n".join([
-        "# Placeholder written by `python -m vllm_tt_plugin.contract.skeleton`: this module is",
-        "# in the checkout (a kept module imports it); the parity checker does not read it. Of",
-        f"# {UPSTREAM} {source_path} @ {commit}",
-        f"# https://github.com/{UPSTREAM}/blob/{commit}/{source_path}",
-        IMPORTS_KEPT,
-    ]) + "\n"  # fmt: skip
-    (out / found).parent.mkdir(parents=True, exist_ok=True)
-    (out / found).write_text(text, encoding="utf-8")
-    return [Written(found, source_path, commit)]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

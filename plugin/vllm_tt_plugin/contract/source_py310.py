@@ -164,7 +164,7 @@ def _future_annotations(tree: ast.Module) -> bool:
     )  # fmt: skip
 
 
-def _evaluated(
+def evaluated(
     module: Any, stmts: list[ast.stmt], lazy: bool, sure: bool
 ) -> Iterator[tuple[ast.AST, bool]]:
     """(expression, unconditional) for what running ``stmts`` evaluates on 3.10 (function
@@ -180,25 +180,25 @@ def _evaluated(
         elif isinstance(st, ast.ClassDef):
             yield from ((d, sure) for d in (*st.decorator_list, *st.bases))
             yield from ((k.value, sure) for k in st.keywords)
-            yield from _evaluated(module, st.body, lazy, sure)
+            yield from evaluated(module, st.body, lazy, sure)
         elif isinstance(st, ast.If):  # a version test, TYPE_CHECKING, a constant: one branch
             truth = version_test(module, st.test)
             truth = constant_test(st.test) if truth is None else truth
             if truth is None:
                 yield st.test, sure
-                yield from _evaluated(module, [*st.body, *st.orelse], lazy, False)
+                yield from evaluated(module, [*st.body, *st.orelse], lazy, False)
             else:
-                yield from _evaluated(module, st.body if truth else st.orelse, lazy, sure)
+                yield from evaluated(module, st.body if truth else st.orelse, lazy, sure)
         elif isinstance(st, ast.Try):  # the body's failure may be what a handler catches
             for handler in st.handlers:
-                yield from _evaluated(module, handler.body, lazy, False)
-            yield from _evaluated(module, st.finalbody, lazy, sure)
+                yield from evaluated(module, handler.body, lazy, False)
+            yield from evaluated(module, st.finalbody, lazy, sure)
         elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
             yield (st.iter if isinstance(st, (ast.For, ast.AsyncFor)) else st.test), sure
-            yield from _evaluated(module, [*st.body, *st.orelse], lazy, False)
+            yield from evaluated(module, [*st.body, *st.orelse], lazy, False)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             yield from ((item.context_expr, sure) for item in st.items)
-            yield from _evaluated(module, st.body, lazy, sure)
+            yield from evaluated(module, st.body, lazy, sure)
         elif isinstance(st, ast.AnnAssign):
             if st.value is not None:
                 yield st.value, sure
@@ -208,7 +208,7 @@ def _evaluated(
             yield st, sure
 
 
-def _nodes(expr: ast.AST) -> Iterator[ast.AST]:
+def expr_nodes(expr: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``expr`` evaluated with it (not a lambda's body)."""
     stack = [expr]
     while stack:
@@ -305,8 +305,8 @@ def host_failures(module: Any) -> list[HostFailure]:
         gate = _version_gate(module, st)
         if gate:
             out.append(HostFailure(st.lineno, "broken", gate))
-    for expr, sure in _evaluated(module, tree.body, _future_annotations(tree), True):
-        for node in _nodes(expr):
+    for expr, sure in evaluated(module, tree.body, _future_annotations(tree), True):
+        for node in expr_nodes(expr):
             why = _failure(module, node)
             if why:
                 line = getattr(node, "lineno", 0)
