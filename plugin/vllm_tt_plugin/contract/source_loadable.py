@@ -34,7 +34,6 @@ from vllm_tt_plugin.contract.parsed_module import ParsedModule
 from vllm_tt_plugin.contract.source_module import decode_source
 from vllm_tt_plugin.contract.source_names import name_failures
 from vllm_tt_plugin.contract.source_py310 import (
-    HOST_PYTHON,
     host_failures,
     newer_stdlib,
     parse_recorded,
@@ -42,6 +41,7 @@ from vllm_tt_plugin.contract.source_py310 import (
     pep701_fstring,
     recorded_failures,
 )
+from vllm_tt_plugin.contract.source_pyversion import HOST_PYTHON
 
 TT_METAL_PACKAGE = "models."
 # A skeleton file's header records where it comes from (hand-written and tool-written alike).
