@@ -67,10 +67,9 @@ from vllm_tt_plugin.contract.parity_reach import (
     attribute_setters,
     bind_call,
     check_kwargs,
+    host_failures_reached,
 )
-from vllm_tt_plugin.contract.parity_reach import (
-    lone_read_back_hook as _lone_read_back_hook,
-)
+from vllm_tt_plugin.contract.parity_reach import lone_read_back_hook as _lone_read_back_hook
 from vllm_tt_plugin.contract.parity_render import internal_error as internal_error
 from vllm_tt_plugin.contract.parity_render import render as render
 from vllm_tt_plugin.contract.parity_rules import (
@@ -345,6 +344,7 @@ def _reach(
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
+        host_failures_reached(source, target, method, chain, out)
         for at_line, module, names in (*body.plugin_imports, *method.scan.plugin_imports):
             lacking = not_shipped(module, names)
             if lacking:

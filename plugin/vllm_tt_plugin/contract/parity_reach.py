@@ -20,7 +20,13 @@ from vllm_tt_plugin.contract.parity_content import (
     lost_command,
     stored_only,
 )
-from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
+from vllm_tt_plugin.contract.source import (
+    FoundMethod,
+    SelfCall,
+    describe_chain,
+    find_method,
+    lookup,
+)
 
 
 class WalkLike(Protocol):
@@ -300,3 +306,39 @@ def lone_read_back_hook(source: Any, target: str, method: str) -> str:
         f"not defined, but {other} is: the plugin uses the read-back hooks only as a pair, so "
         "it reads decode output itself"
     )
+
+
+def host_failures_reached(
+    source: Any, target: str, method: FoundMethod, chain: list[FoundMethod], out: WalkLike
+) -> None:
+    """What the body reaches that fails on Python 3.10 (``source_bodyhost``): ``broken`` where
+    every call of the method the plugin makes runs it; reached through another method's call
+    (which may be conditional), ``unresolved``. An instance the body builds runs the
+    ``__init__`` chain its MRO finds: a failure every such ``__init__`` call runs is ``broken``."""
+    found = [(fail, method, chain) for fail in method.scan.host]
+    body = method.body
+    for construct in [*(body.constructs if body else ()), *method.scan.builds]:
+        if getattr(construct, "unresolved", ""):
+            continue
+        built = getattr(construct, "target", "") or target
+        init = find_method(source, built, "__init__")
+        for _ in range(8):
+            if init is None or init.unresolved or init.body is None:
+                break
+            found += [(fail, init, [*chain, init]) for fail in init.scan.host]
+            up = [c for c in init.body.calls if c.method == "__init__" and c.how != "self"]
+            init = (
+                lookup(source, built, up[0].how, "__init__", up[0].after, init.owner)
+                if up
+                else None
+            )
+    lines: dict[str, bool] = {}
+    for fail, where, path in found:
+        sure = fail.status == "broken" and (len(path) == 1 or where.name == "__init__")
+        lines[
+            f"{describe_chain(path)} {fail.why}: fails on Python 3.10 (tt-metal's host Python)"
+            f"{'' if sure or fail.status != 'broken' else ' where the call reaching it runs'} "
+            f"{_where(where, fail.line)}"
+        ] = sure
+    for line, sure in lines.items():
+        (out.errors if sure else out.unresolved).append(line)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader
+from vllm_tt_plugin.contract.source_bodyhost import body_lines
 from vllm_tt_plugin.contract.source_loadable import IMPORTS_KEPT, module_exists
 from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.contract.source_names import name_failures
@@ -117,6 +118,7 @@ def record_checkout_failures(root: Path, out: Path, written: list[Written]) -> N
         module = reader.module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
         failures = name_failures(reader, module) if module is not None else []
         found = [f"{HOST_FAILS} {f.status} line {f.line}: {f.why}" for f in failures]
+        found += body_lines(reader, module) if module is not None else []
         new = [line for line in dict.fromkeys(found) if line not in text.splitlines()]
         if new:
             target.write_text(text + "\n" + "\n".join(new) + "\n", encoding="utf-8")

@@ -33,6 +33,7 @@ from vllm_tt_plugin.contract.source_body import (
     body_of,
     forwards_of,
 )
+from vllm_tt_plugin.contract.source_bodyhost import method_failures
 from vllm_tt_plugin.contract.source_closure import import_closure
 from vllm_tt_plugin.contract.source_env import (
     UNREADABLE,
@@ -505,6 +506,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         scan = Scan(
             tuple(imports_of(item, lambda e: self.module_function(module, e))),
             tuple(builds_of(item, me, kind, own_class)),
+            tuple(method_failures(self, module, node.name, item)),
         )
         others = [
             ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)

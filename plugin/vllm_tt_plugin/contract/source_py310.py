@@ -208,7 +208,7 @@ def _stars(module: Any) -> list[str]:
     return [m for m in getattr(module, "stars", []) if m in absent().names]
 
 
-def _failure(module: Any, node: ast.AST) -> str:
+def host_failure(module: Any, node: ast.AST) -> str:
     """Why evaluating ``node`` fails on 3.10 ("" when it does not)."""
     table = absent()
     reached = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
@@ -251,7 +251,7 @@ def host_failures(module: Any) -> list[HostFailure]:
             out.append(HostFailure(st.lineno, status, why))
     for expr, sure in evaluated(module, tree.body, _future_annotations(tree), True):
         for node in expr_nodes(expr):
-            why = _failure(module, node)
+            why = host_failure(module, node)
             if why:
                 line = getattr(node, "lineno", 0)
                 out.append(HostFailure(line, "broken" if sure else "unresolved",
