@@ -58,6 +58,8 @@ def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") ->
         if root.key in seen or root.module.tree is None:
             continue
         seen.add(root.key)
+        if root.kind == "name":  # `from m import NAME` in another module the import runs
+            roots += _importers(reader, root)
         for use, parents in _uses(root):
             verdict = _judge(use, parents, keys)
             if isinstance(verdict, tuple):  # bound to another name: followed
@@ -72,6 +74,23 @@ def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") ->
                     f"the dict is shared with {_spelled(root)}, and {verdict} [{path}:{use.lineno}]"
                 )
     return ""
+
+
+def _importers(reader: Any, root: _Root) -> list[_Root]:
+    """The same object under the name another module of the import (``touched_modules``: the
+    target's modules and every module their imports run) binds it to with a from-import (a
+    "tweaks" module editing the dict: rt45g FA12)."""
+    touched = list(getattr(reader, "touched_modules", lambda: [])())
+    for module in list(touched):  # `from pkg import sub` imports the submodule too
+        for _, source, names in module.from_imports:
+            touched += [m for n in names if (m := reader.module(f"{source}.{n}")) is not None]
+    ref = f"{root.module.name}:{root.name}"
+    return [
+        _Root(module, "name", local)
+        for module in touched
+        for local, imported in module.imports.items()
+        if imported == ref and module.name != root.module.name
+    ]
 
 
 def _spelled(root: _Root) -> str:

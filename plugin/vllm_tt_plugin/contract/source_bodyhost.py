@@ -91,7 +91,7 @@ def _own_expressions(st: ast.stmt, sure: bool) -> Iterator[tuple[ast.AST, bool]]
     else:
         roots = [
             child for name, child in ast.iter_fields(st)
-            if name not in ("body", "orelse", "finalbody", "handlers", "cases")
+            if name not in ("body", "orelse", "finalbody", "handlers", "cases", "annotation")
             for child in (child if isinstance(child, list) else [child])
             if isinstance(child, ast.AST)
         ]  # fmt: skip
