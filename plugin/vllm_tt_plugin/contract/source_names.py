@@ -162,14 +162,17 @@ def name_failures(reader: Any, module: Any) -> list[HostFailure]:
                 out.append(HostFailure(node.lineno, "broken", f"imports {alias.name}: {why} "
                                        "(ImportError on import)"))  # fmt: skip
     everywhere = _all_bound(tree)
+    bases = {id(b) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for b in c.bases}
     for expr, sure in evaluated(module, tree.body, lazy=True, sure=True):
         for n in expr_nodes(expr):
             why = ""
             if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
                 why = module_attribute(reader, module, n)
                 why = f"uses {ast.unparse(n)}: {why} (AttributeError on import)" if why else ""
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and module.stars:
-                why = _unstarred(reader, module, n.id, everywhere)
+            elif isinstance(n, ast.Name) and module.stars and id(n) not in bases:
+                # a base nothing binds is parity_rules' "does not export" finding
+                loaded = isinstance(n.ctx, ast.Load)
+                why = _unstarred(reader, module, n.id, everywhere) if loaded else ""
             if why:
                 out.append(HostFailure(getattr(n, "lineno", 0), "broken" if sure else
                                        "unresolved", why))  # fmt: skip
