@@ -35,12 +35,7 @@ from vllm_tt_plugin.contract.source_body import (
 )
 from vllm_tt_plugin.contract.source_bodyhost import method_failures
 from vllm_tt_plugin.contract.source_closure import import_closure
-from vllm_tt_plugin.contract.source_env import (
-    UNREADABLE,
-    ClassFacts,
-    EnvFacts,
-    constant,
-)
+from vllm_tt_plugin.contract.source_env import UNREADABLE, ClassFacts, EnvFacts, constant
 from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator, wrapped_builtin
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,

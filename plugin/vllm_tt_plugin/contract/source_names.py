@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,15 @@ _BUILTINS = frozenset(dir(builtins))
 def as_written(path: Path) -> bool:
     """``path`` binds what the module binds: a checkout's file or a format-2 skeleton (not a
     placeholder, not an older skeleton)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return _as_written(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4096)
+def _as_written(path: Path, mtime: int, size: int) -> bool:  # the file as it is now: once
     try:
         head = path.read_text(encoding="utf-8", errors="replace")[:2000]
     except OSError:
@@ -81,12 +91,16 @@ def _star_binds(reader: Any, star: str, name: str, depth: int) -> bool | None:
     return binds(reader, star, name, depth)
 
 
-def _globals(module: Any) -> set[str]:
+def _globals(module: Any) -> frozenset[str]:
     """Names a function of the module declares ``global`` (bound once it runs)."""
-    tree = module.tree
-    if tree is None:
-        return set()
-    return {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    return _global_names(module.tree) if module.tree is not None else frozenset()
+
+
+@lru_cache(maxsize=256)
+def _global_names(tree: ast.Module) -> frozenset[str]:
+    return frozenset(
+        n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names
+    )
 
 
 def _catches_import_error(node: ast.Try) -> bool:
