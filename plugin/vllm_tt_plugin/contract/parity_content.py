@@ -21,12 +21,13 @@ from typing import Any
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
 from vllm_tt_plugin.contract.source_flow import always_run
 from vllm_tt_plugin.contract.source_loadable import skeleton_format
+from vllm_tt_plugin.contract.source_rebind import rebinds
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
 CARRIED = frozenset(
     {*CONTENT_KEYWORDS, "read_from_device", "empty_slots", "async_read", "is_tokens",
-     *DECODE_COMMANDS}
+     *DECODE_COMMANDS, "reset_batch"}
 )  # fmt: skip
 
 
@@ -186,29 +187,27 @@ def replaced_keys(link: Any, fwd: Any, bound: Any, head: str, out: Any) -> None:
         )
 
 
-# A command the model has no value of its own for (the decode slot the plugin bound to each
-# request): taking it and never using it loses it. The other commands count as lost when the
-# body sets them itself before any use; one the body never mentions is a documented limit
-# (docs/CONTRACT_PARITY.md, "Content flow": the plugin always sends async_read=True, and a
-# model may know what its output holds, so ignoring async_read / is_tokens can be right).
-_NO_OWN_VALUE = frozenset({"empty_slots"})
+# A command the model has no value of its own for: taking it and never using it loses it.
+# The decode slot the plugin bound to each request (F27), and the reload commands of the
+# version the class declares (the four version-1 commands, or version 0's sticky
+# `reset_batch`): a model that declared the contract must act on each (hand it on, or decide
+# on it), or it runs stale inputs / sampling state (rt45g C04-C07, T07). The other commands
+# count as lost when the body sets them itself; one the body never mentions is a documented
+# limit (docs/CONTRACT_PARITY.md, "Content flow": the plugin always sends async_read=True, and
+# a model may know what its output holds, so ignoring async_read / is_tokens can be right).
+NO_OWN_VALUE = frozenset({"empty_slots", *DECODE_COMMANDS, "reset_batch"})
 
 
 def rebound(fn: Fn | None, name: str) -> bool:
-    """The body sets the parameter ``name`` itself, at its top level."""
-    return fn is not None and any(
-        isinstance(st, (ast.Assign, ast.AnnAssign))
-        and any(isinstance(t, ast.Name) and t.id == name
-                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))
-        for st in fn.body
-    )  # fmt: skip
+    """The body sets the parameter ``name`` itself, in any binding form (``source_rebind``)."""
+    return fn is not None and rebinds(fn, name)
 
 
 def lost_command(fn: Fn | None, key: str, value: object) -> bool:
     """``key``, a parameter the body never uses, held a command of the plugin's it loses."""
     if not (isinstance(value, str) and value in CARRIED):
         return False
-    return key in _NO_OWN_VALUE or rebound(fn, key)
+    return value in NO_OWN_VALUE or rebound(fn, key)
 
 
 def call_values(method: Any, call: Any) -> tuple[tuple[str, ...], dict[str, str]] | None:

@@ -14,6 +14,7 @@ from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
 from vllm_tt_plugin.contract.init_chain import inits_run
 from vllm_tt_plugin.contract.mro_bases import known
 from vllm_tt_plugin.contract.parity_content import (
+    NO_OWN_VALUE,
     call_values,
     commands_kept,
     live_parts,
@@ -210,7 +211,7 @@ def check_kwargs(
     if lost:
         out.dropped.append(
             f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
-            f"never uses it [{link.where}]"
+            f"never uses {'it' if len(lost) == 1 else 'them'} [{link.where}]"
         )
     if var_kw is None:
         return
@@ -246,13 +247,14 @@ def check_kwargs(
     if body.kwargs_opaque or "*" in kept:
         return
     # What a forward carries, the next method decides (its own **kwargs, or named parameters).
-    # The reload commands in a `**_` (discarded by its name: F05); in another **kwargs not
-    # read, a documented limit (docs/CONTRACT_PARITY.md, "Content flow").
-    commands = var_kw.startswith("_") and commands_kept(getattr(source, "root", None), link.where)
+    # The commands the model has no value of its own for (the reload commands of its version,
+    # empty_slots) in a **kwargs nothing reads are lost as content is (F05: `**_`; rt45g C07:
+    # `**unused_kwargs`).
+    commands = commands_kept(getattr(source, "root", None), link.where)
     unread = [
         k for k in received
         if k not in (*body.kwargs_reads, *kept, *carried, *thrown)
-        and (_content(k, received) or (commands and k in DECODE_COMMANDS))
+        and (_content(k, received) or (commands and received[k] in NO_OWN_VALUE))
     ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]

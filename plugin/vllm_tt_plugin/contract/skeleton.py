@@ -211,8 +211,8 @@ def body_lines(
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
 
-    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
-        return value_reaches(call, arg, function, hops)
+    def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
+        return value_reaches(call, arg, function, hops, decides)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
