@@ -38,7 +38,7 @@ from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
     COMMANDS_KEPT,
-    rebound,
+    command_lines,
     set_keys,
     stored_only,
 )
@@ -98,6 +98,7 @@ from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
+_FLAGS = (None, True, False)  # attribute values kept (rt45g R13: a warm-up's own flag)
 
 
 @dataclass(frozen=True)
@@ -414,9 +415,9 @@ def body_lines(
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
-                        # A fact, or a `None` placeholder (a callable not set yet), is kept.
-                        none = isinstance(node.value, ast.Constant) and node.value.value is None
-                        value = node.value if sub.attr in FACT_ATTRIBUTES or none else None
+                        # A fact, a `None` placeholder (a callable not set yet) or a flag is kept.
+                        flag = isinstance(node.value, ast.Constant) and node.value.value in _FLAGS
+                        value = node.value if sub.attr in FACT_ATTRIBUTES or flag else None
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
@@ -443,9 +444,7 @@ def body_lines(
     for p in sorted(named - unused):
         if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
-    for p in sorted(unused - CONTENT_KEYWORDS):
-        if rebound(fn, p):  # the body sets the plugin's command itself
-            lines.append((fn.body[0].lineno, f"{p} = None"))
+    lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"

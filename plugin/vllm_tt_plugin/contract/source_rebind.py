@@ -57,8 +57,8 @@ def _non_empty_literal(expr: ast.expr) -> bool:
         return bool(expr.elts) and not any(isinstance(e, ast.Starred) for e in expr.elts)
     if isinstance(expr, ast.Dict):
         return bool(expr.keys) and None not in expr.keys
-    return isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes)) and bool(
-        expr.value
+    return (
+        isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes)) and bool(expr.value)
     )
 
 
@@ -100,10 +100,7 @@ def all_complete(stmts: list[ast.stmt]) -> bool:
 
 def sure_list(stmts: list[ast.stmt], name: str) -> bool:
     """Running ``stmts`` to their end surely binds ``name`` (or never reaches the end)."""
-    for st in stmts:
-        if binds(st, name) or not completes(st):
-            return True
-    return False
+    return any(binds(st, name) or not completes(st) for st in stmts)
 
 
 def binds(st: ast.stmt, name: str) -> bool:
@@ -167,8 +164,10 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
 def _enters_bound(holder: ast.AST, child: ast.AST, name: str) -> bool:
     """Entering ``child`` (a block or an expression of ``holder``) has bound ``name`` first."""
     if isinstance(holder, (ast.For, ast.AsyncFor)):
-        return child is not holder.iter and child is not holder.target and (
-            _target_binds(holder.target, name) and child in holder.body
+        return (
+            child is not holder.iter
+            and child is not holder.target
+            and (_target_binds(holder.target, name) and child in holder.body)
         )
     if isinstance(holder, (ast.With, ast.AsyncWith)) and child in holder.body:
         return any(
@@ -205,12 +204,13 @@ def shadowed(use: ast.AST, name: str, after: int, parents: dict[int, ast.AST]) -
             return True
         for block in _blocks(holder):
             if child in block:
-                for st in block[: block.index(child)]:  # type: ignore[arg-type]
+                for st in block[: block.index(child)]:
                     if st.lineno > after and (binds(st, name) or not completes(st)):
                         return True
-        if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)) and parents.get(
-            id(holder)
-        ) is None:
+        if (
+            isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and parents.get(id(holder)) is None
+        ):
             return False  # the method itself
         child, holder = holder, parents.get(id(holder))
     return False
@@ -232,6 +232,11 @@ def rebinds(fn: Fn, name: str) -> bool:
     """The body binds ``name`` anywhere in its own scope, in any form (a nested function's,
     lambda's or comprehension's own variables excepted)."""
     return any(_own_store(n, name) for n in _own_nodes(fn))
+
+
+def mentions(fn: Fn, name: str) -> bool:
+    """The body names ``name`` anywhere (a nested function or lambda included: a closure)."""
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn))
 
 
 def _own_nodes(fn: Fn) -> Iterator[ast.AST]:
