@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape
+from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
@@ -445,6 +445,7 @@ def body_lines(
         if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
     lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
+    lines += warmup_flag.skeleton_lines(fn)  # a warm-up's own flag guard (rt45g R13)
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"

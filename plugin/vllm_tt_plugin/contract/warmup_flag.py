@@ -10,6 +10,7 @@ A flag set only on some paths (under a test of ``enable_trace``) is not reported
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from vllm_tt_plugin.contract.source_rebind import completes
 
@@ -75,13 +76,30 @@ def _set_true(st: ast.stmt, me: str) -> set[str]:
     return set()
 
 
-def own_flag_guard(fn: Fn | None, method: str) -> str:
-    """Why the plugin's traced call of warm-up ``fn`` is a no-op ("" when it is not)."""
+@dataclass(frozen=True)
+class FlagGuard:
+    """A warm-up's early return on ``self.<flag>``, which a later statement sets."""
+
+    flag: str
+    guard_line: int
+    set_line: int
+
+    def why(self) -> str:
+        return (
+            f"returns early on self.{self.flag} (line {self.guard_line}), which its first call "
+            f"sets (line {self.set_line}) and the plugin never resets (it resets "
+            f"{RESET_BY_PLUGIN} only): the plugin's traced warm-up (enable_trace=True, after "
+            "the untraced one) never reaches the model"
+        )
+
+
+def flag_guard(fn: Fn | None, method: str) -> FlagGuard | None:
+    """The guard that makes the plugin's traced call of warm-up ``fn`` a no-op, if any."""
     if fn is None or method not in WARMUPS:
-        return ""
+        return None
     params = [*fn.args.posonlyargs, *fn.args.args]
     if not params:
-        return ""
+        return None
     me = params[0].arg
     guards: dict[str, int] = {}
     for st in fn.body:
@@ -91,10 +109,23 @@ def own_flag_guard(fn: Fn | None, method: str) -> str:
         for flag in _set_true(st, me):
             line = guards.get(flag)
             if line is not None and flag != RESET_BY_PLUGIN:
-                return (
-                    f"returns early on self.{flag} (line {line}), which its first call sets "
-                    f"(line {st.lineno}) and the plugin never resets (it resets "
-                    f"{RESET_BY_PLUGIN} only): the plugin's traced warm-up "
-                    "(enable_trace=True, after the untraced one) never reaches the model"
-                )
-    return ""
+                return FlagGuard(flag, line, st.lineno)
+    return None
+
+
+def own_flag_guard(fn: Fn | None, method: str) -> str:
+    """Why the plugin's traced call of warm-up ``fn`` is a no-op ("" when it is not)."""
+    found = flag_guard(fn, method)
+    return found.why() if found is not None else ""
+
+
+def skeleton_lines(fn: Fn) -> list[tuple[int, str]]:
+    """What a skeleton of ``fn`` keeps so that its checker finds the same guard."""
+    found = flag_guard(fn, fn.name)
+    if found is None:
+        return []
+    me = [*fn.args.posonlyargs, *fn.args.args][0].arg
+    return [
+        (found.guard_line, f"if {me}.{found.flag}: return"),
+        (found.set_line, f"{me}.{found.flag} = True"),
+    ]
