@@ -2,7 +2,8 @@
 every input that carries content or a command must reach the code that acts on it unchanged.
 
 - ``CARRIED``: the keywords whose value changes what the model computes: the content
-  (``CONTENT_KEYWORDS``), the read-back and slot commands and the version-1 reload commands.
+  (``CONTENT_KEYWORDS``), the read-back and slot commands and the reload commands (version 1's
+  four, version 0's ``reset_batch``).
   Not ``enable_trace`` (a model that runs untraced computes the same values; the real Qwen3-VL
   prefill turns it off) nor ``slot_remap`` (the plugin reloads inputs and resets sampling state
   on every layout change, so a class may ignore it).
