@@ -10,12 +10,15 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import inits_run
-from vllm_tt_plugin.contract.mro_bases import known
+from vllm_tt_plugin.contract.method_reach import reached
+from vllm_tt_plugin.contract.mro_bases import known, opaque
 from vllm_tt_plugin.contract.parity_content import (
+    NO_OWN_VALUE,
     call_values,
     commands_kept,
+    discarded_by_name,
     live_parts,
     lost_command,
     stored_only,
@@ -27,6 +30,7 @@ from vllm_tt_plugin.contract.source import (
     find_method,
     lookup,
 )
+from vllm_tt_plugin.contract.warmup_flag import own_flag_guard
 
 
 class WalkLike(Protocol):
@@ -145,14 +149,22 @@ def _none_or(store: ast.AST, place: str) -> str:
 
 
 def attribute_read(source: Any, target: str, name: str) -> bool:
-    """``self.<name>`` is read somewhere along the MRO (not only assigned), outside a private
-    method nothing names (``_debug_state``: no call of it runs, rt45f H01)."""
+    """``self.<name>`` is read somewhere along the MRO (not only assigned), in a method that
+    may run while the plugin serves the class (``method_reach``: not a private ``_debug_state``
+    nothing names, rt45f H01, nor a public method nothing reached calls, rt45g R10). Past a
+    base the checker cannot read (which may call any method), outside a private method
+    nothing names."""
+    mro = source.mro(target)
     classes = [
         f[1]
-        for c in source.mro(target)
+        for c in mro
         if (f := source.resolve_class(c) if hasattr(source, "resolve_class") else None)
     ]
-    for node in (n for cls in classes for n in live_parts(cls, classes)):
+    if any(opaque(c) for c in mro):
+        parts = [n for cls in classes for n in live_parts(cls, classes)]
+    else:
+        parts = [n for top in reached(classes) for n in ast.walk(top)]
+    for node in parts:
         if (
             isinstance(node, ast.Attribute)
             and node.attr == name
@@ -212,11 +224,14 @@ def check_kwargs(
     if body is None:
         return
     received: Mapping[str, Any] = bound.arguments.get(var_kw, {}) if var_kw else {}
+    blocked = own_flag_guard(link.node, link.name)  # the traced warm-up never runs (R13)
+    if blocked:
+        out.dropped.append(f"{variant} call: {describe_chain(path)} {blocked} [{link.where}]")
     lost = unused_content(source, target, link, received, bound.arguments)
     if lost:
         out.dropped.append(
             f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
-            f"never uses it [{link.where}]"
+            f"never uses {'it' if len(lost) == 1 else 'them'} [{link.where}]"
         )
     if var_kw is None:
         return
@@ -238,9 +253,11 @@ def check_kwargs(
         if key is None and passed.name == var_kw for k in received
         if k not in fwd.dropped and (fwd.keep is None or k in fwd.keep)
     }  # fmt: skip
+    kept_commands = commands_kept(getattr(source, "root", None), link.where)
     thrown = [
         k for k in body.kwargs_discarded
-        if k in received and _content(k, received) and k not in carried
+        if k in received and k not in carried
+        and (_content(k, received) or (kept_commands and received[k] in NO_OWN_VALUE))
     ]  # fmt: skip
     if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
         out.dropped.append(
@@ -252,13 +269,14 @@ def check_kwargs(
     if body.kwargs_opaque or "*" in kept:
         return
     # What a forward carries, the next method decides (its own **kwargs, or named parameters).
-    # The reload commands in a `**_` (discarded by its name: F05); in another **kwargs not
-    # read, a documented limit (docs/CONTRACT_PARITY.md, "Content flow").
-    commands = var_kw.startswith("_") and commands_kept(getattr(source, "root", None), link.where)
+    # The commands the model has no value of its own for (the reload commands of its version,
+    # empty_slots) in a **kwargs its name discards are lost as content is (F05: `**_`; rt45g
+    # C07: `**unused_kwargs`); in another **kwargs never read, the documented limit F05b.
+    commands = kept_commands and discarded_by_name(var_kw)
     unread = [
         k for k in received
         if k not in (*body.kwargs_reads, *kept, *carried, *thrown)
-        and (_content(k, received) or (commands and k in DECODE_COMMANDS))
+        and (_content(k, received) or (commands and received[k] in NO_OWN_VALUE))
     ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]

@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape
+from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
     COMMANDS_KEPT,
-    rebound,
+    command_lines,
     set_keys,
     stored_only,
 )
@@ -99,6 +99,7 @@ from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
+_FLAGS = (None, True, False)  # attribute values kept (rt45g R13: a warm-up's own flag)
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
@@ -205,8 +206,8 @@ def body_lines(
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
 
-    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
-        return value_reaches(call, arg, function, hops)
+    def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
+        return value_reaches(call, arg, function, hops, decides)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -408,9 +409,9 @@ def body_lines(
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
-                        # A fact, or a `None` placeholder (a callable not set yet), is kept.
-                        none = isinstance(node.value, ast.Constant) and node.value.value is None
-                        value = node.value if sub.attr in FACT_ATTRIBUTES or none else None
+                        # A fact, a `None` placeholder (a callable not set yet) or a flag is kept.
+                        flag = isinstance(node.value, ast.Constant) and node.value.value in _FLAGS
+                        value = node.value if sub.attr in FACT_ATTRIBUTES or flag else None
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
@@ -437,9 +438,8 @@ def body_lines(
     for p in sorted(named - unused):
         if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
-    for p in sorted(unused - CONTENT_KEYWORDS):
-        if rebound(fn, p):  # the body sets the plugin's command itself
-            lines.append((fn.body[0].lineno, f"{p} = None"))
+    lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
+    lines += warmup_flag.skeleton_lines(fn)  # a warm-up's own flag guard (rt45g R13)
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
