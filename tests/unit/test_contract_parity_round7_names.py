@@ -32,7 +32,6 @@ SRC = "(source)"
 DEC = "decode_forward"
 HELPER_OK = "class Helper:\n    pass\n\n\ndef check_inputs(tokens):\n    return tokens\n"
 HELPER_BARE = "class Helper:\n    pass\n"
-RETURN_SP = "        return sampling_params\n"
 PREFILL_RETURN = "        return sampling_params, empty_slots\n"
 INIT_BODY = "    def __init__(self, generator):\n        self.generator = generator\n"
 GMT_RETURN = "    def get_max_tokens_all_users(cls, **kwargs):\n        return 1\n"
@@ -41,7 +40,10 @@ GMT_RETURN = "    def get_max_tokens_all_users(cls, **kwargs):\n        return 1
 def decode(*lines: str, head: str = "") -> str:
     """BASE with ``lines`` (8-space indented) run first in decode_forward."""
     body = "".join(f"        {line}\n" for line in lines)
-    return head + edit(BASE, (DECODE, DECODE.replace(RETURN_SP, body + RETURN_SP)))
+    # Before the shared base's return, whatever it returns (the base changes between rounds).
+    edited = DECODE.replace("        return ", body + "        return ", 1)
+    assert edited != DECODE or not lines
+    return head + edit(BASE, (DECODE, edited))
 
 
 def prefill(*lines: str, head: str = "") -> str:
