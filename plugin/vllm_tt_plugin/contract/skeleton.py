@@ -461,13 +461,14 @@ def body_lines(
         add(first, f"used({kwarg})")
     # Last, so nothing after it reads as dead code: whether the plugin gets a value back
     # (parity_shapes; `return ...` would read as an elided use of every name).
-    kept_guards, branch_return = skeleton_guards.method_lines(fn)  # parity_raises reads them
+    kept_guards, closing = skeleton_guards.method_lines(fn)  # parity_raises reads them
     lines += kept_guards
     result = {"generator": "yield", "value": "return None  # a value (elided)"}.get(result_kind(fn))
-    if result and not (branch_return and result.startswith("return")):
+    if result and (closing is None or not result.startswith("return") or closing):
+        result = closing if closing and result.startswith("return") else result
         lines.append((sys.maxsize, skeleton_guards.pair_kept(fn, result, function)))
-    out = [text for _, text in sorted(lines, key=lambda x: x[0])]
-    return list(dict.fromkeys(out)) or ["pass"]
+    out = dict.fromkeys(text for _, text in sorted(lines, key=lambda x: x[0]))
+    return [ln for text in out for ln in text.split("\n")] or ["pass"]
 
 
 def _function(

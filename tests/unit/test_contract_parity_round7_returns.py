@@ -1,0 +1,137 @@
+"""Red-team round 7 (rt45g), returns, guards, binding and round trips: each tree below once read
+as "binds" (or a working tree read as failing); each refused tree must now fail naming the
+offender, its control must still bind, and the skeleton of each tree must read as the tree
+(``parity_compound``, ``parity_values``, ``skeleton_guards``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_holes import COMMIT, TARGET, _decode, _findings, _tree
+from vllm_tt_plugin.contract.skeleton import write_skeletons
+
+TORCH = "import torch\nimport contextlib\n"
+SENDS = "self.generator.decode(tokens, sampling_params)"
+# (name, adapter, words the decode_forward finding must name); every one `broken`.
+REFUSED = [
+    # R01: F13 inside `with torch.no_grad():` (the untraced decode falls off: None).
+    ("r01_with_return_on_traced_branch", TORCH + _decode(
+        "        with torch.no_grad():\n"
+        f"            if enable_trace:\n                return {SENDS}\n"
+        f"            out = {SENDS}\n            self._last = out"
+    ), "enable_trace=False"),
+    ("r01_async_with_nested", TORCH + _decode(
+        "        with torch.no_grad(), torch.inference_mode():\n"
+        "            with self.generator.lock as held:\n"
+        f"                if not enable_trace:\n                    self._last = {SENDS}\n"
+        f"                else:\n                    return {SENDS}"
+    ), "enable_trace=False"),
+    # R02: the same with `match`.
+    ("r02_match_return_on_one_case", _decode(
+        "        match enable_trace:\n"
+        f"            case True:\n                return {SENDS}\n"
+        f"            case _:\n                self._last = {SENDS}"
+    ), "enable_trace=False"),
+    ("r02_match_or_pattern_guard", _decode(
+        "        match reload_page_table:\n"
+        "            case False | None if enable_trace:\n"
+        f"                return {SENDS}\n"
+        "            case False:\n"
+        f"                return {SENDS}\n"
+        "            case True:\n"
+        "                raise NotImplementedError('page-table-only reload')\n"
+        f"        return {SENDS}"
+    ), "raises NotImplementedError"),
+    # R04: X4 inside a `with` (and inside try/finally).
+    ("r04_with_assert", TORCH + _decode(
+        "        with torch.no_grad():\n"
+        "            assert not reload_page_table, 'page-table-only reload'\n"
+        f"            return {SENDS}"
+    ), "`assert not reload_page_table` fails"),
+    ("r04_try_finally_assert", _decode(
+        "        try:\n"
+        "            assert not reload_page_table\n"
+        f"            return {SENDS}\n"
+        "        finally:\n            self._steps = 1"
+    ), "`assert not reload_page_table` fails"),
+    # R05: `return None` for the calls carrying slot_remap.
+    ("r05_return_none_on_remap", _decode(
+        "        if kwargs.get('slot_remap') is not None:\n"
+        "            logger.warning('slot remap not supported; skipping step')\n"
+        f"            return None\n        return {SENDS}"
+    ).replace(" slot_remap=None,", ""), "reaches `return None`"),
+    ("r05_bare_return_on_named_remap", _decode(
+        f"        if slot_remap is not None:\n            return\n        return {SENDS}"
+    ), "reaches `return None`"),
+    ("r05_local_none_returned", _decode(
+        "        out = None\n"
+        f"        if slot_remap is None:\n            out = {SENDS}\n"
+        "        if reset_sampling_state:\n            return out\n"
+        f"        return {SENDS}"
+    ), "reaches `return None`"),
+]  # fmt: skip
+CONTROLS = [
+    ("with_both_branches_return", TORCH + _decode(
+        "        with torch.no_grad():\n"
+        f"            if enable_trace:\n                return {SENDS}\n"
+        f"            return {SENDS}"
+    )),
+    # contextlib.suppress may swallow the AssertionError: the body is not decided.
+    ("suppress_not_decided", TORCH + _decode(
+        "        with contextlib.suppress(AssertionError):\n"
+        "            assert not reload_page_table\n"
+        f"        return {SENDS}"
+    )),
+    ("match_every_case_returns", _decode(
+        "        match enable_trace:\n"
+        f"            case True:\n                return {SENDS}\n"
+        f"            case _:\n                return {SENDS}"
+    )),
+    ("match_guard_never_fires", _decode(
+        "        match reload_inputs:\n"
+        "            case 7:\n                raise NotImplementedError\n"
+        f"        return {SENDS}"
+    )),
+    # A `return None` no call of the plugin reaches (prefill-only key), and a method that
+    # always returns None explicitly (parity_shapes takes that as meant).
+    ("return_none_never_reached", _decode(
+        f"        if kwargs.get('prefill_only'):\n            return None\n        return {SENDS}"
+    )),
+    ("try_with_handlers_not_decided", _decode(
+        "        try:\n            assert not reload_page_table\n"
+        "        except AssertionError:\n            pass\n"
+        f"        return {SENDS}"
+    )),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "adapter", "words"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_a_return_or_guard_inside_a_compound_statement_is_reached(
+    tmp_path: Path, name: str, adapter: str, words: str
+) -> None:
+    status, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert status == "broken", detail
+    assert words in detail, detail
+
+
+@pytest.mark.parametrize(("name", "adapter"), CONTROLS, ids=[c[0] for c in CONTROLS])
+def test_a_compound_statement_the_plugin_never_trips_still_binds(
+    tmp_path: Path, name: str, adapter: str
+) -> None:
+    status, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert status in ("ok", "drift"), detail
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter"),
+    [(n, a) for n, a, _ in REFUSED[:3] + REFUSED[4:5] + REFUSED[6:8]] + CONTROLS[:3],
+    ids=[c[0] for c in REFUSED[:3] + REFUSED[4:5] + REFUSED[6:8]] + [c[0] for c in CONTROLS[:3]],
+)
+def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str, adapter: str) -> None:
+    src = _tree(tmp_path / "tree", adapter)
+    write_skeletons(src, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    tree = {m: s for m, (s, _) in _findings(src).items()}
+    skel = {m: s for m, (s, _) in _findings(tmp_path / "skel").items()}
+    assert skel == tree
