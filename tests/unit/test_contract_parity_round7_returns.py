@@ -135,3 +135,88 @@ def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str, adapter: str)
     tree = {m: s for m, (s, _) in _findings(src).items()}
     skel = {m: s for m, (s, _) in _findings(tmp_path / "skel").items()}
     assert skel == tree
+
+
+# --- R07 / R08: where the callable attribute a decode calls is set (attr_setters) -----------
+STEP = "        return self._step(tokens, sampling_params)"
+INIT = "        self.generator = generator\n"
+LOAD = "        return cls(None)\n"
+
+
+def _step(init: str = "", load: str = "") -> str:
+    adapter = _decode(STEP)
+    if init:
+        adapter = adapter.replace(INIT, INIT + init)
+    return adapter.replace(LOAD, load) if load else adapter
+
+
+ATTRIBUTE_REFUSED = [
+    ("r07_set_under_if", _step(
+        "        if generator is not None and generator.devices > 1:\n"
+        "            self._step = generator.decode\n"
+    ), "unresolved", "__init__ under a condition"),
+    ("r07_set_in_loop", _step(
+        "        for _ in getattr(generator, 'submeshes', ()):\n"
+        "            self._step = generator.decode\n"
+    ), "unresolved", "__init__ under a condition"),
+    ("r07_early_return_first", _step(
+        "        if generator is None:\n            return\n"
+        "        self._step = generator.decode\n"
+    ), "unresolved", "__init__ under a condition"),
+    ("r08_loader_sets_on_some_paths", _step(load=(
+        "        model = cls(None)\n"
+        "        if mesh_device is not None:\n            model._step = model.generator.decode\n"
+        "        return model\n"
+    )), "unresolved", "initialize_vllm_model (not on every path"),
+]  # fmt: skip
+ATTRIBUTE_CONTROLS = [
+    ("set_on_both_branches", _step(
+        "        if generator is not None:\n            self._step = generator.decode\n"
+        "        else:\n            self._step = self._fallback\n"
+    )),
+    ("set_in_try_and_handler", _step(
+        "        try:\n            self._step = generator.decode\n"
+        "        except AttributeError:\n            self._step = self._fallback\n"
+    )),
+    ("raise_else", _step(
+        "        if generator is None:\n            raise ValueError('no generator')\n"
+        "        self._step = generator.decode\n"
+    )),
+    # R08: the loader sets it on the instance it returns (works in Python: never `missing`).
+    ("r08_loader_sets_it", _step(load=(
+        "        gen = object()\n        model = cls(gen)\n"
+        "        model._step = print\n        return model\n"
+    ))),
+    ("r08_loader_sets_it_under_with", _step(load=(
+        "        model = cls(None)\n        with open('/dev/null'):\n"
+        "            model._step = print\n        return model\n"
+    ))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter", "status", "words"), ATTRIBUTE_REFUSED, ids=[c[0] for c in ATTRIBUTE_REFUSED]
+)
+def test_a_callable_attribute_not_surely_set_is_not_trusted(
+    tmp_path: Path, name: str, adapter: str, status: str, words: str
+) -> None:
+    found, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert found == status, detail
+    assert words in detail and "self._step" in detail, detail
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter"), ATTRIBUTE_CONTROLS, ids=[c[0] for c in ATTRIBUTE_CONTROLS]
+)
+def test_a_callable_attribute_surely_set_binds(tmp_path: Path, name: str, adapter: str) -> None:
+    status, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert status in ("ok", "drift"), detail
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter"),
+    [(n, a) for n, a, _, _ in ATTRIBUTE_REFUSED] + ATTRIBUTE_CONTROLS,
+    ids=[c[0] for c in ATTRIBUTE_REFUSED] + [c[0] for c in ATTRIBUTE_CONTROLS],
+)
+def test_the_attribute_skeleton_reads_as_the_tree(tmp_path: Path, name: str, adapter: str) -> None:
+    test_the_skeleton_reads_as_the_tree(tmp_path, name, adapter)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import parity_diff
+from vllm_tt_plugin.contract.attr_setters import attribute_setters, instance_attribute
 from vllm_tt_plugin.contract.call_plan import (
     METHODS,
     PlanFacts,
@@ -63,11 +64,7 @@ from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
 from vllm_tt_plugin.contract.parity_content import replaced_keys
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
-from vllm_tt_plugin.contract.parity_reach import (
-    attribute_setters,
-    bind_call,
-    check_kwargs,
-)
+from vllm_tt_plugin.contract.parity_reach import bind_call, check_kwargs
 from vllm_tt_plugin.contract.parity_reach import (
     lone_read_back_hook as _lone_read_back_hook,
 )
@@ -325,9 +322,7 @@ def _reach(
     """Every ``self.m(...)`` / ``cls.m(...)`` / ``super().m(...)`` reachable from ``start``
     (through the methods they reach, inside the source) must resolve in the MRO, and the
     arguments of every ``cls(...)`` must bind to the ``__init__`` the MRO finds."""
-    has_attribute: Callable[[str, str], bool] = getattr(
-        source, "has_attribute", lambda target, name: False
-    )
+    has_attribute = instance_attribute(source)  # rt45g R08: the loader's instance too
     foreign: Callable[[str], list[str]] = getattr(source, "foreign_bases", lambda target: [])
     queue: list[tuple[FoundMethod, list[FoundMethod]]] = [(start, [start])]
     seen = {(start.owner, start.name)}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape
+from vllm_tt_plugin.contract.attr_setters import skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
@@ -195,7 +196,7 @@ def body_lines(
         (n for n in _walk_body(fn, me) if hasattr(n, "lineno") and id(n) in live),
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
-    lines: list[tuple[int, str]] = []
+    prefix, lines, unsure = skeleton_keeps(fn)  # attr_setters: where an attribute is surely set
     parents = parents_of(fn)
     kw_names = copies(fn, kwarg) if kwarg else set()
     run = always_run(fn)
@@ -311,7 +312,7 @@ def body_lines(
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add_call(node, _call_text(node, set()))
+                    add_call(node, prefix.get(id(node), "") + _call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -428,7 +429,8 @@ def body_lines(
                             and stored_only(fn, v.id)
                         ):  # a plugin value only stored: its attribute decides (rt45f H01)
                             kept = v.id
-                        add(node, f"{me}.{sub.attr} = {kept}")
+                        cond = "if ...: " if sub.attr in unsure else ""
+                        add(node, f"{cond}{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
     raises = always_raises(fn)
