@@ -220,3 +220,26 @@ def test_a_callable_attribute_surely_set_binds(tmp_path: Path, name: str, adapte
 )
 def test_the_attribute_skeleton_reads_as_the_tree(tmp_path: Path, name: str, adapter: str) -> None:
     test_the_skeleton_reads_as_the_tree(tmp_path, name, adapter)
+
+
+# --- K4: a returned subclass WIDER than the registered class (returned_model) ----------------
+WIDER = _decode(SENDS.join(["        return ", ""])).replace(
+    LOAD, "        if mesh_device is None:\n            return _Wide(None)\n        return cls(None)\n"
+) + (
+    "\n\nclass _Wide(DemoForCausalLM):\n"
+    "    model_capabilities = {**DemoForCausalLM.model_capabilities,\n"
+    "                          'supports_device_penalties': True}\n"
+)
+
+
+def test_a_wider_returned_class_is_planned_from_the_registered_class(tmp_path: Path) -> None:
+    """The plugin plans penalties from the registered class (False) and only narrows after load
+    (served_model.per_request_capabilities): the histories are never sent to ``_Wide``."""
+    found = _findings(_tree(tmp_path, WIDER))
+    assert all(s in ("ok", "drift", "absent", "facts") for s, _ in found.values()), found
+
+
+def test_a_returned_class_is_still_checked_for_what_the_plugin_sends(tmp_path: Path) -> None:
+    allowed = WIDER.replace('"supports_device_penalties": False,', "")
+    status, detail = _findings(_tree(tmp_path, allowed))["(returned model)"]
+    assert status == "dropped" and "_Wide" in detail and "prompt_tokens" in detail, detail
