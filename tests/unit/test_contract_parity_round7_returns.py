@@ -223,7 +223,9 @@ def test_the_attribute_skeleton_reads_as_the_tree(tmp_path: Path, name: str, ada
 
 
 # --- K4: a returned subclass WIDER than the registered class (returned_model) ----------------
-ONE_CHIP = "        if mesh_device is None:\n            return _Wide(None)\n        return cls(None)\n"
+ONE_CHIP = (
+    "        if mesh_device is None:\n            return _Wide(None)\n        return cls(None)\n"
+)
 WIDER = _decode(SENDS.join(["        return ", ""])).replace(LOAD, ONE_CHIP) + (
     "\n\nclass _Wide(DemoForCausalLM):\n"
     "    model_capabilities = {**DemoForCausalLM.model_capabilities,\n"
