@@ -65,12 +65,6 @@ REFUSED = [
     ("r05_bare_return_on_named_remap", _decode(
         f"        if slot_remap is not None:\n            return\n        return {SENDS}"
     ), "reaches `return None`"),
-    ("r05_local_none_returned", _decode(
-        "        out = None\n"
-        f"        if slot_remap is None:\n            out = {SENDS}\n"
-        "        if reset_sampling_state:\n            return out\n"
-        f"        return {SENDS}"
-    ), "reaches `return None`"),
 ]  # fmt: skip
 CONTROLS = [
     ("with_both_branches_return", TORCH + _decode(
@@ -244,3 +238,82 @@ def test_a_returned_class_is_still_checked_for_what_the_plugin_sends(tmp_path: P
     allowed = WIDER.replace('"supports_device_penalties": False,', "")
     status, detail = _findings(_tree(tmp_path, allowed))["(returned model)"]
     assert status == "dropped" and "_Wide" in detail and "prompt_tokens" in detail, detail
+
+
+# --- R11 / R12 / V01 / V08: calls handed to the composed generator (composed) ----------------
+GENERATOR = (
+    "\n\nclass DemoGenerator:\n"
+    "    def decode(self, tokens, sampling_params, enable_trace, reload_inputs,\n"
+    "               reload_page_table):\n"
+    "        return tokens\n"
+)
+RIGHT = "tokens, sampling_params, enable_trace, reload_inputs, reload_page_table"
+TYPED = "        return cls(DemoGenerator())\n"
+
+
+def _composed(body: str, load: str = TYPED, generator: str = GENERATOR) -> str:
+    return _decode(body).replace(LOAD, load) + generator
+
+
+COMPOSED_REFUSED = [
+    ("r12_swap_into_generator", _composed(
+        "        return self.generator.decode(tokens, enable_trace, sampling_params,\n"
+        "                                     reload_inputs, reload_page_table)"
+    ), "broken", "'sampling_params' lands on 'enable_trace'"),
+    ("v01_reload_swap_local_in_loader", _composed(
+        "        return self.generator.decode(tokens, sampling_params, enable_trace,\n"
+        "                                     reload_page_table, reload_inputs)",
+        load="        gen = DemoGenerator()\n        return cls(generator=gen)\n",
+    ), "broken", "'reload_page_table' lands on 'reload_inputs'"),
+    ("v08_renamed_method", _composed(
+        f"        return self.generator.decode({RIGHT})",
+        generator=GENERATOR.replace("def decode(", "def decode_step("),
+    ), "missing", "DemoGenerator does not define"),
+    ("generator_built_in_init", _composed(
+        f"        return self.generator.decode({RIGHT}, None)", load=LOAD,
+    ).replace(INIT, "        self.generator = DemoGenerator()\n"), "broken",
+     "takes 5 positional argument(s), the call passes 6"),
+    ("r11_swap_into_module_function", _composed(
+        "        return _run(self.generator, tokens, enable_trace, sampling_params)",
+    ) + "\n\ndef _run(gen, tokens, sampling_params, enable_trace):\n    return gen\n",
+     "broken", "'enable_trace' lands on 'sampling_params'"),
+    ("swap_on_one_branch_only", _composed(
+        f"        if enable_trace:\n            return self.generator.decode({RIGHT})\n"
+        "        return self.generator.decode(tokens, enable_trace, sampling_params,\n"
+        "                                     reload_inputs, reload_page_table)"
+    ), "unresolved", "'sampling_params' lands on 'enable_trace'"),
+]  # fmt: skip
+COMPOSED_CONTROLS = [
+    ("right_order", _composed(f"        return self.generator.decode({RIGHT})")),
+    ("by_keyword", _composed(
+        "        return self.generator.decode(tokens, enable_trace=enable_trace,\n"
+        "            sampling_params=sampling_params, reload_page_table=reload_page_table,\n"
+        "            reload_inputs=reload_inputs)"
+    )),
+    # The class of self.generator is not said by the checkout: not judged here.
+    ("untyped_generator", _composed(
+        "        return self.generator.decode(tokens, enable_trace, sampling_params)",
+        load=LOAD,
+    )),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter", "status", "words"), COMPOSED_REFUSED, ids=[c[0] for c in COMPOSED_REFUSED]
+)
+def test_a_call_into_the_composed_generator_binds_by_pythons_rules(
+    tmp_path: Path, name: str, adapter: str, status: str, words: str
+) -> None:
+    found, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert found == status, detail
+    assert words in detail, detail
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter"), COMPOSED_CONTROLS, ids=[c[0] for c in COMPOSED_CONTROLS]
+)
+def test_a_call_into_the_composed_generator_that_binds(
+    tmp_path: Path, name: str, adapter: str
+) -> None:
+    status, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
+    assert status in ("ok", "drift"), detail

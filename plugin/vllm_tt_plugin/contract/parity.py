@@ -57,6 +57,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.composed import composed_errors
 from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.init_chain import expand_dispatch
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
@@ -584,6 +585,7 @@ def _check_variant(
         walk.errors += value_errors(source, target, method, found, calls, caps)
         walk.unresolved += missing_pair(source, target, method, found, served.mrope)
         _reach(source, target, profile.family, found, walk)
+        composed_errors(source, target, profile.family, [found, *(p[-1] for p in walk.paths)], walk)
         walk.errors += stub_errors(source, method, [found, *(p[-1] for p in walk.paths)])
         verdict = _verdict(profile, method, walk, fixture_entry is not None, archs)
         findings.append(with_result(verdict, result_shape(source, method, found)))

@@ -179,8 +179,13 @@ class _Frame:
                 out = self._calls_in(stmt.value)
                 if out is not None:
                     return out
-            none = stmt.value is None or self.value(stmt.value) is None
-            return Outcome("none" if none else "return", line=stmt.lineno)
+            # `return None` / bare `return` as written (a parameter the plugin leaves None is
+            # the author's value: a host step's `return sampling_params`)
+            none = stmt.value is None or (
+                isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+            )
+            bare = "bare" if stmt.value is None else ""
+            return Outcome("none" if none else "return", bare, line=stmt.lineno)
         if isinstance(stmt, ast.If):
             test = self.truth(stmt.test)
             if test is not None:

@@ -119,7 +119,7 @@ def _one_side_returns(stmt: ast.If) -> bool | None:
 def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
     """The guard and branch-return lines of a method, and the skeleton's closing ``return``
     where it differs from the usual one: "" (left out: a return only some values reach), or
-    ``return unevaluated()`` beside a kept ``if <test>: return None``; None: the usual one."""
+    ``return unevaluated()`` beside a kept ``if <test>: return`` (bare); None: the usual one."""
     params = _params(fn)
     body = _flat(fn.body)
     lines: list[tuple[int, str]] = []
@@ -162,7 +162,8 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
     nones = [s for s in tests if not s.orelse and _none_return(s.body[-1])]
     if len(nones) == 1 and any(_returns(s) for s in body if s is not nones[0]):
         # `if slot_remap is not None: return None` beside a returned value (rt45g R05)
-        lines.append((nones[0].lineno, f"if {ast.unparse(nones[0].test)}: return None"))
+        # bare: in a skeleton `return None` is a value (parity_values)
+        lines.append((nones[0].lineno, f"if {ast.unparse(nones[0].test)}: return"))
         return lines, "return unevaluated()  # a value (elided)"
     return lines, None
 
