@@ -317,3 +317,70 @@ def test_a_call_into_the_composed_generator_that_binds(
 ) -> None:
     status, detail = _findings(_tree(tmp_path, adapter))["decode_forward"]
     assert status in ("ok", "drift"), detail
+
+
+# --- round trips: S05, FA11, FA6 (the skeleton gives the tree's verdict) ---------------------
+CAPS_LITERAL = (
+    "    model_capabilities = {\n"
+    '        "supports_async_decode": True,\n'
+    '        "supports_sample_on_device": True,\n'
+    '        "supports_device_penalties": False,\n'
+    "    }\n"
+)
+MODULE_CAPS = (
+    "_CAPS = {'supports_async_decode': True, 'supports_sample_on_device': True,\n"
+    "         'supports_device_penalties': False}\n"
+)
+IMPL = (
+    "    def _impl(self, enable_trace, tokens, start_pos, page_table, kv_cache, **kwargs):\n"
+    "        return self.generator.decode(tokens, kwargs.get('sampling_params'))\n\n"
+)
+
+
+def _bound_method(value: str) -> str:
+    return _decode(SENDS.join(["        return ", ""])).replace(
+        "    def decode_forward(", IMPL + f"    decode_forward = {value}\n\n    def _unused("
+    )
+
+
+def _caps_loop(loop: str) -> str:
+    return (
+        MODULE_CAPS
+        + loop
+        + _decode(SENDS.join(["        return ", ""])).replace(
+            CAPS_LITERAL, "    model_capabilities = _CAPS\n"
+        )
+    )
+
+
+ROUND_TRIPS = [
+    ("s05_partialmethod", _bound_method("functools.partialmethod(_impl, True)"), "unresolved"),
+    ("s05_partial", _bound_method("functools.partial(_impl, True)"), "unresolved"),
+    ("s05_lambda", _bound_method("lambda self, *a, **k: self._impl(True, *a, **k)"), "unresolved"),
+    ("fa11_loop_over_a_tuple", _caps_loop(
+        "for _d in (_CAPS,):\n    _d['supports_device_penalties'] = True\n"
+    ), "dropped"),
+    ("fa11_loop_over_a_list", _caps_loop(
+        "for _d in [_CAPS]:\n    _d.update(supports_device_penalties=True)\n"
+    ), "dropped"),
+    # FA6: the plugin reads model_capabilities from the class (from_model_class, and
+    # instance_declared for the registered class): an instance attribute changes nothing.
+    ("fa6_instance_narrower", _decode(SENDS.join(["        return ", ""])).replace(
+        INIT, INIT + "        self.model_capabilities = {**type(self).model_capabilities,\n"
+        "                                   'supports_async_decode': False}\n"
+    ), "ok"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter", "status"), ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS]
+)
+def test_the_round_trip_gives_the_trees_verdict(
+    tmp_path: Path, name: str, adapter: str, status: str
+) -> None:
+    src = _tree(tmp_path / "tree", adapter)
+    write_skeletons(src, tmp_path / "skel", {TARGET: ("TTDemoForCausalLM",)}, COMMIT)
+    tree = _findings(src)
+    skel = _findings(tmp_path / "skel")
+    assert tree["decode_forward"][0] in ((status, "drift") if status == "ok" else (status,)), tree
+    assert {m: s for m, (s, _) in skel.items()} == {m: s for m, (s, _) in tree.items()}

@@ -577,7 +577,9 @@ def _class(
             if names:
                 value = item.value if _simple(item.value) else None
                 facts = set(names) & set(FACT_ATTRIBUTES)
-                text = _fact(item.value) if facts else _value(value)
+                # never a constant where the tree binds something else (rt45g S05: a
+                # `functools.partialmethod(...)` method is unresolved, `...` would be absent)
+                text = _fact(item.value) if facts else _value(value) if value else "unevaluated()"
                 body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             fact = item.target.id in FACT_ATTRIBUTES
