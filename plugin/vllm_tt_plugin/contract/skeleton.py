@@ -54,7 +54,14 @@ from vllm_tt_plugin.contract.skeleton_files import (
     recorded_provenance,
 )
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
-from vllm_tt_plugin.contract.skeleton_values import _constant, _fact, _simple, _value
+from vllm_tt_plugin.contract.skeleton_values import (
+    _constant,
+    _docstring,
+    _fact,
+    _simple,
+    _simple_statement,
+    _value,
+)
 from vllm_tt_plugin.contract.source import SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -519,26 +526,6 @@ def _module_function(
         names = params | {n for n in (vararg, kwarg) if n}
         return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
     return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
-
-
-def _docstring(stmt: ast.stmt) -> bool:
-    return (
-        isinstance(stmt, ast.Expr)
-        and isinstance(stmt.value, ast.Constant)
-        and isinstance(stmt.value.value, str)
-    )
-
-
-def _simple_statement(stmt: ast.stmt) -> bool:
-    if _docstring(stmt):
-        return True
-    if isinstance(stmt, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in stmt.targets) and _simple(stmt.value)
-    if isinstance(stmt, ast.Return):
-        return stmt.value is None or _simple(stmt.value)
-    if isinstance(stmt, ast.If):
-        return _simple(stmt.test) and all(map(_simple_statement, [*stmt.body, *stmt.orelse]))
-    return False
 
 
 def _class(
