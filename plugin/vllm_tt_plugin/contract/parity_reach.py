@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
-from vllm_tt_plugin.contract.init_chain import inits_run
 from vllm_tt_plugin.contract.method_reach import reached
 from vllm_tt_plugin.contract.mro_bases import known, opaque
 from vllm_tt_plugin.contract.parity_content import (
@@ -100,52 +99,6 @@ def bind_call(
         out.dropped += [f"{describe_chain(chain)} calls {d}" for d in inner.dropped]
     if call.certain:
         out.abstract += inner.abstract
-
-
-def attribute_setters(source: Any, target: str, name: str) -> list[str]:
-    """Where ``self.<name> = ...`` is assigned along the MRO: "" for a class body or an
-    ``__init__`` (set whenever the instance exists; "<place> (to None)" for a ``None``
-    placeholder), else the method's name."""
-    where: list[str] = []
-    run = inits_run(source, target)
-    for cls in source.mro(target):
-        found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
-        if found is None:
-            continue
-        for item in found[1].body:
-            targets: list[ast.expr] = []
-            if isinstance(item, ast.Assign):
-                targets = list(item.targets)
-            elif isinstance(item, ast.AnnAssign):
-                targets = [item.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                where.append(_none_or(item, "the class body"))
-            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(item):
-                stores = [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else (
-                    node.targets if isinstance(node, ast.Assign) else []
-                )  # fmt: skip
-                if any(
-                    isinstance(sub, ast.Attribute) and sub.attr == name
-                    and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")
-                    for t in stores for sub in ast.walk(t)
-                ):  # fmt: skip
-                    init = item.name == "__init__"
-                    if init and run is not None and cls not in run:  # never runs (DC3)
-                        label = cls.rpartition(":")[2]
-                        where.append(f"{label}.__init__, which building the model does not run")
-                        continue
-                    where.append(_none_or(node, "__init__") if init else item.name)
-    return list(dict.fromkeys(where))
-
-
-def _none_or(store: ast.AST, place: str) -> str:
-    """ "" for a store that sets the attribute whenever the instance exists; a `None`
-    placeholder there is not a callable (set later, in a method that may not run)."""
-    value = getattr(store, "value", None)
-    none = isinstance(value, ast.Constant) and value.value is None
-    return f"{place} (to None)" if none else ""
 
 
 def attribute_read(source: Any, target: str, name: str) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
+from vllm_tt_plugin.contract.attr_setters import skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
@@ -55,7 +56,14 @@ from vllm_tt_plugin.contract.skeleton_files import (
     recorded_provenance,
 )
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
-from vllm_tt_plugin.contract.skeleton_values import _constant, _fact, _simple, _value
+from vllm_tt_plugin.contract.skeleton_values import (
+    _constant,
+    _docstring,
+    _fact,
+    _simple,
+    _simple_statement,
+    _value,
+)
 from vllm_tt_plugin.contract.source import SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -190,7 +198,7 @@ def body_lines(
         (n for n in _walk_body(fn, me) if hasattr(n, "lineno") and id(n) in live),
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
-    lines: list[tuple[int, str]] = []
+    prefix, lines, unsure = skeleton_keeps(fn)  # attr_setters: where an attribute is surely set
     parents = parents_of(fn)
     kw_names = copies(fn, kwarg) if kwarg else set()
     run = always_run(fn)
@@ -306,7 +314,7 @@ def body_lines(
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add_call(node, _call_text(node, set()))
+                    add_call(node, prefix.get(id(node), "") + _call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -423,7 +431,8 @@ def body_lines(
                             and stored_only(fn, v.id)
                         ):  # a plugin value only stored: its attribute decides (rt45f H01)
                             kept = v.id
-                        add(node, f"{me}.{sub.attr} = {kept}")
+                        cond = "if ...: " if sub.attr in unsure else ""
+                        add(node, f"{cond}{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
     raises = always_raises(fn)
@@ -455,13 +464,14 @@ def body_lines(
         add(first, f"used({kwarg})")
     # Last, so nothing after it reads as dead code: whether the plugin gets a value back
     # (parity_shapes; `return ...` would read as an elided use of every name).
-    kept_guards, branch_return = skeleton_guards.method_lines(fn)  # parity_raises reads them
+    kept_guards, closing = skeleton_guards.method_lines(fn)  # parity_raises reads them
     lines += kept_guards
     result = {"generator": "yield", "value": "return None  # a value (elided)"}.get(result_kind(fn))
-    if result and not (branch_return and result.startswith("return")):
+    if result and (closing is None or not result.startswith("return") or closing):
+        result = closing if closing and result.startswith("return") else result
         lines.append((sys.maxsize, skeleton_guards.pair_kept(fn, result, function)))
-    out = [text for _, text in sorted(lines, key=lambda x: x[0])]
-    return list(dict.fromkeys(out)) or ["pass"]
+    out = dict.fromkeys(text for _, text in sorted(lines, key=lambda x: x[0]))
+    return [ln for text in out for ln in text.split("\n")] or ["pass"]
 
 
 def _function(
@@ -512,26 +522,6 @@ def _module_function(
     return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
 
 
-def _docstring(stmt: ast.stmt) -> bool:
-    return (
-        isinstance(stmt, ast.Expr)
-        and isinstance(stmt.value, ast.Constant)
-        and isinstance(stmt.value.value, str)
-    )
-
-
-def _simple_statement(stmt: ast.stmt) -> bool:
-    if _docstring(stmt):
-        return True
-    if isinstance(stmt, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in stmt.targets) and _simple(stmt.value)
-    if isinstance(stmt, ast.Return):
-        return stmt.value is None or _simple(stmt.value)
-    if isinstance(stmt, ast.If):
-        return _simple(stmt.test) and all(map(_simple_statement, [*stmt.body, *stmt.orelse]))
-    return False
-
-
 def _class(
     node: ast.ClassDef,
     calling: frozenset[str] = frozenset(),
@@ -568,7 +558,9 @@ def _class(
             if names:
                 value = item.value if _simple(item.value) else None
                 facts = set(names) & set(FACT_ATTRIBUTES)
-                text = _fact(item.value) if facts else _value(value)
+                # never a constant where the tree binds something else (rt45g S05: a
+                # `functools.partialmethod(...)` method is unresolved, `...` would be absent)
+                text = _fact(item.value) if facts else _value(value) if value else "unevaluated()"
                 body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             fact = item.target.id in FACT_ATTRIBUTES

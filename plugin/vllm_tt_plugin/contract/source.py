@@ -619,10 +619,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         return UNREADABLE
 
     def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None:
-        """Where ``getattr(instance, name)`` takes its value from: an ``self.name = ...`` in an
-        ``__init__`` first, then class bodies along the MRO (None: not declared)."""
+        """Where ``getattr(instance, name)`` reads from: ``self.name = ...`` in an ``__init__``
+        (not ``model_capabilities``: the plugin reads the class's), then class bodies."""
         classes = [self.resolve_class(c) for c in self.mro(target)]
-        for found in classes:
+        for found in classes if name != "model_capabilities" else ():
             if found is None:
                 continue
             module, node = found
