@@ -13,7 +13,12 @@ from tests.unit.test_contract_parity_holes import COMMIT, TARGET, _decode, _find
 from vllm_tt_plugin.contract.skeleton import write_skeletons
 
 TORCH = "import torch\nimport contextlib\n"
-SENDS = "self.generator.decode(tokens, sampling_params)"
+# The reload commands go on with the call (rt45g C04-C07: a decode that only asserts on one, or
+# never acts on it, drops it; these trees are about the statements around the call).
+SENDS = (
+    "self.generator.decode(tokens, sampling_params, reload_inputs, reload_page_table, "
+    "reload_sampling_params, reset_sampling_state)"
+)
 # (name, adapter, words the decode_forward finding must name); every one `broken`.
 REFUSED = [
     # R01: F13 inside `with torch.no_grad():` (the untraced decode falls off: None).

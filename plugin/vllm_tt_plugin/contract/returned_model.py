@@ -165,6 +165,7 @@ def narrowing_finding(
 
 
 _PENALTIES = "supports_device_penalties"
+_TOP_K = "max_device_top_k"
 
 
 class _PlannedFromServed:
@@ -187,8 +188,15 @@ class _PlannedFromServed:
         for planned in self._source.class_fact_variants(self._served):
             for mine in own:
                 caps = dict(planned.capabilities)
-                both = [c.get(_PENALTIES, True) is True for c in (caps, mine.capabilities)]
-                caps[_PENALTIES] = all(both)
+                try:  # the runner's own rule (ModelCapabilities.narrowed_by)
+                    narrowed = _parsed(self._served, planned).narrowed_by(_parsed(target, mine))
+                except CapabilityError:
+                    narrowed = None  # refused at launch: reported with the facts
+                if narrowed is not None:
+                    caps[_PENALTIES] = narrowed.supports_device_penalties
+                    caps.pop(_TOP_K, None)
+                    if narrowed.max_device_top_k is not None:
+                        caps[_TOP_K] = narrowed.max_device_top_k
                 out.append(dataclasses.replace(mine, capabilities=caps))
         return out
 
