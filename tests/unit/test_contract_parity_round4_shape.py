@@ -278,7 +278,7 @@ CONTROLS: dict[str, str] = {
         BASE,
         body("model_capabilities = {}"),
         NO_SAMPLING,
-        ("        return sampling_params\n", "        return tokens\n"),
+        ("        return sampling_params, (", "        return tokens, ("),
     ),
     "own_mangled_helper": edit(
         BASE,
