@@ -25,8 +25,14 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+from vllm_tt_plugin.contract.source_hostbound import HostBinding, host_bindings
 from vllm_tt_plugin.contract.source_module import absolute
-from vllm_tt_plugin.contract.source_names import binds, lacking_name, module_attribute
+from vllm_tt_plugin.contract.source_names import (
+    binds,
+    global_names,
+    lacking_name,
+    module_attribute,
+)
 from vllm_tt_plugin.contract.source_py310 import HostFailure, host_failure, newer_stdlib
 
 BODY_FAILS = "# fails in a method on Python 3.10:"
@@ -194,10 +200,29 @@ def _name_failure(reader: Any, module: Any, scope: Any, node: ast.Name) -> str:
         return ""
     if getattr(module, "dynamic", None) or name == "__getattr__":
         return ""
+    if name in global_names(module):
+        return ""  # a module function binds it through `global` (FP17)
     stars = [binds(reader, s, name) if not name.startswith("_") else False for s in module.stars]
     if any(s is not False for s in stars):
         return ""
     return f"uses {name}, which nothing binds (NameError)"
+
+
+def _tested_names(fn: Def) -> set[str]:
+    """Names a test of the body reads (a ``None`` fallback checked before it is called)."""
+    tests: list[ast.AST] = []
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            tests.append(n.test)
+        elif isinstance(n, ast.BoolOp):
+            tests += n.values[:-1]
+    return {x.id for t in tests for x in ast.walk(t) if isinstance(x, ast.Name)}
+
+
+def _none_call(binding: HostBinding | None, name: str) -> str:
+    if binding is None or binding.value != "None":
+        return ""
+    return f"calls {name}, {binding.why} (TypeError: 'NoneType' object is not callable)"
 
 
 def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostFailure]:
@@ -208,6 +233,10 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
     if _recorded_skeleton(module):
         return _recorded(module, f"{owner}.{fn.name}" if owner else fn.name)
     scope = _scope(module, fn)
+    own, own_imports = _locals(module, fn)
+    host = {k: v for k, v in host_bindings(reader, module).items()
+            if k not in own and k not in own_imports}  # fmt: skip
+    checked = _tested_names(fn)
     out: list[HostFailure] = []
     for st, sure, caught in _statements(fn.body, True, frozenset()):
         kind, why = _import_failure(reader, module, st)
@@ -221,6 +250,12 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
                 kind, why = "AttributeError", (f"uses {ast.unparse(node)}: {why}" if why else "")
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 kind, why = "NameError", _name_failure(reader, module, scope, node)
+                if not why and node.id in host and host[node.id].value == "unbound":
+                    why = f"uses {node.id}, {host[node.id].why} (NameError)"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                tested = not here and node.func.id in checked  # `if X is not None:` around it
+                kind, why = "TypeError", "" if tested else _none_call(host.get(node.func.id),
+                                                                      node.func.id)  # fmt: skip
             if why:
                 found.append((kind, why, getattr(node, "lineno", st.lineno), here))
         for kind, why, line, here in found:

@@ -67,7 +67,7 @@ def binds(reader: Any, module_name: str, name: str, depth: int = 0) -> bool | No
     module = reader.module(module_name) if depth < 10 else None
     if module is None or not as_written(module.path):
         return None
-    if name in module.bound or name in _globals(module):
+    if name in module.bound or name in global_names(module):
         return True
     if module.is_package and reader.module_file(f"{module_name}.{name}") is not None:
         return True  # `from pkg import sub` imports the submodule
@@ -91,7 +91,7 @@ def _star_binds(reader: Any, star: str, name: str, depth: int) -> bool | None:
     return binds(reader, star, name, depth)
 
 
-def _globals(module: Any) -> frozenset[str]:
+def global_names(module: Any) -> frozenset[str]:
     """Names a function of the module declares ``global`` (bound once it runs)."""
     return _global_names(module.tree) if module.tree is not None else frozenset()
 

@@ -1,0 +1,138 @@
+"""The parity checker against round 8's name red-team trees (rt45h): module names Python 3.10
+leaves unbound, or bound to a fallback, when the bodies the plugin drives run.
+
+- NA13: bound only under ``if TYPE_CHECKING:`` (False at run time): NameError.
+- NA14: bound only under ``if sys.version_info >= (3, 11):``: NameError on 3.10.
+- IM11: ``try: from <missing checkout module> import X`` / ``except ImportError: X = None``,
+  then ``X(...)``: TypeError.
+- FP17 (false alarm): a module function binding the name through ``global``, run at import.
+
+Each refused case is a one-class adapter tree (``test_contract_parity_redteam.BASE``); the
+control (what Python 3.10 runs) binds and the skeleton reads as the tree. Python 3.10.13
+(pyenv, rt45h harness) raised for each refused spelling and ran each control.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_redteam import ADAPTER, COMMIT
+from tests.unit.test_contract_parity_round6_py310 import DEMO, HELPER, run, statuses
+from tests.unit.test_contract_parity_round7_names import DEC, HELPER_OK, decode, init
+from vllm_tt_plugin.contract.parity import failures
+from vllm_tt_plugin.contract.skeleton import write_skeletons
+
+INIT = "initialize_vllm_model"
+TC = (
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+    "    from models.demo.tt.helper import Helper\n"
+)
+V311 = "import sys\nif sys.version_info >= (3, 11):\n    import tomllib\n"
+MISSING = "models.demo.tt.sampling"
+
+# name -> (files, {column: status}, a fragment of that finding's reason)
+REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
+    "na13_type_checking_import_called": (
+        {ADAPTER: init("self.helper = Helper()", head=TC), HELPER: HELPER_OK},
+        {INIT: "broken"}, "TYPE_CHECKING",
+    ),
+    "na13b_typing_attribute_in_decode": (
+        {ADAPTER: decode("_h = Helper", head="import typing\nif typing.TYPE_CHECKING:\n"
+                         "    from models.demo.tt.helper import Helper\n"), HELPER: HELPER_OK},
+        {DEC: "broken"}, "Helper",
+    ),
+    "na14_version_gated_import": (
+        {ADAPTER: decode("_cfg = tomllib.loads('')", head=V311)},
+        {DEC: "broken"}, "tomllib",
+    ),
+    "na14b_else_of_older_version": (
+        {ADAPTER: decode("_cfg = tomllib.loads('')", head="import sys\nif sys.version_info < "
+                         "(3, 11):\n    pass\nelse:\n    import tomllib\n")},
+        {DEC: "broken"}, "tomllib",
+    ),
+    "na14c_version_gated_def": (
+        {ADAPTER: decode("_x = _fast()", head="import sys\nif sys.version_info[:2] >= (3, 12):\n"
+                         "    def _fast():\n        return 1\n")},
+        {DEC: "broken"}, "_fast",
+    ),
+    "im11_missing_module_fallback_none": (
+        {ADAPTER: init("self.sampler = DeviceSampler(generator)", head=f"try:\n    from {MISSING} "
+                       "import DeviceSampler\nexcept ImportError:\n    DeviceSampler = None\n")},
+        {INIT: "broken"}, "DeviceSampler",
+    ),
+    "im11b_missing_name_fallback_none_in_decode": (
+        {ADAPTER: decode("_s = Sampler(tokens)", head="try:\n    from models.demo.tt.helper import "
+                         "Sampler\nexcept (ImportError, AttributeError):\n    Sampler = None\n"),
+         HELPER: HELPER_OK},
+        {DEC: "broken"}, "Sampler",
+    ),
+    "im11c_missing_module_no_fallback": (
+        {ADAPTER: decode("_s = DeviceSampler", head=f"try:\n    from {MISSING} import "
+                         "DeviceSampler\nexcept ImportError:\n    pass\n")},
+        {DEC: "broken"}, "DeviceSampler",
+    ),
+}  # fmt: skip
+
+CONTROLS: dict[str, dict[str, str]] = {
+    # a TYPE_CHECKING import read only in annotations / strings
+    "type_checking_annotation_only": {
+        ADAPTER: decode("_h: Helper = None", head=TC), HELPER: HELPER_OK,
+    },
+    # the run-time import next to the typing-only one
+    "type_checking_and_runtime_import": {
+        ADAPTER: init("self.helper = Helper()", head=TC + "else:\n    from models.demo.tt.helper "
+                      "import Helper\n"), HELPER: HELPER_OK,
+    },
+    # a version gate with a fallback 3.10 takes
+    "version_gate_with_fallback": {
+        ADAPTER: decode("_cfg = tomllib.loads('')",
+                        head=V311 + "else:\n    import json as tomllib\n"),
+    },
+    # the optional module is there
+    "optional_module_present": {
+        ADAPTER: init("self.helper = Helper()", head="try:\n    from models.demo.tt.helper import "
+                      "Helper\nexcept ImportError:\n    Helper = None\n"), HELPER: HELPER_OK,
+    },
+    # a None fallback the body checks before calling
+    "none_fallback_guarded": {
+        ADAPTER: init("if DeviceSampler is not None:",
+                      "    self.sampler = DeviceSampler(generator)",
+                      head=f"try:\n    from {MISSING} import DeviceSampler\nexcept ImportError:\n"
+                      "    DeviceSampler = None\n"),
+    },
+    # FP17: lazy module state bound through `global` by an init function run at import
+    "fp17_global_in_module_function": {
+        ADAPTER: decode("_n = len(_TABLE)", head="def _init():\n    global _TABLE\n    _TABLE = {}"
+                        "\n\n\n_init()\n"),
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_name_python_310_leaves_unbound_is_refused(tmp_path: Path, name: str) -> None:
+    files, expected, reason = REFUSED[name]
+    found = run(tmp_path, files)
+    got = statuses(found)
+    assert {m: got.get(m, "(no finding)") for m in expected} == expected, found
+    column = next(iter(expected))
+    assert any(reason in f.detail for f in found if f.method == column), found
+    assert failures(found)
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_a_name_python_310_binds_is_ok(tmp_path: Path, name: str) -> None:
+    found = run(tmp_path, CONTROLS[name])
+    assert failures(found) == [], failures(found)
+    assert {f.method: f.status for f in found}[DEC] in ("ok", "drift")
+
+
+CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str) -> None:
+    tree = statuses(run(tmp_path / "tree", CASES[name]))
+    write_skeletons(tmp_path / "tree", tmp_path / "skel", DEMO, COMMIT)
+    assert statuses(run(tmp_path / "skel", {})) == tree
