@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from vllm_tt_plugin.contract.source_hostbound import HostBinding, host_bindings
+from vllm_tt_plugin.contract.source_hostbound import HostBinding, host_bindings, missing_module
 from vllm_tt_plugin.contract.source_module import absolute
 from vllm_tt_plugin.contract.source_names import (
     binds,
@@ -166,7 +166,7 @@ def _import_failure(reader: Any, module: Any, st: ast.stmt) -> tuple[str, str]:
         for a in st.names:
             if a.name in newer and newer[a.name] is None:
                 return "ModuleNotFoundError", f"imports {a.name}, new in Python 3.11"
-            if _missing_module(reader, a.name):
+            if missing_module(reader, a.name):
                 return "ModuleNotFoundError", f"imports {a.name}, which is not in this checkout"
     if isinstance(st, ast.ImportFrom):
         source = absolute(package, st.module, st.level)
@@ -175,23 +175,13 @@ def _import_failure(reader: Any, module: Any, st: ast.stmt) -> tuple[str, str]:
         if lacking is None or any(n in lacking for n in names):
             shown = source if lacking is None else next(n for n in names if n in lacking)
             return "ImportError", f"imports {shown} from {source}, which Python 3.10 does not have"
-        if _missing_module(reader, source):
+        if missing_module(reader, source):
             return "ModuleNotFoundError", f"imports from {source}, which is not in this checkout"
         for n in names:
             why = lacking_name(reader, source, n) if n != "*" else ""
             if why:
                 return "ImportError", f"imports {n}: {why}"
     return "", ""
-
-
-def _missing_module(reader: Any, name: str) -> bool:
-    if not name.startswith("models."):
-        return False
-    root = getattr(reader, "root", None)
-    if root is None:
-        return False
-    base = root.joinpath(*name.split("."))
-    return not (base.with_suffix(".py").is_file() or base.is_dir())
 
 
 def _name_failure(reader: Any, module: Any, scope: Any, node: ast.Name) -> str:

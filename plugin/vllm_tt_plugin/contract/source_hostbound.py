@@ -70,7 +70,8 @@ def _catches(node: ast.Try) -> bool:
     return False
 
 
-def _missing(reader: Any, name: str) -> bool:
+def missing_module(reader: Any, name: str) -> bool:
+    """``name`` is a ``models.*`` module the checkout does not hold."""
     if not name.startswith("models."):
         return False
     root = getattr(reader, "root", None)
@@ -84,11 +85,11 @@ def _import_fails(reader: Any, module: Any, st: ast.stmt) -> str:
     """Why the checkout makes import statement ``st`` raise ImportError ("" if not)."""
     package = module.name if module.is_package else module.name.rpartition(".")[0]
     if isinstance(st, ast.Import):
-        gone = [a.name for a in st.names if _missing(reader, a.name)]
+        gone = [a.name for a in st.names if missing_module(reader, a.name)]
         return f"{gone[0]} is not in this checkout" if gone else ""
     if isinstance(st, ast.ImportFrom):
         source = absolute(package, st.module, st.level)
-        if _missing(reader, source):
+        if missing_module(reader, source):
             return f"{source} is not in this checkout"
         if source.startswith("models."):
             for a in st.names:
