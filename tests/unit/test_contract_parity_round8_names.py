@@ -6,6 +6,8 @@ leaves unbound, or bound to a fallback, when the bodies the plugin drives run.
 - IM11: ``try: from <missing checkout module> import X`` / ``except ImportError: X = None``,
   then ``X(...)``: TypeError.
 - FP17 (false alarm): a module function binding the name through ``global``, run at import.
+- GD03 / GD04: a callable attribute whose value may be None (``getattr(g, n, None)``,
+  ``g.decode if c else None``, ``x or None``): ``unresolved``.
 
 Each refused case is a one-class adapter tree (``test_contract_parity_redteam.BASE``); the
 control (what Python 3.10 runs) binds and the skeleton reads as the tree. Python 3.10.13
@@ -73,6 +75,25 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
                          "DeviceSampler\nexcept ImportError:\n    pass\n")},
         {DEC: "broken"}, "DeviceSampler",
     ),
+    # GD03 / GD04: a callable attribute whose value may be None (TypeError where it is).
+    "gd03_getattr_default_none": (
+        {ADAPTER: init("self._step = getattr(generator, 'decode_traced', None)").replace(
+            "        return sampling_params, (", "        self._step(tokens)\n"
+            "        return sampling_params, (", 1)},
+        {DEC: "unresolved"}, "_step",
+    ),
+    "gd04_conditional_expression_none": (
+        {ADAPTER: init("self._step = generator.decode if generator.n > 1 else None").replace(
+            "        return sampling_params, (", "        self._step(tokens)\n"
+            "        return sampling_params, (", 1)},
+        {DEC: "unresolved"}, "generator.n > 1",
+    ),
+    "gd04b_or_none": (
+        {ADAPTER: init("self._step = generator.decode_traced or None").replace(
+            "        return sampling_params, (", "        self._step(tokens)\n"
+            "        return sampling_params, (", 1)},
+        {DEC: "unresolved"}, "_step",
+    ),
 }  # fmt: skip
 
 CONTROLS: dict[str, dict[str, str]] = {
@@ -106,6 +127,17 @@ CONTROLS: dict[str, dict[str, str]] = {
     "fp17_global_in_module_function": {
         ADAPTER: decode("_n = len(_TABLE)", head="def _init():\n    global _TABLE\n    _TABLE = {}"
                         "\n\n\n_init()\n"),
+    },
+    # a callable attribute surely set (getattr without a default raises instead)
+    "getattr_without_default": {
+        ADAPTER: init("self._step = getattr(generator, 'decode')").replace(
+            "        return sampling_params, (", "        self._step(tokens)\n"
+            "        return sampling_params, (", 1),
+    },
+    "conditional_expression_both_callables": {
+        ADAPTER: init("self._step = generator.decode if generator.n > 1 else generator.step")
+        .replace("        return sampling_params, (", "        self._step(tokens)\n"
+                 "        return sampling_params, (", 1),
     },
 }  # fmt: skip
 

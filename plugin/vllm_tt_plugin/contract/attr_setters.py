@@ -8,7 +8,9 @@ instance the plugin drives, and whether it surely is (rt45f DC3, rt45g R07 / R08
 - a store on the instance ``initialize_vllm_model`` builds and returns (``model = cls(gen);
   model._step = gen.decode; return model``): the plugin always loads through it, so set where
   every path that returns that instance stores it first; else ``unresolved``;
-- a store in any other method (which may not have run), or a ``None`` placeholder: as before.
+- a store in any other method (which may not have run), or a ``None`` placeholder: as before;
+- a value that may be ``None`` (``getattr(gen, "decode_traced", None)``, ``gen.decode if n > 1
+  else None``, ``x or None``; rt45h GD03 / GD04): not surely a callable, ``unresolved``.
 """
 
 from __future__ import annotations
@@ -169,10 +171,37 @@ def _method_setters(
 
 def _none_or(store: ast.AST, place: str) -> str:
     """ "" for a store that sets the attribute whenever the instance exists; a `None`
-    placeholder there is not a callable (set later, in a method that may not run)."""
+    placeholder there is not a callable (set later, in a method that may not run), nor a value
+    that may be None (rt45h GD03 / GD04): calling it is a TypeError where it is."""
     value = getattr(store, "value", None)
-    none = isinstance(value, ast.Constant) and value.value is None
-    return f"{place} (to None)" if none else ""
+    if isinstance(value, ast.Constant) and value.value is None:
+        return f"{place} (to None)"
+    maybe = maybe_none(value)
+    return f"{place} (None {maybe})" if maybe else ""
+
+
+def _is_none(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def maybe_none(value: ast.AST | None) -> str:
+    """Where ``value`` may be ``None`` ("" where it is not seen to): ``getattr(o, n, None)``,
+    ``a if c else None``, ``a or None``."""
+    if (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+        and value.func.id == "getattr" and len(value.args) == 3 and _is_none(value.args[2])
+    ):  # fmt: skip
+        return f"where {ast.unparse(value.args[0])} has no {ast.unparse(value.args[1])}"
+    if isinstance(value, ast.IfExp):
+        if _is_none(value.body) or maybe_none(value.body):
+            return f"where `{ast.unparse(value.test)}` holds"
+        if _is_none(value.orelse) or maybe_none(value.orelse):
+            return f"where `{ast.unparse(value.test)}` does not hold"
+    if isinstance(value, ast.BoolOp) and (
+        _is_none(value.values[-1]) or maybe_none(value.values[-1])
+    ):
+        return f"where `{ast.unparse(value)}` ends at its last operand"
+    return ""
 
 
 def instance_attribute(source: Any) -> Callable[[str, str], bool]:

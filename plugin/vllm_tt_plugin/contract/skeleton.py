@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
-from vllm_tt_plugin.contract.attr_setters import skeleton_keeps
+from vllm_tt_plugin.contract.attr_setters import maybe_none, skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
@@ -424,6 +424,8 @@ def body_lines(
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         kept = dispatch_text(node.value) or kept  # self._a if c else self._b
+                        if maybe_none(node.value):  # GD03 / GD04: the None side kept
+                            kept = ast.unparse(node.value)
                         v = node.value
                         if (
                             isinstance(v, ast.Name)
