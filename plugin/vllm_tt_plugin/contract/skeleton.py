@@ -424,8 +424,8 @@ def body_lines(
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         kept = dispatch_text(node.value) or kept  # self._a if c else self._b
-                        if maybe_none(node.value):  # GD03 / GD04: the None side kept
-                            kept = ast.unparse(node.value)
+                        if node.value is not None and maybe_none(node.value):
+                            kept = ast.unparse(node.value)  # GD03 / GD04: None kept
                         v = node.value
                         if (
                             isinstance(v, ast.Name)
