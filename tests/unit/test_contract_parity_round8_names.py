@@ -6,6 +6,8 @@ leaves unbound, or bound to a fallback, when the bodies the plugin drives run.
 - IM11: ``try: from <missing checkout module> import X`` / ``except ImportError: X = None``,
   then ``X(...)``: TypeError.
 - FP17 (false alarm): a module function binding the name through ``global``, run at import.
+- IM02 / IM02b (false alarms): a class body building ``model_capabilities`` in steps (an item
+  store, ``update``, a comprehension) is evaluated; penalties left False send no histories.
 - GD03 / GD04: a callable attribute whose value may be None (``getattr(g, n, None)``,
   ``g.decode if c else None``, ``x or None``): ``unresolved``.
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_contract_parity_redteam import ADAPTER, COMMIT
+from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, COMMIT, edit
 from tests.unit.test_contract_parity_round6_py310 import DEMO, HELPER, run, statuses
 from tests.unit.test_contract_parity_round7_names import DEC, HELPER_OK, decode, init
 from vllm_tt_plugin.contract.parity import failures
@@ -33,6 +35,16 @@ TC = (
 )
 V311 = "import sys\nif sys.version_info >= (3, 11):\n    import tomllib\n"
 MISSING = "models.demo.tt.sampling"
+CAPS_LINE = (
+    '    model_capabilities = {"supports_sample_on_device": True, '
+    '"supports_device_penalties": False}\n'
+)
+
+
+def caps_steps(*lines: str) -> str:
+    """BASE with its capabilities literal replaced by ``lines`` (class-body statements)."""
+    return edit(BASE, (CAPS_LINE, "".join(f"    {line}\n" for line in lines)))
+
 
 # name -> (files, {column: status}, a fragment of that finding's reason)
 REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
@@ -94,6 +106,12 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
             "        return sampling_params, (", 1)},
         {DEC: "unresolved"}, "_step",
     ),
+    # the steps are evaluated, not ignored: penalties turned on by an item store are checked
+    "caps_item_store_turns_penalties_on": (
+        {ADAPTER: caps_steps(CAPS_LINE.strip(),
+                             'model_capabilities["supports_device_penalties"] = True')},
+        {DEC: "dropped"}, "penalties",
+    ),
 }  # fmt: skip
 
 CONTROLS: dict[str, dict[str, str]] = {
@@ -138,6 +156,21 @@ CONTROLS: dict[str, dict[str, str]] = {
         ADAPTER: init("self._step = generator.decode if generator.n > 1 else generator.step")
         .replace("        return sampling_params, (", "        self._step(tokens)\n"
                  "        return sampling_params, (", 1),
+    },
+    # IM02b: the literal, then an item store of a literal in the class body
+    "im02b_caps_item_store": {
+        ADAPTER: caps_steps(CAPS_LINE.strip(),
+                            'model_capabilities["supports_prefix_caching"] = False'),
+    },
+    # IM02: a comprehension over a class-body tuple, then item stores
+    "im02_caps_comprehension": {
+        ADAPTER: caps_steps('_KEYS = ("supports_sample_on_device", "supports_async_decode")',
+                            "model_capabilities = {k: True for k in _KEYS}",
+                            'model_capabilities["supports_device_penalties"] = False'),
+    },
+    "caps_update_literal": {
+        ADAPTER: caps_steps('model_capabilities = {"supports_sample_on_device": True}',
+                            'model_capabilities.update({"supports_device_penalties": False})'),
     },
 }  # fmt: skip
 

@@ -48,9 +48,15 @@ class _Root:
         return (self.module.name, self.kind, self.name, id(self.owner))
 
 
-def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") -> str:
+def fact_exposure(
+    reader: Any,
+    target: str,
+    name: str = "model_capabilities",
+    settled: frozenset[int] = frozenset(),
+) -> str:
     """Why the object the class's ``name`` holds may be changed through another name, with
-    where ("" when every use of it is a read)."""
+    where ("" when every use of it is a read; uses in ``settled``, by node id, are class-body
+    steps ``class_caps`` evaluated)."""
     roots, keys = _roots(reader, target, name)
     seen: set[tuple[str, str, str, int]] = set()
     while roots and len(seen) < _MAX_ROOTS:
@@ -61,6 +67,8 @@ def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") ->
         if root.kind == "name":  # `from m import NAME` in another module the import runs
             roots += _importers(reader, root)
         for use, parents in _uses(root):
+            if id(use) in settled:
+                continue
             verdict = _judge(use, parents, keys)
             if isinstance(verdict, tuple):  # bound to another name: followed
                 kind, new, owner = verdict

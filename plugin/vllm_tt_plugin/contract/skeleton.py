@@ -34,6 +34,7 @@ from typing import Any
 from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
 from vllm_tt_plugin.contract.attr_setters import maybe_none, skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.class_caps import kept_step
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
@@ -550,7 +551,10 @@ def _class(
     for item in node.body:
         at = len(body)
         # Changed in place, bound in an if / try, imported, unpacked.
-        extra = skeleton_module.class_statement(item) or skeleton_shape.class_form(item, _fact)
+        step = kept_step(item)  # class_caps: `model_capabilities["k"] = False` read as written
+        extra = [f"    {step}"] if step else (
+            skeleton_module.class_statement(item) or skeleton_shape.class_form(item, _fact)
+        )  # fmt: skip
         if isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
             body.append(f"    {ast.unparse(item)}")  # raises on import: kept whole
         elif extra:
