@@ -18,12 +18,27 @@ like any other statement.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from vllm_tt_plugin.contract.plugin_values import Some, Unknown
 
-if TYPE_CHECKING:
-    from vllm_tt_plugin.contract.parity_raises import Outcome, _Frame
+
+class _Frame(Protocol):
+    """What this module uses of parity_raises' frame (typed here: parity_raises imports this
+    module, so importing it back, even for types, would be a cycle). Outcomes are parity_raises'
+    ``Outcome`` (or None), passed through untouched."""
+
+    env: dict[str, Any]
+
+    def value(self, expr: ast.expr) -> Any: ...
+    def truth(self, expr: ast.expr) -> bool | None: ...
+    def block(self, body: Sequence[ast.stmt]) -> Any: ...
+    def _undecided(self, stmt: ast.stmt) -> Any: ...
+    def _bind(self, target: ast.expr, value: Any) -> None: ...
+
+
+Outcome = Any  # parity_raises.Outcome
 
 _PLAIN = (bool, int, float, str, type(None))
 
