@@ -231,9 +231,11 @@ class Runner:
         assert run.proc is not None
         run.rc, run.ended = rc, self.now()
         left = _group_members(run.proc.pid)
-        if _signal_group(run.proc.pid, signal.SIGKILL):
-            named = f": {', '.join(left[:8])}" if left else ""
-            run.notes.append(f"left processes running when it ended (killed){named}")
+        # killpg also succeeds on members that already exited but are not yet reaped (zombies
+        # the init process collects a moment later): only live members are worth a note.
+        if _signal_group(run.proc.pid, signal.SIGKILL) and left:
+            named = ", ".join(left[:8])
+            run.notes.append(f"left processes running when it ended (killed): {named}")
         if rc != 0:
             run.failures.insert(0, f"exit {rc}")
         elif run.step.junit:
