@@ -272,9 +272,10 @@ CONTROLS: dict[str, dict[str, str]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_what_python_310_fails_on_is_refused(tmp_path: Path, name: str) -> None:
-    files, expected, reason = REFUSED[name]
+def assert_refused(
+    tmp_path: Path, files: dict[str, str], expected: dict[str, str], reason: str
+) -> None:
+    """The tree fails with ``expected`` statuses, the first column's detail naming ``reason``."""
     found = run(tmp_path, files)
     got = statuses(found)
     assert {m: got.get(m, "(no finding)") for m in expected} == expected, found
@@ -283,11 +284,27 @@ def test_what_python_310_fails_on_is_refused(tmp_path: Path, name: str) -> None:
     assert failures(found)
 
 
-@pytest.mark.parametrize("name", sorted(CONTROLS))
-def test_what_python_310_runs_binds(tmp_path: Path, name: str) -> None:
-    found = run(tmp_path, CONTROLS[name])
+def assert_binds(tmp_path: Path, files: dict[str, str]) -> None:
+    found = run(tmp_path, files)
     assert failures(found) == [], failures(found)
     assert {f.method: f.status for f in found}[DEC] in ("ok", "drift")
+
+
+def assert_round_trip(tmp_path: Path, files: dict[str, str]) -> None:
+    """The skeleton of the tree gives the tree's verdicts."""
+    tree = statuses(run(tmp_path / "tree", files))
+    write_skeletons(tmp_path / "tree", tmp_path / "skel", DEMO, COMMIT)
+    assert statuses(run(tmp_path / "skel", {})) == tree
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_python_310_fails_on_is_refused(tmp_path: Path, name: str) -> None:
+    assert_refused(tmp_path, *REFUSED[name])
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_what_python_310_runs_binds(tmp_path: Path, name: str) -> None:
+    assert_binds(tmp_path, CONTROLS[name])
 
 
 CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
@@ -295,9 +312,7 @@ CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str) -> None:
-    tree = statuses(run(tmp_path / "tree", CASES[name]))
-    write_skeletons(tmp_path / "tree", tmp_path / "skel", DEMO, COMMIT)
-    assert statuses(run(tmp_path / "skel", {})) == tree
+    assert_round_trip(tmp_path, CASES[name])
 
 
 def test_a_name_missing_from_a_placeholder_module_is_recorded(tmp_path: Path) -> None:

@@ -22,11 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, COMMIT, edit
-from tests.unit.test_contract_parity_round6_py310 import DEMO, HELPER, run, statuses
-from tests.unit.test_contract_parity_round7_names import DEC, HELPER_OK, decode, init
-from vllm_tt_plugin.contract.parity import failures
-from vllm_tt_plugin.contract.skeleton import write_skeletons
+from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, edit
+from tests.unit.test_contract_parity_round6_py310 import HELPER
+from tests.unit.test_contract_parity_round7_names import (
+    DEC,
+    HELPER_OK,
+    assert_binds,
+    assert_refused,
+    assert_round_trip,
+    decode,
+    init,
+)
 
 INIT = "initialize_vllm_model"
 TC = (
@@ -177,20 +183,12 @@ CONTROLS: dict[str, dict[str, str]] = {
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_name_python_310_leaves_unbound_is_refused(tmp_path: Path, name: str) -> None:
-    files, expected, reason = REFUSED[name]
-    found = run(tmp_path, files)
-    got = statuses(found)
-    assert {m: got.get(m, "(no finding)") for m in expected} == expected, found
-    column = next(iter(expected))
-    assert any(reason in f.detail for f in found if f.method == column), found
-    assert failures(found)
+    assert_refused(tmp_path, *REFUSED[name])
 
 
 @pytest.mark.parametrize("name", sorted(CONTROLS))
 def test_a_name_python_310_binds_is_ok(tmp_path: Path, name: str) -> None:
-    found = run(tmp_path, CONTROLS[name])
-    assert failures(found) == [], failures(found)
-    assert {f.method: f.status for f in found}[DEC] in ("ok", "drift")
+    assert_binds(tmp_path, CONTROLS[name])
 
 
 CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
@@ -198,6 +196,4 @@ CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str) -> None:
-    tree = statuses(run(tmp_path / "tree", CASES[name]))
-    write_skeletons(tmp_path / "tree", tmp_path / "skel", DEMO, COMMIT)
-    assert statuses(run(tmp_path / "skel", {})) == tree
+    assert_round_trip(tmp_path, CASES[name])
