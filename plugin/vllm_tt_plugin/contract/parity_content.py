@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
+from vllm_tt_plugin.contract.source_deadvalue import own_value
 from vllm_tt_plugin.contract.source_flow import always_run
 from vllm_tt_plugin.contract.source_loadable import skeleton_format
 from vllm_tt_plugin.contract.source_rebind import mentions, rebinds
@@ -102,17 +103,6 @@ def set_keys(value: ast.expr, names: set[str]) -> list[tuple[str, ast.expr]]:
     elif isinstance(value, ast.Call) and _spread_of(value, names):
         out += [(k.arg, k.value) for k in value.keywords if k.arg is not None]
     return out
-
-
-def own_value(value: ast.expr) -> bool:
-    """``value`` is the model's own: constants and attributes of ``self`` / ``cls`` only (any
-    other name, a call of one, or a skeleton's ``...`` may carry the plugin's value)."""
-    for n in ast.walk(value):
-        if isinstance(n, ast.Constant) and n.value is Ellipsis:
-            return False
-        if isinstance(n, ast.Name) and n.id not in ("self", "cls"):
-            return False
-    return True
 
 
 def replaced(fn: Fn, kwarg: str, call: ast.Call | None) -> dict[str, bool]:

@@ -415,6 +415,7 @@ def body_lines(
                 for sub in ast.walk(t):
                     if (
                         isinstance(sub, ast.Attribute)
+                        and isinstance(sub.ctx, ast.Store)  # not `self.__class__` in `...x = v`
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):

@@ -9,7 +9,7 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_content import own_value
+from vllm_tt_plugin.contract.source_deadvalue import own_value
 from vllm_tt_plugin.contract.source_helpers import mapping_use
 
 
