@@ -14,24 +14,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_contract_parity_holes import _decode, _findings, _tree
 from tests.unit.test_contract_parity_redteam import ACTS, ADAPTER, BASE, DECODE, DECODE_V1, edit
 from tests.unit.test_contract_parity_round7_names import (
     assert_binds,
     assert_refused,
     assert_round_trip,
 )
+from tests.unit.test_contract_parity_round7_returns import RIGHT, SENDS, _composed
 
 PREFILL = "        return sampling_params, empty_slots\n\n    def decode_forward"
-SENDS = f"self.generator.decode(tokens, sampling_params, {ACTS})"
 
 
 def _lines(body: str) -> str:
     return "".join(f"        {line}\n" for line in body.strip("\n").split("\n"))
 
 
-def decode(body: str) -> dict[str, str]:
-    """BASE with ``body`` as its decode's body."""
-    return {ADAPTER: edit(BASE, (DECODE, f"    def decode_forward({DECODE_V1}):\n" + _lines(body)))}
+def decode(body: str, extra: str = "") -> dict[str, str]:
+    """BASE with ``body`` as its decode's body (``extra``: more methods after it)."""
+    more = "".join(f"    {line}\n" for line in extra.strip("\n").split("\n")) if extra else ""
+    new = f"    def decode_forward({DECODE_V1}):\n" + _lines(body) + more
+    return {ADAPTER: edit(BASE, (DECODE, new))}
 
 
 def prefill(body: str, head: str = "") -> dict[str, str]:
@@ -51,6 +54,7 @@ def warmup(body: str, head: str = "", attrs: str = "") -> dict[str, str]:
     return {ADAPTER: head + text}
 
 
+PENDING = ", ".join(f"{c}={c}" for c in ACTS.split(", "))
 WARM = "self.generator.warmup(kv_cache, enable_trace)"
 DEC, PRE, WUP = "decode_forward", "prefill_forward", "warmup_model_prefill"
 FLAGS = ("flags = dict(sampling_params=sampling_params, reload_inputs=reload_inputs, "
@@ -69,6 +73,17 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
         f" 'reload_inputs': reload_inputs}}\ncall.pop('reload_inputs')\ndel call['tokens']\n"
         f"return self.generator.decode(**call), ({ACTS.replace('reload_inputs, ', '')})"),
         {DEC: "dropped"}, "reload_inputs"),
+    # Item 4 (HC04): commands stored in an attribute nothing reads; fixed ones handed on.
+    "hc04_commands_stored_in_a_dict": (decode(f"self._pending = dict({PENDING})\n"
+        "return sampling_params, (True, True, True, False)"), {DEC: "dropped"},
+        "reset_sampling_state (stored in self._pending"),
+    "hc04b_commands_stored_in_a_tuple": (decode(
+        "self._cmds = (reload_inputs, reset_sampling_state)\n"
+        "return sampling_params, (True, reload_page_table, reload_sampling_params, False)"),
+        {DEC: "dropped"}, "reload_inputs (stored in self._cmds"),
+    "hc04c_display": (decode("self._pending = {'reload': reload_page_table}\n"
+        "return sampling_params, (reload_inputs, True, reload_sampling_params, "
+        "reset_sampling_state)"), {DEC: "dropped"}, "reload_page_table (stored in self._pending"),
     # MM01: content in a local dict whose key is replaced before the dict is read.
     "mm01_content_key_replaced": (prefill("mm = {'sampling': sampling_params}\n"
         "mm['sampling'] = None\nsampling_params = self.generator.prefill(tokens, mm['sampling'])"),
@@ -116,6 +131,9 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
 }  # fmt: skip
 
 CONTROLS: dict[str, dict[str, str]] = {
+    # Stored commands a method the decode calls reads back.
+    "stored_commands_read_back": decode(f"self._pending = dict({PENDING})\n"
+        "return sampling_params, self.pending()", "def pending(self):\n    return self._pending"),
     # The dict keeps the plugin's commands; a key the plugin did not send is added.
     "dict_call_keeps_commands": decode(f"{FLAGS}\nflags['slot_remap'] = None\n"
         "return self.generator.decode(tokens, **flags)"),
@@ -161,3 +179,84 @@ CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str) -> None:
     assert_round_trip(tmp_path, CASES[name])
+
+
+# --- Item 3 (CK15, CK03, PF01): the composed generator's call made through locals ------------
+# (composed_locals). The skeleton keeps the adapter's composed calls elided: the documented
+# round-trip limit of the composed-generator rule (docs/CONTRACT_PARITY.md), as CK01/CK04.
+def _gen(body: str) -> str:
+    return _composed("".join(f"        {line}\n" for line in body.strip("\n").split("\n")))
+
+
+COMPOSED_REFUSED: dict[str, tuple[str, str]] = {
+    "ck15_partial_then_call": (_gen("step = functools.partial(self.generator.decode, tokens)\n"
+        "return step(enable_trace, sampling_params, reload_inputs, reload_page_table)"),
+        "'sampling_params' lands on 'enable_trace'"),
+    "ck15b_partial_keywords": (_gen("from functools import partial\n"
+        "step = partial(self.generator.decode, tokens, reload_inputs=reload_page_table)\n"
+        "return step(sampling_params, enable_trace, reload_page_table=reload_inputs)"),
+        "'reload_page_table' lands on 'reload_inputs'"),
+    "ck03_tuple_swap": (_gen("sampling_params, enable_trace = enable_trace, sampling_params\n"
+        f"return self.generator.decode({RIGHT})"), "'enable_trace' lands on 'sampling_params'"),
+    "ck03b_plain_rebind": (_gen(f"reload_inputs = reload_page_table\n"
+        f"return self.generator.decode({RIGHT})"), "'reload_page_table' lands on 'reload_inputs'"),
+    "pf01_dict_display_swap": (_gen(
+        "call = {'sampling_params': enable_trace, 'enable_trace': sampling_params}\n"
+        "return self.generator.decode(tokens, reload_inputs=reload_inputs, "
+        "reload_page_table=reload_page_table, **call)"),
+        "'enable_trace' lands on 'sampling_params'"),
+    "pf01b_dict_call_swap": (_gen(
+        "call = dict(reload_inputs=reload_page_table, reload_page_table=reload_inputs)\n"
+        "return self.generator.decode(tokens, sampling_params, enable_trace, **call)"),
+        "'reload_page_table' lands on 'reload_inputs'"),
+}  # fmt: skip
+COMPOSED_CONTROLS: dict[str, str] = {
+    "partial_in_order": _gen("step = functools.partial(self.generator.decode, tokens, "
+        "sampling_params)\nreturn step(enable_trace, reload_inputs, reload_page_table)"),
+    "dict_in_order": _gen("call = dict(reload_inputs=reload_inputs, "
+        "reload_page_table=reload_page_table)\n"
+        "return self.generator.decode(tokens, sampling_params, enable_trace, **call)"),
+    "rebound_from_a_call": _gen("enable_trace = bool(enable_trace)\n"
+        f"return self.generator.decode({RIGHT})"),
+    # Bound twice: not followed (the call as written is bound, and binds).
+    "mapping_bound_twice": _gen("call = dict(reload_inputs=reload_inputs)\n"
+        "call = dict(reload_inputs=reload_inputs, reload_page_table=reload_page_table)\n"
+        "return self.generator.decode(tokens, sampling_params, enable_trace, **call)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED_REFUSED))
+def test_a_composed_call_through_locals_binds_as_python_does(tmp_path: Path, name: str) -> None:
+    adapter, words = COMPOSED_REFUSED[name]
+    status, detail = _findings(_tree(tmp_path, adapter))[DEC]
+    assert status == "broken" and words in detail, detail
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED_CONTROLS))
+def test_a_composed_call_through_locals_in_order_binds(tmp_path: Path, name: str) -> None:
+    status, detail = _findings(_tree(tmp_path, COMPOSED_CONTROLS[name]))[DEC]
+    assert status in ("ok", "drift"), detail
+
+
+# --- Item 6 (RT02): the decode's result returned by a nested function it does not return -----
+RETURNS: dict[str, tuple[str, str]] = {
+    "rt02_nested_def_result_dropped": (_decode(
+        f"        def _run():\n            return {SENDS}\n        _run()"), "broken"),
+    "rt02b_result_kept_in_a_local": (_decode(
+        f"        def _run():\n            return {SENDS}\n        self._out = _run()"), "broken"),
+    # Held before round 8 (a nested class's methods were already skipped): kept as a spelling.
+    "rt02c_nested_class": (_decode(
+        f"        class _Step:\n            def run(inner):\n                return {SENDS}\n"
+        "        self._out = _Step().run()"), "broken"),
+    "nested_def_result_returned": (_decode(
+        f"        def _run():\n            return {SENDS}\n        return _run()"), "ok"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RETURNS))
+def test_a_nested_functions_return_is_not_the_decodes(tmp_path: Path, name: str) -> None:
+    adapter, expected = RETURNS[name]
+    status, detail = _findings(_tree(tmp_path, adapter))[DEC]
+    assert status == expected or (expected == "ok" and status == "drift"), detail
+    if expected == "broken":
+        assert "never returns a value" in detail, detail
