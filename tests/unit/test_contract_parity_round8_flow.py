@@ -69,6 +69,9 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
         {DEC: "dropped"}, "'reload_inputs', 'reset_sampling_state'"),
     "ck05b_dict_update": (decode(f"{FLAGS}\nflags.update(reload_page_table=False)\n"
         "return self.generator.decode(tokens, **flags)"), {DEC: "dropped"}, "reload_page_table"),
+    "ck05d_merge_operator": (decode(f"{FLAGS}\nflags |= {{'reset_sampling_state': False}}\n"
+        "return self.generator.decode(tokens, **flags)"), {DEC: "dropped"},
+        "reset_sampling_state"),
     "ck05c_display_pop": (decode("call = {'tokens': tokens, 'sampling_params': sampling_params,"
         f" 'reload_inputs': reload_inputs}}\ncall.pop('reload_inputs')\ndel call['tokens']\n"
         f"return self.generator.decode(**call), ({ACTS.replace('reload_inputs, ', '')})"),

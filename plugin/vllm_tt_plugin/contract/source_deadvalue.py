@@ -3,10 +3,11 @@
 value into a local mapping or a conditional expression.
 
 - A local mapping (``d = {"k": v}`` / ``d = dict(k=v)``) whose key ``k`` a later statement of
-  the same block replaces or removes (``d["k"] = x``, ``d.update(k=x)``, ``del d["k"]``, a bare
-  ``d.pop("k")``) before the mapping is read any other way: ``v`` never leaves the body. A
-  statement that may or may not run (under a test, in a loop), or any other read of ``d`` in
-  between, ends the walk: ``v`` counts as used (the checker does not say it was lost).
+  the same block replaces or removes (``d["k"] = x``, ``d.update(k=x)``, ``d |= {"k": x}``,
+  ``del d["k"]``, a bare ``d.pop("k")``) before the mapping is read any other way: ``v`` never
+  leaves the body. A statement that may or may not run (under a test, in a loop), any other
+  read of ``d`` in between, or a rebinding (``d = {**d, "k": x}``) ends the walk: ``v`` counts
+  as used (the checker does not say it was lost).
 - A choice between the plugin's value and one of the model's own (``own_value``: a constant, an
   attribute of ``self``), ``x = None if self._host_sampling else x``, ``if not self._vision:
   x = None``, on a test that does not read ``x`` itself: the plugin needs its value on every
@@ -67,6 +68,14 @@ def _touches(st: ast.stmt, name: str, key: str) -> str:
             if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value)):
                 return "read"
             return "replaced" if _key(t.slice) == key else ("" if _key(t.slice) else "read")
+    # `d |= {"k": x}`
+    if (
+        isinstance(st, ast.AugAssign) and isinstance(st.op, ast.BitOr)
+        and isinstance(st.target, ast.Name) and st.target.id == name
+        and isinstance(st.value, ast.Dict) and all(_key(k) is not None for k in st.value.keys)
+        and not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value))
+    ):  # fmt: skip
+        return "replaced" if any(_key(k) == key for k in st.value.keys) else ""
     if isinstance(st, ast.Delete) and len(st.targets) == 1:
         t = st.targets[0]
         if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name:
