@@ -20,11 +20,12 @@ on batches that mix these kinds of row:
 - drill: the corpus's sums Q&A, JSON, counting, number-word, day, month, alphabet and Q&A
   documents (`reference_corpus.drill_documents`), packed: what the cycle rows loosen.
 
-The shipped fixture went through runs 1-3 (its README says how it was made, and what the result
-scores): 19/20 passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016
-tokens, a held-out corpus loss of 0.805 (0.810 before), measured with transformers. That is the
-default (`--to-run 3`): the mixed run, a corpus-heavy one at a lower rate, a corpus-only one on
-short rows (the first two loosen JSON closing and chat answers; the third brings them back):
+Runs 1-3 (the mixed run, a corpus-heavy one at a lower rate, a corpus-only one on short rows:
+the first two loosen JSON closing and chat answers, the third brings them back) gave 19/20
+passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016 tokens, a
+held-out corpus loss of 0.805 (0.810 before), measured with transformers. The shipped fixture
+then went through runs 4-5 of `plain-numbers-s4340` (below; its README says how it was made and
+what it scores). That is the default (runs 1-5, `--cycles plain-numbers-s4340`):
 
     python tools/train_long_context.py --checkpoint fixtures/models/tt-reference-llama
 
@@ -53,7 +54,7 @@ and the failures of `tests/unit/test_reference_checkpoint.py` (with the cycle an
     plain-numbers                 18  6  20 3  0.803 102  schema tags seed 0
     plain-numbers-consolidated    18  5  20 4  0.808 103  9: presence 1 (2), 3 JSON closings, 4
                                                           schema samples
-    plain-numbers-s4340           18  6  20 4  0.804 103  presence 1 on "red blue green red blue
+    plain-numbers-s4340 (shipped) 18  6  20 4  0.804 103  presence 1 on "red blue green red blue
                                                           green" (greedy unchanged)
     plain-numbers-s4342           18  6  19 4  0.803 103  the same
     plain-numbers-s4344           18  5  20 4  0.804 104  presence 1 on both cycle prompts
@@ -274,8 +275,8 @@ CYCLE_RECIPES: dict[str, tuple[Run, ...]] = {
         for s in (4360, 4362, 4364, 4366)
     },
 }
-DEFAULT_CYCLES = "g"
-SHIPPED_RUNS = 3  # runs 4 on are not applied to the bundled fixture (see the docstring)
+DEFAULT_CYCLES = "plain-numbers-s4340"  # the shipped fixture's runs 4-5
+SHIPPED_RUNS = 5
 
 
 def recipe(cycles: str) -> tuple[Run, ...]:
