@@ -14,22 +14,29 @@ on batches that mix four kinds of row:
 - passkey: prompts in the exact `tt_conformance.longtasks` format (random key, filler count and
   depth; a fifth with another filler sentence), the answer `" <key>."` and EOS, answer tokens
   weighted x5, the rest of the row packed with corpus documents;
-- passage: corpus text without special tokens, 12-240 tokens, repeated until the row is full.
+- passage: corpus text without special tokens, 12-240 tokens, repeated until the row is full;
+- cycle: BOS, a cycle of 2-6 letters, digits, numbers, words or two-word phrases written out
+  three or more rounds, EOS (loss on the repeats and the EOS), packed to the row's length.
 
 Applied to the shipped fixture (its README says how it was made, and what the result scores).
-On the fixture the recipe gives 19/20 passkey prompts at the check's sizing and key seed, 4/4
+On the fixture runs 1-3 gave 19/20 passkey prompts at the check's sizing and key seed, 4/4
 passage copies up to 1016 tokens, and a held-out corpus loss of 0.805 (0.810 before), measured
 with transformers.
 
-The default recipe is three runs, each from the previous one's output: the mixed run, a
-corpus-heavy one at a lower rate, and a corpus-only one on short rows (the first two loosen JSON
-closing and chat answers; the third brings them back):
+The default recipe is five runs, each from the previous one's output: the mixed run, a
+corpus-heavy one at a lower rate, a corpus-only one on short rows (the first two loosen JSON
+closing and chat answers; the third brings them back), one of corpus, cycle and passkey rows
+(after the first three a repeated cycle such as "a b c a b c a b c" was continued as a sequence,
+"d e f", so penalties changed nothing there; after it greedy repeats the cycle with EOS a fair
+second, so presence, frequency and repetition penalties change the greedy output), and a
+mostly-corpus one that brings back arithmetic answers:
 
     python tools/train_long_context.py --checkpoint fixtures/models/tt-reference-llama
+    python tools/train_long_context.py --checkpoint DIR --from-run 4  # runs 4 and 5 alone
 
 Deterministic: seeded `random.Random`, `torch.manual_seed`, `torch.use_deterministic_algorithms`
 and one torch thread (another thread count or CPU kind may change float rounding and so the
-bytes). About 35 minutes on one core. Needs torch, transformers (5.x), tokenizers and
+bytes). About 50 minutes on one core. Needs torch, transformers (5.x), tokenizers and
 safetensors; no network.
 """
 
@@ -52,8 +59,10 @@ sys.path.insert(0, str(REPO / "conformance"))
 
 from reference_corpus import (  # noqa: E402
     BOS,
+    COLORS,
     EOS,
     EXTRA_WORDS,
+    LETTERS,
     NAMES,
     PAD,
     SPECIAL_TOKENS,
@@ -91,7 +100,7 @@ class Run:
     """One training run: phases, the share of each row kind, optimiser and seeds."""
 
     phases: tuple[Phase, ...]
-    mix: tuple[float, float, float, float]  # corpus, induction, passkey, passage
+    mix: tuple[float, float, float, float, float]  # corpus, induction, passkey, passage, cycle
     lr: float
     warmup: int
     seed: int
@@ -107,7 +116,7 @@ class Run:
 RECIPE = (
     Run(
         phases=(Phase(256, 32, 300), Phase(512, 16, 300), Phase(1024, 8, 400)),
-        mix=(0.3, 0.15, 0.3, 0.25),
+        mix=(0.3, 0.15, 0.3, 0.25, 0.0),
         lr=1.5e-3,
         warmup=20,
         seed=4321,
@@ -115,7 +124,7 @@ RECIPE = (
     ),
     Run(
         phases=(Phase(256, 32, 60), Phase(1024, 8, 100)),
-        mix=(0.55, 0.1, 0.2, 0.15),
+        mix=(0.55, 0.1, 0.2, 0.15, 0.0),
         lr=3e-4,
         warmup=10,
         seed=4322,
@@ -126,13 +135,41 @@ RECIPE = (
     # retrieval (a mix with passkey rows did too, but not the chat answers).
     Run(
         phases=(Phase(256, 32, 150),),
-        mix=(1.0, 0.0, 0.0, 0.0),
+        mix=(1.0, 0.0, 0.0, 0.0, 0.0),
         lr=3e-4,
         warmup=10,
         seed=4324,
         corpus_seed=4325,
     ),
+    # Short cycles repeated ("a b c a b c ..."): continued by repeating them, as chat models do,
+    # so penalties have a repetition to change (the runs above taught "a b c a b c" -> "d e f").
+    # Corpus and passkey rows keep the rest.
+    Run(
+        phases=(Phase(256, 32, 150), Phase(1024, 8, 50)),
+        mix=(0.5, 0.0, 0.2, 0.0, 0.3),
+        lr=3e-4,
+        warmup=10,
+        seed=4326,
+        corpus_seed=4327,
+    ),
+    # Mostly corpus at a low rate: the run above loosened arithmetic answers (the operand
+    # copied); this brings them back and keeps the cycles.
+    Run(
+        phases=(Phase(256, 32, 80),),
+        mix=(0.9, 0.0, 0.0, 0.0, 0.1),
+        lr=3e-4,
+        warmup=5,
+        seed=4328,
+        corpus_seed=4329,
+    ),
 )
+# Items of the short cycles: letters, digits, numbers, words, two-word phrases; a quarter of the
+# cycles take consecutive items (a b c, 1 2 3, red blue green), which the corpus otherwise
+# continues as a sequence.
+_CYCLE_WORDS = WORD_POOL + NAMES + EXTRA_WORDS
+CYCLE_END = 0.4
+CYCLE_WEIGHT = 3.0
+_RUNS = (list(LETTERS), list(LETTERS.upper()), [str(i) for i in range(1, 30)], COLORS)
 
 
 class Rows:
@@ -229,6 +266,59 @@ class Rows:
             first = False
         return row, weights
 
+    def _cycle_items(self) -> list[str]:
+        rng = self.rng
+        size = rng.randint(2, 6)
+        if rng.random() < 0.25:
+            run = rng.choice(_RUNS)
+            start = rng.randrange(len(run) - size + 1)
+            return run[start : start + size]
+        kind = rng.randrange(5)
+        pool: list[str] = (
+            list(LETTERS + LETTERS.upper())
+            if kind == 0
+            else [str(i) for i in range(10)]
+            if kind == 1
+            else [str(i) for i in range(10, 1000)]
+            if kind == 2
+            else _CYCLE_WORDS
+        )
+        items = rng.sample(pool, size)
+        if kind == 4:  # two-word phrases
+            items = [f"{w} {rng.choice(_CYCLE_WORDS)}" for w in items]
+        return items
+
+    def cycle_row(self, length: int) -> Row:
+        """Segments of BOS, a short cycle repeated, EOS; loss from the second round on, past its
+        first item (which the first round alone does not imply). From the third round on each
+        round is the last with probability ``CYCLE_END``, so after a cycle the model gives EOS
+        a fair share and the repeat the larger one: greedy repeats, and a penalty of about one
+        on the repeated tokens tips it."""
+        rng = self.rng
+        row: list[int] = []
+        weights: list[float] = []
+        while len(row) < length:
+            items = self._cycle_items()
+            sep = rng.choices([" ", ", "], weights=[4, 1])[0]
+            first = [" " + items[0], sep + items[0]]  # the first item in the first round, later
+            pieces = [sep + item for item in items[1:]]
+            encoded = self.tok.encode_batch([*first, *pieces], add_special_tokens=False)
+            starts, rest = [e.ids for e in encoded[:2]], [e.ids for e in encoded[2:]]
+            row.append(self.bos)
+            weights.append(0.0)
+            rounds = 3
+            while rng.random() >= CYCLE_END:
+                rounds += 1
+            for r in range(rounds):
+                for i, piece in enumerate([starts[r > 0], *rest]):
+                    # The round's first token is where the cycle goes on or stops: weighted up.
+                    weight = CYCLE_WEIGHT if i == 0 and r > 1 else 1.0
+                    row += piece
+                    weights += [weight if r > 0 and (r, i) != (1, 0) else 0.0] * len(piece)
+            row.append(self.eos)
+            weights.append(CYCLE_WEIGHT)
+        return row[:length], weights[:length]
+
     def counts(self, batch: int) -> list[int]:
         counts = [round(batch * share) for share in self.run.mix]
         counts[0] += batch - sum(counts)
@@ -242,6 +332,7 @@ class Rows:
             self.induction_row,
             self.passkey_row,
             self.passage_row,
+            self.cycle_row,
         ]
         rows: list[Row] = [
             make(phase.length)
@@ -310,12 +401,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--checkpoint", type=Path, required=True, help="trained in place")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--from-run",
+        type=int,
+        default=1,
+        help="start at this run of the recipe (a checkpoint that already went through the ones "
+        "before it)",
+    )
     args = parser.parse_args(argv)
     if not (args.checkpoint / "model.safetensors").is_file():
         parser.error(f"--checkpoint {args.checkpoint}: no model.safetensors there")
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
+    if not 1 <= args.from_run <= len(RECIPE):
+        parser.error(f"--from-run must be 1..{len(RECIPE)}, got {args.from_run}")
     for i, run in enumerate(RECIPE, 1):
+        if i < args.from_run:
+            continue
         print(f"run {i}/{len(RECIPE)}: {run.steps} steps", flush=True)
         train(args.checkpoint, run, args.threads)
     return 0

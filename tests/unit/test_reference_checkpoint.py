@@ -178,12 +178,59 @@ def test_chat_template_rejects_unknown_role(tok: PreTrainedTokenizerFast) -> Non
         ("January February March", " April May June"),
         ("a b c d e", " f g h"),
         ("A B C D", " E F G"),
+        # A cycle written out is repeated, not read as a sequence (as chat models do).
+        ("a b c a b c a b c", " a b c a b c"),
+        ("1 2 3 1 2 3 1 2 3", " 1 2 3 1 2 3"),
+        ("red blue green red blue green red blue green", " red blue green red blue green"),
+        ("x y x y x y x y", " x y x y x y"),
     ],
 )
 def test_greedy_continues_patterns(
     tok: PreTrainedTokenizerFast, model: LlamaForCausalLM, prompt: str, expected: str
 ) -> None:
     assert _complete(tok, model, prompt, 12).startswith(expected)
+
+
+class _Penalties:
+    """vLLM's penalties as a logits processor: repetition over prompt and output (sign-aware
+    scaling), frequency and presence subtracted over the generated tokens only."""
+
+    def __init__(
+        self, prompt_len: int, repetition: float, frequency: float, presence: float
+    ) -> None:
+        self.prompt_len, self.rep, self.freq, self.pres = (
+            prompt_len,
+            repetition,
+            frequency,
+            presence,
+        )
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        seen = input_ids[0].unique()
+        vals = scores[0, seen]
+        scores[0, seen] = torch.where(vals > 0, vals / self.rep, vals * self.rep)
+        counts = torch.bincount(input_ids[0, self.prompt_len :], minlength=scores.shape[-1])
+        return scores - self.freq * counts - self.pres * (counts > 0).to(scores.dtype)
+
+
+@pytest.mark.parametrize(
+    "penalty",
+    [(1.0, 0.0, 1.0), (1.0, 0.0, 2.0), (1.0, 1.0, 0.0), (1.3, 0.0, 0.0)],
+    ids=["presence1", "presence2", "frequency1", "repetition1.3"],
+)
+@pytest.mark.parametrize("prompt", ["a b c a b c a b c", "red blue green red blue green"])
+def test_penalties_change_greedy_output_on_a_repeated_pattern(
+    tok: PreTrainedTokenizerFast,
+    model: LlamaForCausalLM,
+    prompt: str,
+    penalty: tuple[float, float, float],
+) -> None:
+    """The common penalty check (greedy on a cycle, penalised or not) sees each penalty."""
+    ids = tok(prompt).input_ids
+    plain = _generate(model, ids, 24)
+    penalised = _generate(model, ids, 24, logits_processor=[_Penalties(len(ids), *penalty)])
+    assert penalised != plain, tok.decode(plain)
 
 
 @pytest.mark.parametrize(
