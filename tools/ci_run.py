@@ -125,6 +125,23 @@ def _signal_group(pid: int, sig: int) -> bool:
     return True
 
 
+def _group_members(pgid: int) -> list[str]:
+    """The live processes of group PGID as 'pid:name', read from /proc (the note names what a
+    step left behind, so the next run says which test forgot to stop it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # comm is in parentheses and may hold spaces: the fields after the last ')' are fixed.
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            found.append(f"{stat.parent.name}:{name}")
+    return sorted(found)
+
+
 def _seconds(raw: str | None) -> float:
     try:
         value = float(raw or 0.0)
@@ -213,8 +230,12 @@ class Runner:
     def _finish(self, run: StepRun, rc: int) -> None:
         assert run.proc is not None
         run.rc, run.ended = rc, self.now()
-        if _signal_group(run.proc.pid, signal.SIGKILL):
-            run.notes.append("left processes running when it ended (killed)")
+        left = _group_members(run.proc.pid)
+        # killpg also succeeds on members that already exited but are not yet reaped (zombies
+        # the init process collects a moment later): only live members are worth a note.
+        if _signal_group(run.proc.pid, signal.SIGKILL) and left:
+            named = ", ".join(left[:8])
+            run.notes.append(f"left processes running when it ended (killed): {named}")
         if rc != 0:
             run.failures.insert(0, f"exit {rc}")
         elif run.step.junit:

@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tt_conformance.committed import checkout_root, committed_file
+from tt_conformance.committed import committed_file, harness_repository
 from tt_conformance.expectations import (
     Expectations,
     ExpectationsError,
@@ -107,7 +107,7 @@ def _local_path(named: str) -> Path | None:
     """The named file here: an absolute name as recorded; a relative one (recorded
     repository-relative, committed.repo_relative) under the checkout, else from here."""
     path = Path(named)
-    root = checkout_root()
+    root = harness_repository()
     if path.is_absolute() or root is None or not (root / path).is_file():
         return path
     return root / path

@@ -87,9 +87,9 @@ def repo_relative(path: Path) -> str:
 
 def commit_state(commit: str, repository: Path | None = None) -> CommitState:
     """Where ``commit`` (a recorded commit, ``+dirty`` dropped) stands in the git of
-    ``repository`` (default: the checkout this harness runs from)."""
+    ``repository`` (default: the harness's repository, `harness_repository`)."""
     head = commit.removesuffix("+dirty")
-    root = repository if repository is not None else checkout_root()
+    root = repository if repository is not None else harness_repository()
     if root is None or not _COMMIT.fullmatch(head):
         return "absent"
     return _state(str(root), head)
@@ -149,7 +149,9 @@ def committed_file(commit: str, named: str) -> tuple[str, bytes] | None:
 
 
 def _show(commit: str, path: str) -> bytes | None:
-    root = checkout_root()
+    # The harness's repository, not only a source checkout: `tox -e matrix` / `-e gate` run an
+    # installed wheel from the repository's root, and must read its history as the checkout does.
+    root = harness_repository()
     if root is None or path.startswith("-"):
         return None
     return _shown(str(root), commit, path)

@@ -41,7 +41,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from tt_conformance.committed import checkout_root, commit_state, committed_file
+from tt_conformance.committed import commit_state, committed_file, harness_repository
 from tt_conformance.names import NOT_TT_DEVICE
 from tt_conformance.report import CheckResult, Coverage, Report
 from tt_conformance.suiteids import check_ids, covers, module_concern
@@ -431,7 +431,7 @@ def yardstick_for(report: Report) -> Yardstick:
         except ValueError:
             data = None
         untrue = (
-            _untrue_manifest(str(checkout_root()), commit.removesuffix("+dirty"), found[1])
+            _untrue_manifest(str(harness_repository()), commit.removesuffix("+dirty"), found[1])
             if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND
             else None
         )

@@ -47,8 +47,17 @@ def block_config(make_config: Any) -> Any:
 
 
 # --- launch constraints ---------------------------------------------------------------------------
-def test_servable_launch_forces_chunked_prefill_and_prefix_caching_off(block_config: Any) -> None:
-    config = block_config(enable_chunked_prefill=True, enable_prefix_caching=True)
+def test_servable_launch_forces_chunked_prefill_and_prefix_caching_off(
+    block_config: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="vllm.tt_plugin"):
+        config = block_config(enable_chunked_prefill=True, enable_prefix_caching=True)
+    # The operator is told which of their flags were overridden (one line each, naming why).
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "forced off" in r.getMessage()]
+    assert [level for level, _ in said] == [logging.INFO, logging.WARNING], said
+    assert said[0][1].endswith(": chunked prefill forced off"), said
+    assert said[1][1].endswith(": prefix caching forced off"), said
+    assert all("output_tokens_per_step" in text or "block" in text for _, text in said), said
     assert not config.scheduler_config.enable_chunked_prefill
     assert not config.cache_config.enable_prefix_caching
     assert not config.scheduler_config.async_scheduling

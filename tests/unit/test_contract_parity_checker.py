@@ -496,7 +496,7 @@ def test_content_the_adapter_takes_in_kwargs_and_never_reads_is_dropped(tmp_path
     # Mistral 3: prefill_forward(*args, **kwargs) reads tokens, prompt_lens and
     # kwargs.get("images"); the plugin sends the images as pixel_values / image_sizes and, with
     # device sampling, sampling_params: nothing reads them.
-    adapter = edit(
+    adapter = "from loguru import logger\n" + edit(
         ADAPTER,
         ("    def prefill_forward(self, *args, **kwargs):\n"
          "        return super().prefill_forward_text(*args, **kwargs)",
@@ -819,6 +819,7 @@ def test_cls_built_with_a_keyword_mapping_binds_its_keys_or_is_unresolved(tmp_pa
 
     def built(root: Path, body: str) -> Finding:
         adapter = edit(ADAPTER, (init, "        optimizations=None,\n    ):\n" + body))
+        adapter += "\n\ndef make_kwargs():\n    return {}\n"  # a name the module binds
         return run(tree(root, adapter=adapter))["initialize_vllm_model"]
 
     found = built(tmp_path / "a", "        kw = dict(vllm_context=True)\n        return cls(**kw)")
@@ -870,7 +871,7 @@ def test_arguments_handed_to_an_object_the_instance_holds_are_unresolved(tmp_pat
     assert found.status == "unresolved", found
     assert "self.executor.decode_forward(...) (composition)" in found.detail
     # A helper of the instance's own is followed as before, and other calls are not composition.
-    own = edit(
+    own = "from loguru import logger as log\n" + edit(
         ADAPTER,
         ("return super().decode_forward(*args, **kwargs)",
          "log.info(*args)\n        return super().decode_forward(*args, **kwargs)"),

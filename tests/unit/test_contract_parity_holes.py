@@ -43,17 +43,26 @@ class DemoForCausalLM:
                        read_from_device=True, sampling_params=None, reload_inputs=True,
                        reload_page_table=True, reload_sampling_params=True,
                        reset_sampling_state=False, slot_remap=None, **kwargs):
-        return self.generator.decode(tokens, sampling_params)
+        return self.generator.decode(tokens, sampling_params, reload_inputs,
+                                     reload_page_table, reload_sampling_params,
+                                     reset_sampling_state)
 """
 SIG = BASE.split("    def decode_forward(")[1].split("):\n")[0]
-SENDS = "        return self.generator.decode(tokens, sampling_params)\n"
+# The decode hands the version's reload commands on (one it takes and never uses is dropped).
+SENDS = (
+    "        return self.generator.decode(tokens, sampling_params, reload_inputs,\n"
+    "                                     reload_page_table, reload_sampling_params,\n"
+    "                                     reset_sampling_state)\n"
+)
 DECODE = "    def decode_forward(" + SIG + "):\n" + SENDS
 IMPL = (
     "    def _impl(self, tokens, start_pos, page_table, kv_cache, enable_trace=False,\n"
     "              read_from_device=True, sampling_params=None, reload_inputs=True,\n"
     "              reload_page_table=True, reload_sampling_params=True,\n"
     "              reset_sampling_state=False):\n"
-    "        return self.generator.decode(tokens, sampling_params)\n"
+    "        return self.generator.decode(tokens, sampling_params, reload_inputs,\n"
+    "                                     reload_page_table, reload_sampling_params,\n"
+    "                                     reset_sampling_state)\n"
 )
 NIE = "    def _unsupported(self):\n        raise NotImplementedError\n"
 

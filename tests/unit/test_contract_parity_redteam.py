@@ -30,6 +30,9 @@ DECODE_V0 = (
     "self, tokens, start_pos, page_table, kv_cache, *, enable_trace=False, "
     "read_from_device=True, sampling_params=None, reset_batch=False"
 )
+# The version's reload commands, which a decode must act on (rt45g C05: one it takes and never
+# uses is dropped): handed back with the result.
+ACTS = "reload_inputs, reload_page_table, reload_sampling_params, reset_sampling_state"
 BASE = f"""
 class DemoForCausalLM:
     model_capabilities = {{"supports_sample_on_device": True, "supports_device_penalties": False}}
@@ -59,13 +62,13 @@ class DemoForCausalLM:
         return sampling_params, empty_slots
 
     def decode_forward({DECODE_V1}):
-        return sampling_params
+        return sampling_params, ({ACTS})
 """
 INIT = "    @classmethod\n    def initialize_vllm_model("
 GMT = "    @classmethod\n    def get_max_tokens_all_users("
-DECODE = f"    def decode_forward({DECODE_V1}):\n        return sampling_params\n"
+DECODE = f"    def decode_forward({DECODE_V1}):\n        return sampling_params, ({ACTS})\n"
 # A base class's decode (the adapter's own is removed by text, so this one differs).
-USES = f"    def decode_forward({DECODE_V1}):\n        return [sampling_params]\n"
+USES = f"    def decode_forward({DECODE_V1}):\n        return [sampling_params, {ACTS}]\n"
 CONTRACT = "    decode_input_update_contract = 1\n"
 CAPS_ON = '"supports_sample_on_device": True'
 INIT_BODY = "        return cls(None)"
@@ -82,7 +85,9 @@ def edit(text: str, *changes: tuple[str, str]) -> str:
 def v0_decode(text: str) -> str:
     """The class declares no contract (version 0) and its decode takes reset_batch only."""
     return edit(
-        text, (CONTRACT, ""), (DECODE, f"    def decode_forward({DECODE_V0}):\n        return 1\n")
+        text,
+        (CONTRACT, ""),
+        (DECODE, f"    def decode_forward({DECODE_V0}):\n        return reset_batch\n"),
     )
 
 

@@ -104,7 +104,7 @@ ATTACKS: dict[str, tuple[dict[str, str], str, tuple[str, ...], str]] = {
             self.generator.decode(tokens, {READ})
         return self.generator.decode(tokens)
     """)}, "decode_forward", ("dropped",), "sampling_params"),
-    "dead_type_checking": ({ADAPTER: decode(f"""
+    "dead_type_checking": ({ADAPTER: "from typing import TYPE_CHECKING\n" + decode(f"""
         if TYPE_CHECKING:
             self.generator.decode(tokens, {READ})
         return self.generator.decode(tokens)

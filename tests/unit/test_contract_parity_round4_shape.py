@@ -274,7 +274,12 @@ CONTROLS: dict[str, str] = {
     "contract_annotation_only": contract(
         "decode_input_update_contract = 1", "decode_input_update_contract: int"
     ),
-    "caps_rebound_off": edit(BASE, body("model_capabilities = {}"), NO_SAMPLING),
+    "caps_rebound_off": edit(  # no sampling_params parameter: the body must not read it
+        BASE,
+        body("model_capabilities = {}"),
+        NO_SAMPLING,
+        ("        return sampling_params, (", "        return tokens, ("),
+    ),
     "own_mangled_helper": edit(
         BASE,
         (

@@ -24,7 +24,11 @@ from vllm_tt_plugin.contract.parity_rules import FAILING, Finding
 from vllm_tt_plugin.contract.signatures import profiles_from_mapping
 from vllm_tt_plugin.contract.skeleton import write_skeletons
 
-SENDS = "        return self.generator.decode(tokens, sampling_params)"
+# The decode hands the version's reload commands on (one it takes and never uses is dropped).
+SENDS = (
+    "        return self.generator.decode(tokens, sampling_params, reload_inputs, "
+    "reload_page_table, reload_sampling_params, reset_sampling_state)"
+)
 NO_REMAP = SIG.replace(" slot_remap=None,", "")
 ASYNC_OFF = ('"supports_async_decode": True', '"supports_async_decode": False')
 # A checkout helper in the form of tt-metal's models/common/decode_contract.py @
@@ -203,8 +207,9 @@ def test_reload_commands_come_from_the_plugins_planner() -> None:
     host = PlannedCall(
         "decode_forward", "host", (), tuple(k for k in keys if k != "sampling_params")
     )
+    # A host-sampled step sends the device no sampling parameters (reload_contract.py).
     assert {s.values["reload_sampling_params"] for s in scenarios(host, async_decode=True)} == {
-        True
+        False
     }
 
 

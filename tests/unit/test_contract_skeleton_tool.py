@@ -29,14 +29,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # A checkout whose bodies hold what the checker reads amid ordinary code (loops, branches, logs,
 # nested helpers), so the skeleton has to extract it.
-BUSY_ADAPTER = ADAPTER.replace(
+BUSY_ADAPTER = "import loguru\n" + ADAPTER.replace(
     "    def prefill_forward(self, *args, **kwargs):\n"
     "        return super().prefill_forward_text(*args, **kwargs)",
     textwrap.indent(
         textwrap.dedent(
             """
             def prefill_forward(self, *args, **kwargs):
-                logger.info(f"keys {kwargs.keys()}")
+                loguru.logger.info(f"keys {kwargs.keys()}")
                 images = kwargs.get("images")
                 for i in range(3):
                     if images and i > 1:

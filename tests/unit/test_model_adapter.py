@@ -5,6 +5,7 @@ asserts what the class received, in tt-metal's argument names and layouts."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, ClassVar
 
 import pytest
@@ -169,6 +170,30 @@ def test_kv_budget_by_keyword_and_default() -> None:
 
     with pytest.raises(ValueError, match="positive integer"):
         ModelAdapter(Zero).max_tokens_all_users(call)
+
+
+def test_kv_budget_default_only_for_a_missing_method() -> None:
+    """131072 is for a class (or the generator it delegates to) without the method; an
+    AttributeError raised inside the budget is the model failing and is refused at load."""
+    call = KVSizingCall("m", 1, 1, 4096, 8)
+
+    class Generator:  # a generator a registry class delegates to, without the method
+        pass
+
+    class Delegates(Recorder):
+        @classmethod
+        def get_max_tokens_all_users(cls, **kwargs: Any) -> int:
+            return int(Generator.get_max_tokens_all_users(**kwargs))  # type: ignore[attr-defined]
+
+    assert ModelAdapter(Delegates).max_tokens_all_users(call) == 131072
+
+    class Fails(Recorder):
+        @classmethod
+        def get_max_tokens_all_users(cls, **kwargs: Any) -> int:
+            return int(math.no_such_function())  # type: ignore[attr-defined]
+
+    with pytest.raises(ValueError, match=r"Fails\.get_max_tokens_all_users failed: .*no_such"):
+        ModelAdapter(Fails).max_tokens_all_users(call)
 
 
 # --- warm-up ------------------------------------------------------------------------------------

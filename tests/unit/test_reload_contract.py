@@ -59,6 +59,10 @@ def test_host_sampling_reloads_every_step_without_reset() -> None:
     command = planner.plan(step(route=Route.HOST))
     assert command == HOST_STEP_RELOAD
     assert command.reload_inputs and not command.reset_sampling_state
+    # The device does not sample: its sampling parameters are neither used nor sent (the
+    # spec's reload_sampling_params = device_sampling and transition; tt-metal's
+    # require_full_input_reload refuses them from an adapter without a device sampler).
+    assert not command.reload_sampling_params
     planner.commit_decode(step(route=Route.HOST))
     assert planner.plan(step(route=Route.HOST)) == HOST_STEP_RELOAD
 

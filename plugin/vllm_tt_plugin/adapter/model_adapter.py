@@ -275,7 +275,15 @@ class ModelAdapter:
         }
         try:
             value: object = sized_cls.get_max_tokens_all_users(**pick(values, SIZING_KEYWORDS))
-        except AttributeError:
+        except AttributeError as exc:
+            # The default is for a class without the method, also one a class delegates to (a
+            # tt-transformers registry class selecting its generator). Any other AttributeError
+            # is the budget failing (e.g. a Python 3.11 name on a 3.10 host): sizing the KV cache
+            # at 131072 tokens then is a guess that can overrun the device, so it is refused.
+            if exc.name != "get_max_tokens_all_users":
+                raise ValueError(
+                    f"{self.profile.class_name}.get_max_tokens_all_users failed: {exc!r}"
+                ) from exc
             return DEFAULT_MAX_TOKENS_ALL_USERS
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(

@@ -43,25 +43,21 @@ def per_request_capabilities(
     the penalty histories). Routing is decided in the runner after load, so no launch decision
     depends on them."""
     declared = instance.declared
+    caps = planned.narrowed_by(declared)
     reasons: list[str] = []
-    limit = planned.max_device_top_k
-    own = declared.max_device_top_k
-    if own is not None and (limit is None or own < limit):
+    if caps.max_device_top_k != planned.max_device_top_k:
         reasons.append(
-            f"max_device_top_k {own} (the instance's; the class declared {limit}): stochastic "
-            f"rows with top_k outside [1, {own}] sample on the host"
+            f"max_device_top_k {caps.max_device_top_k} (the instance's; the class declared "
+            f"{planned.max_device_top_k}): stochastic rows with top_k outside "
+            f"[1, {caps.max_device_top_k}] sample on the host"
         )
-        limit = own
-    penalties = planned.supports_device_penalties
-    if penalties and not declared.supports_device_penalties:
+    if planned.supports_device_penalties and not caps.supports_device_penalties:
         reasons.append(
             "supports_device_penalties False (the instance's): penalised rows sample on the host"
         )
-        penalties = False
-    elif penalties and instance.drops_penalty_histories is not None:
+    elif caps.supports_device_penalties and instance.drops_penalty_histories is not None:
         reasons.append(f"{instance.drops_penalty_histories}: penalised rows sample on the host")
-        penalties = False
-    caps = replace(planned, max_device_top_k=limit, supports_device_penalties=penalties)
+        caps = replace(caps, supports_device_penalties=False)
     return Narrowed(caps, tuple(reasons))
 
 

@@ -48,9 +48,15 @@ class _Root:
         return (self.module.name, self.kind, self.name, id(self.owner))
 
 
-def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") -> str:
+def fact_exposure(
+    reader: Any,
+    target: str,
+    name: str = "model_capabilities",
+    settled: frozenset[int] = frozenset(),
+) -> str:
     """Why the object the class's ``name`` holds may be changed through another name, with
-    where ("" when every use of it is a read)."""
+    where ("" when every use of it is a read; uses in ``settled``, by node id, are class-body
+    steps ``class_caps`` evaluated)."""
     roots, keys = _roots(reader, target, name)
     seen: set[tuple[str, str, str, int]] = set()
     while roots and len(seen) < _MAX_ROOTS:
@@ -58,7 +64,11 @@ def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") ->
         if root.key in seen or root.module.tree is None:
             continue
         seen.add(root.key)
+        if root.kind == "name":  # `from m import NAME` in another module the import runs
+            roots += _importers(reader, root)
         for use, parents in _uses(root):
+            if id(use) in settled:
+                continue
             verdict = _judge(use, parents, keys)
             if isinstance(verdict, tuple):  # bound to another name: followed
                 kind, new, owner = verdict
@@ -72,6 +82,23 @@ def fact_exposure(reader: Any, target: str, name: str = "model_capabilities") ->
                     f"the dict is shared with {_spelled(root)}, and {verdict} [{path}:{use.lineno}]"
                 )
     return ""
+
+
+def _importers(reader: Any, root: _Root) -> list[_Root]:
+    """The same object under the name another module of the import (``touched_modules``: the
+    target's modules and every module their imports run) binds it to with a from-import (a
+    "tweaks" module editing the dict: rt45g FA12)."""
+    touched = list(getattr(reader, "touched_modules", lambda: [])())
+    for module in list(touched):  # `from pkg import sub` imports the submodule too
+        for _, source, names in module.from_imports:
+            touched += [m for n in names if (m := reader.module(f"{source}.{n}")) is not None]
+    ref = f"{root.module.name}:{root.name}"
+    return [
+        _Root(module, "name", local)
+        for module in touched
+        for local, imported in module.imports.items()
+        if imported == ref and module.name != root.module.name
+    ]
 
 
 def _spelled(root: _Root) -> str:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract import parity_diff
+from vllm_tt_plugin.contract.attr_setters import attribute_setters, instance_attribute
 from vllm_tt_plugin.contract.call_plan import (
     METHODS,
     PlanFacts,
@@ -56,6 +57,7 @@ from vllm_tt_plugin.contract.call_plan import (
     derive_facts,
     plan_calls,
 )
+from vllm_tt_plugin.contract.composed import composed_errors
 from vllm_tt_plugin.contract.fact_rules import device_penalties
 from vllm_tt_plugin.contract.init_chain import expand_dispatch
 from vllm_tt_plugin.contract.mro_bases import known, unplanned
@@ -63,11 +65,7 @@ from vllm_tt_plugin.contract.parity_branches import unfollowed_binding
 from vllm_tt_plugin.contract.parity_content import replaced_keys
 from vllm_tt_plugin.contract.parity_flow import consumed_controls, short_varargs, swapped
 from vllm_tt_plugin.contract.parity_import import doubt_findings, import_raises
-from vllm_tt_plugin.contract.parity_reach import (
-    attribute_setters,
-    bind_call,
-    check_kwargs,
-)
+from vllm_tt_plugin.contract.parity_reach import bind_call, check_kwargs, host_failures_reached
 from vllm_tt_plugin.contract.parity_reach import (
     lone_read_back_hook as _lone_read_back_hook,
 )
@@ -325,9 +323,7 @@ def _reach(
     """Every ``self.m(...)`` / ``cls.m(...)`` / ``super().m(...)`` reachable from ``start``
     (through the methods they reach, inside the source) must resolve in the MRO, and the
     arguments of every ``cls(...)`` must bind to the ``__init__`` the MRO finds."""
-    has_attribute: Callable[[str, str], bool] = getattr(
-        source, "has_attribute", lambda target, name: False
-    )
+    has_attribute = instance_attribute(source)  # rt45g R08: the loader's instance too
     foreign: Callable[[str], list[str]] = getattr(source, "foreign_bases", lambda target: [])
     queue: list[tuple[FoundMethod, list[FoundMethod]]] = [(start, [start])]
     seen = {(start.owner, start.name)}
@@ -345,6 +341,7 @@ def _reach(
             out.unresolved.append(
                 f"{describe_chain(chain)}: {why} [{method.where.rpartition(':')[0]}:{at_line}]"
             )
+        host_failures_reached(source, target, method, chain, out)
         for at_line, module, names in (*body.plugin_imports, *method.scan.plugin_imports):
             lacking = not_shipped(module, names)
             if lacking:
@@ -589,6 +586,7 @@ def _check_variant(
         walk.errors += value_errors(source, target, method, found, calls, caps)
         walk.unresolved += missing_pair(source, target, method, found, served.mrope)
         _reach(source, target, profile.family, found, walk)
+        composed_errors(source, target, profile.family, [found, *(p[-1] for p in walk.paths)], walk)
         walk.errors += stub_errors(source, method, [found, *(p[-1] for p in walk.paths)])
         verdict = _verdict(profile, method, walk, fixture_entry is not None, archs)
         findings.append(with_result(verdict, result_shape(source, method, found)))

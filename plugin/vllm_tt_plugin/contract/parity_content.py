@@ -2,7 +2,8 @@
 every input that carries content or a command must reach the code that acts on it unchanged.
 
 - ``CARRIED``: the keywords whose value changes what the model computes: the content
-  (``CONTENT_KEYWORDS``), the read-back and slot commands and the version-1 reload commands.
+  (``CONTENT_KEYWORDS``), the read-back and slot commands and the reload commands (version 1's
+  four, version 0's ``reset_batch``).
   Not ``enable_trace`` (a model that runs untraced computes the same values; the real Qwen3-VL
   prefill turns it off) nor ``slot_remap`` (the plugin reloads inputs and resets sampling state
   on every layout change, so a class may ignore it).
@@ -21,12 +22,13 @@ from typing import Any
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
 from vllm_tt_plugin.contract.source_flow import always_run
 from vllm_tt_plugin.contract.source_loadable import skeleton_format
+from vllm_tt_plugin.contract.source_rebind import mentions, rebinds
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
 CARRIED = frozenset(
     {*CONTENT_KEYWORDS, "read_from_device", "empty_slots", "async_read", "is_tokens",
-     *DECODE_COMMANDS}
+     *DECODE_COMMANDS, "reset_batch"}
 )  # fmt: skip
 
 
@@ -186,29 +188,49 @@ def replaced_keys(link: Any, fwd: Any, bound: Any, head: str, out: Any) -> None:
         )
 
 
-# A command the model has no value of its own for (the decode slot the plugin bound to each
-# request): taking it and never using it loses it. The other commands count as lost when the
-# body sets them itself before any use; one the body never mentions is a documented limit
-# (docs/CONTRACT_PARITY.md, "Content flow": the plugin always sends async_read=True, and a
-# model may know what its output holds, so ignoring async_read / is_tokens can be right).
-_NO_OWN_VALUE = frozenset({"empty_slots"})
+# A command the model has no value of its own for: taking it and never using it loses it.
+# The decode slot the plugin bound to each request (F27), and the reload commands of the
+# version the class declares (the four version-1 commands, or version 0's sticky `reset_batch`):
+# a model that declared the contract must act on each (hand it on, or decide on it), or it runs
+# stale inputs / sampling state (rt45g C04-C07, T07). empty_slots and reset_batch count as lost
+# whenever the body never uses them; a version-1 command only when the body mentions it without
+# acting on it (`del`, a log line, an unread local) or sets it itself: one it never mentions is
+# the documented limit F05b (docs/CONTRACT_PARITY.md, "Content flow"). The other commands count
+# as lost when the body sets them itself (the plugin always sends async_read=True, and a model
+# may know what its output holds, so ignoring async_read / is_tokens can be right).
+NO_OWN_VALUE = frozenset({"empty_slots", *DECODE_COMMANDS, "reset_batch"})
+_LOST_UNMENTIONED = frozenset({"empty_slots", "reset_batch"})
+# A **kwargs whose name says it is thrown away (F05 `**_`, C07 `**unused_kwargs`).
+_DISCARD_WORDS = ("unused", "ignored", "discard")
+
+
+def discarded_by_name(var_kw: str) -> bool:
+    return var_kw.startswith("_") or any(w in var_kw.lower() for w in _DISCARD_WORDS)
 
 
 def rebound(fn: Fn | None, name: str) -> bool:
-    """The body sets the parameter ``name`` itself, at its top level."""
-    return fn is not None and any(
-        isinstance(st, (ast.Assign, ast.AnnAssign))
-        and any(isinstance(t, ast.Name) and t.id == name
-                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))
-        for st in fn.body
-    )  # fmt: skip
+    """The body sets the parameter ``name`` itself, in any binding form (``source_rebind``)."""
+    return fn is not None and rebinds(fn, name)
 
 
 def lost_command(fn: Fn | None, key: str, value: object) -> bool:
     """``key``, a parameter the body never uses, held a command of the plugin's it loses."""
     if not (isinstance(value, str) and value in CARRIED):
         return False
-    return key in _NO_OWN_VALUE or rebound(fn, key)
+    if value in _LOST_UNMENTIONED or rebound(fn, key):
+        return True
+    return value in NO_OWN_VALUE and fn is not None and mentions(fn, key)
+
+
+def command_lines(fn: Fn, unused: set[str]) -> list[str]:
+    """What a skeleton writes for the commands ``fn`` takes and never uses, so that its
+    checker loses them as the tree's does: set by the body itself (``p = None``), or mentioned
+    without being acted on (``del p``)."""
+    return [
+        f"{p} = None" if rebound(fn, p) else f"del {p}"
+        for p in sorted(unused)
+        if rebound(fn, p) or (p in NO_OWN_VALUE and mentions(fn, p))
+    ]
 
 
 def call_values(method: Any, call: Any) -> tuple[tuple[str, ...], dict[str, str]] | None:

@@ -7,11 +7,13 @@ unknown otherwise. Statements run in order; an ``assert`` whose test is False, a
 reached, or a call of an own method (``self.m`` / ``super().m``) or a checkout module function
 (``from models.common.decode_contract import require_full_input_reload``) that raises, is a
 failure of that call. Only what is decided counts: an ``if`` whose test is unknown is not
-entered (its assignments make names unknown; a ``return`` in it stops the run), a loop / ``try``
-/ ``with`` body is not entered, a test on anything else (``self.x``, a tensor's truth, a value
+entered (its assignments make names unknown; a ``return`` in it stops the run), nor a loop or a
+``try`` with handlers; ``with`` / ``try: ... finally:`` / ``match`` bodies run as Python runs
+them (``parity_compound``), a test on anything else (``self.x``, a tensor's truth, a value
 the plugin does not decide) is unknown. So a guard the checker cannot evaluate is ignored, never
 reported (a documented limit). The same run finds a method whose result the plugin uses falling
-off the end of its body (None) for some values (a return on the traced branch only).
+off the end of its body, or reaching a ``return None``, for some values (a return on the traced
+branch only; ``if slot_remap is not None: return None``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_tt_plugin.contract.parity_compound import compound_step
 from vllm_tt_plugin.contract.plugin_values import SOME, UNKNOWN, Scenario, Some, Unknown
 
 # Calls that read their object (a skeleton keeps `if ...: kwargs.get("k")` as a read): an
@@ -51,7 +54,7 @@ class Seq:
 
 @dataclass
 class Outcome:
-    kind: str  # "raise", "return", "fall" (off the end: None), "unknown"
+    kind: str  # "raise", "return", "none" (`return None` / bare), "fall" (off the end), "unknown"
     detail: str = ""
     line: int = 0
     chain: list[tuple[str, str]] = field(default_factory=list)  # (callee, its file) outermost first
@@ -176,12 +179,20 @@ class _Frame:
                 out = self._calls_in(stmt.value)
                 if out is not None:
                     return out
-            return Outcome("return", line=stmt.lineno)
+            # `return None` / bare `return` as written (a parameter the plugin leaves None is
+            # the author's value: a host step's `return sampling_params`)
+            none = stmt.value is None or (
+                isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+            )
+            bare = "bare" if stmt.value is None else ""
+            return Outcome("none" if none else "return", bare, line=stmt.lineno)
         if isinstance(stmt, ast.If):
             test = self.truth(stmt.test)
             if test is not None:
                 return self.block(stmt.body if test else stmt.orelse)
             return self._undecided(stmt)
+        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try, ast.Match)):
+            return compound_step(self, stmt)
         if isinstance(stmt, ast.Expr):
             if isinstance(stmt.value, ast.Call) and self._appends(stmt.value):
                 return None

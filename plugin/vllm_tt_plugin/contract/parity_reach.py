@@ -10,17 +10,26 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
-from vllm_tt_plugin.contract.init_chain import inits_run
-from vllm_tt_plugin.contract.mro_bases import known
+from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.method_reach import reached
+from vllm_tt_plugin.contract.mro_bases import known, opaque
 from vllm_tt_plugin.contract.parity_content import (
+    NO_OWN_VALUE,
     call_values,
     commands_kept,
+    discarded_by_name,
     live_parts,
     lost_command,
     stored_only,
 )
-from vllm_tt_plugin.contract.source import FoundMethod, SelfCall, describe_chain, find_method
+from vllm_tt_plugin.contract.source import (
+    FoundMethod,
+    SelfCall,
+    describe_chain,
+    find_method,
+    lookup,
+)
+from vllm_tt_plugin.contract.warmup_flag import own_flag_guard
 
 
 class WalkLike(Protocol):
@@ -92,61 +101,23 @@ def bind_call(
         out.abstract += inner.abstract
 
 
-def attribute_setters(source: Any, target: str, name: str) -> list[str]:
-    """Where ``self.<name> = ...`` is assigned along the MRO: "" for a class body or an
-    ``__init__`` (set whenever the instance exists; "<place> (to None)" for a ``None``
-    placeholder), else the method's name."""
-    where: list[str] = []
-    run = inits_run(source, target)
-    for cls in source.mro(target):
-        found = source.resolve_class(cls) if hasattr(source, "resolve_class") else None
-        if found is None:
-            continue
-        for item in found[1].body:
-            targets: list[ast.expr] = []
-            if isinstance(item, ast.Assign):
-                targets = list(item.targets)
-            elif isinstance(item, ast.AnnAssign):
-                targets = [item.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                where.append(_none_or(item, "the class body"))
-            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(item):
-                stores = [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else (
-                    node.targets if isinstance(node, ast.Assign) else []
-                )  # fmt: skip
-                if any(
-                    isinstance(sub, ast.Attribute) and sub.attr == name
-                    and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")
-                    for t in stores for sub in ast.walk(t)
-                ):  # fmt: skip
-                    init = item.name == "__init__"
-                    if init and run is not None and cls not in run:  # never runs (DC3)
-                        label = cls.rpartition(":")[2]
-                        where.append(f"{label}.__init__, which building the model does not run")
-                        continue
-                    where.append(_none_or(node, "__init__") if init else item.name)
-    return list(dict.fromkeys(where))
-
-
-def _none_or(store: ast.AST, place: str) -> str:
-    """ "" for a store that sets the attribute whenever the instance exists; a `None`
-    placeholder there is not a callable (set later, in a method that may not run)."""
-    value = getattr(store, "value", None)
-    none = isinstance(value, ast.Constant) and value.value is None
-    return f"{place} (to None)" if none else ""
-
-
 def attribute_read(source: Any, target: str, name: str) -> bool:
-    """``self.<name>`` is read somewhere along the MRO (not only assigned), outside a private
-    method nothing names (``_debug_state``: no call of it runs, rt45f H01)."""
+    """``self.<name>`` is read somewhere along the MRO (not only assigned), in a method that
+    may run while the plugin serves the class (``method_reach``: not a private ``_debug_state``
+    nothing names, rt45f H01, nor a public method nothing reached calls, rt45g R10). Past a
+    base the checker cannot read (which may call any method), outside a private method
+    nothing names."""
+    mro = source.mro(target)
     classes = [
         f[1]
-        for c in source.mro(target)
+        for c in mro
         if (f := source.resolve_class(c) if hasattr(source, "resolve_class") else None)
     ]
-    for node in (n for cls in classes for n in live_parts(cls, classes)):
+    if any(opaque(c) for c in mro):
+        parts = [n for cls in classes for n in live_parts(cls, classes)]
+    else:
+        parts = [n for top in reached(classes) for n in ast.walk(top)]
+    for node in parts:
         if (
             isinstance(node, ast.Attribute)
             and node.attr == name
@@ -206,11 +177,14 @@ def check_kwargs(
     if body is None:
         return
     received: Mapping[str, Any] = bound.arguments.get(var_kw, {}) if var_kw else {}
+    blocked = own_flag_guard(link.node, link.name)  # the traced warm-up never runs (R13)
+    if blocked:
+        out.dropped.append(f"{variant} call: {describe_chain(path)} {blocked} [{link.where}]")
     lost = unused_content(source, target, link, received, bound.arguments)
     if lost:
         out.dropped.append(
             f"{variant} call: {describe_chain(path)} takes {', '.join(map(repr, lost))} and "
-            f"never uses it [{link.where}]"
+            f"never uses {'it' if len(lost) == 1 else 'them'} [{link.where}]"
         )
     if var_kw is None:
         return
@@ -232,9 +206,11 @@ def check_kwargs(
         if key is None and passed.name == var_kw for k in received
         if k not in fwd.dropped and (fwd.keep is None or k in fwd.keep)
     }  # fmt: skip
+    kept_commands = commands_kept(getattr(source, "root", None), link.where)
     thrown = [
         k for k in body.kwargs_discarded
-        if k in received and _content(k, received) and k not in carried
+        if k in received and k not in carried
+        and (_content(k, received) or (kept_commands and received[k] in NO_OWN_VALUE))
     ]  # fmt: skip
     if thrown:  # removed from **kwargs without its value being used: nothing downstream sees it
         out.dropped.append(
@@ -246,13 +222,14 @@ def check_kwargs(
     if body.kwargs_opaque or "*" in kept:
         return
     # What a forward carries, the next method decides (its own **kwargs, or named parameters).
-    # The reload commands in a `**_` (discarded by its name: F05); in another **kwargs not
-    # read, a documented limit (docs/CONTRACT_PARITY.md, "Content flow").
-    commands = var_kw.startswith("_") and commands_kept(getattr(source, "root", None), link.where)
+    # The commands the model has no value of its own for (the reload commands of its version,
+    # empty_slots) in a **kwargs its name discards are lost as content is (F05: `**_`; rt45g
+    # C07: `**unused_kwargs`); in another **kwargs never read, the documented limit F05b.
+    commands = kept_commands and discarded_by_name(var_kw)
     unread = [
         k for k in received
         if k not in (*body.kwargs_reads, *kept, *carried, *thrown)
-        and (_content(k, received) or (commands and k in DECODE_COMMANDS))
+        and (_content(k, received) or (commands and received[k] in NO_OWN_VALUE))
     ]  # fmt: skip
     if unread:
         other = [k for k in (*body.kwargs_reads, *body.kwargs_discarded) if k not in received]
@@ -300,3 +277,39 @@ def lone_read_back_hook(source: Any, target: str, method: str) -> str:
         f"not defined, but {other} is: the plugin uses the read-back hooks only as a pair, so "
         "it reads decode output itself"
     )
+
+
+def host_failures_reached(
+    source: Any, target: str, method: FoundMethod, chain: list[FoundMethod], out: WalkLike
+) -> None:
+    """What the body reaches that fails on Python 3.10 (``source_bodyhost``): ``broken`` where
+    every call of the method the plugin makes runs it; reached through another method's call
+    (which may be conditional), ``unresolved``. An instance the body builds runs the
+    ``__init__`` chain its MRO finds: a failure every such ``__init__`` call runs is ``broken``."""
+    found = [(fail, method, chain) for fail in method.scan.host]
+    body = method.body
+    for construct in [*(body.constructs if body else ()), *method.scan.builds]:
+        if getattr(construct, "unresolved", ""):
+            continue
+        built = getattr(construct, "target", "") or target
+        init = find_method(source, built, "__init__")
+        for _ in range(8):
+            if init is None or init.unresolved or init.body is None:
+                break
+            found += [(fail, init, [*chain, init]) for fail in init.scan.host]
+            up = [c for c in init.body.calls if c.method == "__init__" and c.how != "self"]
+            init = (
+                lookup(source, built, up[0].how, "__init__", up[0].after, init.owner)
+                if up
+                else None
+            )
+    lines: dict[str, bool] = {}
+    for fail, where, path in found:
+        sure = fail.status == "broken" and (len(path) == 1 or where.name == "__init__")
+        lines[
+            f"{describe_chain(path)} {fail.why}: fails on Python 3.10 (tt-metal's host Python)"
+            f"{'' if sure or fail.status != 'broken' else ' where the call reaching it runs'} "
+            f"{_where(where, fail.line)}"
+        ] = sure
+    for line, sure in lines.items():
+        (out.errors if sure else out.unresolved).append(line)

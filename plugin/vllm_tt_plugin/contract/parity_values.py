@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vllm_tt_plugin.contract.call_plan import PlannedCall
-from vllm_tt_plugin.contract.parity_raises import Callee, Fn, Outcome, run_call
+from vllm_tt_plugin.contract.parity_raises import Callee, Fn, Outcome, frame_nodes, run_call
 from vllm_tt_plugin.contract.parity_shapes import RESULT_USED, result_kind
 from vllm_tt_plugin.contract.plugin_values import scenarios
 from vllm_tt_plugin.contract.source import FoundMethod, class_label, find_method
@@ -90,7 +90,7 @@ def value_errors(
     capabilities: Mapping[str, Any],
 ) -> list[str]:
     """For each planned call, the first value combination whose run raises (or, for a method
-    whose result the plugin uses, falls off the end: None)."""
+    whose result the plugin uses, falls off the end or reaches ``return None``: None)."""
     located = _located(source, found)
     if located is None or found.kind not in _SKIP:
         return []
@@ -101,12 +101,20 @@ def value_errors(
     # an older skeleton keeps no returns.
     older = not hasattr(source, "root") or skeleton_format(source.root / path) == 1
     older = older or result_kind(fn) != "value"
+    # An explicit `return None` reached for some values counts as None only beside a return of
+    # something else (a method that always returns None explicitly: parity_shapes).
+    valued = not older and _returns_other_than_none(fn)
+    # A skeleton writes a returned value as `return None  # a value (elided)`: there only a
+    # bare `return` (how it keeps the tree's `return None` branch) is None.
+    written = hasattr(source, "root") and skeleton_format(source.root / path) > 0
     callee = _callee(source, target, found.owner, module)
     async_decode = capabilities.get("supports_async_decode") is True
     errors: list[str] = []
     for call in calls:
         for scenario in scenarios(call, async_decode):
             out = run_call(fn, _SKIP[found.kind], scenario, call.positional, callee)
+            if out.kind == "none" and valued and (out.detail == "bare" or not written):
+                out = Outcome("fall", line=out.line, detail="return None")
             why = _why(out, method, older, f"{class_label(found.owner)}.{method}", found.where)
             if why:
                 sent = f" ({scenario.label})" if scenario.label else ""
@@ -121,8 +129,21 @@ def _why(out: Outcome, method: str, older: bool, label: str, where: str) -> str:
         at = out.chain[-1][1] if out.chain else where.rpartition(":")[0]
         return f"{' -> '.join(chain)} {out.detail} [{at}:{out.line}]"
     if out.kind == "fall" and method in RESULT_USED and not older:
+        if out.detail:
+            return (
+                f"{label} reaches `return None` on this path (line {out.line}): the plugin uses "
+                f"its result [{where}]"
+            )
         return (
             f"{label} ends without `return <value>` on this path (None): the plugin uses its "
             f"result [{where}]"
         )
     return ""
+
+
+def _returns_other_than_none(fn: Fn) -> bool:
+    return any(
+        isinstance(n, ast.Return) and n.value is not None
+        and not (isinstance(n.value, ast.Constant) and n.value.value is None)
+        for stmt in fn.body for n in frame_nodes(stmt)
+    )  # fmt: skip

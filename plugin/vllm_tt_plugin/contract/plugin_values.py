@@ -55,7 +55,7 @@ class Scenario:
 # over the device views a decode can follow (first decode, after a prefill or a host step,
 # steady, moved): (reload_inputs, reload_page_table, reload_sampling_params,
 # reset_sampling_state). test_contract_parity_round6_guards derives it from the planner.
-_HOST = ((True, False, True, False),)
+_HOST = ((True, False, False, False),)
 _FULL = (True, False, True, True)
 COMMANDS: dict[tuple[bool, bool, bool], tuple[tuple[bool, bool, bool, bool], ...]] = {
     (False, False, False): _HOST,

@@ -62,7 +62,11 @@ class ReloadCommand:
 FULL_RELOAD = ReloadCommand(
     reload_inputs=True, reload_sampling_params=True, reset_sampling_state=True
 )
-HOST_STEP_RELOAD = ReloadCommand(reload_inputs=True, reload_sampling_params=True)
+# The host samples: the device's sampling parameters are not used, so none are sent
+# (reload_sampling_params = device_sampling and transition; tt-metal's
+# models/common/decode_contract.py require_full_input_reload refuses them from an adapter with
+# no device sampler, @ 40f4746e). The switch back to device sampling is a full reload.
+HOST_STEP_RELOAD = ReloadCommand(reload_inputs=True)
 STEADY = ReloadCommand()
 PAGE_TABLE_ONLY = ReloadCommand(reload_page_table=True)
 # Steady device steps of a model whose inputs are not resident (no supports_async_decode, or

@@ -124,7 +124,8 @@ def returned_findings(
         narrower = narrowing_finding(source, profile.target, cls, archs, where)
         if narrower is not None:
             out.append(narrower)
-        sub = check(source, dataclasses.replace(profile, target=cls), archs, depth + 1)
+        planned_from = _PlannedFromServed(source, profile.target, cls)
+        sub = check(planned_from, dataclasses.replace(profile, target=cls), archs, depth + 1)
         bad = [f for f in sub if f.status in FAILING]
         if bad:
             worst = min(bad, key=lambda f: SEVERITY.index(f.status))
@@ -161,6 +162,43 @@ def narrowing_finding(
     status: Status = "unresolved" if unknown else "broken"
     why = f"{label}: the worker refuses it at load (ModelContractError, adapter/served_model.py)"
     return Finding(served, archs, RETURNED, status, why)
+
+
+_PENALTIES = "supports_device_penalties"
+_TOP_K = "max_device_top_k"
+
+
+class _PlannedFromServed:
+    """``source`` as the plugin sees the returned instance (rt45g K4): it plans every call from
+    the registered class's capabilities, narrowed per request by the instance's own
+    (adapter/served_model.py ``per_request_capabilities``: device penalties only where both
+    allow them); a wider instance gains nothing. The decode contract is the instance's."""
+
+    def __init__(self, source: Any, served: str, returned: str) -> None:
+        self._source, self._served, self._returned = source, served, returned
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+    def class_fact_variants(self, target: str) -> list[Any]:
+        own = self._source.class_fact_variants(target)
+        if target != self._returned:
+            return list(own)
+        out = []
+        for planned in self._source.class_fact_variants(self._served):
+            for mine in own:
+                caps = dict(planned.capabilities)
+                try:  # the runner's own rule (ModelCapabilities.narrowed_by)
+                    narrowed = _parsed(self._served, planned).narrowed_by(_parsed(target, mine))
+                except CapabilityError:
+                    narrowed = None  # refused at launch: reported with the facts
+                if narrowed is not None:
+                    caps[_PENALTIES] = narrowed.supports_device_penalties
+                    caps.pop(_TOP_K, None)
+                    if narrowed.max_device_top_k is not None:
+                        caps[_TOP_K] = narrowed.max_device_top_k
+                out.append(dataclasses.replace(mine, capabilities=caps))
+        return out
 
 
 def _parsed(owner: str, facts: Any) -> ModelCapabilities:

@@ -28,17 +28,18 @@ import builtins
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape
+from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_shape, warmup_flag
+from vllm_tt_plugin.contract.attr_setters import maybe_none, skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
+from vllm_tt_plugin.contract.class_caps import kept_step
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
     COMMANDS_KEPT,
-    rebound,
+    command_lines,
     set_keys,
     stored_only,
 )
@@ -47,13 +48,23 @@ from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError
 from vllm_tt_plugin.contract.skeleton_files import (
+    Written,
     checkout_head,
     imported_modules,
+    placeholder,
     read_modules,
+    record_checkout_failures,
     recorded_provenance,
 )
 from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
-from vllm_tt_plugin.contract.skeleton_values import _constant, _fact, _simple, _value
+from vllm_tt_plugin.contract.skeleton_values import (
+    _constant,
+    _docstring,
+    _fact,
+    _simple,
+    _simple_statement,
+    _value,
+)
 from vllm_tt_plugin.contract.source import SourceDecodeError, decode_source
 from vllm_tt_plugin.contract.source_body import (
     _SAFE_WITH_SELF,
@@ -89,7 +100,6 @@ from vllm_tt_plugin.contract.source_live import live_nodes, own_frame_nodes
 from vllm_tt_plugin.contract.source_loadable import (
     IMPORTS_KEPT,
     NOT_PY310,
-    module_exists,
     newer_syntax,
 )
 from vllm_tt_plugin.contract.source_module import parse_module
@@ -98,13 +108,7 @@ from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
-
-
-@dataclass(frozen=True)
-class Written:
-    path: str  # relative to the output root
-    source: str  # repository path it describes
-    commit: str
+_FLAGS = (None, True, False)  # attribute values kept (rt45g R13: a warm-up's own flag)
 
 
 def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
@@ -195,7 +199,7 @@ def body_lines(
         (n for n in _walk_body(fn, me) if hasattr(n, "lineno") and id(n) in live),
         key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
     )
-    lines: list[tuple[int, str]] = []
+    prefix, lines, unsure = skeleton_keeps(fn)  # attr_setters: where an attribute is surely set
     parents = parents_of(fn)
     kw_names = copies(fn, kwarg) if kwarg else set()
     run = always_run(fn)
@@ -211,8 +215,8 @@ def body_lines(
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
 
-    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
-        return value_reaches(call, arg, function, hops)
+    def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
+        return value_reaches(call, arg, function, hops, decides)
 
     def placed(node: ast.AST, text: str) -> str:
         return text if id(node) in top else f"if ...: {text}"
@@ -311,7 +315,7 @@ def body_lines(
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add_call(node, _call_text(node, set()))
+                    add_call(node, prefix.get(id(node), "") + _call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -414,13 +418,15 @@ def body_lines(
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
-                        # A fact, or a `None` placeholder (a callable not set yet), is kept.
-                        none = isinstance(node.value, ast.Constant) and node.value.value is None
-                        value = node.value if sub.attr in FACT_ATTRIBUTES or none else None
+                        # A fact, a `None` placeholder (a callable not set yet) or a flag is kept.
+                        flag = isinstance(node.value, ast.Constant) and node.value.value in _FLAGS
+                        value = node.value if sub.attr in FACT_ATTRIBUTES or flag else None
                         kept = ast.unparse(node.value) if (
                             isinstance(node.value, ast.Name) and node.value.id == kwarg
                         ) else _value(value)  # fmt: skip
                         kept = dispatch_text(node.value) or kept  # self._a if c else self._b
+                        if node.value is not None and maybe_none(node.value):
+                            kept = ast.unparse(node.value)  # GD03 / GD04: None kept
                         v = node.value
                         if (
                             isinstance(v, ast.Name)
@@ -428,7 +434,8 @@ def body_lines(
                             and stored_only(fn, v.id)
                         ):  # a plugin value only stored: its attribute decides (rt45f H01)
                             kept = v.id
-                        add(node, f"{me}.{sub.attr} = {kept}")
+                        cond = "if ...: " if sub.attr in unsure else ""
+                        add(node, f"{cond}{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
         lines.append((r.line, r.skeleton()))
     raises = always_raises(fn)
@@ -443,9 +450,8 @@ def body_lines(
     for p in sorted(named - unused):
         if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
-    for p in sorted(unused - CONTENT_KEYWORDS):
-        if rebound(fn, p):  # the body sets the plugin's command itself
-            lines.append((fn.body[0].lineno, f"{p} = None"))
+    lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
+    lines += warmup_flag.skeleton_lines(fn)  # a warm-up's own flag guard (rt45g R13)
     for at_line, module, names in plugin_imports(fn):
         # The checker asks whether the serving plugin ships it.
         text = f"from {module} import {', '.join(names)}" if names else f"import {module}"
@@ -461,13 +467,14 @@ def body_lines(
         add(first, f"used({kwarg})")
     # Last, so nothing after it reads as dead code: whether the plugin gets a value back
     # (parity_shapes; `return ...` would read as an elided use of every name).
-    kept_guards, branch_return = skeleton_guards.method_lines(fn)  # parity_raises reads them
+    kept_guards, closing = skeleton_guards.method_lines(fn)  # parity_raises reads them
     lines += kept_guards
     result = {"generator": "yield", "value": "return None  # a value (elided)"}.get(result_kind(fn))
-    if result and not (branch_return and result.startswith("return")):
+    if result and (closing is None or not result.startswith("return") or closing):
+        result = closing if closing and result.startswith("return") else result
         lines.append((sys.maxsize, skeleton_guards.pair_kept(fn, result, function)))
-    out = [text for _, text in sorted(lines, key=lambda x: x[0])]
-    return list(dict.fromkeys(out)) or ["pass"]
+    out = dict.fromkeys(text for _, text in sorted(lines, key=lambda x: x[0]))
+    return [ln for text in out for ln in text.split("\n")] or ["pass"]
 
 
 def _function(
@@ -518,26 +525,6 @@ def _module_function(
     return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
 
 
-def _docstring(stmt: ast.stmt) -> bool:
-    return (
-        isinstance(stmt, ast.Expr)
-        and isinstance(stmt.value, ast.Constant)
-        and isinstance(stmt.value.value, str)
-    )
-
-
-def _simple_statement(stmt: ast.stmt) -> bool:
-    if _docstring(stmt):
-        return True
-    if isinstance(stmt, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in stmt.targets) and _simple(stmt.value)
-    if isinstance(stmt, ast.Return):
-        return stmt.value is None or _simple(stmt.value)
-    if isinstance(stmt, ast.If):
-        return _simple(stmt.test) and all(map(_simple_statement, [*stmt.body, *stmt.orelse]))
-    return False
-
-
 def _class(
     node: ast.ClassDef,
     calling: frozenset[str] = frozenset(),
@@ -564,7 +551,10 @@ def _class(
     for item in node.body:
         at = len(body)
         # Changed in place, bound in an if / try, imported, unpacked.
-        extra = skeleton_module.class_statement(item) or skeleton_shape.class_form(item, _fact)
+        step = kept_step(item)  # class_caps: `model_capabilities["k"] = False` read as written
+        extra = [f"    {step}"] if step else (
+            skeleton_module.class_statement(item) or skeleton_shape.class_form(item, _fact)
+        )  # fmt: skip
         if isinstance(item, (ast.Expr, ast.Assign, ast.AugAssign)) and id(item.value) in keep:
             body.append(f"    {ast.unparse(item)}")  # raises on import: kept whole
         elif extra:
@@ -574,7 +564,9 @@ def _class(
             if names:
                 value = item.value if _simple(item.value) else None
                 facts = set(names) & set(FACT_ATTRIBUTES)
-                text = _fact(item.value) if facts else _value(value)
+                # never a constant where the tree binds something else (rt45g S05: a
+                # `functools.partialmethod(...)` method is unresolved, `...` would be absent)
+                text = _fact(item.value) if facts else _value(value) if value else "unevaluated()"
                 body.append(f"    {' = '.join(names)} = {text}")
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             fact = item.target.id in FACT_ATTRIBUTES
@@ -708,40 +700,9 @@ def _write_skeletons(
         imported += imported_modules(rel, text)
     done = {w.path for w in written}
     for name in dict.fromkeys(imported):
-        written += _placeholder(root, out, name, done, head)
+        written += placeholder(root, out, name, done, head)
+    record_checkout_failures(root, out, written)
     return written
-
-
-def _placeholder(root: Path, out: Path, name: str, done: set[str], head: str) -> list[Written]:
-    """A file marking that module ``name`` is in the checkout though the checker did not read
-    it (an import of a module the skeleton lacks is then a ModuleNotFoundError, as in the
-    checkout: source_loadable)."""
-    if not module_exists(root, name):
-        return []
-    base = "/".join(name.split("."))
-    found = next((p for p in (f"{base}/__init__.py", f"{base}.py") if (root / p).is_file()), None)
-    if found is None:  # a namespace package: only the directory has to exist
-        (out / base).mkdir(parents=True, exist_ok=True)
-        (out / base / ".namespace-package").write_text(IMPORTS_KEPT + "\n", encoding="utf-8")
-        return []
-    if found in done:
-        return []
-    done.add(found)
-    try:
-        recorded = recorded_provenance((root / found).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        recorded = None
-    source_path, commit = recorded or (found, head)
-    text = "\n".join([
-        "# Placeholder written by `python -m vllm_tt_plugin.contract.skeleton`: this module is",
-        "# in the checkout (a kept module imports it); the parity checker does not read it. Of",
-        f"# {UPSTREAM} {source_path} @ {commit}",
-        f"# https://github.com/{UPSTREAM}/blob/{commit}/{source_path}",
-        IMPORTS_KEPT,
-    ]) + "\n"  # fmt: skip
-    (out / found).parent.mkdir(parents=True, exist_ok=True)
-    (out / found).write_text(text, encoding="utf-8")
-    return [Written(found, source_path, commit)]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

@@ -22,6 +22,7 @@ import ast
 import builtins
 from typing import Any
 
+from vllm_tt_plugin.contract.parity_compound import swallows
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
 from vllm_tt_plugin.contract.return_forms import returns_pair
 
@@ -81,19 +82,55 @@ def _raise_text(stmt: ast.Raise) -> str:
     return f"raise {ast.unparse(exc)}(...)" if exc is not None else "raise"
 
 
-def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], bool]:
-    """The guard and branch-return lines of a method, and whether the skeleton's closing
-    ``return`` is left out (a return only some values reach)."""
+def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with the bodies of its ``with`` statements in their place (they run as the
+    body does: ``parity_compound``), except a manager that may swallow (``suppress``)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(
+            swallows(item.context_expr) for item in stmt.items
+        ):
+            out += _flat(stmt.body)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _none_return(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Return) and (
+        stmt.value is None or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+    )
+
+
+def _one_side_returns(stmt: ast.If) -> bool | None:
+    """True: only the body returns a value, False: only the ``else``; None: neither or both."""
+    body, orelse = (
+        any(isinstance(n, ast.Return) and not _none_return(n) for s in side for n in frame_nodes(s))
+        for side in (stmt.body, stmt.orelse)
+    )
+    return (
+        None
+        if body == orelse
+        or _returns(ast.Module(body=stmt.orelse if body else stmt.body, type_ignores=[]))
+        else body
+    )
+
+
+def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
+    """The guard and branch-return lines of a method, and the skeleton's closing ``return``
+    where it differs from the usual one: "" (left out: a return only some values reach), or
+    ``return unevaluated()`` beside a kept ``if <test>: return`` (bare); None: the usual one."""
     params = _params(fn)
+    body = _flat(fn.body)
     lines: list[tuple[int, str]] = []
     if any(ast.unparse(d).endswith(".setter") for d in fn.decorator_list):
         # what a property setter keeps (parity_shapes.setter_doubt reads `self.x = value`)
         lines += [
-            (st.lineno, ast.unparse(st)) for st in fn.body
+            (st.lineno, ast.unparse(st)) for st in body
             if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name)
             and st.value.id in params and isinstance(st.targets[0], ast.Attribute)
         ]  # fmt: skip
-    for stmt in fn.body:
+    for stmt in body:
         if isinstance(stmt, ast.Assert) and _on_params(stmt.test, params):
             lines.append((stmt.lineno, f"assert {ast.unparse(stmt.test)}"))
         elif (
@@ -110,16 +147,35 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], bool]:
             for n in frame_nodes(stmt)
         ):
             break
-    branch = [
-        s for s in fn.body
-        if isinstance(s, ast.If) and not s.orelse and _on_params(s.test, params)
-        and any(isinstance(b, ast.Return) and b.value is not None for b in s.body)
-    ]  # fmt: skip
-    others = [s for s in fn.body if s not in branch and _returns(s)]
-    if len(branch) == 1 and not others:
-        lines.append((branch[0].lineno, f"if {ast.unparse(branch[0].test)}: {_RETURNED}"))
-        return lines, True
-    return lines, False
+    tests = [s for s in body if isinstance(s, ast.If) and _on_params(s.test, params)]
+    branch = [s for s in tests if _one_side_returns(s) is not None]
+    cases = [s for s in body if isinstance(s, ast.Match) and _on_params(s.subject, params)]
+    others = [s for s in body if s not in branch and s not in cases and _returns(s)]
+    if len(branch) == 1 and not cases and not others:
+        test = ast.unparse(branch[0].test)
+        test = test if _one_side_returns(branch[0]) else f"not ({test})"
+        lines.append((branch[0].lineno, f"if {test}: {_RETURNED}"))
+        return lines, ""
+    if len(cases) == 1 and not branch and not others:  # rt45g R02: a return on one case only
+        lines.append((cases[0].lineno, _match_text(cases[0])))
+        return lines, ""
+    nones = [s for s in tests if not s.orelse and _none_return(s.body[-1])]
+    if len(nones) == 1 and any(_returns(s) for s in body if s is not nones[0]):
+        # `if slot_remap is not None: return None` beside a returned value (rt45g R05)
+        # bare: in a skeleton `return None` is a value (parity_values)
+        lines.append((nones[0].lineno, f"if {ast.unparse(nones[0].test)}: return"))
+        return lines, "return unevaluated()  # a value (elided)"
+    return lines, None
+
+
+def _match_text(stmt: ast.Match) -> str:
+    """A ``match`` on parameters, each case's body a returned value or ``pass``."""
+    out = [f"match {ast.unparse(stmt.subject)}:"]
+    for case in stmt.cases:
+        guard = f" if {ast.unparse(case.guard)}" if case.guard is not None else ""
+        out.append(f"    case {ast.unparse(case.pattern)}{guard}:")
+        out.append(f"        {_RETURNED if _returns(case) else 'pass'}")
+    return "\n".join(out)
 
 
 def _guard_statement(stmt: ast.stmt) -> bool:

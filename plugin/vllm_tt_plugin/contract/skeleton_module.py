@@ -98,6 +98,13 @@ def _test(test: ast.expr) -> str:
     return ast.unparse(test) if constant_test(test) is not None else "..."
 
 
+def _iterable(expr: ast.expr) -> str:
+    """A loop's iterable made only of names, attributes, literals and displays, as written: the
+    alias rule reads the objects it holds (rt45g FA11: `for d in (_CAPS,): d[k] = v`)."""
+    plain = (ast.Name, ast.Attribute, ast.Constant, ast.Tuple, ast.List, ast.Starred, ast.Load)
+    return ast.unparse(expr) if all(isinstance(n, plain) for n in ast.walk(expr)) else "..."
+
+
 def compound(node: ast.stmt, indent: str) -> list[str]:
     """A compound statement as the checker reads it (``source_import``, ``source_module``,
     ``source_shape``): its shape (``if`` / ``try`` / ``except ... as`` / ``with`` / loop /
@@ -136,7 +143,8 @@ def compound(node: ast.stmt, indent: str) -> list[str]:
         if node.finalbody:
             lines += [f"{indent}finally:", *block(node.finalbody)]
     elif isinstance(node, (ast.For, ast.AsyncFor)):
-        lines = [f"{indent}for {ast.unparse(node.target)} in ...:", *block(node.body)]
+        lines = [f"{indent}for {ast.unparse(node.target)} in {_iterable(node.iter)}:",
+                 *block(node.body)]  # fmt: skip
     elif isinstance(node, ast.While):
         lines = [f"{indent}while {_test(node.test)}:", *block(node.body)]
     elif isinstance(node, (ast.With, ast.AsyncWith)):

@@ -76,3 +76,23 @@ def _built(func: ast.expr) -> bool:
     else:
         return False
     return name in _BUILT or name[:1].isupper()
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _simple_statement(stmt: ast.stmt) -> bool:
+    if _docstring(stmt):
+        return True
+    if isinstance(stmt, ast.Assign):
+        return all(isinstance(t, ast.Name) for t in stmt.targets) and _simple(stmt.value)
+    if isinstance(stmt, ast.Return):
+        return stmt.value is None or _simple(stmt.value)
+    if isinstance(stmt, ast.If):
+        return _simple(stmt.test) and all(map(_simple_statement, [*stmt.body, *stmt.orelse]))
+    return False

@@ -33,13 +33,9 @@ from vllm_tt_plugin.contract.source_body import (
     body_of,
     forwards_of,
 )
+from vllm_tt_plugin.contract.source_bodyhost import method_failures
 from vllm_tt_plugin.contract.source_closure import import_closure
-from vllm_tt_plugin.contract.source_env import (
-    UNREADABLE,
-    ClassFacts,
-    EnvFacts,
-    constant,
-)
+from vllm_tt_plugin.contract.source_env import UNREADABLE, ClassFacts, EnvFacts, constant
 from vllm_tt_plugin.contract.source_loadable import later_star, trusted_decorator, wrapped_builtin
 from vllm_tt_plugin.contract.source_module import (
     SourceDecodeError,
@@ -505,6 +501,7 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         scan = Scan(
             tuple(imports_of(item, lambda e: self.module_function(module, e))),
             tuple(builds_of(item, me, kind, own_class)),
+            tuple(method_failures(self, module, node.name, item)),
         )
         others = [
             ast.unparse(d) for d in item.decorator_list if not trusted_decorator(self, module, d)
@@ -622,10 +619,10 @@ class CheckoutReader(EnvFacts, ShapeFacts):
         return UNREADABLE
 
     def attribute_expr(self, target: str, name: str) -> tuple[ParsedModule, ast.expr] | None:
-        """Where ``getattr(instance, name)`` takes its value from: an ``self.name = ...`` in an
-        ``__init__`` first, then class bodies along the MRO (None: not declared)."""
+        """Where ``getattr(instance, name)`` reads from: ``self.name = ...`` in an ``__init__``
+        (not ``model_capabilities``: the plugin reads the class's), then class bodies."""
         classes = [self.resolve_class(c) for c in self.mro(target)]
-        for found in classes:
+        for found in classes if name != "model_capabilities" else ():
             if found is None:
                 continue
             module, node = found

@@ -575,8 +575,8 @@ def body_of(
     top = {id(n) for st in fn.body for n in ast.walk(st) if isinstance(st, (ast.Delete, ast.Expr))}
     present = guarded_reads(fn, kw_names)  # keys a test or a `try` proves cannot KeyError
 
-    def helper(call: ast.Call, arg: ast.AST, hops: int) -> bool | None:
-        return value_reaches(call, arg, function, hops)
+    def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
+        return value_reaches(call, arg, function, hops, decides)
 
     def read(key: str, node: ast.AST) -> None:
         attr = stored_attribute(node, parents, me)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_tt_plugin.contract.class_caps import body_caps
 from vllm_tt_plugin.contract.fact_alias import fact_exposure
 from vllm_tt_plugin.contract.fact_rules import (
     capability_refusal,
@@ -319,10 +320,16 @@ class EnvFacts(abc.ABC):
             contracts, contract_vars = [({}, UNREADABLE)], ()
         if not hidden["model_capabilities"]:  # the dict changed through another name
             hidden["model_capabilities"] = fact_exposure(self, target)
+        shape = self.attribute_shape(target, "model_capabilities")
+        opaque_base = hidden_fact(self, target, "model_capabilities")
+        stepped = body_caps(self, target) if not opaque_base else None
+        unread = any(v is UNREADABLE for _, v in caps_values)
+        if stepped is not None and (hidden["model_capabilities"] or shape == "changed" or unread):
+            hidden["model_capabilities"], shape = "", ""  # built in steps, evaluated (IM02)
+            caps_values, caps_vars = [({}, stepped.caps)], ()
         if hidden["model_capabilities"]:
             caps_values, caps_vars = [({}, UNREADABLE)], ()
         shape_refusal = ""
-        shape = self.attribute_shape(target, "model_capabilities")
         if shape == "def":
             # The plugin reads it from the class: a function or property object, not a dict.
             shape_refusal = (

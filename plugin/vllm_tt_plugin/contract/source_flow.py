@@ -7,8 +7,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from vllm_tt_plugin.contract.call_plan import DECODE_COMMANDS
 from vllm_tt_plugin.contract.source_guards import proven
 from vllm_tt_plugin.contract.source_live import live_nodes
+from vllm_tt_plugin.contract.source_rebind import shadowed, value_fixed
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.With,
@@ -16,6 +18,9 @@ _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, ast.W
 # Callees that take a value without using its content (a log line, a count, a type test).
 _INERT = {"print", "len", "str", "repr", "format", "isinstance", "bool", "type", "id", "hash",
           "debug", "info", "warning", "warn", "error", "exception", "critical", "log"}  # fmt: skip
+# The plugin's commands (bools): a branch on one acts on it, where a test of content does not.
+DECISIONS = frozenset({*DECODE_COMMANDS, "reset_batch", "read_from_device", "async_read",
+                       "is_tokens"})  # fmt: skip
 # Past this many hops (nested expressions, local copies) a value counts as used; local copies
 # are each followed once (``seen``), so the walk is linear in the body.
 _MAX_HOPS = 200
@@ -132,37 +137,41 @@ def parents_of(fn: Fn) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
 
 
-Helper = Callable[[ast.Call, ast.AST, int], "bool | None"]  # source_helpers.value_reaches
+Helper = Callable[[ast.Call, ast.AST, int, bool], "bool | None"]  # source_helpers.value_reaches
 
 
 def _name_used(
     fn: Fn, name: str, after: int, parents: dict[int, ast.AST], hops: int,
     seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
+    decides: bool = False,
 ) -> bool:  # fmt: skip
-    """A local bound at line ``after`` is used: a later load of it (before a body-level
-    rebinding) whose value is used."""
-    kill = min(
-        (
-            st.lineno for st in fn.body if st.lineno > after and isinstance(st, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == name for t in st.targets)
-        ),
-        default=None,
-    )  # fmt: skip
+    """A local bound at line ``after`` is used: a later load of it that no other binding
+    shadows (``source_rebind``: any binding form, on every path) whose value is used; an
+    augmented assignment hands it to its new value (``x |= True`` does not: a constant decides
+    it). ``decides``: the value is a command, and a decision on it (a branch) is a use."""
     seen = set() if seen is None else seen
     if (name, after) in seen:
         return False  # this binding is being (or was) followed already
     seen.add((name, after))
     live = live_nodes(fn)  # a use in code that cannot run is no use
     for node in ast.walk(fn):
+        if not (isinstance(node, ast.Name) and id(node) in live and node.id == name):
+            continue
+        if not (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension)):
+            continue
+        if isinstance(node.ctx, ast.Load):
+            if not shadowed(node, name, after, parents) and value_used(
+                fn, node, parents, hops + 1, seen, helper, decides
+            ):
+                return True
+            continue
+        aug = parents.get(id(node))
         if (
-            isinstance(node, ast.Name)
-            and id(node) in live
-            and node.id == name
-            and isinstance(node.ctx, ast.Load)
-            and (node.lineno > after or isinstance(parents.get(id(node)), ast.comprehension))
-            and (kill is None or node.lineno <= kill)  # a load on the rebinding line is its value
-            and value_used(fn, node, parents, hops + 1, seen, helper)
-        ):
+            isinstance(aug, ast.AugAssign) and aug.target is node
+            and not shadowed(aug, name, after, parents)
+            and not value_fixed(aug, node, decides)
+            and _name_used(fn, name, aug.lineno, parents, hops + 1, seen, helper, decides)
+        ):  # fmt: skip
             return True
     return elided(fn)  # a skeleton's `(...)` arguments may use it
 
@@ -183,26 +192,35 @@ def _is_mapping(fn: Fn, node: ast.AST) -> bool:
 def value_used(
     fn: Fn, node: ast.AST, parents: dict[int, ast.AST], hops: int = 0,
     seen: set[tuple[str, int]] | None = None, helper: Helper | None = None,
+    decides: bool = False,
 ) -> bool:  # fmt: skip
     """The value ``node`` evaluates to reaches something that uses it: a call argument (not a
     log line, ``len``, a type test), a return, a local that is used, an attribute of the
     instance (``stored_attribute`` says which), an operand of an expression that is used.
     Dropped: a bare statement, a test (``if x``, ``x is None``, ``"k" in x``), a loop over
     keys, an unused local. Unknown uses count as used (no false alarm); ``helper`` says what a
-    helper the checker can read does with an argument (None: it cannot tell)."""
+    helper the checker can read does with an argument (None: it cannot tell). ``decides``: the
+    value is a command (a bool), so a branch on it (``if``, ``while``, ``x if c else y``, a
+    comparison or ``bool()`` that flows on) acts on it; an ``assert`` still does not."""
     if hops > _MAX_HOPS:
         return True
+
+    def up(x: ast.AST) -> bool:
+        return value_used(fn, x, parents, hops + 1, seen, helper, decides)
+
     parent = parents.get(id(node))
     if parent is None or isinstance(parent, ast.Expr):
         return False
     if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
         return True
-    if isinstance(parent, (ast.If, ast.While, ast.Assert)) and node is parent.test:
+    if isinstance(parent, (ast.If, ast.While)) and node is parent.test:
+        return decides
+    if isinstance(parent, ast.Assert) and node is parent.test:
         return False
     if isinstance(parent, (ast.Compare, ast.UnaryOp)) or (
         isinstance(parent, ast.IfExp) and node is parent.test
     ):
-        return False
+        return decides and up(parent)
     if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
         # Iterating the mapping itself yields its keys; a value taken from it
         # (kwargs.get("pixel_values")) hands its items to the loop.
@@ -215,31 +233,36 @@ def value_used(
             return collected
         func = parent.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-        reaches = helper(parent, node, hops) if helper is not None else None
+        if decides and name == "bool":
+            return up(parent)  # `force=bool(reset_batch)`: the command flows on
+        reaches = helper(parent, node, hops, decides) if helper is not None else None
         return reaches if reaches is not None else name not in _INERT
     if isinstance(parent, ast.keyword):
         grand = parents.get(id(parent))
         if helper is not None and isinstance(grand, ast.Call):
-            reaches = helper(grand, node, hops)
+            reaches = helper(grand, node, hops, decides)
             if reaches is not None:
                 return reaches
-        return value_used(fn, parent, parents, hops + 1, seen, helper)
+        return up(parent)
     if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+        if isinstance(parent, ast.AugAssign) and value_fixed(parent, node, decides):
+            return False
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-        for t in targets:
-            if isinstance(t, ast.Name) and _name_used(
-                fn, t.id, parent.lineno, parents, hops, seen, helper
-            ):
-                return True
-            if not isinstance(t, ast.Name):
-                return True  # an attribute or item: stored (see stored_attribute)
-        return False
+        return any(_target_used(fn, t, parent.lineno, parents, hops, seen, helper, decides)
+                   for t in targets)  # fmt: skip
     if isinstance(parent, (ast.Attribute, ast.Subscript)) and node is parent.value:
-        return value_used(fn, parent, parents, hops + 1, seen, helper)
+        return up(parent)
+    if isinstance(parent, (ast.BoolOp, ast.BinOp)) and value_fixed(parent, node, decides):
+        return False  # `x | True`, a command's `x or True`: a constant decides the value
     if isinstance(parent, ast.BoolOp):  # `a or b` is a when a is truthy: any operand flows
-        return value_used(fn, parent, parents, hops + 1, seen, helper)
+        return up(parent)
+    if isinstance(parent, (ast.Tuple, ast.List)):
+        unpacked = _unpacked(parent, node, parents)
+        if unpacked is not None:  # `a, b = x, None`: each element to its own target
+            return any(_target_used(fn, t, unpacked[0], parents, hops, seen, helper, decides)
+                       for t in unpacked[1])  # fmt: skip
     if isinstance(parent, _CARRIERS):
-        return value_used(fn, parent, parents, hops + 1, seen, helper)
+        return up(parent)
     if isinstance(parent, ast.comprehension) and node is parent.iter:
         if _is_mapping(fn, node):
             return False  # over the mapping: its keys (values are read by name elsewhere)
@@ -247,6 +270,38 @@ def value_used(
         comp = parents.get(id(parent))
         return comp is None or value_used(fn, comp, parents, hops + 1, seen)
     return True
+
+
+def _target_used(
+    fn: Fn, target: ast.AST, line: int, parents: dict[int, ast.AST], hops: int,
+    seen: set[tuple[str, int]] | None, helper: Helper | None, decides: bool,
+) -> bool:  # fmt: skip
+    """The value stored in ``target`` (bound at ``line``) is used: a local that is, or an
+    attribute / item (stored: see ``stored_attribute``)."""
+    if isinstance(target, ast.Name):
+        return _name_used(fn, target.id, line, parents, hops, seen, helper, decides)
+    return True
+
+
+def _unpacked(
+    seq: ast.Tuple | ast.List, element: ast.AST, parents: dict[int, ast.AST]
+) -> tuple[int, list[ast.AST]] | None:
+    """``element`` of the display ``seq`` that an assignment unpacks into same-length target
+    displays: (line, the target each element lands on). None: not unpacked element-wise."""
+    stmt = parents.get(id(seq))
+    if not isinstance(stmt, ast.Assign) or stmt.value is not seq:
+        return None
+    if any(isinstance(e, ast.Starred) for e in seq.elts):
+        return None
+    at = next(i for i, e in enumerate(seq.elts) if e is element)
+    out: list[ast.AST] = []
+    for t in stmt.targets:
+        if not isinstance(t, (ast.Tuple, ast.List)) or len(t.elts) != len(seq.elts):
+            return None
+        if any(isinstance(e, ast.Starred) for e in t.elts):
+            return None
+        out.append(t.elts[at])
+    return stmt.lineno, out
 
 
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "appendleft"})
@@ -295,8 +350,10 @@ def unused_params(fn: Fn, names: set[str], helper: Helper | None = None) -> tupl
     if elided(fn):
         return ()
     parents = parents_of(fn)
-    # As a local bound at the def: a use before any body-level rebinding (`sp = None`) counts.
+    # As a local bound at the def: a use no rebinding shadows (`sp = None`) counts; a command's
+    # use may be a decision on it (`if reload_inputs:`).
     first = fn.body[0].lineno - 1 if fn.body else fn.lineno
-    return tuple(
-        sorted(n for n in names if not _name_used(fn, n, first, parents, 0, helper=helper))
-    )
+    return tuple(sorted(
+        n for n in names
+        if not _name_used(fn, n, first, parents, 0, helper=helper, decides=n in DECISIONS)
+    ))  # fmt: skip

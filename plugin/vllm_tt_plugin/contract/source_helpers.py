@@ -64,7 +64,7 @@ def _trivial(fn: Fn) -> bool:
 
 
 def value_reaches(
-    call: ast.Call, arg: ast.AST, function: Resolver | None, hops: int
+    call: ast.Call, arg: ast.AST, function: Resolver | None, hops: int, decides: bool = False
 ) -> bool | None:
     """Whether the helper ``call`` hands ``arg`` to uses it (None: not a helper it can read)."""
     found = _helper(call, arg, function)
@@ -72,7 +72,7 @@ def value_reaches(
         return None
     helper, name = found
     first = helper.body[0].lineno - 1 if helper.body else helper.lineno
-    return _name_used(helper, name, first, parents_of(helper), hops + 1)
+    return _name_used(helper, name, first, parents_of(helper), hops + 1, decides=decides)
 
 
 def mapping_use(call: ast.Call, arg: ast.AST, function: Resolver | None) -> MappingUse | None:

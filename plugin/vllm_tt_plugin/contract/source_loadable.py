@@ -32,8 +32,8 @@ from typing import Any
 
 from vllm_tt_plugin.contract.parsed_module import ParsedModule
 from vllm_tt_plugin.contract.source_module import decode_source
+from vllm_tt_plugin.contract.source_names import name_failures
 from vllm_tt_plugin.contract.source_py310 import (
-    HOST_PYTHON,
     host_failures,
     newer_stdlib,
     parse_recorded,
@@ -41,6 +41,7 @@ from vllm_tt_plugin.contract.source_py310 import (
     pep701_fstring,
     recorded_failures,
 )
+from vllm_tt_plugin.contract.source_pyversion import HOST_PYTHON
 
 TT_METAL_PACKAGE = "models."
 # A skeleton file's header records where it comes from (hand-written and tool-written alike).
@@ -132,7 +133,7 @@ def import_failures(reader: Any, target: str) -> list[ImportFailure]:
     for module in touched():
         rel = _rel(reader, module)
         out += _syntax_and_stdlib(module, rel)
-        live = host_failures(module)
+        live = [*host_failures(module), *name_failures(reader, module)]
         recorded = [parse_recorded(r) for r in module.recorded]  # a skeleton's, read above
         seen = {f.why for f in live}  # a statement the skeleton kept is found again: once
         out += [

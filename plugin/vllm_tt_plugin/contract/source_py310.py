@@ -19,18 +19,17 @@ from __future__ import annotations
 import ast
 import io
 import json
-import operator
 import tokenize
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.source_live import constant_test
+from vllm_tt_plugin.contract.source_pyversion import version_gate, version_test
 
-HOST_PYTHON = (3, 10)
 # A skeleton keeps def headers and simple values, not every statement the import runs: it
 # records each failure found in the source as such a line, which the checker reads back.
 HOST_FAILS = "# fails on Python 3.10:"
@@ -74,85 +73,6 @@ class HostFailure:
     why: str
 
 
-# --- sys.version_info evaluated for the host --------------------------------------------------
-
-
-def _version_value(module: Any, expr: ast.expr) -> tuple[int, ...] | int | None:
-    """The host's value of a ``sys.version_info`` expression: the (3, 10) prefix (micro
-    unknown), ``[:2]``, ``[0]`` / ``[1]``, ``.major`` / ``.minor``; None for anything else."""
-    picked: str | int | slice | None = None
-    if isinstance(expr, ast.Attribute) and expr.attr in ("major", "minor"):
-        picked, expr = expr.attr, expr.value
-    elif isinstance(expr, ast.Subscript):
-        index = expr.slice
-        if isinstance(index, ast.Constant) and index.value in (0, 1):
-            picked = 0 if index.value == 0 else 1
-        elif (
-            isinstance(index, ast.Slice) and index.lower is None and index.step is None
-            and isinstance(index.upper, ast.Constant) and index.upper.value == 2
-        ):  # fmt: skip
-            picked = slice(None, 2)
-        else:
-            return None
-        expr = expr.value
-    if not _is_version_info(module, expr):
-        return None
-    if picked in ("major", 0):
-        return HOST_PYTHON[0]
-    if picked in ("minor", 1):
-        return HOST_PYTHON[1]
-    return HOST_PYTHON  # a prefix: (3, 10) exactly for [:2], (3, 10, micro, ...) otherwise
-
-
-def _is_version_info(module: Any, expr: ast.expr) -> bool:
-    imports: dict[str, str] = getattr(module, "imports", {})
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        return expr.attr == "version_info" and imports.get(expr.value.id) == "sys"
-    return isinstance(expr, ast.Name) and imports.get(expr.id) == "sys:version_info"
-
-
-def version_test(module: Any, test: ast.expr) -> bool | None:
-    """``test`` on the host's Python 3.10, or None when it is not (only) a version test."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = version_test(module, test.operand)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        values = [version_test(module, v) for v in test.values]
-        if None in values:
-            return None
-        return all(values) if isinstance(test.op, ast.And) else any(values)
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return None
-    left, op, right = test.left, test.ops[0], test.comparators[0]
-    flipped = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
-    value = _version_value(module, left)
-    if value is None:
-        value, left, right = _version_value(module, right), right, left
-        op = flipped.get(type(op), type(op))()
-    try:
-        other = ast.literal_eval(right)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if value is None:
-        return None
-    exact = isinstance(value, int) or (
-        isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Slice)
-    )
-    if isinstance(value, tuple) and isinstance(other, tuple) and not exact:
-        if tuple(other[:2]) == value and len(other) > 2:
-            return None  # decided by the micro version, which the host does not pin
-        if tuple(other[:2]) == value:  # (3, 10, micro) against (3, 10)
-            return isinstance(op, (ast.Gt, ast.GtE, ast.NotEq))
-    compare: dict[type, Callable[[Any, Any], Any]] = {
-        ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-        ast.Eq: operator.eq, ast.NotEq: operator.ne,
-    }  # fmt: skip
-    how = compare.get(type(op))
-    if how is None or type(value) is not type(other):
-        return None
-    return bool(how(value, other))
-
-
 # --- what the import evaluates -----------------------------------------------------------------
 
 
@@ -164,7 +84,7 @@ def _future_annotations(tree: ast.Module) -> bool:
     )  # fmt: skip
 
 
-def _evaluated(
+def evaluated(
     module: Any, stmts: list[ast.stmt], lazy: bool, sure: bool
 ) -> Iterator[tuple[ast.AST, bool]]:
     """(expression, unconditional) for what running ``stmts`` evaluates on 3.10 (function
@@ -180,25 +100,25 @@ def _evaluated(
         elif isinstance(st, ast.ClassDef):
             yield from ((d, sure) for d in (*st.decorator_list, *st.bases))
             yield from ((k.value, sure) for k in st.keywords)
-            yield from _evaluated(module, st.body, lazy, sure)
+            yield from evaluated(module, st.body, lazy, sure)
         elif isinstance(st, ast.If):  # a version test, TYPE_CHECKING, a constant: one branch
             truth = version_test(module, st.test)
             truth = constant_test(st.test) if truth is None else truth
             if truth is None:
                 yield st.test, sure
-                yield from _evaluated(module, [*st.body, *st.orelse], lazy, False)
+                yield from evaluated(module, [*st.body, *st.orelse], lazy, False)
             else:
-                yield from _evaluated(module, st.body if truth else st.orelse, lazy, sure)
+                yield from evaluated(module, st.body if truth else st.orelse, lazy, sure)
         elif isinstance(st, ast.Try):  # the body's failure may be what a handler catches
             for handler in st.handlers:
-                yield from _evaluated(module, handler.body, lazy, False)
-            yield from _evaluated(module, st.finalbody, lazy, sure)
+                yield from evaluated(module, handler.body, lazy, False)
+            yield from evaluated(module, st.finalbody, lazy, sure)
         elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
             yield (st.iter if isinstance(st, (ast.For, ast.AsyncFor)) else st.test), sure
-            yield from _evaluated(module, [*st.body, *st.orelse], lazy, False)
+            yield from evaluated(module, [*st.body, *st.orelse], lazy, False)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             yield from ((item.context_expr, sure) for item in st.items)
-            yield from _evaluated(module, st.body, lazy, sure)
+            yield from evaluated(module, st.body, lazy, sure)
         elif isinstance(st, ast.AnnAssign):
             if st.value is not None:
                 yield st.value, sure
@@ -208,7 +128,7 @@ def _evaluated(
             yield st, sure
 
 
-def _nodes(expr: ast.AST) -> Iterator[ast.AST]:
+def expr_nodes(expr: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``expr`` evaluated with it (not a lambda's body)."""
     stack = [expr]
     while stack:
@@ -220,12 +140,49 @@ def _nodes(expr: ast.AST) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(n))
 
 
+def _getattr_name(module: Any, expr: ast.expr) -> str:
+    """``getattr(x, "name")`` (no default: a missing name raises): "name", else ""."""
+    if not (
+        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+        and expr.func.id == "getattr" and "getattr" not in module.bound
+        and len(expr.args) == 2 and not expr.keywords
+        and isinstance(expr.args[1], ast.Constant) and isinstance(expr.args[1].value, str)
+    ):  # fmt: skip
+        return ""
+    return expr.args[1].value
+
+
+def _imported_by_call(module: Any, expr: ast.expr) -> str:
+    """The module ``__import__("m")`` / ``importlib.import_module("m")`` returns, or ""."""
+    if not (isinstance(expr, ast.Call) and expr.args and not expr.keywords):
+        return ""
+    first = expr.args[0]
+    name = first.value if isinstance(first, ast.Constant) else None
+    if not isinstance(name, str):
+        return ""
+    if isinstance(expr.func, ast.Name) and expr.func.id == "__import__":
+        return "" if "__import__" in module.bound else name.split(".")[0]  # the top package
+    callee = _dotted(module, expr.func)
+    return name if callee == "importlib.import_module" and len(expr.args) == 1 else ""
+
+
 def _dotted(module: Any, expr: ast.expr) -> str:
-    """``a.b.c`` with its head resolved through the module's imports ("" when not one)."""
+    """``a.b.c`` with its head resolved through the module's imports ("" when not one); a
+    ``getattr(x, "name")`` link and an ``__import__("m")`` / ``importlib.import_module("m")``
+    head are read as the attribute and the module they are."""
     parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.insert(0, expr.attr)
-        expr = expr.value
+    while True:
+        if isinstance(expr, ast.Attribute):
+            parts.insert(0, expr.attr)
+            expr = expr.value
+        elif _getattr_name(module, expr):
+            parts.insert(0, _getattr_name(module, expr))
+            expr = expr.args[0]  # type: ignore[attr-defined]
+        else:
+            break
+    imported = _imported_by_call(module, expr)
+    if imported:
+        return ".".join([imported, *parts])
     if not isinstance(expr, ast.Name):
         return ""
     ref: str = module.imports.get(expr.id, "")
@@ -251,11 +208,12 @@ def _stars(module: Any) -> list[str]:
     return [m for m in getattr(module, "stars", []) if m in absent().names]
 
 
-def _failure(module: Any, node: ast.AST) -> str:
+def host_failure(module: Any, node: ast.AST) -> str:
     """Why evaluating ``node`` fails on 3.10 ("" when it does not)."""
     table = absent()
-    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-        lacking = _lacking(_dotted(module, node))
+    reached = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+    if reached or _getattr_name(module, node):  # type: ignore[arg-type]
+        lacking = _lacking(_dotted(module, node))  # type: ignore[arg-type]
         if lacking:
             return f"uses {lacking}, which Python 3.10 does not have (AttributeError)"
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -281,20 +239,6 @@ def _failure(module: Any, node: ast.AST) -> str:
     return ""
 
 
-def _version_gate(module: Any, st: ast.stmt) -> str:
-    """A module-level ``assert`` / ``if ...: raise`` on ``sys.version_info`` that stops 3.10."""
-    if isinstance(st, ast.Assert) and version_test(module, st.test) is False:
-        return f"`assert {ast.unparse(st.test)}` fails on Python 3.10 (AssertionError)"
-    if isinstance(st, ast.If):
-        truth = version_test(module, st.test)
-        live = st.body if truth else st.orelse if truth is False else []
-        raising = next((s for s in live if isinstance(s, ast.Raise)), None)
-        if raising is not None:
-            what = ast.unparse(raising.exc) if raising.exc is not None else "raise"
-            return f"`if {ast.unparse(st.test)}:` runs on Python 3.10 and raises {what}"
-    return ""
-
-
 def host_failures(module: Any) -> list[HostFailure]:
     """The statements importing ``module`` runs that fail on Python 3.10, in order."""
     tree: ast.Module | None = getattr(module, "tree", None)
@@ -302,12 +246,12 @@ def host_failures(module: Any) -> list[HostFailure]:
         return []
     out: list[HostFailure] = []
     for st in tree.body:
-        gate = _version_gate(module, st)
-        if gate:
-            out.append(HostFailure(st.lineno, "broken", gate))
-    for expr, sure in _evaluated(module, tree.body, _future_annotations(tree), True):
-        for node in _nodes(expr):
-            why = _failure(module, node)
+        status, why = version_gate(module, st)
+        if status:
+            out.append(HostFailure(st.lineno, status, why))
+    for expr, sure in evaluated(module, tree.body, _future_annotations(tree), True):
+        for node in expr_nodes(expr):
+            why = host_failure(module, node)
             if why:
                 line = getattr(node, "lineno", 0)
                 out.append(HostFailure(line, "broken" if sure else "unresolved",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_tt_plugin.contract.source_module import PLUGIN_PACKAGE
+from vllm_tt_plugin.contract.source_py310 import HostFailure
 
 _MAX_DEPTH = 6
 Def = ast.FunctionDef | ast.AsyncFunctionDef
@@ -32,6 +33,7 @@ class Built:
 class Scan:
     plugin_imports: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
     builds: tuple[Built, ...] = ()
+    host: tuple[HostFailure, ...] = ()  # what the body reaches that fails on 3.10 (source_bodyhost)
 
 
 def _guarded(fn: Def) -> set[int]:

@@ -189,8 +189,9 @@ def _odd_binding(stmt: ast.stmt, name: str) -> str:
         return f"changed with `{ast.unparse(stmt)}`" if stmt.target.id == name else ""
     if isinstance(stmt, ast.Assign):
         for t in stmt.targets:
-            if not isinstance(t, ast.Name) and any(
-                isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)
+            if not isinstance(t, ast.Name) and any(  # `name["k"] = v` binds no name
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                for n in ast.walk(t)
             ):
                 return f"unpacked from `{ast.unparse(stmt.value)}`"
     if isinstance(stmt, (ast.Import, ast.ImportFrom)) and any(

@@ -82,6 +82,17 @@ class ModelCapabilities:
         declared = getattr(model_cls, "model_capabilities", None) or {}
         return replace(self, fabric_config=declared.get("fabric_config"))
 
+    def narrowed_by(self, instance: ModelCapabilities) -> ModelCapabilities:
+        """The per-request limits of these (the registered class's, planned at launch) under a
+        loaded instance's own declaration: the smaller device top-k, device penalties only where
+        both allow them. An instance never widens what the launch planned. One rule for the
+        runner (adapter/served_model.per_request_capabilities) and the parity checker."""
+        limit, own = self.max_device_top_k, instance.max_device_top_k
+        if own is not None and (limit is None or own < limit):
+            limit = own
+        penalties = self.supports_device_penalties and instance.supports_device_penalties
+        return replace(self, max_device_top_k=limit, supports_device_penalties=penalties)
+
 
 # Capabilities whose "yes" the launch acted on from the registered class (the sampling mode, the
 # scheduler, vLLM's cache switches): an instance that says "no" would be sent what it cannot take.

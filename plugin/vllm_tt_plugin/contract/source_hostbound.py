@@ -1,0 +1,149 @@
+"""Module names Python 3.10 leaves unbound, or bound to a fallback, at run time (round 8,
+rt45h NA13, NA14, IM11): what the method bodies the plugin drives find there.
+
+- A name bound at module level only under ``if TYPE_CHECKING:`` (``False`` at run time), or
+  only under the branch of a version test 3.10 does not take (``source_pyversion``), is
+  unbound: a body that reads it raises NameError.
+- ``try: from models.x import X`` / ``import models.x`` where the checkout lacks that module
+  (or ``x`` binds no ``X``), with a handler catching ImportError: the import raises, so the
+  names the ``try`` body binds are unbound unless the handler binds them; ``X = None`` in the
+  handler makes ``X(...)`` a TypeError.
+
+A name any other module-level statement may bind (another branch, a ``global`` in a module
+function) is not reported. Tests the checker does not evaluate bind nothing here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_tt_plugin.contract.source_module import absolute
+from vllm_tt_plugin.contract.source_names import binds
+from vllm_tt_plugin.contract.source_pyversion import version_test
+
+_CATCHING = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+@dataclass(frozen=True)
+class HostBinding:
+    """How 3.10 leaves a module name: ``value`` "unbound" or "None"; ``why`` says where."""
+
+    value: str
+    why: str
+
+
+def _bound_by(stmts: list[ast.stmt]) -> set[str]:
+    """Module names ``stmts`` bind (a def's or class's own locals are not; its ``global``s are)."""
+    out: set[str] = set()
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+            out |= {x for g in ast.walk(n) if isinstance(g, ast.Global) for x in g.names}
+            continue
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            out |= {a.asname or a.name for a in n.names}
+        stack += ast.iter_child_nodes(n)
+    return out
+
+
+def _type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _catches(node: ast.Try) -> bool:
+    for h in node.handlers:
+        if h.type is None:
+            return True
+        kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        if any(isinstance(k, ast.Name) and k.id in _CATCHING for k in kinds):
+            return True
+    return False
+
+
+def missing_module(reader: Any, name: str) -> bool:
+    """``name`` is a ``models.*`` module the checkout does not hold."""
+    if not name.startswith("models."):
+        return False
+    root = getattr(reader, "root", None)
+    if root is None:
+        return False
+    base = root.joinpath(*name.split("."))
+    return not (base.with_suffix(".py").is_file() or base.is_dir())
+
+
+def _import_fails(reader: Any, module: Any, st: ast.stmt) -> str:
+    """Why the checkout makes import statement ``st`` raise ImportError ("" if not)."""
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    if isinstance(st, ast.Import):
+        gone = [a.name for a in st.names if missing_module(reader, a.name)]
+        return f"{gone[0]} is not in this checkout" if gone else ""
+    if isinstance(st, ast.ImportFrom):
+        source = absolute(package, st.module, st.level)
+        if missing_module(reader, source):
+            return f"{source} is not in this checkout"
+        if source.startswith("models."):
+            for a in st.names:
+                if a.name != "*" and binds(reader, source, a.name) is False:
+                    return f"{source} (in this checkout) binds no {a.name}"
+    return ""
+
+
+def _sets_none(st: ast.stmt) -> bool:
+    value = getattr(st, "value", None)
+    return isinstance(st, ast.Assign) and isinstance(value, ast.Constant) and value.value is None
+
+
+def host_bindings(reader: Any, module: Any) -> dict[str, HostBinding]:
+    """Module names Python 3.10 leaves unbound or ``None`` (see the module docstring)."""
+    tree = getattr(module, "tree", None)
+    if tree is None:
+        return {}
+    skipped: dict[str, HostBinding] = {}
+    taken: list[ast.stmt] = []
+    for st in tree.body:
+        if isinstance(st, ast.If):
+            value = False if _type_checking(st.test) else version_test(module, st.test)
+            if value is None:
+                taken.append(st)
+                continue
+            test = ast.unparse(st.test)
+            dead, live = (st.orelse, st.body) if value else (st.body, st.orelse)
+            side = "the else of " if value else ""
+            where = f"bound only under {side}`if {test}:`, which Python 3.10 does not run"
+            for name in _bound_by(dead):
+                skipped.setdefault(name, HostBinding("unbound", where))
+            taken += live
+        elif isinstance(st, ast.Try) and _catches(st):
+            failed = [(s, w) for s in st.body for w in [_import_fails(reader, module, s)] if w]
+            if not failed:
+                taken.append(st)
+                continue
+            first, why = failed[0]
+            after = st.body[st.body.index(first) :]
+            handlers = [s for h in st.handlers for s in h.body]
+            fallback = _bound_by([s for s in handlers if _sets_none(s)])
+            handled = _bound_by(handlers)
+            none = f"None on Python 3.10: its import fails ({why}) and the handler sets None"
+            for name in _bound_by(after):
+                if name in fallback:
+                    skipped.setdefault(name, HostBinding("None", none))
+                elif name not in handled:
+                    unbound = f"unbound on Python 3.10: its import fails ({why})"
+                    skipped.setdefault(name, HostBinding("unbound", unbound))
+            taken += st.body[: st.body.index(first)]
+            taken += [s for s in handlers if not _sets_none(s)]
+            taken += st.finalbody
+        else:
+            taken.append(st)
+    elsewhere = _bound_by(taken)
+    return {k: v for k, v in skipped.items() if k not in elsewhere}
