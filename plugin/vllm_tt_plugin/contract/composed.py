@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from vllm_tt_plugin.contract.composed_locals import resolved_call
 from vllm_tt_plugin.contract.parity_flow import swapped
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
 from vllm_tt_plugin.contract.parity_reach import WalkLike
@@ -161,8 +162,9 @@ def composed_errors(
         for node in (n for st in fn.body for n in frame_nodes(st)):
             if not isinstance(node, ast.Call):
                 continue
-            texts = _texts(fn, node)
-            callee = _callee(source, target, method, node)
+            made = resolved_call(fn, node)  # through partials, local mappings, swaps (rt45h)
+            texts = _texts(fn, made)
+            callee = _callee(source, target, method, made)
             if callee is None or texts is None:
                 continue
             if id(node) not in run:  # a call on some paths only: whether it runs is not known

@@ -39,9 +39,11 @@ from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
     COMMANDS_KEPT,
+    STORE_CHECKED,
     command_lines,
     set_keys,
     stored_only,
+    stored_text,
 )
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
@@ -56,7 +58,13 @@ from vllm_tt_plugin.contract.skeleton_files import (
     record_checkout_failures,
     recorded_provenance,
 )
-from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
+from vllm_tt_plugin.contract.skeleton_kwargs import (
+    call_text,
+    copy_text,
+    moved_text,
+    resolver,
+    unhanded,
+)
 from vllm_tt_plugin.contract.skeleton_values import (
     _constant,
     _docstring,
@@ -141,37 +149,6 @@ def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = f
 def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in fn.decorator_list}
     return next((k for k in ("classmethod", "staticmethod") if k in names), "method")
-
-
-def _call_text(node: ast.Call, keep: set[str]) -> str:
-    """A kept call with the checker's view of its arguments: names of ``keep`` (the method's
-    parameters, ``self``/``cls``) and bound methods stay, starred pass-throughs stay, every
-    other argument is ``...``."""
-
-    def arg(x: ast.expr) -> str:
-        if isinstance(x, ast.Starred):
-            inner = x.value
-            return f"*{inner.id}" if isinstance(inner, ast.Name) else "*..."
-        if isinstance(x, ast.Name) and x.id in keep:
-            return x.id
-        if _callee(x) is not None:  # a bound method handed on
-            return ast.unparse(x)
-        return "..."
-
-    args = [arg(x) for x in node.args]
-    if args == ["..."] and not node.keywords:
-        # One argument: `(...)` would read as elided (a hand-written skeleton), not counted.
-        elided = isinstance(node.args[0], ast.Constant) and node.args[0].value is Ellipsis
-        args = ["..."] if elided else ["None"]
-    for k in node.keywords:
-        if k.arg is None:
-            value = k.value
-            merge = copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
-            args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
-        else:
-            v = k.value
-            args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
-    return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
 def body_lines(
@@ -270,23 +247,23 @@ def body_lines(
             )  # fmt: skip
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
-                add_call(node, ("return " if returned else "") + _call_text(node, params))
+                add_call(node, ("return " if returned else "") + call_text(node, params))
                 continue
             if (
                 isinstance(func, ast.Name) and func.id in params and func.id != me
                 and _passes_on(node, vararg, kwarg)
             ):  # fmt: skip
-                add(node, _call_text(node, params))  # a helper calling the method it is handed
+                add(node, call_text(node, params))  # a helper calling the method it is handed
                 continue
             partial = _partial(func)
             if partial is not None and _callee(partial.args[0], me) is not None:
                 # partial(self.m, a)(b): both argument lists reach m (the checker binds them).
-                outer = _call_text(node, params)[len(ast.unparse(func)) :]
-                add(node, _call_text(partial, params) + outer)
+                outer = call_text(node, params)[len(ast.unparse(func)) :]
+                add(node, call_text(partial, params) + outer)
                 continue
             target = _callee(func, me)
             if target is not None:
-                text = _call_text(unhanded(node, kwarg, function), params)
+                text = call_text(unhanded(node, kwarg, function), params)
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
@@ -303,7 +280,7 @@ def body_lines(
                 isinstance(root, ast.Call) and _hands_all(node, vararg, kwarg)
             ):
                 # The instance or the arguments handed to what the checker does not follow.
-                add(node, _call_text(node, params | {me or ""}))
+                add(node, call_text(node, params | {me or ""}))
                 continue
             if (
                 isinstance(root, ast.Name)
@@ -311,11 +288,11 @@ def body_lines(
                 and _hands_all(node, vararg, kwarg)
             ):
                 add(node, f"{root.id} = ...")
-                add(node, _call_text(node, params))
+                add(node, call_text(node, params))
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add_call(node, prefix.get(id(node), "") + _call_text(node, set()))
+                    add_call(node, prefix.get(id(node), "") + call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -332,7 +309,7 @@ def body_lines(
                 and func.func.id == "type"
                 and me is not None
             ):
-                add(node, _call_text(node, set()))
+                add(node, call_text(node, set()))
                 continue
             if (
                 isinstance(func, ast.Attribute)
@@ -415,6 +392,7 @@ def body_lines(
                 for sub in ast.walk(t):
                     if (
                         isinstance(sub, ast.Attribute)
+                        and isinstance(sub.ctx, ast.Store)  # not `self.__class__` in `...x = v`
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
@@ -434,6 +412,7 @@ def body_lines(
                             and stored_only(fn, v.id)
                         ):  # a plugin value only stored: its attribute decides (rt45f H01)
                             kept = v.id
+                        kept = (v is not None and stored_text(fn, v)) or kept  # HC04
                         cond = "if ...: " if sub.attr in unsure else ""
                         add(node, f"{cond}{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
@@ -448,7 +427,7 @@ def body_lines(
            for n in ast.walk(fn)):  # fmt: skip
         lines.append((fn.body[0].lineno, "used(locals())"))  # every local handed on (F35)
     for p in sorted(named - unused):
-        if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
+        if not (p in STORE_CHECKED and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
     lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
     lines += warmup_flag.skeleton_lines(fn)  # a warm-up's own flag guard (rt45g R13)
@@ -521,7 +500,7 @@ def _module_function(
     ]  # fmt: skip
     if hands:
         names = params | {n for n in (vararg, kwarg) if n}
-        return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
+        return [_header(fn, keep), *dict.fromkeys(f"    {call_text(c, names)}" for c in hands)]
     return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
 
 
@@ -545,7 +524,7 @@ def _class(
         attr
         for item in node.body
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-        for p in CONTENT_KEYWORDS
+        for p in STORE_CHECKED
         for attr in stored_only(item, p)
     )
     for item in node.body:
