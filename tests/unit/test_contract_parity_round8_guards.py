@@ -1,0 +1,152 @@
+"""The parity checker against round 8's guard / return / compatibility red-team trees (rt45h):
+which branch the TT host's Python 3.10 runs, what a driven method hands back, and a checkout
+the size of a generated table.
+
+- FP01 / FP02 / FP21 (false alarms): ``x if sys.version_info >= (3, 11) else y``,
+  ``if hasattr(itertools, "batched"):`` in a body, ``if hasattr(enum, "StrEnum"):`` at module
+  level: the branch 3.10 takes is judged, the other is not (``source_hosttest``).
+- NA14 in a body: a local bound only under a branch 3.10 skips, read after it:
+  UnboundLocalError.
+
+Each case is a one-class adapter tree (``test_contract_parity_redteam.BASE``) edited as the red
+team's tree was; a refused case reports the status named with a reason naming the offender,
+a control (what Python 3.10 runs) binds, and the skeleton reads as the tree. Python 3.10.13
+(pyenv, rt45h harness) raised for each refused spelling and ran each control.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_contract_parity_redteam import ADAPTER
+from tests.unit.test_contract_parity_round7_names import (
+    DEC,
+    SRC,
+    assert_binds,
+    assert_refused,
+    assert_round_trip,
+    decode,
+)
+
+DT = "import datetime, sys"
+IT = "import itertools"
+ENUM_HEAD = "import enum\n"
+
+# name -> (files, {column: status}, a fragment of that finding's reason)
+REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
+    # NA14 in a body: the local exists only where 3.10 does not run
+    "na14_body_version_gated_local": (
+        {ADAPTER: decode("import sys", "if sys.version_info >= (3, 11):", "    _fast = len",
+                         "_n = _fast(tokens)")},
+        {DEC: "broken"}, "_fast",
+    ),
+    "na14_body_else_of_older_version": (
+        {ADAPTER: decode("import sys", "if sys.version_info[:2] < (3, 11):", "    pass", "else:",
+                         "    _fast = len", "_n = _fast(tokens)")},
+        {DEC: "broken"}, "UnboundLocalError",
+    ),
+    "na14_body_feature_gated_local": (
+        {ADAPTER: decode(IT, "if hasattr(itertools, 'batched'):",
+                         "    _chunks = itertools.batched", "_c = list(_chunks(tokens, 4))")},
+        {DEC: "broken"}, "_chunks",
+    ),
+    # the branch 3.10 takes is judged whole: a 3.11 name there fails on every call
+    "taken_version_branch_uses_311_name": (
+        {ADAPTER: decode(DT, "if sys.version_info < (3, 12):", "    _u = datetime.UTC")},
+        {DEC: "broken"}, "datetime.UTC",
+    ),
+    "inverted_feature_test": (
+        {ADAPTER: decode(IT, "if not hasattr(itertools, 'batched'):",
+                         "    _c = list(itertools.batched(tokens, 4))")},
+        {DEC: "broken"}, "itertools.batched",
+    ),
+    "taken_side_of_conditional_expression": (
+        {ADAPTER: decode(DT, "_u = datetime.timezone.utc if sys.version_info >= (3, 11) "
+                         "else datetime.UTC")},
+        {DEC: "broken"}, "datetime.UTC",
+    ),
+    "module_level_inverted_feature_test": (
+        {ADAPTER: decode(head=ENUM_HEAD + "if not hasattr(enum, 'StrEnum'):\n"
+                         "    _Base = enum.StrEnum\nelse:\n    _Base = str\n")},
+        {SRC: "broken"}, "enum.StrEnum",
+    ),
+    "module_name_bound_only_under_feature_test": (
+        {ADAPTER: decode("_c = list(batched(tokens, 4))", head=f"{IT}\nif hasattr(itertools, "
+                         "'batched'):\n    from itertools import batched\n")},
+        {DEC: "broken"}, "batched",
+    ),
+    # honest where the test is not evaluated: either branch may run
+    "unevaluated_test_stays_unresolved": (
+        {ADAPTER: decode(DT, "if hasattr(self, 'fast'):", "    _u = datetime.UTC")},
+        {DEC: "unresolved"}, "datetime.UTC",
+    ),
+    "unlisted_feature_name_stays_unresolved": (
+        {ADAPTER: decode(IT, "if hasattr(itertools, 'pairwise'):",
+                         "    _c = list(itertools.batched(tokens, 4))")},
+        {DEC: "unresolved"}, "itertools.batched",
+    ),
+}  # fmt: skip
+
+CONTROLS: dict[str, dict[str, str]] = {
+    # FP01: the conditional expression picks the 3.10 spelling
+    "fp01_conditional_expression": {
+        ADAPTER: decode(DT, "_u = datetime.UTC if sys.version_info >= (3, 11) "
+                        "else datetime.timezone.utc"),
+    },
+    "fp01_hexversion_spelling": {
+        ADAPTER: decode(DT, "_u = datetime.timezone.utc if sys.hexversion < 0x30B0000 "
+                        "else datetime.UTC"),
+    },
+    # FP02: the feature test guards the 3.11 call
+    "fp02_hasattr_guard": {
+        ADAPTER: decode(IT, "if hasattr(itertools, 'batched'):",
+                        "    _c = list(itertools.batched(range(8), 4))"),
+    },
+    "fp02_getattr_default_is_not_none": {
+        ADAPTER: decode(IT, "if getattr(itertools, 'batched', None) is not None:",
+                        "    _c = list(itertools.batched(range(8), 4))", "else:", "    _c = []"),
+    },
+    "fp02_not_hasattr_else": {
+        ADAPTER: decode(IT, "if not hasattr(itertools, 'batched') or tokens is None:",
+                        "    _c = []", "else:", "    _c = list(itertools.batched(tokens, 4))"),
+    },
+    "version_gated_local_with_fallback": {
+        ADAPTER: decode("import sys", "if sys.version_info >= (3, 11):", "    _fast = len",
+                        "else:", "    _fast = list.__len__", "_n = _fast(tokens)"),
+    },
+    # FP21: a module-level base chosen by a feature test
+    "fp21_module_level_hasattr": {
+        ADAPTER: decode(head=ENUM_HEAD + "if hasattr(enum, 'StrEnum'):\n    _Base = enum.StrEnum"
+                        "\nelse:\n    _Base = str\n"),
+    },
+    "fp21_module_level_class_under_feature_test": {
+        ADAPTER: decode(head=ENUM_HEAD + "if hasattr(enum, 'StrEnum'):\n"
+                        "    class _Mode(enum.StrEnum):\n        A = 'a'\nelse:\n"
+                        "    class _Mode(str, enum.Enum):\n        A = 'a'\n"),
+    },
+    "module_import_under_feature_test_with_fallback": {
+        ADAPTER: decode("_c = list(batched(tokens, 4))", head=f"{IT}\nif hasattr(itertools, "
+                        "'batched'):\n    from itertools import batched\nelse:\n"
+                        "    def batched(xs, n):\n        return [xs]\n"),
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_python_310_runs_is_judged(tmp_path: Path, name: str) -> None:
+    assert_refused(tmp_path, *REFUSED[name])
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_a_compatibility_idiom_binds(tmp_path: Path, name: str) -> None:
+    assert_binds(tmp_path, CONTROLS[name])
+
+
+CASES = {**{n: files for n, (files, _, _) in REFUSED.items()}, **CONTROLS}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_skeleton_reads_as_the_tree(tmp_path: Path, name: str) -> None:
+    assert_round_trip(tmp_path, CASES[name])
