@@ -7,6 +7,13 @@ the size of a generated table.
   level: the branch 3.10 takes is judged, the other is not (``source_hosttest``).
 - NA14 in a body: a local bound only under a branch 3.10 skips, read after it:
   UnboundLocalError.
+- GD02: ``try: assert not reload_page_table`` under ``except ImportError`` (here on
+  ``reload_inputs``, which this base sends True): the handler does
+  not catch the AssertionError (``parity_compound.uncaught_prefix``): ``broken``.
+- RT04: a retry loop whose returns are conditional, then the end of the body: ``unresolved``
+  (the loop may have returned; loop bodies are not run), never ``ok``.
+- BG04: ``get_max_tokens_all_users`` returns ``str(131072)``: the launch's own check
+  (``budget.checked_budget``) refuses it: ``broken``.
 
 Each case is a one-class adapter tree (``test_contract_parity_redteam.BASE``) edited as the red
 team's tree was; a refused case reports the status named with a reason naming the offender,
@@ -20,9 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_contract_parity_redteam import ADAPTER
+from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, DECODE, edit
 from tests.unit.test_contract_parity_round7_names import (
     DEC,
+    GMT_RETURN,
     SRC,
     assert_binds,
     assert_refused,
@@ -33,6 +41,31 @@ from tests.unit.test_contract_parity_round7_names import (
 DT = "import datetime, sys"
 IT = "import itertools"
 ENUM_HEAD = "import enum\n"
+GMT = "get_max_tokens_all_users"
+RELOAD_GUARD = "    assert not reload_inputs, 'the inputs stay on the device'"
+
+
+def guarded(*lines: str, handler: str = "ImportError") -> str:
+    """BASE whose decode runs ``lines`` in a ``try`` with ``except <handler>: pass``."""
+    return decode("try:", *lines, f"except {handler}:", "    pass")
+
+
+def retried(test: str, loop: str = "for _attempt in range(2):", after: str = "") -> str:
+    """BASE whose decode calls in a loop and returns the result only where ``test`` holds,
+    then runs ``after`` (8-space indented)."""
+    body = DECODE.replace("        return ", f"        {loop}\n            out = ", 1)
+    assert body != DECODE
+    tail = f"            if {test}:\n                return out\n" + (
+        f"        {after}\n" * bool(after)
+    )
+    return edit(BASE, (DECODE, body + tail))
+
+
+def budget(expr: str) -> str:
+    edited = GMT_RETURN.replace("return 1", f"return {expr}")
+    assert edited != GMT_RETURN
+    return edit(BASE, (GMT_RETURN, edited))
+
 
 # name -> (files, {column: status}, a fragment of that finding's reason)
 REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
@@ -77,6 +110,36 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
                          "'batched'):\n    from itertools import batched\n")},
         {DEC: "broken"}, "batched",
     ),
+    # GD02: a handler that cannot catch what the guard raises
+    "gd02_assert_under_import_error": (
+        {ADAPTER: guarded(RELOAD_GUARD)}, {DEC: "broken"}, "reload_inputs",
+    ),
+    "gd02_raise_under_tuple_of_handlers": (
+        {ADAPTER: guarded("    pass", "    if reload_inputs and sampling_params is not None:",
+                          "        raise TypeError('static page table')",
+                          handler="(ImportError, KeyError)")},
+        {DEC: "broken"}, "TypeError",
+    ),
+    "gd02_assert_with_finally": (
+        {ADAPTER: decode("try:", RELOAD_GUARD, "except ModuleNotFoundError:", "    pass",
+                         "finally:", "    pass")},
+        {DEC: "broken"}, "reload_inputs",
+    ),
+    # RT04: the loop returns only under a condition, then the body ends
+    "rt04_retry_returns_none_only": (
+        {ADAPTER: retried("out is None")}, {DEC: "unresolved"}, "after the loop",
+    ),
+    "rt04_retry_returns_value_only": (
+        {ADAPTER: retried("out is not None")}, {DEC: "unresolved"}, "after the loop",
+    ),
+    "rt04_while_loop": (
+        {ADAPTER: retried("out", loop="while tokens is not None:")},
+        {DEC: "unresolved"}, "after the loop",
+    ),
+    # BG04: a budget the launch refuses
+    "bg04_budget_as_str": ({ADAPTER: budget("str(131072)")}, {GMT: "broken"}, "positive integer"),
+    "bg04_budget_as_float": ({ADAPTER: budget("131072 / 2")}, {GMT: "broken"}, "65536.0"),
+    "bg04_budget_zero": ({ADAPTER: budget("max(0, -1)")}, {GMT: "broken"}, "returned 0"),
     # honest where the test is not evaluated: either branch may run
     "unevaluated_test_stays_unresolved": (
         {ADAPTER: decode(DT, "if hasattr(self, 'fast'):", "    _u = datetime.UTC")},
@@ -90,6 +153,20 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
 }  # fmt: skip
 
 CONTROLS: dict[str, dict[str, str]] = {
+    # GD02: a handler that catches the guard's error (the decode goes on)
+    "assert_caught_by_its_handler": {ADAPTER: guarded(RELOAD_GUARD, handler="AssertionError")},
+    "assert_caught_by_exception": {ADAPTER: guarded(RELOAD_GUARD, handler="Exception")},
+    # RT04: a loop whose first pass returns, or a return after the loop
+    "loop_returning_on_its_first_pass": {
+        ADAPTER: edit(BASE, (DECODE, DECODE.replace(
+            "        return ", "        for _attempt in range(2):\n            return ", 1))),
+    },
+    "retry_loop_then_a_return": {
+        ADAPTER: retried("out is not None", after="return out"),
+    },
+    # BG04: budgets the launch takes
+    "budget_arithmetic": {ADAPTER: budget("128 * 1024")},
+    "budget_converted": {ADAPTER: budget("int('131072')")},
     # FP01: the conditional expression picks the 3.10 spelling
     "fp01_conditional_expression": {
         ADAPTER: decode(DT, "_u = datetime.UTC if sys.version_info >= (3, 11) "

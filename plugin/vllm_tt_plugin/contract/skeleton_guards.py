@@ -11,6 +11,10 @@ values, and a return only some values reach), so that a skeleton reads as its tr
   before any return (other arguments as ``...``), and
 - a property setter's ``self.x = value`` and its getter's ``return self.x``;
 - a returned ``(a, b)`` pair (``return_forms``: an mRoPE prefill's form) as ``(None, None)``;
+- a loop whose returns are conditional, the method's only returning statement, as
+  ``for _ in (): if unevaluated(): return None`` (the run may fall off after it: rt45h RT04);
+- a token budget the launch refuses, returned as written (``budget_value``: rt45h BG04);
+- the first statements of a ``try`` no handler can catch (``parity_compound``: rt45h GD02);
 - a module function made only of such guards (``rejected = []``, appends, ``if``s, raises,
   returns): tt-metal's ``require_full_input_reload`` / ``reject_legacy_reload_signal``,
   written whole (raised exceptions as ``X(...)``, returned values as ``None``).
@@ -22,7 +26,8 @@ import ast
 import builtins
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_compound import swallows
+from vllm_tt_plugin.contract.budget_value import refused_return
+from vllm_tt_plugin.contract.parity_compound import loop_may_fall, swallows, uncaught_prefix
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
 from vllm_tt_plugin.contract.return_forms import returns_pair
 
@@ -84,13 +89,16 @@ def _raise_text(stmt: ast.Raise) -> str:
 
 def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` with the bodies of its ``with`` statements in their place (they run as the
-    body does: ``parity_compound``), except a manager that may swallow (``suppress``)."""
+    body does: ``parity_compound``), except a manager that may swallow (``suppress``); a
+    ``try``'s first statements no handler can catch (rt45h GD02) before it."""
     out: list[ast.stmt] = []
     for stmt in body:
         if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(
             swallows(item.context_expr) for item in stmt.items
         ):
             out += _flat(stmt.body)
+        elif isinstance(stmt, ast.Try) and stmt.handlers:
+            out += [*uncaught_prefix(stmt), stmt]
         else:
             out.append(stmt)
     return out
@@ -159,6 +167,14 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
     if len(cases) == 1 and not branch and not others:  # rt45g R02: a return on one case only
         lines.append((cases[0].lineno, _match_text(cases[0])))
         return lines, ""
+    if len(others) == 1 and not branch and not cases and loop_may_fall(others[0]):
+        # rt45h RT04: a loop returning under a condition, nothing after it returns
+        loop = "while unevaluated()" if isinstance(others[0], ast.While) else "for _ in ()"
+        lines.append((others[0].lineno, f"{loop}:\n    if unevaluated(): {_RETURNED}"))
+        return lines, ""
+    budget = refused_return(fn)
+    if budget:  # rt45h BG04: a budget the launch refuses, kept as written
+        return lines, budget
     nones = [s for s in tests if not s.orelse and _none_return(s.body[-1])]
     if len(nones) == 1 and any(_returns(s) for s in body if s is not nones[0]):
         # `if slot_remap is not None: return None` beside a returned value (rt45g R05)
