@@ -14,6 +14,8 @@ the size of a generated table.
   (the loop may have returned; loop bodies are not run), never ``ok``.
 - BG04: ``get_max_tokens_all_users`` returns ``str(131072)``: the launch's own check
   (``budget.checked_budget``) refuses it: ``broken``.
+- NA15: a comprehension's variable read after it (Python 3: its own scope): NameError.
+- IM10: ``del X`` at module level after its import, ``X`` used at run time: NameError.
 
 Each case is a one-class adapter tree (``test_contract_parity_redteam.BASE``) edited as the red
 team's tree was; a refused case reports the status named with a reason naming the offender,
@@ -28,20 +30,25 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_contract_parity_redteam import ADAPTER, BASE, DECODE, edit
+from tests.unit.test_contract_parity_round6_py310 import HELPER
 from tests.unit.test_contract_parity_round7_names import (
     DEC,
     GMT_RETURN,
+    HELPER_OK,
     SRC,
     assert_binds,
     assert_refused,
     assert_round_trip,
     decode,
+    init,
 )
 
 DT = "import datetime, sys"
 IT = "import itertools"
 ENUM_HEAD = "import enum\n"
 GMT = "get_max_tokens_all_users"
+INIT = "initialize_vllm_model"
+IMPORT_HELPER = "from models.demo.tt.helper import Helper\n"
 RELOAD_GUARD = "    assert not reload_inputs, 'the inputs stay on the device'"
 
 
@@ -140,6 +147,26 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     "bg04_budget_as_str": ({ADAPTER: budget("str(131072)")}, {GMT: "broken"}, "positive integer"),
     "bg04_budget_as_float": ({ADAPTER: budget("131072 / 2")}, {GMT: "broken"}, "65536.0"),
     "bg04_budget_zero": ({ADAPTER: budget("max(0, -1)")}, {GMT: "broken"}, "returned 0"),
+    # NA15: a comprehension's variable does not outlive it
+    "na15_list_comprehension_variable_after": (
+        {ADAPTER: decode("_ids = [slot for slot in range(4)]", "_last = slot")},
+        {DEC: "broken"}, "slot",
+    ),
+    "na15_generator_expression_variable_after": (
+        {ADAPTER: decode("_n = sum(k * 2 for k in range(4) if k)", "_k = k")},
+        {DEC: "broken"}, "uses k,",
+    ),
+    # IM10: deleted after its import
+    "im10_del_after_import": (
+        {ADAPTER: init("self.helper = Helper()", head=IMPORT_HELPER + "del Helper\n"),
+         HELPER: HELPER_OK},
+        {INIT: "broken"}, "del Helper",
+    ),
+    "im10_del_module_alias": (
+        {ADAPTER: decode("_h = helper.Helper", head="import models.demo.tt.helper as helper\n"
+                         "del helper\n"), HELPER: HELPER_OK},
+        {DEC: "broken"}, "del helper",
+    ),
     # honest where the test is not evaluated: either branch may run
     "unevaluated_test_stays_unresolved": (
         {ADAPTER: decode(DT, "if hasattr(self, 'fast'):", "    _u = datetime.UTC")},
@@ -163,6 +190,16 @@ CONTROLS: dict[str, dict[str, str]] = {
     },
     "retry_loop_then_a_return": {
         ADAPTER: retried("out is not None", after="return out"),
+    },
+    # NA15 / IM10 controls: read inside the comprehension; a loop variable; bound again
+    "comprehension_variable_read_inside": {
+        ADAPTER: decode("_ids = {slot: [slot * j for j in range(slot)] for slot in range(4)}"),
+    },
+    "loop_variable_after_the_loop": {ADAPTER: decode("for slot in range(4):", "    pass",
+                                                     "_last = slot")},
+    "del_then_imported_again": {
+        ADAPTER: init("self.helper = Helper()", head=IMPORT_HELPER + "del Helper\n"
+                      + IMPORT_HELPER), HELPER: HELPER_OK,
     },
     # BG04: budgets the launch takes
     "budget_arithmetic": {ADAPTER: budget("128 * 1024")},

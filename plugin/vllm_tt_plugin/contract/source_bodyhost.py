@@ -131,15 +131,29 @@ def _own_expressions(st: ast.stmt, sure: bool, scope: Any) -> Iterator[tuple[ast
         stack += [(c, here) for c in ast.iter_child_nodes(node)]
 
 
+def comprehension_names(fn: Def) -> set[int]:
+    """The ``Name`` nodes a comprehension's own targets bind and read (its scope: on Python 3
+    the name is unbound after it, rt45h NA15)."""
+    inside: set[int] = set()
+    kinds = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+    for comp in (n for n in ast.walk(fn) if isinstance(n, kinds)):
+        targets = {t.id for g in comp.generators
+                   for t in ast.walk(g.target) if isinstance(t, ast.Name)}  # fmt: skip
+        inside |= {id(x) for x in ast.walk(comp) if isinstance(x, ast.Name) and x.id in targets}
+    return inside
+
+
 def _locals(module: Any, fn: Def) -> tuple[set[str], dict[str, str]]:
-    """Names the body binds (parameters, assignments, nested defs, ...), and its own imports
-    (local name -> what ``module.imports`` would hold)."""
+    """Names the body binds (parameters, assignments, nested defs, ...; not a comprehension's
+    targets), and its own imports (local name -> what ``module.imports`` would hold)."""
     bound: set[str] = set()
     imports: dict[str, str] = {}
     package = module.name if module.is_package else module.name.rpartition(".")[0]
+    scoped = comprehension_names(fn)
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            bound.add(n.id)
+            if id(n) not in scoped:
+                bound.add(n.id)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn:
             bound.add(n.name)
         elif isinstance(n, ast.arg):
@@ -242,6 +256,7 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
             if k not in own and k not in own_imports}  # fmt: skip
     checked = _tested_names(fn)
     skipped = skipped_locals(fn, scope)
+    scoped = comprehension_names(fn)
     out: list[HostFailure] = []
     for st, sure, caught in _statements(fn.body, True, frozenset(), scope):
         kind, why = _import_failure(reader, module, st)
@@ -254,6 +269,8 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
                 why = module_attribute(reader, scope, node)
                 kind, why = "AttributeError", (f"uses {ast.unparse(node)}: {why}" if why else "")
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if id(node) in scoped:
+                    continue  # the comprehension's own variable, read inside it
                 kind, why = "NameError", _name_failure(reader, module, scope, node)
                 if node.id in skipped:
                     why = (f"uses {node.id}, bound in the body only under {skipped[node.id]}, "

@@ -10,7 +10,8 @@ rt45h NA13, NA14, IM11): what the method bodies the plugin drives find there.
   handler makes ``X(...)`` a TypeError.
 
 A name any other module-level statement may bind (another branch, a ``global`` in a module
-function) is not reported. Tests the checker does not evaluate bind nothing here.
+function) is not reported. A module-level ``del X`` with nothing binding ``X`` after it leaves
+``X`` unbound (IM10). Tests the checker does not evaluate bind nothing here.
 """
 
 from __future__ import annotations
@@ -141,4 +142,20 @@ def _host_bindings(reader: Any, module: Any, tree: ast.Module) -> dict[str, Host
         else:
             taken.append(st)
     elsewhere = bound_by(taken)
-    return {k: v for k, v in skipped.items() if k not in elsewhere}
+    found = {k: v for k, v in skipped.items() if k not in elsewhere}
+    return found | _deleted(tree)
+
+
+def _deleted(tree: ast.Module) -> dict[str, HostBinding]:
+    """Names a module-level ``del X`` leaves unbound (nothing after it binds X again; rt45h
+    IM10). One pass from the end: linear in the module's statements."""
+    out: dict[str, HostBinding] = {}
+    after: set[str] = set()
+    for st in reversed(tree.body):
+        if isinstance(st, ast.Delete):
+            for t in st.targets:
+                if isinstance(t, ast.Name) and t.id not in after:
+                    where = f"deleted at module level by `del {t.id}` (line {st.lineno})"
+                    out[t.id] = HostBinding("unbound", where)
+        after |= bound_by([st])
+    return out
