@@ -191,6 +191,11 @@ CONTROLS: dict[str, dict[str, str]] = {
     "retry_loop_then_a_return": {
         ADAPTER: retried("out is not None", after="return out"),
     },
+    # a subscript test is not a version test (rt45h HG04 `a[-1] > 0` crashed the evaluation)
+    "subscript_tests_in_body_and_module": {
+        ADAPTER: decode("_a = (1, 2)", "if _a[-1] > 0:", "    _b = 1",
+                        head="_T = (1, 2)\nif _T[-1] > 0:\n    _B = 1\n"),
+    },
     # NA15 / IM10 controls: read inside the comprehension; a loop variable; bound again
     "comprehension_variable_read_inside": {
         ADAPTER: decode("_ids = {slot: [slot * j for j in range(slot)] for slot in range(4)}"),
