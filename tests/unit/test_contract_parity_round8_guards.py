@@ -139,6 +139,10 @@ REFUSED: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     "rt04_retry_returns_value_only": (
         {ADAPTER: retried("out is not None")}, {DEC: "unresolved"}, "after the loop",
     ),
+    "rt04_retry_then_return_none": (
+        {ADAPTER: retried("out is not None", after="return None")},
+        {DEC: "unresolved"}, "after the loop",
+    ),
     "rt04_while_loop": (
         {ADAPTER: retried("out", loop="while tokens is not None:")},
         {DEC: "unresolved"}, "after the loop",
@@ -187,6 +191,9 @@ CONTROLS: dict[str, dict[str, str]] = {
     "loop_returning_on_its_first_pass": {
         ADAPTER: edit(BASE, (DECODE, DECODE.replace(
             "        return ", "        for _attempt in range(2):\n            return ", 1))),
+    },
+    "retry_loop_then_a_raise": {
+        ADAPTER: retried("out is not None", after="raise RuntimeError('no output after 2 tries')"),
     },
     "retry_loop_then_a_return": {
         ADAPTER: retried("out is not None", after="return out"),

@@ -15,8 +15,9 @@ like any other statement.
   reload_page_table`` under ``except ImportError``): it leaves the ``try`` after ``finally``.
 - A loop (``for`` / ``while``) is not entered. One whose body returns only under a condition
   (no ``return`` at the top of its body; rt45h RT04: a retry loop) may also end normally: the
-  run goes on after it (the names it binds unknown) and falling off the end there is
-  ``loop``, undecided (``unresolved``: the loop may have returned), never a pass.
+  run goes on after it (the names it binds unknown) and falling off the end (or ``return
+  None``) there is ``loop``, undecided (``unresolved``: the loop may have returned), never a
+  pass; a ``raise`` after it is undecided (a retry loop's closing error).
 - ``match``: the subject and each case's pattern are compared where both are decided (a literal,
   ``True`` / ``False`` / ``None``, ``_``, a capture, ``|``) and the guard is evaluated; the first
   case that matches runs, none: nothing runs. A pattern or guard not decided leaves the whole

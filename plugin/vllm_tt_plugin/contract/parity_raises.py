@@ -156,7 +156,9 @@ class _Frame:
     # --- statements ------------------------------------------------------------------------
     def run(self, body: Sequence[ast.stmt]) -> Outcome:
         out = self.block(body) or Outcome("fall")
-        if out.kind == "fall" and self.loop_line:  # the loop may have returned: undecided
+        if self.loop_line and out.kind == "raise":  # only where the loop did not return
+            return Outcome("unknown")  # (a retry loop's closing `raise` is no failure)
+        if self.loop_line and out.kind in ("fall", "none"):  # the loop may have returned
             return Outcome("loop", line=self.loop_line)
         return out
 

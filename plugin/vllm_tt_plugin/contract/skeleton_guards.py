@@ -167,10 +167,11 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
     if len(cases) == 1 and not branch and not others:  # rt45g R02: a return on one case only
         lines.append((cases[0].lineno, _match_text(cases[0])))
         return lines, ""
-    if len(others) == 1 and not branch and not cases and loop_may_fall(others[0]):
-        # rt45h RT04: a loop returning under a condition, nothing after it returns
-        loop = "while unevaluated()" if isinstance(others[0], ast.While) else "for _ in ()"
-        lines.append((others[0].lineno, f"{loop}:\n    if unevaluated(): {_RETURNED}"))
+    loops = [s for s in others if loop_may_fall(s)]
+    if loops and not branch and not cases and _falls_after(body, loops[0], others):
+        # rt45h RT04: a loop returning under a condition, then the end or `return None`
+        loop = "while unevaluated()" if isinstance(loops[0], ast.While) else "for _ in ()"
+        lines.append((loops[0].lineno, f"{loop}:\n    if unevaluated(): {_RETURNED}"))
         return lines, ""
     budget = refused_return(fn)
     if budget:  # rt45h BG04: a budget the launch refuses, kept as written
@@ -182,6 +183,15 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
         lines.append((nones[0].lineno, f"if {ast.unparse(nones[0].test)}: return"))
         return lines, "return unevaluated()  # a value (elided)"
     return lines, None
+
+
+def _falls_after(body: list[ast.stmt], loop: ast.stmt, others: list[ast.stmt]) -> bool:
+    """Nothing but ``loop`` returns a value, and what follows it neither raises nor returns
+    anything but None (``parity_raises`` reads the end as ``loop``: undecided)."""
+    after = body[body.index(loop) + 1 :]
+    raises = any(isinstance(n, (ast.Raise, ast.Assert)) for s in after for n in frame_nodes(s))
+    rest = [s for s in others if s is not loop]
+    return not raises and all(s in after and _none_return(s) for s in rest)
 
 
 def _match_text(stmt: ast.Match) -> str:
