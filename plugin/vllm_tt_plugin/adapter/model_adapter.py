@@ -26,6 +26,7 @@ import torch
 from vllm_tt_plugin.adapter.kv_cache import KVLayerEntry
 from vllm_tt_plugin.async_decode import wait_events
 from vllm_tt_plugin.config import DEFAULT_DEVICE_TIMEOUT_S, DEFAULT_WARMUP_TIMEOUT_S
+from vllm_tt_plugin.contract.budget import checked_budget
 from vllm_tt_plugin.contract.call_plan import (
     LOAD_POSITIONAL,
     SIZING_KEYWORDS,
@@ -285,12 +286,7 @@ class ModelAdapter:
                     f"{self.profile.class_name}.get_max_tokens_all_users failed: {exc!r}"
                 ) from exc
             return DEFAULT_MAX_TOKENS_ALL_USERS
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(
-                f"{self.profile.class_name}.get_max_tokens_all_users returned {value!r}; "
-                "it must be a positive integer token count"
-            )
-        return value
+        return checked_budget(self.profile.class_name, value)
 
     def load(self, call: LoadCall) -> None:
         """``initialize_vllm_model``: three positional, the rest by keyword; ``vllm_config`` only

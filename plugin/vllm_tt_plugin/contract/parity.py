@@ -88,7 +88,7 @@ from vllm_tt_plugin.contract.parity_shapes import (
     result_shape,
     with_result,
 )
-from vllm_tt_plugin.contract.parity_values import value_errors
+from vllm_tt_plugin.contract.parity_values import value_checks
 from vllm_tt_plugin.contract.parity_variants import merge_variants
 from vllm_tt_plugin.contract.protocol_stubs import stub_errors
 from vllm_tt_plugin.contract.return_forms import missing_pair
@@ -583,7 +583,7 @@ def _check_variant(
         for call in calls:
             args, kwargs = call.as_call()
             _walk(source, target, profile.family, call.variant, found, args, kwargs, [], walk)
-        walk.errors += value_errors(source, target, method, found, calls, caps)
+        value_checks(source, target, method, found, calls, caps, walk)
         walk.unresolved += missing_pair(source, target, method, found, served.mrope)
         _reach(source, target, profile.family, found, walk)
         composed_errors(source, target, profile.family, [found, *(p[-1] for p in walk.paths)], walk)

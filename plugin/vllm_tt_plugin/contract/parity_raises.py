@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_compound import compound_step
+from vllm_tt_plugin.contract.parity_compound import LOOPS, compound_step
 from vllm_tt_plugin.contract.plugin_values import SOME, UNKNOWN, Scenario, Some, Unknown
 
 # Calls that read their object (a skeleton keeps `if ...: kwargs.get("k")` as a read): an
@@ -79,6 +79,7 @@ class _Frame:
         self.env = env
         self.callee = callee
         self.depth = depth
+        self.loop_line = 0  # a loop passed whose body returns only under a condition
 
     # --- expressions -----------------------------------------------------------------------
     def value(self, expr: ast.expr) -> Any:
@@ -154,7 +155,12 @@ class _Frame:
 
     # --- statements ------------------------------------------------------------------------
     def run(self, body: Sequence[ast.stmt]) -> Outcome:
-        return self.block(body) or Outcome("fall")
+        out = self.block(body) or Outcome("fall")
+        if self.loop_line and out.kind == "raise":  # only where the loop did not return
+            return Outcome("unknown")  # (a retry loop's closing `raise` is no failure)
+        if self.loop_line and out.kind in ("fall", "none"):  # the loop may have returned
+            return Outcome("loop", line=self.loop_line)
+        return out
 
     def block(self, body: Sequence[ast.stmt]) -> Outcome | None:
         """How ``body`` ends, None when it runs to its end."""
@@ -191,7 +197,7 @@ class _Frame:
             if test is not None:
                 return self.block(stmt.body if test else stmt.orelse)
             return self._undecided(stmt)
-        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try, ast.Match)):
+        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try, ast.Match, *LOOPS)):
             return compound_step(self, stmt)
         if isinstance(stmt, ast.Expr):
             if isinstance(stmt.value, ast.Call) and self._appends(stmt.value):
@@ -214,11 +220,18 @@ class _Frame:
     def _undecided(self, stmt: ast.stmt) -> Outcome | None:
         """A statement whose inside may or may not run: what it binds or changes becomes
         unknown; a ``return`` / ``yield`` / ``break`` in it may end the body here."""
-        nodes = list(frame_nodes(stmt))
+        nodes = frame_nodes(stmt)
+        ends = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)
+        if any(isinstance(node, ends) for node in nodes):
+            return Outcome("unknown")
+        self._forget(stmt)
+        return None
+
+    def _forget(self, stmt: ast.stmt) -> None:
+        """What ``stmt`` binds or changes becomes unknown."""
+        nodes = frame_nodes(stmt)
         called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
         for node in nodes:
-            if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)):
-                return Outcome("unknown")
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 self.env[node.id] = UNKNOWN
             if (
@@ -232,7 +245,6 @@ class _Frame:
                 self.env[node.value.id] = UNKNOWN  # `x.append(...)`, `kw.update(...)`, `x.a = v`
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
                 self.env[node.value.id] = UNKNOWN
-        return None
 
     def _bind(self, target: ast.expr, value: Any) -> None:
         for node in ast.walk(target):

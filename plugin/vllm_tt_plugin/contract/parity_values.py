@@ -2,14 +2,16 @@
 read from the checkout, run once per value combination (``plugin_values``) of every call the
 plugin plans. A guard that fires is ``broken`` (an exception on a TT host for that call); a
 method whose result the plugin uses and that falls off the end of its body for some values
-(None) is ``broken`` too."""
+(None) is ``broken`` too, and so is a token budget the launch refuses (``budget_value``); one
+that may fall off after a loop whose returns are conditional is ``unresolved``."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from vllm_tt_plugin.contract.budget_value import refused_budget
 from vllm_tt_plugin.contract.call_plan import PlannedCall
 from vllm_tt_plugin.contract.parity_raises import Callee, Fn, Outcome, frame_nodes, run_call
 from vllm_tt_plugin.contract.parity_shapes import RESULT_USED, result_kind
@@ -81,22 +83,30 @@ def _rel(source: Any, module: Any) -> str:
         return str(getattr(module, "path", ""))
 
 
-def value_errors(
+class _Walk(Protocol):
+    errors: list[str]
+    unresolved: list[str]
+
+
+def value_checks(
     source: Any,
     target: str,
     method: str,
     found: FoundMethod,
     calls: Sequence[PlannedCall],
     capabilities: Mapping[str, Any],
-) -> list[str]:
+    walk: _Walk,
+) -> None:
     """For each planned call, the first value combination whose run raises (or, for a method
-    whose result the plugin uses, falls off the end or reaches ``return None``: None)."""
+    whose result the plugin uses, falls off the end or reaches ``return None``: None; or
+    returns a budget the launch refuses) in ``walk.errors``; one that may fall off the end
+    after a loop in ``walk.unresolved``."""
     located = _located(source, found)
     if located is None or found.kind not in _SKIP:
-        return []
+        return
     fn, module, path = located
     if _elided(fn):
-        return []
+        return
     # Only a body with some `return <value>` can fall off on one path (none: parity_shapes);
     # an older skeleton keeps no returns.
     older = not hasattr(source, "root") or skeleton_format(source.root / path) == 1
@@ -109,18 +119,27 @@ def value_errors(
     written = hasattr(source, "root") and skeleton_format(source.root / path) > 0
     callee = _callee(source, target, found.owner, module)
     async_decode = capabilities.get("supports_async_decode") is True
-    errors: list[str] = []
+    label = f"{class_label(found.owner)}.{method}"
     for call in calls:
         for scenario in scenarios(call, async_decode):
             out = run_call(fn, _SKIP[found.kind], scenario, call.positional, callee)
             if out.kind == "none" and valued and (out.detail == "bare" or not written):
                 out = Outcome("fall", line=out.line, detail="return None")
-            why = _why(out, method, older, f"{class_label(found.owner)}.{method}", found.where)
+            why = _why(out, method, older, label, found.where) or refused_budget(
+                fn, out, method, label, found.where, getattr(module, "bound", ())
+            )
+            sent = f"{call.variant} call" + (f" ({scenario.label})" if scenario.label else "")
             if why:
-                sent = f" ({scenario.label})" if scenario.label else ""
-                errors.append(f"{call.variant} call{sent}: {why}")
+                walk.errors.append(f"{sent}: {why}")
                 break
-    return errors
+            if out.kind == "loop" and method in RESULT_USED and not older:
+                doubt = (
+                    f"{label} may end without `return <value>` after the loop at line {out.line} "
+                    "(its returns are conditional; loop bodies are not run): the plugin uses its "
+                    f"result [{found.where}]"
+                )
+                walk.unresolved += [doubt] if doubt not in walk.unresolved else []
+                break
 
 
 def _why(out: Outcome, method: str, older: bool, label: str, where: str) -> str:

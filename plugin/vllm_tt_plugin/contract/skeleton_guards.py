@@ -11,6 +11,10 @@ values, and a return only some values reach), so that a skeleton reads as its tr
   before any return (other arguments as ``...``), and
 - a property setter's ``self.x = value`` and its getter's ``return self.x``;
 - a returned ``(a, b)`` pair (``return_forms``: an mRoPE prefill's form) as ``(None, None)``;
+- a loop whose returns are conditional, the method's only returning statement, as
+  ``for _ in (): if unevaluated(): return None`` (the run may fall off after it: rt45h RT04);
+- a token budget the launch refuses, returned as written (``budget_value``: rt45h BG04);
+- the first statements of a ``try`` no handler can catch (``parity_compound``: rt45h GD02);
 - a module function made only of such guards (``rejected = []``, appends, ``if``s, raises,
   returns): tt-metal's ``require_full_input_reload`` / ``reject_legacy_reload_signal``,
   written whole (raised exceptions as ``X(...)``, returned values as ``None``).
@@ -22,7 +26,8 @@ import ast
 import builtins
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_compound import swallows
+from vllm_tt_plugin.contract.budget_value import refused_return
+from vllm_tt_plugin.contract.parity_compound import loop_may_fall, swallows, uncaught_prefix
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
 from vllm_tt_plugin.contract.return_forms import returns_pair
 
@@ -84,13 +89,16 @@ def _raise_text(stmt: ast.Raise) -> str:
 
 def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` with the bodies of its ``with`` statements in their place (they run as the
-    body does: ``parity_compound``), except a manager that may swallow (``suppress``)."""
+    body does: ``parity_compound``), except a manager that may swallow (``suppress``); a
+    ``try``'s first statements no handler can catch (rt45h GD02) before it."""
     out: list[ast.stmt] = []
     for stmt in body:
         if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(
             swallows(item.context_expr) for item in stmt.items
         ):
             out += _flat(stmt.body)
+        elif isinstance(stmt, ast.Try) and stmt.handlers:
+            out += [*uncaught_prefix(stmt), stmt]
         else:
             out.append(stmt)
     return out
@@ -159,6 +167,15 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
     if len(cases) == 1 and not branch and not others:  # rt45g R02: a return on one case only
         lines.append((cases[0].lineno, _match_text(cases[0])))
         return lines, ""
+    loops = [s for s in others if loop_may_fall(s)]
+    if loops and not branch and not cases and _falls_after(body, loops[0], others):
+        # rt45h RT04: a loop returning under a condition, then the end or `return None`
+        loop = "while unevaluated()" if isinstance(loops[0], ast.While) else "for _ in ()"
+        lines.append((loops[0].lineno, f"{loop}:\n    if unevaluated(): {_RETURNED}"))
+        return lines, ""
+    budget = refused_return(fn)
+    if budget:  # rt45h BG04: a budget the launch refuses, kept as written
+        return lines, budget
     nones = [s for s in tests if not s.orelse and _none_return(s.body[-1])]
     if len(nones) == 1 and any(_returns(s) for s in body if s is not nones[0]):
         # `if slot_remap is not None: return None` beside a returned value (rt45g R05)
@@ -166,6 +183,15 @@ def method_lines(fn: Fn) -> tuple[list[tuple[int, str]], str | None]:
         lines.append((nones[0].lineno, f"if {ast.unparse(nones[0].test)}: return"))
         return lines, "return unevaluated()  # a value (elided)"
     return lines, None
+
+
+def _falls_after(body: list[ast.stmt], loop: ast.stmt, others: list[ast.stmt]) -> bool:
+    """Nothing but ``loop`` returns a value, and what follows it neither raises nor returns
+    anything but None (``parity_raises`` reads the end as ``loop``: undecided)."""
+    after = body[body.index(loop) + 1 :]
+    raises = any(isinstance(n, (ast.Raise, ast.Assert)) for s in after for n in frame_nodes(s))
+    rest = [s for s in others if s is not loop]
+    return not raises and all(s in after and _none_return(s) for s in rest)
 
 
 def _match_text(stmt: ast.Match) -> str:

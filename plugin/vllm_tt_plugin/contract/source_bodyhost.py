@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from vllm_tt_plugin.contract.source_hostbound import HostBinding, host_bindings, missing_module
+from vllm_tt_plugin.contract.source_hosttest import host_test, skipped_locals, taken_branch
 from vllm_tt_plugin.contract.source_module import absolute
 from vllm_tt_plugin.contract.source_names import (
     binds,
@@ -33,7 +34,8 @@ from vllm_tt_plugin.contract.source_names import (
     lacking_name,
     module_attribute,
 )
-from vllm_tt_plugin.contract.source_py310 import HostFailure, host_failure, newer_stdlib
+from vllm_tt_plugin.contract.source_py310 import HostFailure, host_failure
+from vllm_tt_plugin.contract.source_stdlib import newer_stdlib
 
 BODY_FAILS = "# fails in a method on Python 3.10:"
 _BUILTINS = frozenset(dir(builtins))
@@ -60,35 +62,43 @@ def _caught(handlers: list[ast.ExceptHandler]) -> set[str]:
 
 
 def _statements(
-    stmts: list[ast.stmt], sure: bool, caught: frozenset[str]
+    stmts: list[ast.stmt], sure: bool, caught: frozenset[str], scope: Any
 ) -> Iterator[tuple[ast.stmt, bool, frozenset[str]]]:
-    """(statement, every call runs it, handler names around it); nothing after a return."""
+    """(statement, every call runs it, handler names around it); nothing after a return, nor
+    in the branch of an ``if`` 3.10 does not take (``source_hosttest``)."""
     for st in stmts:
         yield st, sure, caught
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if isinstance(st, (ast.With, ast.AsyncWith)):
-            yield from _statements(st.body, sure, caught)
+        taken = taken_branch(scope, st) if isinstance(st, ast.If) else None
+        if taken is not None:  # the test's value on 3.10: its branch runs whenever the if does
+            yield from _statements(taken, sure, caught, scope)
+            if taken and isinstance(taken[-1], (ast.Return, ast.Raise)):
+                return
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            yield from _statements(st.body, sure, caught, scope)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
             inner = caught | _caught(st.handlers)  # type: ignore[attr-defined]
-            yield from _statements(st.body, sure, frozenset(inner))  # type: ignore[attr-defined]
+            body = st.body  # type: ignore[attr-defined]
+            yield from _statements(body, sure, frozenset(inner), scope)
             for h in st.handlers:  # type: ignore[attr-defined]
-                yield from _statements(h.body, False, caught)
-            yield from _statements(st.orelse, False, caught)  # type: ignore[attr-defined]
-            yield from _statements(st.finalbody, sure, caught)  # type: ignore[attr-defined]
+                yield from _statements(h.body, False, caught, scope)
+            yield from _statements(st.orelse, False, caught, scope)  # type: ignore[attr-defined]
+            yield from _statements(st.finalbody, sure, caught, scope)  # type: ignore[attr-defined]
         elif isinstance(st, ast.Match):
             for case in st.cases:
-                yield from _statements(case.body, False, caught)
+                yield from _statements(case.body, False, caught, scope)
         else:
             for field in ("body", "orelse"):
-                yield from _statements(getattr(st, field, []) or [], False, caught)
+                yield from _statements(getattr(st, field, []) or [], False, caught, scope)
         if isinstance(st, (ast.Return, ast.Raise)):
             return
 
 
-def _own_expressions(st: ast.stmt, sure: bool) -> Iterator[tuple[ast.AST, bool]]:
+def _own_expressions(st: ast.stmt, sure: bool, scope: Any) -> Iterator[tuple[ast.AST, bool]]:
     """The nodes ``st`` itself evaluates (not its nested statements, not lambda / def
-    bodies), each with whether it runs whenever the statement does."""
+    bodies), each with whether it runs whenever the statement does (``x if c else y``: the
+    side 3.10 takes where ``c`` is evaluated, else either may)."""
     if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
         a = st.args
         roots: list[ast.AST] = [*st.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d)]
@@ -109,7 +119,11 @@ def _own_expressions(st: ast.stmt, sure: bool) -> Iterator[tuple[ast.AST, bool]]
             stack += [(d, here) for d in (*node.args.defaults, *node.args.kw_defaults) if d]
             continue
         if isinstance(node, ast.IfExp):
-            stack += [(node.test, here), (node.body, False), (node.orelse, False)]
+            truth = host_test(scope, node.test)
+            sides = [(node.body, False), (node.orelse, False)]
+            if truth is not None:
+                sides = [(node.body if truth else node.orelse, here)]
+            stack += [(node.test, here), *sides]
             continue
         if isinstance(node, ast.BoolOp):
             stack += [(node.values[0], here), *((v, False) for v in node.values[1:])]
@@ -117,15 +131,29 @@ def _own_expressions(st: ast.stmt, sure: bool) -> Iterator[tuple[ast.AST, bool]]
         stack += [(c, here) for c in ast.iter_child_nodes(node)]
 
 
+def comprehension_names(fn: Def) -> set[int]:
+    """The ``Name`` nodes a comprehension's own targets bind and read (its scope: on Python 3
+    the name is unbound after it, rt45h NA15)."""
+    inside: set[int] = set()
+    kinds = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+    for comp in (n for n in ast.walk(fn) if isinstance(n, kinds)):
+        targets = {t.id for g in comp.generators
+                   for t in ast.walk(g.target) if isinstance(t, ast.Name)}  # fmt: skip
+        inside |= {id(x) for x in ast.walk(comp) if isinstance(x, ast.Name) and x.id in targets}
+    return inside
+
+
 def _locals(module: Any, fn: Def) -> tuple[set[str], dict[str, str]]:
-    """Names the body binds (parameters, assignments, nested defs, ...), and its own imports
-    (local name -> what ``module.imports`` would hold)."""
+    """Names the body binds (parameters, assignments, nested defs, ...; not a comprehension's
+    targets), and its own imports (local name -> what ``module.imports`` would hold)."""
     bound: set[str] = set()
     imports: dict[str, str] = {}
     package = module.name if module.is_package else module.name.rpartition(".")[0]
+    scoped = comprehension_names(fn)
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            bound.add(n.id)
+            if id(n) not in scoped:
+                bound.add(n.id)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn:
             bound.add(n.name)
         elif isinstance(n, ast.arg):
@@ -227,11 +255,13 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
     host = {k: v for k, v in host_bindings(reader, module).items()
             if k not in own and k not in own_imports}  # fmt: skip
     checked = _tested_names(fn)
+    skipped = skipped_locals(fn, scope)
+    scoped = comprehension_names(fn)
     out: list[HostFailure] = []
-    for st, sure, caught in _statements(fn.body, True, frozenset()):
+    for st, sure, caught in _statements(fn.body, True, frozenset(), scope):
         kind, why = _import_failure(reader, module, st)
         found: list[tuple[str, str, int, bool]] = [(kind, why, st.lineno, sure)] if why else []
-        for node, here in _own_expressions(st, sure):
+        for node, here in _own_expressions(st, sure, scope):
             kind, why = "", host_failure(scope, node)
             if why:
                 kind = "NameError" if why.startswith("uses the builtin") else "AttributeError"
@@ -239,7 +269,12 @@ def method_failures(reader: Any, module: Any, owner: str, fn: Def) -> list[HostF
                 why = module_attribute(reader, scope, node)
                 kind, why = "AttributeError", (f"uses {ast.unparse(node)}: {why}" if why else "")
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if id(node) in scoped:
+                    continue  # the comprehension's own variable, read inside it
                 kind, why = "NameError", _name_failure(reader, module, scope, node)
+                if node.id in skipped:
+                    why = (f"uses {node.id}, bound in the body only under {skipped[node.id]}, "
+                           "which Python 3.10 does not run (UnboundLocalError)")  # fmt: skip
                 if not why and node.id in host and host[node.id].value == "unbound":
                     why = f"uses {node.id}, {host[node.id].why} (NameError)"
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):

@@ -2,15 +2,16 @@
 rt45h NA13, NA14, IM11): what the method bodies the plugin drives find there.
 
 - A name bound at module level only under ``if TYPE_CHECKING:`` (``False`` at run time), or
-  only under the branch of a version test 3.10 does not take (``source_pyversion``), is
-  unbound: a body that reads it raises NameError.
+  only under the branch of a version or feature test 3.10 does not take (``source_hosttest``),
+  is unbound: a body that reads it raises NameError.
 - ``try: from models.x import X`` / ``import models.x`` where the checkout lacks that module
   (or ``x`` binds no ``X``), with a handler catching ImportError: the import raises, so the
   names the ``try`` body binds are unbound unless the handler binds them; ``X = None`` in the
   handler makes ``X(...)`` a TypeError.
 
 A name any other module-level statement may bind (another branch, a ``global`` in a module
-function) is not reported. Tests the checker does not evaluate bind nothing here.
+function) is not reported. A module-level ``del X`` with nothing binding ``X`` after it leaves
+``X`` unbound (IM10). Tests the checker does not evaluate bind nothing here.
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_tt_plugin.contract.source_hosttest import bound_by, host_test
 from vllm_tt_plugin.contract.source_module import absolute
 from vllm_tt_plugin.contract.source_names import binds
-from vllm_tt_plugin.contract.source_pyversion import version_test
 
 _CATCHING = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+# (reader, tree) -> the answer: every method body of a module asks, and each answer walks the
+# whole module (rt45h CR05: 33 walks of a 200,000-statement module). Both kept alive, so an id
+# is not reused while its entry stands.
+_MEMO: dict[tuple[int, int], tuple[Any, ast.Module, dict[str, HostBinding]]] = {}
 
 
 @dataclass(frozen=True)
@@ -32,26 +37,6 @@ class HostBinding:
 
     value: str
     why: str
-
-
-def _bound_by(stmts: list[ast.stmt]) -> set[str]:
-    """Module names ``stmts`` bind (a def's or class's own locals are not; its ``global``s are)."""
-    out: set[str] = set()
-    stack: list[ast.AST] = list(stmts)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-            out |= {x for g in ast.walk(n) if isinstance(g, ast.Global) for x in g.names}
-            continue
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            out.add(n.id)
-        elif isinstance(n, ast.Import):
-            out |= {a.asname or a.name.split(".")[0] for a in n.names}
-        elif isinstance(n, ast.ImportFrom):
-            out |= {a.asname or a.name for a in n.names}
-        stack += ast.iter_child_nodes(n)
-    return out
 
 
 def _type_checking(test: ast.expr) -> bool:
@@ -108,11 +93,22 @@ def host_bindings(reader: Any, module: Any) -> dict[str, HostBinding]:
     tree = getattr(module, "tree", None)
     if tree is None:
         return {}
+    hit = _MEMO.get((id(reader), id(tree)))
+    if hit is not None and hit[0] is reader and hit[1] is tree:
+        return hit[2]
+    if len(_MEMO) > 512:
+        _MEMO.clear()
+    found = _host_bindings(reader, module, tree)
+    _MEMO[(id(reader), id(tree))] = (reader, tree, found)
+    return found
+
+
+def _host_bindings(reader: Any, module: Any, tree: ast.Module) -> dict[str, HostBinding]:
     skipped: dict[str, HostBinding] = {}
     taken: list[ast.stmt] = []
     for st in tree.body:
         if isinstance(st, ast.If):
-            value = False if _type_checking(st.test) else version_test(module, st.test)
+            value = False if _type_checking(st.test) else host_test(module, st.test)
             if value is None:
                 taken.append(st)
                 continue
@@ -120,7 +116,7 @@ def host_bindings(reader: Any, module: Any) -> dict[str, HostBinding]:
             dead, live = (st.orelse, st.body) if value else (st.body, st.orelse)
             side = "the else of " if value else ""
             where = f"bound only under {side}`if {test}:`, which Python 3.10 does not run"
-            for name in _bound_by(dead):
+            for name in bound_by(dead):
                 skipped.setdefault(name, HostBinding("unbound", where))
             taken += live
         elif isinstance(st, ast.Try) and _catches(st):
@@ -131,10 +127,10 @@ def host_bindings(reader: Any, module: Any) -> dict[str, HostBinding]:
             first, why = failed[0]
             after = st.body[st.body.index(first) :]
             handlers = [s for h in st.handlers for s in h.body]
-            fallback = _bound_by([s for s in handlers if _sets_none(s)])
-            handled = _bound_by(handlers)
+            fallback = bound_by([s for s in handlers if _sets_none(s)])
+            handled = bound_by(handlers)
             none = f"None on Python 3.10: its import fails ({why}) and the handler sets None"
-            for name in _bound_by(after):
+            for name in bound_by(after):
                 if name in fallback:
                     skipped.setdefault(name, HostBinding("None", none))
                 elif name not in handled:
@@ -145,5 +141,21 @@ def host_bindings(reader: Any, module: Any) -> dict[str, HostBinding]:
             taken += st.finalbody
         else:
             taken.append(st)
-    elsewhere = _bound_by(taken)
-    return {k: v for k, v in skipped.items() if k not in elsewhere}
+    elsewhere = bound_by(taken)
+    found = {k: v for k, v in skipped.items() if k not in elsewhere}
+    return found | _deleted(tree)
+
+
+def _deleted(tree: ast.Module) -> dict[str, HostBinding]:
+    """Names a module-level ``del X`` leaves unbound (nothing after it binds X again; rt45h
+    IM10). One pass from the end: linear in the module's statements."""
+    out: dict[str, HostBinding] = {}
+    after: set[str] = set()
+    for st in reversed(tree.body):
+        if isinstance(st, ast.Delete):
+            for t in st.targets:
+                if isinstance(t, ast.Name) and t.id not in after:
+                    where = f"deleted at module level by `del {t.id}` (line {st.lineno})"
+                    out[t.id] = HostBinding("unbound", where)
+        after |= bound_by([st])
+    return out

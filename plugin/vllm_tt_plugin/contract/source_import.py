@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,19 @@ _SKELETON_NAMES = {"unevaluated"}  # a skeleton's marker for a value it does not
 _CONVERSIONS = {"int": int, "float": float, "complex": complex}
 _COMPOUND = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While,
              ast.Match)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """The names a statement sees: its own scope's so far, then the enclosing scope's. A view,
+    not a union: copying the module's names for every statement made an import of a module
+    with N top-level statements quadratic (rt45h CR05: 200,000 assignments, ~25 min)."""
+
+    inner: set[str]
+    outer: Container[str]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.inner or name in self.outer
 
 
 @dataclass(frozen=True)
@@ -113,7 +127,7 @@ def binding_doubt(
     )
 
 
-def _raise_of(expr: ast.expr, visible: set[str], stars: bool) -> tuple[Severity, str] | None:
+def _raise_of(expr: ast.expr, visible: Container[str], stars: bool) -> tuple[Severity, str] | None:
     """Why evaluating ``expr`` raises (or may), else None; lambda bodies are not evaluated."""
     stack: list[tuple[ast.AST, bool]] = [(expr, True)]
     local: set[str] = set()
@@ -182,16 +196,16 @@ def import_time_raises(tree: ast.Module) -> list[ImportRaise]:
     )
     out: list[ImportRaise] = []
 
-    def check(expr: ast.expr | None, visible: set[str]) -> None:
+    def check(expr: ast.expr | None, visible: Container[str]) -> None:
         if expr is None:
             return
         found = _raise_of(expr, visible, stars)
         if found is not None:
             out.append(ImportRaise(getattr(expr, "lineno", 0), found[0], found[1], expr))
 
-    def run(stmts: list[ast.stmt], visible: set[str], outer: set[str]) -> None:
+    def run(stmts: list[ast.stmt], visible: set[str], outer: Container[str]) -> None:
         for st in stmts:
-            seen = visible | outer
+            seen = _Seen(visible, outer)
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for d in (*st.decorator_list, *st.args.defaults, *st.args.kw_defaults):
                     check(d, seen)

@@ -35,13 +35,13 @@ from vllm_tt_plugin.contract.source_module import decode_source
 from vllm_tt_plugin.contract.source_names import name_failures
 from vllm_tt_plugin.contract.source_py310 import (
     host_failures,
-    newer_stdlib,
     parse_recorded,
     pep646_star,
     pep701_fstring,
     recorded_failures,
 )
 from vllm_tt_plugin.contract.source_pyversion import HOST_PYTHON
+from vllm_tt_plugin.contract.source_stdlib import newer_stdlib
 
 TT_METAL_PACKAGE = "models."
 # A skeleton file's header records where it comes from (hand-written and tool-written alike).

@@ -8,7 +8,9 @@ same whichever interpreter (3.10-3.12) runs the checker.
   ``@typing.override``, the ``ExceptionGroup`` builtin, ``StrEnum`` after ``from enum import
   *``, ``@dataclass(weakref_slot=True)``) fails there: ``broken``, naming the name.
 - ``sys.version_info`` tests are evaluated for 3.10: a module that asserts or raises on
-  ``< (3, 11)`` does not import (``broken``); the branch 3.10 does not run is not judged.
+  ``< (3, 11)`` does not import (``broken``); the branch 3.10 does not run is not judged, nor
+  the one a feature test of a listed name skips (``hasattr(enum, "StrEnum")``:
+  ``source_hosttest``).
 - Syntax 3.11 added that ``ast.parse(feature_version=(3, 10))`` still accepts (PEP 646
   ``x[*Ts]`` / ``*args: *Ts``), and the compiler's own errors ``ast.parse`` never raises
   (``break`` outside a loop, a duplicate parameter, ``global`` after use, ...).
@@ -18,49 +20,25 @@ from __future__ import annotations
 
 import ast
 import io
-import json
 import tokenize
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from vllm_tt_plugin.contract.source_live import constant_test
-from vllm_tt_plugin.contract.source_pyversion import version_gate, version_test
+from vllm_tt_plugin.contract.source_hosttest import host_test
+from vllm_tt_plugin.contract.source_pyversion import version_gate
+from vllm_tt_plugin.contract.source_stdlib import (
+    absent,
+    dotted,
+    getattr_name,
+    lacking,
+)
 
 # A skeleton keeps def headers and simple values, not every statement the import runs: it
 # records each failure found in the source as such a line, which the checker reads back.
 HOST_FAILS = "# fails on Python 3.10:"
-_DATA = Path(__file__).with_name("py310_absent.json")
 _BRANCH = " where that branch runs"
-
-
-@dataclass(frozen=True)
-class Absent:
-    """``py310_absent.json`` read: what Python 3.10 lacks."""
-
-    modules: frozenset[str]  # whole modules (``tomllib``)
-    names: dict[str, frozenset[str]]  # module -> attributes (``builtins`` for builtins)
-    params: dict[str, frozenset[str]]  # "module.callable" -> keyword parameters
-
-
-@cache
-def absent() -> Absent:
-    data = json.loads(_DATA.read_text(encoding="utf-8"))
-    return Absent(
-        frozenset(data["modules"]),
-        {m: frozenset(v) for m, v in data["names"].items()},
-        {c: frozenset(v) for c, v in data["params"].items()},
-    )
-
-
-def newer_stdlib() -> dict[str, frozenset[str] | None]:
-    """module -> the names 3.10 lacks (None: the whole module is new)."""
-    out: dict[str, frozenset[str] | None] = {m: None for m in absent().modules}
-    out.update(absent().names)
-    return out
 
 
 @dataclass(frozen=True)
@@ -101,9 +79,8 @@ def evaluated(
             yield from ((d, sure) for d in (*st.decorator_list, *st.bases))
             yield from ((k.value, sure) for k in st.keywords)
             yield from evaluated(module, st.body, lazy, sure)
-        elif isinstance(st, ast.If):  # a version test, TYPE_CHECKING, a constant: one branch
-            truth = version_test(module, st.test)
-            truth = constant_test(st.test) if truth is None else truth
+        elif isinstance(st, ast.If):  # a version / feature test, a constant: one branch
+            truth = host_test(module, st.test)
             if truth is None:
                 yield st.test, sure
                 yield from evaluated(module, [*st.body, *st.orelse], lazy, False)
@@ -140,70 +117,6 @@ def expr_nodes(expr: ast.AST) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(n))
 
 
-def _getattr_name(module: Any, expr: ast.expr) -> str:
-    """``getattr(x, "name")`` (no default: a missing name raises): "name", else ""."""
-    if not (
-        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
-        and expr.func.id == "getattr" and "getattr" not in module.bound
-        and len(expr.args) == 2 and not expr.keywords
-        and isinstance(expr.args[1], ast.Constant) and isinstance(expr.args[1].value, str)
-    ):  # fmt: skip
-        return ""
-    return expr.args[1].value
-
-
-def _imported_by_call(module: Any, expr: ast.expr) -> str:
-    """The module ``__import__("m")`` / ``importlib.import_module("m")`` returns, or ""."""
-    if not (isinstance(expr, ast.Call) and expr.args and not expr.keywords):
-        return ""
-    first = expr.args[0]
-    name = first.value if isinstance(first, ast.Constant) else None
-    if not isinstance(name, str):
-        return ""
-    if isinstance(expr.func, ast.Name) and expr.func.id == "__import__":
-        return "" if "__import__" in module.bound else name.split(".")[0]  # the top package
-    callee = _dotted(module, expr.func)
-    return name if callee == "importlib.import_module" and len(expr.args) == 1 else ""
-
-
-def _dotted(module: Any, expr: ast.expr) -> str:
-    """``a.b.c`` with its head resolved through the module's imports ("" when not one); a
-    ``getattr(x, "name")`` link and an ``__import__("m")`` / ``importlib.import_module("m")``
-    head are read as the attribute and the module they are."""
-    parts: list[str] = []
-    while True:
-        if isinstance(expr, ast.Attribute):
-            parts.insert(0, expr.attr)
-            expr = expr.value
-        elif _getattr_name(module, expr):
-            parts.insert(0, _getattr_name(module, expr))
-            expr = expr.args[0]  # type: ignore[attr-defined]
-        else:
-            break
-    imported = _imported_by_call(module, expr)
-    if imported:
-        return ".".join([imported, *parts])
-    if not isinstance(expr, ast.Name):
-        return ""
-    ref: str = module.imports.get(expr.id, "")
-    if not ref:
-        return ".".join(["builtins", expr.id, *parts]) if expr.id not in module.bound else ""
-    return ".".join([ref.replace(":", "."), *parts])
-
-
-def _lacking(full: str) -> str:
-    """The 3.10-absent ``module.name`` that the dotted path ``full`` reaches, or ""."""
-    table = absent()
-    bits = full.split(".")
-    for cut in range(len(bits) - 1, 0, -1):
-        head, name = ".".join(bits[:cut]), bits[cut]
-        if head in table.modules:
-            return head
-        if name in table.names.get(head, ()):
-            return f"{head}.{name}"
-    return ""
-
-
 def _stars(module: Any) -> list[str]:
     return [m for m in getattr(module, "stars", []) if m in absent().names]
 
@@ -212,10 +125,10 @@ def host_failure(module: Any, node: ast.AST) -> str:
     """Why evaluating ``node`` fails on 3.10 ("" when it does not)."""
     table = absent()
     reached = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
-    if reached or _getattr_name(module, node):  # type: ignore[arg-type]
-        lacking = _lacking(_dotted(module, node))  # type: ignore[arg-type]
-        if lacking:
-            return f"uses {lacking}, which Python 3.10 does not have (AttributeError)"
+    if reached or getattr_name(module, node):  # type: ignore[arg-type]
+        missing = lacking(dotted(module, node))  # type: ignore[arg-type]
+        if missing:
+            return f"uses {missing}, which Python 3.10 does not have (AttributeError)"
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         if node.id in module.bound or node.id in module.imports:
             return ""
@@ -228,7 +141,7 @@ def host_failure(module: Any, node: ast.AST) -> str:
                     "does not have (NameError)"
                 )
     if isinstance(node, ast.Call):
-        callee = _dotted(module, node.func)
+        callee = dotted(module, node.func)
         lacking_params = table.params.get(callee, frozenset())
         newer = [k.arg for k in node.keywords if k.arg in lacking_params]
         if newer:

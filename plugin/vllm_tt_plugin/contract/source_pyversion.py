@@ -28,12 +28,14 @@ _PLATFORM_NAMES = {f"platform:{c}" for c in _VERSION_CALLS}
 
 
 def _slice_to_two(index: ast.expr) -> bool:
-    """``[:2]`` / ``[0:2]``."""
-    lower_ok = index.lower is None or (  # type: ignore[attr-defined]
-        isinstance(index.lower, ast.Constant) and index.lower.value == 0  # type: ignore[attr-defined]
+    """``[:2]`` / ``[0:2]`` (any other index: ``a[-1]`` in a body, rt45h HG04, is not one)."""
+    if not isinstance(index, ast.Slice):
+        return False
+    lower_ok = index.lower is None or (
+        isinstance(index.lower, ast.Constant) and index.lower.value == 0
     )
     return (
-        isinstance(index, ast.Slice) and lower_ok and index.step is None
+        lower_ok and index.step is None
         and isinstance(index.upper, ast.Constant) and index.upper.value == 2
     )  # fmt: skip
 
