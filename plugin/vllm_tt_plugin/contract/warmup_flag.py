@@ -95,7 +95,16 @@ class FlagGuard:
 
 def flag_guard(fn: Fn | None, method: str) -> FlagGuard | None:
     """The guard that makes the plugin's traced call of warm-up ``fn`` a no-op, if any."""
-    if fn is None or method not in WARMUPS:
+    if method not in WARMUPS:
+        return None
+    return own_guard(fn, RESET_BY_PLUGIN)
+
+
+def own_guard(fn: Fn | None, reset: str | None) -> FlagGuard | None:
+    """An early return of ``fn`` on a flag of its own its first call sets (``reset``: the flag
+    the plugin resets between the two calls, which does not block; None: none reaches ``fn``,
+    as in an object the adapter composes: the plugin resets the flag on the adapter)."""
+    if fn is None:
         return None
     params = [*fn.args.posonlyargs, *fn.args.args]
     if not params:
@@ -108,7 +117,7 @@ def flag_guard(fn: Fn | None, method: str) -> FlagGuard | None:
                 guards.setdefault(flag, st.lineno)
         for flag in _set_true(st, me):
             line = guards.get(flag)
-            if line is not None and flag != RESET_BY_PLUGIN:
+            if line is not None and flag != reset:
                 return FlagGuard(flag, line, st.lineno)
     return None
 
@@ -121,7 +130,7 @@ def own_flag_guard(fn: Fn | None, method: str) -> str:
 
 def skeleton_lines(fn: Fn) -> list[tuple[int, str]]:
     """What a skeleton of ``fn`` keeps so that its checker finds the same guard."""
-    found = flag_guard(fn, fn.name)
+    found = flag_guard(fn, fn.name) or own_guard(fn, None)  # a composed warm-up's too (WU01)
     if found is None:
         return []
     me = [*fn.args.posonlyargs, *fn.args.args][0].arg
