@@ -35,6 +35,7 @@ from vllm_tt_plugin.contract.signatures import (
     signature_from_ast,
 )
 from vllm_tt_plugin.contract.source import FoundMethod, class_label, find_method
+from vllm_tt_plugin.contract.source_ast import kwargs_key
 from vllm_tt_plugin.contract.source_flow import always_run
 from vllm_tt_plugin.contract.warmup_flag import WARMUPS
 
@@ -52,14 +53,7 @@ def _texts(fn: Fn, call: ast.Call, bare: bool) -> tuple[list[str], dict[str, str
     def text(i: int, e: ast.expr) -> str:
         if isinstance(e, ast.Name) and e.id in params:
             return e.id
-        if (
-            isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
-            and e.func.attr == "get" and isinstance(e.func.value, ast.Name)
-            and e.func.value.id == kwarg and e.args and isinstance(e.args[0], ast.Constant)
-            and isinstance(e.args[0].value, str)
-        ):  # fmt: skip
-            return e.args[0].value
-        return f"<argument {i}>"
+        return kwargs_key(e, kwarg) or f"<argument {i}>"
 
     values = [*call.args, *(k.value for k in call.keywords)]
     if (
