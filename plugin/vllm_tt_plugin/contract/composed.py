@@ -37,6 +37,7 @@ from vllm_tt_plugin.contract.signatures import (
 from vllm_tt_plugin.contract.source import FoundMethod, class_label, find_method
 from vllm_tt_plugin.contract.source_ast import kwargs_key
 from vllm_tt_plugin.contract.source_flow import always_run
+from vllm_tt_plugin.contract.source_rebind import rebinds
 from vllm_tt_plugin.contract.warmup_flag import WARMUPS
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
@@ -47,7 +48,8 @@ def _texts(fn: Fn, call: ast.Call, bare: bool) -> tuple[list[str], dict[str, str
     ``kwargs.get("k")``), others as placeholders; None for ``*x`` / ``**x`` (and, unless
     ``bare``, for a call handing on nothing of the plugin's)."""
     a = fn.args
-    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    # A parameter the body sets itself no longer holds the plugin's value.
+    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if not rebinds(fn, p.arg)}
     kwarg = a.kwarg.arg if a.kwarg is not None else ""
 
     def text(i: int, e: ast.expr) -> str:

@@ -108,6 +108,7 @@ from vllm_tt_plugin.contract.source_loadable import (
 )
 from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.contract.source_py310 import failure_lines
+from vllm_tt_plugin.contract.source_rebind import rebinds
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
@@ -186,6 +187,7 @@ def body_lines(
     aliases = _aliases(fn, me)
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
+    carry = {p for p in params if not rebinds(fn, p)}  # still the plugin's values
 
     def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
         return value_reaches(call, arg, function, hops, decides)
@@ -263,7 +265,7 @@ def body_lines(
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
                 continue
-            composed = composed_call_text(node, me, params, kwarg)  # rt45h: the round trip
+            composed = composed_call_text(node, me, carry, kwarg)  # rt45h: the round trip
             if composed is not None:
                 add(node, composed)
                 continue
