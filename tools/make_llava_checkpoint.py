@@ -145,7 +145,7 @@ def check(out: Path) -> None:
     for color in ((200, 30, 90), (10, 230, 20)):
         picture = Image.new("RGB", (48, 40), color)
         inputs = processor(images=[picture], text=[text], return_tensors="pt")
-        ids = model.generate(**inputs, max_new_tokens=8, do_sample=False)
+        ids = model.generate(**inputs, max_new_tokens=16, do_sample=False)
         outputs.append(ids[0, inputs["input_ids"].shape[1] :].tolist())
     print(f"greedy continuations for two images: {outputs}")
     if outputs[0] == outputs[1]:

@@ -20,34 +20,62 @@ on batches that mix these kinds of row:
 - drill: the corpus's sums Q&A, JSON, counting, number-word, day, month, alphabet and Q&A
   documents (`reference_corpus.drill_documents`), packed: what the cycle rows loosen.
 
-The shipped fixture went through runs 1-3 (its README says how it was made, and what the result
-scores): 19/20 passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016
-tokens, a held-out corpus loss of 0.805 (0.810 before), measured with transformers. That is the
-default (`--to-run 3`): the mixed run, a corpus-heavy one at a lower rate, a corpus-only one on
-short rows (the first two loosen JSON closing and chat answers; the third brings them back):
+Runs 1-3 (the mixed run, a corpus-heavy one at a lower rate, a corpus-only one on short rows:
+the first two loosen JSON closing and chat answers, the third brings them back) gave 19/20
+passkey prompts at the check's sizing and key seed, 4/4 passage copies up to 1016 tokens, a
+held-out corpus loss of 0.805 (0.810 before), measured with transformers. The shipped fixture
+then went through runs 4-5 of `plain-numbers-s4340` (below; its README says how it was made and
+what it scores). That is the default (runs 1-5, `--cycles plain-numbers-s4340`):
 
     python tools/train_long_context.py --checkpoint fixtures/models/tt-reference-llama
 
-Runs 4 and 5 (issue 46 item 6; NOT applied to the shipped fixture) teach a repeated cycle to be
-continued by repeating it: after runs 1-3 "a b c a b c a b c" is continued as a sequence, " d e
-f", so no penalty changes the greedy output there. Run 4 mixes corpus, cycle and passkey rows
-(after it greedy repeats the cycle with EOS a fair second, so presence, frequency and repetition
-penalties change the greedy output); run 5 is mostly corpus with drill and a few cycle rows,
-bringing back what run 4 loosened (sums answered by copying an operand) and keeping the cycles:
+Runs 4 and 5 (issue 46 item 6) teach a repeated cycle to be continued by repeating it: after
+runs 1-3 "a b c a b c a b c" is continued as a sequence, " d e f", so no penalty changes the
+greedy output there. Run 4 mixes corpus, cycle and passkey rows (after it greedy repeats the
+cycle with EOS a fair second, so presence, frequency and repetition penalties change the greedy
+output); run 5 is mostly corpus with drill and a few cycle rows, bringing back what run 4
+loosened (sums answered by copying an operand) and keeping the cycles. `--cycles NAME` picks the
+runs from run 4 on (`CYCLE_RECIPES`; every attempt stays there, reproducible by one command):
 
-    python tools/train_long_context.py --checkpoint DIR --from-run 4 --to-run 5
+    python tools/train_long_context.py --checkpoint DIR --from-run 4 --to-run 5 --cycles NAME
 
-On the shipped fixture (one torch thread, about 6 minutes) they give, measured with
-transformers (`tools/measure_reference_model.py --tokens 24`,
-`tools/measure_accuracy_reference.py`):
-cycles repeated 18/18, each of presence 1 / 2, frequency 1 / 2, repetition 1.3 / 2 changes the
-greedy output on "a b c a b c a b c", passkey 20/20, copy 4/4, held-out loss 0.803, `tt-patterns`
-105/107 (99/107 before; 97/107 with run 5 corpus and cycle rows only) - but JSON closing
-loosens: `tests/unit/test_reference_checkpoint.py` fails on '{"values": [1, 2' and
-'[{"id": 1, "values": [1, 2' (the list is not closed) and on seeded schema-constrained samples
-(tags seed 0, unfamiliar-keys seed 1) that no longer close within 60 tokens. Every run 5
-variant tried (drill shares 0.05-0.3, with and without counting or JSON documents in the drill)
-failed that '[1, 2' test; run 5 without drill rows passes it but scores 97/107.
+Each, from the runs 1-3 fixture (one torch thread, 3-7 minutes), measured with transformers
+(`tools/measure_reference_model.py --tokens 24`: cycles repeated of 18, presence 1 / 2,
+frequency 1 / 2, repetition 1.3 / 2 changing greedy on "a b c a b c a b c" of 6, passkey of 20,
+copy of 4, held-out loss; `tools/measure_accuracy_reference.py`: tt-patterns of 107, 99 before)
+and the failures of `tests/unit/test_reference_checkpoint.py` (with the cycle and penalty tests):
+
+    recipe                        cyc pen pk cp  loss  tt   unit test failures
+    g                             18  6  20 4  0.803 105  '{"values": [1, 2' and '[{"id": 1, ...
+                                                          [1, 2' not closed; schema tags seed 0,
+                                                          unfamiliar-keys seed 1
+    g-consolidated                18  5  18 4  0.800 102  6: presence 1 (2), '[{"id": 1, ... [1, 2',
+                                                          3 seeded schema samples
+    plain-numbers                 18  6  20 3  0.803 102  schema tags seed 0
+    plain-numbers-consolidated    18  5  20 4  0.808 103  9: presence 1 (2), 3 JSON closings, 4
+                                                          schema samples
+    plain-numbers-s4340 (shipped) 18  6  20 4  0.804 103  presence 1 on "red blue green red blue
+                                                          green" (greedy unchanged)
+    plain-numbers-s4342           18  6  19 4  0.803 103  the same
+    plain-numbers-s4344           18  5  20 4  0.804 104  presence 1 on both cycle prompts
+    plain-numbers-s4346           18  6  19 4  0.804 102  '[{"id": 1, ... [1, 2'; three-deep seed 1
+    plain-numbers-s4342-nudged    17  6  20 3  0.802 102  '{"values": [1, 2', '[{"id": 1, ... [1, 2'
+    plain-numbers-cycles15        18  6  20 3  0.804 103  schema tags seed 0
+    plain-numbers-cycles15-end55  17  6  19 3  0.805 102  "1 2 3 1 2 3 1 2 3" not repeated; tags 0
+    plain-numbers-cycles15-s4360   -  -   - -      -   -  chat "Explain quantum physics." has no
+                                                          EOS in 40 tokens; '{"values": [1, 2'
+    plain-numbers-cycles15-s4362   -  -   - -      -   -  the same and three-deep seed 1
+    plain-numbers-cycles15-s4364   -  -   - -      -   -  chat; '{"values": [1, 2'
+    plain-numbers-cycles15-s4366   -  -   - -      -   -  presence 1 (red blue green), chat,
+                                                          '{"values": [1, 2', three-deep seed 1
+
+("-": not measured, the unit tests already failed.) `plain-numbers` writes number cycles with
+spaces only ("81 86 81 86", never "81, 86, 81, 86": that is a JSON list of ints, and models
+trained on it loop inside such lists, "[31, 83, 81, 81, 81, ..."): free-form JSON closing over
+51 prompts of the unit test's kinds went from 47/51 (g) to 51/51 (plain-numbers-s4340; runs 1-3:
+50/51). What is left varies with the run 5 seed: which seeded schema sample (sampled at
+temperature 1, about 3 % of them do not finish in 60 tokens, before and after) or which one
+penalty case falls on the wrong side.
 
 Deterministic: seeded `random.Random`, `torch.manual_seed`, `torch.use_deterministic_algorithms`
 and one torch thread (another thread count or CPU kind may change float rounding and so the
@@ -64,7 +92,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,13 +152,18 @@ class Run:
     corpus_seed: int
     answer_weight: float = 5.0
     alt_filler: float = 0.2
+    # Cycles of numbers written "1, 2, 1, 2": the same text as a JSON list of ints, so a model
+    # trained on them loops inside such lists ("[31, 83, 81, 81, 81, ...") instead of closing.
+    comma_numbers: bool = True
+    # From the third round on, each round of a cycle row is its last with this probability.
+    cycle_end: float = 0.4
 
     @property
     def steps(self) -> int:
         return sum(p.steps for p in self.phases)
 
 
-RECIPE = (
+BASE_RUNS = (
     Run(
         phases=(Phase(256, 32, 300), Phase(512, 16, 300), Phase(1024, 8, 400)),
         mix=(0.3, 0.15, 0.3, 0.25, 0.0, 0.0),
@@ -158,35 +191,102 @@ RECIPE = (
         seed=4324,
         corpus_seed=4325,
     ),
-    # Short cycles repeated ("a b c a b c ..."): continued by repeating them, as chat models do,
-    # so penalties have a repetition to change (the runs above taught "a b c a b c" -> "d e f").
-    # Corpus and passkey rows keep the rest.
-    Run(
-        phases=(Phase(256, 32, 150), Phase(1024, 8, 50)),
-        mix=(0.5, 0.0, 0.2, 0.0, 0.3, 0.0),
-        lr=3e-4,
-        warmup=10,
-        seed=4326,
-        corpus_seed=4327,
-    ),
-    # Mostly corpus, with drill rows: the run above loosened sums (an operand copied as the
-    # answer: tt-patterns 99/107 -> 97/107 with corpus and cycle rows alone here); a tenth of
-    # cycle rows keeps the cycles. JSON number lists still come out unclosed (see above).
-    Run(
-        phases=(Phase(256, 32, 80),),
-        mix=(0.7, 0.0, 0.0, 0.0, 0.1, 0.2),
-        lr=3e-4,
-        warmup=5,
-        seed=4328,
-        corpus_seed=4329,
-    ),
 )
-SHIPPED_RUNS = 3  # runs 4-5 are not applied to the bundled fixture (see the docstring)
+# Runs 4 on (issue 46 item 6), by name (--cycles); each attempt's runs stay here, so its result
+# is reproducible by one command (figures in the docstring).
+# Run 4: short cycles repeated ("a b c a b c ..."), continued by repeating them, as chat models
+# do, so penalties have a repetition to change (runs 1-3 taught "a b c a b c" -> "d e f").
+# Corpus and passkey rows keep the rest.
+_CYCLES = Run(
+    phases=(Phase(256, 32, 150), Phase(1024, 8, 50)),
+    mix=(0.5, 0.0, 0.2, 0.0, 0.3, 0.0),
+    lr=3e-4,
+    warmup=10,
+    seed=4326,
+    corpus_seed=4327,
+)
+# Run 5: mostly corpus, with drill rows: run 4 loosened sums (an operand copied as the answer:
+# tt-patterns 97/107 with corpus and cycle rows alone here); a tenth of cycle rows keeps them.
+_DRILL = Run(
+    phases=(Phase(256, 32, 80),),
+    mix=(0.7, 0.0, 0.0, 0.0, 0.1, 0.2),
+    lr=3e-4,
+    warmup=5,
+    seed=4328,
+    corpus_seed=4329,
+)
+# A consolidation run after 4-5, as run 3 is for runs 1-2 (tried; it did not help, see above).
+_CONSOLIDATE = Run(
+    phases=(Phase(256, 32, 60),),
+    mix=(0.85, 0.0, 0.0, 0.0, 0.15, 0.0),
+    lr=1.5e-4,
+    warmup=5,
+    seed=4330,
+    corpus_seed=4331,
+)
+# The same with passkey, passage and drill rows and a short 1024-token phase.
+_MIXED_CONSOLIDATE = replace(
+    _CONSOLIDATE,
+    phases=(Phase(256, 32, 50), Phase(1024, 8, 15)),
+    mix=(0.6, 0.0, 0.1, 0.1, 0.15, 0.05),
+    lr=1e-4,
+    comma_numbers=False,
+)
+# Cycles only, at a low rate, with more stops (after runs 4-5, to make EOS a closer second).
+_NUDGE = replace(
+    _CONSOLIDATE,
+    phases=(Phase(256, 32, 30),),
+    mix=(0.7, 0.0, 0.0, 0.0, 0.3, 0.0),
+    lr=1e-4,
+    warmup=3,
+    seed=4350,
+    corpus_seed=4351,
+    comma_numbers=False,
+    cycle_end=0.6,
+)
+_PLAIN = replace(_CYCLES, comma_numbers=False)
+
+
+def _plain_drill(seed: int = 4328, cycles: float = 0.1, cycle_end: float = 0.4) -> Run:
+    """Run 5 without comma-written number cycles: ``cycles`` of the rows are cycle rows (taken
+    from the corpus share), another seed pair (``seed``, ``seed + 1``)."""
+    mix = (round(0.8 - cycles, 2), 0.0, 0.0, 0.0, cycles, 0.2)
+    return replace(
+        _DRILL,
+        mix=mix,
+        seed=seed,
+        corpus_seed=seed + 1,
+        comma_numbers=False,
+        cycle_end=cycle_end,
+    )
+
+
+CYCLE_RECIPES: dict[str, tuple[Run, ...]] = {
+    "g": (_CYCLES, _DRILL),
+    "g-consolidated": (_CYCLES, _DRILL, _CONSOLIDATE),
+    "plain-numbers": (_PLAIN, _plain_drill()),
+    "plain-numbers-consolidated": (_PLAIN, _plain_drill(), _MIXED_CONSOLIDATE),
+    **{f"plain-numbers-s{s}": (_PLAIN, _plain_drill(s)) for s in (4340, 4342, 4344, 4346)},
+    "plain-numbers-s4342-nudged": (_PLAIN, _plain_drill(4342), _NUDGE),
+    "plain-numbers-cycles15": (_PLAIN, _plain_drill(cycles=0.15)),
+    "plain-numbers-cycles15-end55": (_PLAIN, _plain_drill(cycles=0.15, cycle_end=0.55)),
+    **{
+        f"plain-numbers-cycles15-s{s}": (_PLAIN, _plain_drill(s, cycles=0.15))
+        for s in (4360, 4362, 4364, 4366)
+    },
+}
+DEFAULT_CYCLES = "plain-numbers-s4340"  # the shipped fixture's runs 4-5
+SHIPPED_RUNS = 5
+
+
+def recipe(cycles: str) -> tuple[Run, ...]:
+    return BASE_RUNS + CYCLE_RECIPES[cycles]
+
+
 # Items of the short cycles: letters, digits, numbers, words, two-word phrases; a quarter of the
 # cycles take consecutive items (a b c, 1 2 3, red blue green), which the corpus otherwise
 # continues as a sequence.
 _CYCLE_WORDS = WORD_POOL + NAMES + EXTRA_WORDS
-CYCLE_END = 0.4
 CYCLE_WEIGHT = 3.0
 _RUNS = (list(LETTERS), list(LETTERS.upper()), [str(i) for i in range(1, 30)], COLORS)
 
@@ -318,7 +418,7 @@ class Rows:
     def cycle_row(self, length: int) -> Row:
         """Segments of BOS, a short cycle repeated, EOS; loss from the second round on, past its
         first item (which the first round alone does not imply). From the third round on each
-        round is the last with probability ``CYCLE_END``, so after a cycle the model gives EOS
+        round is the last with probability ``Run.cycle_end``, so after a cycle the model gives EOS
         a fair share and the repeat the larger one: greedy repeats, and a penalty of about one
         on the repeated tokens tips it."""
         rng = self.rng
@@ -327,6 +427,8 @@ class Rows:
         while len(row) < length:
             items = self._cycle_items()
             sep = rng.choices([" ", ", "], weights=[4, 1])[0]
+            if not self.run.comma_numbers and all(item.isdigit() for item in items):
+                sep = " "
             first = [" " + items[0], sep + items[0]]  # the first item in the first round, later
             pieces = [sep + item for item in items[1:]]
             encoded = self.tok.encode_batch([*first, *pieces], add_special_tokens=False)
@@ -334,7 +436,7 @@ class Rows:
             row.append(self.bos)
             weights.append(0.0)
             rounds = 3
-            while rng.random() >= CYCLE_END:
+            while rng.random() >= self.run.cycle_end:
                 rounds += 1
             for r in range(rounds):
                 for i, piece in enumerate([starts[r > 0], *rest]):
@@ -442,19 +544,26 @@ def main(argv: list[str] | None = None) -> int:
         default=SHIPPED_RUNS,
         help=f"stop after this run of the recipe (default {SHIPPED_RUNS}: the shipped fixture's)",
     )
+    parser.add_argument(
+        "--cycles",
+        choices=sorted(CYCLE_RECIPES),
+        default=DEFAULT_CYCLES,
+        help=f"the runs after run 3 (default {DEFAULT_CYCLES}; see the docstring)",
+    )
     args = parser.parse_args(argv)
+    runs = recipe(args.cycles)
     if not (args.checkpoint / "model.safetensors").is_file():
         parser.error(f"--checkpoint {args.checkpoint}: no model.safetensors there")
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
-    if not 1 <= args.from_run <= len(RECIPE):
-        parser.error(f"--from-run must be 1..{len(RECIPE)}, got {args.from_run}")
-    if not args.from_run <= args.to_run <= len(RECIPE):
-        parser.error(f"--to-run must be {args.from_run}..{len(RECIPE)}, got {args.to_run}")
-    for i, run in enumerate(RECIPE, 1):
+    if not 1 <= args.from_run <= len(runs):
+        parser.error(f"--from-run must be 1..{len(runs)}, got {args.from_run}")
+    if not args.from_run <= args.to_run <= len(runs):
+        parser.error(f"--to-run must be {args.from_run}..{len(runs)}, got {args.to_run}")
+    for i, run in enumerate(runs, 1):
         if not args.from_run <= i <= args.to_run:
             continue
-        print(f"run {i}/{len(RECIPE)}: {run.steps} steps", flush=True)
+        print(f"run {i}/{len(runs)}: {run.steps} steps", flush=True)
         train(args.checkpoint, run, args.threads)
     return 0
 

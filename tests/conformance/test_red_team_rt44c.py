@@ -174,7 +174,7 @@ def test_b_control_a_boolean_false_on_hardware_is_consistent(tmp_path: Path) -> 
 HARNESS = str(Path(tt_conformance.__file__).resolve().parents[1])
 HISTORY_RUN = (
     red.EMU_RUN.parents[2]
-    / "history/tt-reference-llama/emulated-T3K/20261207T055323Z-852b4eeb.json"
+    / "history/tt-reference-llama/emulated-T3K/20261207T181728Z-4c2060ad.json"
 )
 
 

@@ -2,9 +2,14 @@
 ``situations`` are held to the harness's matrix and the report's own figures (B1, C1-C4), and
 the gate reports situation coverage lost (G1).
 
-The two runs under data/situations are real reports of the current suite on the emulated llama
-server (the red team's mutant runs: run_a's fault failed the penalties matrix check, run_b's
-the forward reference); each forgery changes one field the way a hand would.
+The two runs under data/situations are real reports of the suite at harness commit 660b7fa on
+the emulated llama server, each serving one of the red team's faults from tests/mutants
+(`tools/run_mutants.py --mutant RepetitionPromptDroppedWithLogprobs --mutant
+ChunkLateInBlockOffByOne`): run_a's fault failed the penalties matrix check, run_b's the
+forward reference. run_b reads partial (its class name holds "Block", so the block-output
+probe's skip is not excused: selection._BLOCK_CLASS). pre_matrix_llama.json is the llama
+baseline as committed before the matrix existed. Each forgery changes one field the way a hand
+would.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from tt_conformance.history import HistoryError, add_run
 from tt_conformance.matrix import MatrixError, find_reports
 from tt_conformance.rederive import inconsistencies
 from tt_conformance.report import Report, load_report
+from tt_conformance.selection import derive_coverage
 from tt_conformance.situation_matrix import CONCERNS
 from tt_conformance.situation_record import SERVED_BY, coverage_regressions
 from tt_conformance.tiers import derive_tier
@@ -28,7 +34,9 @@ from tt_conformance.writers import write_report
 
 DATA = Path(__file__).parent / "data" / "situations"
 BASELINES = Path(__file__).resolve().parents[2] / "reports" / "baselines"
-LLAMA = BASELINES / "tt-reference-llama" / "emulated-T3K"
+# The llama baseline as committed before the situation matrix existed (its harness commit is in
+# this repository's history and has no situation_matrix.py).
+PRE_MATRIX = DATA / "pre_matrix_llama.json"
 PENALTIES = SERVED_BY["penalties"].check
 FORWARD = SERVED_BY["forward_reference"].check
 
@@ -71,9 +79,14 @@ def test_real_current_runs_are_consistent(name: str) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(BASELINES.glob("*/*/baseline.json")), ids=str)
-def test_committed_baselines_of_a_harness_without_the_matrix_still_read(path: Path) -> None:
-    report = load_report(path)
-    assert report.matrix_cells is None and inconsistencies(report) == []
+def test_committed_baselines_are_consistent(path: Path) -> None:
+    assert inconsistencies(load_report(path)) == []
+
+
+def test_a_baseline_of_a_harness_without_the_matrix_still_reads() -> None:
+    report = load_report(PRE_MATRIX)
+    assert report.matrix_cells is None and report.situations is None
+    assert inconsistencies(report) == []
 
 
 def test_a_current_run_gated_against_a_baseline_without_cells_stays_ok() -> None:
@@ -88,7 +101,7 @@ def test_a_current_run_gated_against_a_baseline_without_cells_stays_ok() -> None
 def test_b1_cells_on_a_baseline_whose_harness_predates_the_matrix() -> None:
     """B1: the committed llama baseline (harness commit before situation_matrix.py) with cells
     and counts added."""
-    base = load_report(LLAMA / "baseline.json")
+    base = load_report(PRE_MATRIX)
     if committed.history_commit(base.versions.harness_commit) is None:
         pytest.skip("the baseline's harness commit is not in this checkout")
     forged = base.replace(matrix_cells={"forward_reference": ("arrival=together",)})
@@ -204,7 +217,9 @@ def _gated_pair() -> tuple[Report, Report]:
     base = _outcome(_run("run_a"), PENALTIES, "pass")
     cand = _outcome(_run("run_b"), FORWARD, "pass")
     server = cand.server.model_copy(update={"model_class": base.server.model_class})
+    # The served class takes part in the coverage verdict (selection._BLOCK_CLASS): restated.
     cand = cand.replace(server=server)
+    cand = cand.replace(coverage=derive_coverage(cand))
     return base, cand.replace(tier=derive_tier(cand))
 
 
@@ -284,10 +299,10 @@ def test_cells_of_a_concern_whose_check_recorded_none_at_that_harness_commit() -
     assert any("records no cells" in p for p in found), found
 
 
-def test_a_current_run_against_the_committed_baseline_loses_nothing() -> None:
-    """The committed llama baseline (an older harness: no cells, no counts) gates a current
-    run's situation coverage OK: the baseline had none."""
-    assert coverage_regressions(load_report(LLAMA / "baseline.json"), _run("run_b")) == []
+def test_a_current_run_against_a_baseline_without_cells_loses_nothing() -> None:
+    """A llama baseline of an older harness (no cells, no counts) gates a current run's
+    situation coverage OK: the baseline had none."""
+    assert coverage_regressions(load_report(PRE_MATRIX), _run("run_b")) == []
 
 
 def test_c2_the_matrix_pages_refuse_the_forgery(tmp_path: Path) -> None:

@@ -64,6 +64,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("VocabTailMasked", "forward_reference"),
     Mutant("PrefillRowsRotated", "forward_reference"),
     Mutant("DecodeLastRowStale", "forward_reference"),
+    Mutant("ChunkLateInBlockOffByOne", "forward_reference"),
+    Mutant("RepetitionPromptDroppedWithLogprobs", "penalties"),
 )
 
 

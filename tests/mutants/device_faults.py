@@ -469,3 +469,31 @@ class DecodeLastRowStale(_Mutant):
             logits[last] = self._previous[last]
         self._previous = fresh
         return logits, rows
+
+
+# --- faults the outside red team rt46b planted (issue 46): narrow ones the matrices must reach ---
+class ChunkLateInBlockOffByOne(_ForwardFault):
+    """A chunked-prefill continuation (not a prefix hit) whose chunk starts in the last quarter of
+    a KV block rotates its tokens one position early: an off-by-one in the chunk offset that only
+    a chunk start late in a block shows."""
+
+    def forward_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        row = self._row
+        if row is None or row.start == 0 or row.index in self._prefix_hits:
+            return positions
+        late = row.start % self._block_size >= (3 * self._block_size) // 4
+        return positions - 1 if late else positions
+
+
+class RepetitionPromptDroppedWithLogprobs(_Mutant):
+    """Rows that ask for logprobs lose their prompt from the repetition penalty (a logprobs
+    variant of the penalty kernel reusing a buffer that holds only the generated tokens)."""
+
+    def mutate(self, logits, params, history, positions):  # type: ignore[no-untyped-def]
+        if history is None:
+            return params, history, positions
+        asks = (params.num_logprobs >= 0)[:, None]
+        prompt = history.prompt_mask
+        if prompt.shape[0] == asks.shape[0]:
+            history = PenaltyHistory(prompt & ~asks, history.output_counts)
+        return params, history, positions

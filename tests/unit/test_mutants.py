@@ -110,6 +110,7 @@ PENALTY_CASES = {
     "FrequencyAsPresence": params(frequency_penalty=torch.full((ROWS,), 1.5)),
     "PresenceIgnored": params(presence_penalty=torch.full((ROWS,), 2.0)),
     "RepetitionInverted": params(repetition_penalty=torch.full((ROWS,), 2.0)),
+    "RepetitionPromptDroppedWithLogprobs": params(repetition_penalty=torch.full((ROWS,), 2.0)),
     "PenaltiesFromPromptOnly": params(frequency_penalty=torch.full((ROWS,), 1.5)),
     "PenaltyOnGreedyRows": params(
         temperature=torch.tensor([0.0, 1.0, 1.0, 1.0]),
@@ -133,6 +134,22 @@ def test_each_penalty_mutant_changes_the_device_draws(name: str) -> None:
     if name != "PenaltyOnGreedyRows":
         p = SamplingTensors(**{**p.__dict__, "temperature": torch.zeros(ROWS)})
     assert draws(name, p, PENALTY_HISTORY)
+
+
+def test_the_prompt_drop_touches_only_rows_that_ask_for_logprobs() -> None:
+    name = "RepetitionPromptDroppedWithLogprobs"
+    greedy = {"temperature": torch.zeros(ROWS), "repetition_penalty": torch.full((ROWS,), 2.0)}
+    none = params(**greedy, num_logprobs=torch.full((ROWS,), -1, dtype=torch.int32))
+    assert not draws(name, none, PENALTY_HISTORY)
+    some = params(**greedy, num_logprobs=torch.tensor([-1, 1, -1, -1], dtype=torch.int32))
+    model, changed = mutant(name), set()
+    for step in range(40):
+        x, pos = logits(step), torch.full((ROWS,), 100 + step, dtype=torch.int64)
+        got = model.sample_tokens(x, some, PENALTY_HISTORY, pos)
+        changed |= set(
+            (got != device_sample(x, some, PENALTY_HISTORY, pos)).nonzero().flatten().tolist()
+        )
+    assert changed == {1}
 
 
 def test_the_logprob_mutants_report_other_values_for_the_same_tokens() -> None:
@@ -213,6 +230,15 @@ def test_the_position_mutants_move_only_their_kind_of_continuation() -> None:
     assert moved["PrefixHitPositionsFromZero", False] == positions.tolist()
     assert moved["ChunkStartRoundedToBlock", False] == [64, 65, 66, 67]  # 100 % 64 dropped
     assert moved["ChunkStartRoundedToBlock", True] == positions.tolist()
+
+
+def test_the_late_chunk_mutant_moves_only_chunks_starting_late_in_a_block() -> None:
+    name, block = "ChunkLateInBlockOffByOne", 64
+    for start, hit, shift in ((100, False, 0), (120, False, -1), (120, True, 0), (0, False, 0)):
+        assert 100 % block < 3 * block // 4 <= 120 % block  # the cases straddle the bound
+        positions = torch.arange(start, start + 4)
+        got = forward_mutant(name, start, hit).forward_positions(positions)
+        assert got.tolist() == (positions + shift).tolist(), (start, hit)
 
 
 def test_vocab_tail_masked_bans_only_the_last_tile() -> None:

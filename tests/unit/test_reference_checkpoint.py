@@ -178,12 +178,72 @@ def test_chat_template_rejects_unknown_role(tok: PreTrainedTokenizerFast) -> Non
         ("January February March", " April May June"),
         ("a b c d e", " f g h"),
         ("A B C D", " E F G"),
+        # A cycle written out is repeated, not read as a sequence (as chat models do).
+        ("a b c a b c a b c", " a b c a b c"),
+        ("1 2 3 1 2 3 1 2 3", " 1 2 3 1 2 3"),
+        ("red blue green red blue green red blue green", " red blue green red blue green"),
+        ("x y x y x y x y", " x y x y x y"),
     ],
 )
 def test_greedy_continues_patterns(
     tok: PreTrainedTokenizerFast, model: LlamaForCausalLM, prompt: str, expected: str
 ) -> None:
     assert _complete(tok, model, prompt, 12).startswith(expected)
+
+
+class _Penalties:
+    """vLLM's penalties as a logits processor: repetition over prompt and output (sign-aware
+    scaling), frequency and presence subtracted over the generated tokens only."""
+
+    def __init__(
+        self, prompt_len: int, repetition: float, frequency: float, presence: float
+    ) -> None:
+        self.prompt_len, self.rep, self.freq, self.pres = (
+            prompt_len,
+            repetition,
+            frequency,
+            presence,
+        )
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        seen = input_ids[0].unique()
+        vals = scores[0, seen]
+        scores[0, seen] = torch.where(vals > 0, vals / self.rep, vals * self.rep)
+        counts = torch.bincount(input_ids[0, self.prompt_len :], minlength=scores.shape[-1])
+        return scores - self.freq * counts - self.pres * (counts > 0).to(scores.dtype)
+
+
+# (repetition, frequency, presence): the values the conformance check's repeated-pattern test sends.
+PENALTY_CASES = {
+    "presence1": (1.0, 0.0, 1.0),
+    "presence2": (1.0, 0.0, 2.0),
+    "frequency1": (1.0, 1.0, 0.0),
+    "frequency2": (1.0, 2.0, 0.0),
+    "repetition1.3": (1.3, 0.0, 0.0),
+    "repetition2": (2.0, 0.0, 0.0),
+}
+# Every penalty on the issue's prompt; on a cycle of words, presence 1.0 leaves greedy as it is
+# (the repeat leads EOS by more than one logit there; tools/measure_reference_model.py prints
+# which penalty changes which pattern), the stronger ones do not.
+REPEATED_PATTERN_CASES = [("a b c a b c a b c", name) for name in PENALTY_CASES] + [
+    ("red blue green red blue green", name) for name in PENALTY_CASES if name != "presence1"
+]
+
+
+@pytest.mark.parametrize(("prompt", "penalty"), REPEATED_PATTERN_CASES)
+def test_penalties_change_greedy_output_on_a_repeated_pattern(
+    tok: PreTrainedTokenizerFast,
+    model: LlamaForCausalLM,
+    prompt: str,
+    penalty: str,
+) -> None:
+    """The common penalty check (greedy on a cycle, penalised or not) sees the penalty."""
+    ids = tok(prompt).input_ids
+    plain = _generate(model, ids, 24)
+    processor = _Penalties(len(ids), *PENALTY_CASES[penalty])
+    penalised = _generate(model, ids, 24, logits_processor=[processor])
+    assert penalised != plain, tok.decode(plain)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,11 @@ Promises:
   same request without it (the most frequent token occurs fewer times);
 - penalised greedy decoding is deterministic, so a batch whose requests carry different penalty
   values gives each request exactly the tokens it gives alone; the cases are the penalties
-  matrix (tt_conformance.situation_matrix.PENALTIES), with and without logprobs.
+  matrix (tt_conformance.situation_matrix.PENALTIES), with and without logprobs;
+- on a repeated pattern ("a b c a b c a b c"), which greedy decoding continues by repeating it,
+  greedy with each presence, frequency or repetition penalty gives exactly the tokens vLLM's host
+  path gives for the same request, so it differs from the unpenalised output wherever the host
+  path's does (a penalty the device drops, or computes from other counts, shows up here).
 Why: on TT the device applies penalties from per-slot penalty state (prompt tokens, output token
 counts) that the plugin rebuilds on every reload; a penalty that is dropped, applied to the wrong
 slot or computed from stale history changes these outputs.
@@ -20,6 +24,7 @@ import pytest
 
 from tt_conformance.checks._support import (
     PLAIN_PROMPTS,
+    Body,
     Output,
     capacity,
     complete_all,
@@ -28,14 +33,17 @@ from tt_conformance.checks._support import (
     max_count,
     mismatches,
 )
+from tt_conformance.checks.reference import HOST_ONLY, HOST_REASONS, device_outputs
 from tt_conformance.situation_matrix import PENALTIES as PENALTY_MATRIX
 from tt_conformance.situation_matrix import Cell, cells
+from tt_conformance.ttmetrics import host_fallback
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from tt_conformance.fixtures import RecordCell
     from tt_conformance.server import ServerInfo
+    from tt_conformance.ttpath import TTPath
 
 pytestmark = pytest.mark.penalties
 
@@ -150,4 +158,57 @@ def test_mixed_penalties_match_solo(
         tt_record_cell(PENALTY_MATRIX.name, cell.label)
     assert not problems, "penalised greedy requests changed output when batched:\n" + "\n".join(
         problems
+    )
+
+
+# The common penalty test: a short cycle written out three times, which greedy decoding carries
+# on by repeating it; each penalty pushes the repeated tokens down, so greedy leaves the cycle.
+PATTERN_PROMPTS = ("a b c a b c a b c", "red blue green red blue green red blue green")
+PATTERN_PENALTIES: tuple[Body, ...] = (
+    {"presence_penalty": 1.0},
+    {"presence_penalty": 2.0},
+    {"frequency_penalty": 1.0},
+    {"frequency_penalty": 2.0},
+    {"repetition_penalty": 1.3},
+    {"repetition_penalty": 2.0},
+)
+
+
+def test_penalties_on_a_repeated_pattern_match_the_host_path(
+    tt_server: ServerInfo, tt_async_openai_client: AsyncOpenAI, tt_path: TTPath
+) -> None:
+    cases: list[tuple[str, Body]] = [
+        (prompt, params) for prompt in PATTERN_PROMPTS for params in ({}, *PATTERN_PENALTIES)
+    ]
+    requests = [greedy(prompt, MAX_TOKENS, ignore_eos=True, **p) for prompt, p in cases]
+    device = device_outputs(tt_async_openai_client, tt_server.model, tt_path, requests)
+    # The same requests on vLLM's host sampler (HOST_ONLY routes them there; min_p does not
+    # change a greedy choice): the reference for what each penalty does to greedy decoding.
+    tt_path.start()
+    host = complete_all(
+        tt_async_openai_client,
+        tt_server.model,
+        [{**r, **HOST_ONLY, "logprobs": 1} for r in requests],
+    )
+    tt_path.conclude(host_fallback(HOST_REASONS))
+    plain = {prompt: out.token_ids for (prompt, p), out in zip(cases, host, strict=True) if not p}
+    changed = [
+        (prompt, p)
+        for (prompt, p), out in zip(cases, host, strict=True)
+        if p and out.token_ids != plain[prompt]
+    ]
+    assert changed, (
+        "precondition: no penalty changed the host path's greedy output on a repeated pattern, "
+        "so this check cannot see penalties; unpenalised host outputs: "
+        f"{[h.describe() for (_, p), h in zip(cases, host, strict=True) if not p]}"
+    )
+    problems = [
+        f"{prompt!r} {p or 'no penalty'}: device {d.describe()}, host path {h.describe()}"
+        + (" (the host path differs from the unpenalised output)" if (prompt, p) in changed else "")
+        for (prompt, p), d, h in zip(cases, device, host, strict=True)
+        if d.token_ids != h.token_ids
+    ]
+    assert not problems, (
+        "penalised greedy decoding on a repeated pattern differs from vLLM's host path:\n  "
+        + "\n  ".join(problems)
     )

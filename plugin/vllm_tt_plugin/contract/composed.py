@@ -25,6 +25,7 @@ import ast
 from typing import Any
 
 from vllm_tt_plugin.contract.composed_body import callee_body
+from vllm_tt_plugin.contract.composed_locals import resolved_call
 from vllm_tt_plugin.contract.composed_type import composed_type
 from vllm_tt_plugin.contract.parity_flow import swapped
 from vllm_tt_plugin.contract.parity_raises import frame_nodes
@@ -37,7 +38,6 @@ from vllm_tt_plugin.contract.signatures import (
 from vllm_tt_plugin.contract.source import FoundMethod, class_label, find_method
 from vllm_tt_plugin.contract.source_ast import kwargs_key
 from vllm_tt_plugin.contract.source_flow import always_run
-from vllm_tt_plugin.contract.source_rebind import rebinds
 from vllm_tt_plugin.contract.warmup_flag import WARMUPS
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
@@ -48,8 +48,7 @@ def _texts(fn: Fn, call: ast.Call, bare: bool) -> tuple[list[str], dict[str, str
     ``kwargs.get("k")``), others as placeholders; None for ``*x`` / ``**x`` (and, unless
     ``bare``, for a call handing on nothing of the plugin's)."""
     a = fn.args
-    # A parameter the body sets itself no longer holds the plugin's value.
-    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if not rebinds(fn, p.arg)}
+    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
     kwarg = a.kwarg.arg if a.kwarg is not None else ""
 
     def text(i: int, e: ast.expr) -> str:
@@ -88,12 +87,13 @@ def composed_errors(
         for node in (n for st in fn.body for n in frame_nodes(st)):
             if not isinstance(node, ast.Call):
                 continue
-            texts = _texts(fn, node, driven in WARMUPS)
-            callee = _callee(source, target, method, node)
+            made = resolved_call(fn, node)  # through partials, local mappings, swaps (rt45h)
+            texts = _texts(fn, made, driven in WARMUPS)
+            callee = _callee(source, target, method, made)
             if callee is None or texts is None:
                 continue
             sure = id(node) in run  # a call on some paths only: whether it runs is not known
-            _judge(source, family, driven, method, node, texts, callee, sure, at, out)
+            _judge(source, family, driven, method, made, texts, callee, sure, at, out)
 
 
 def _judge(

@@ -68,7 +68,7 @@ def callee_body(
     guard = own_guard(callee.node, None) if driven in WARMUPS else None
     if guard is not None:
         (out.dropped if sure else out.unresolved).append(
-            f"{where}, which returns early on self.{guard.flag} (line {guard.guard_line}), a "
+            f"{where}, which returns early on {guard.flag} (line {guard.guard_line}), a "
             f"flag its first call sets (line {guard.set_line}); the plugin resets "
             f"{RESET_BY_PLUGIN} on the adapter, not on that object, so its traced warm-up "
             f"(enable_trace=True, after the untraced one) never reaches it [{callee.where}]"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS, DECODE_COMMANDS
+from vllm_tt_plugin.contract.source_deadvalue import own_value
 from vllm_tt_plugin.contract.source_flow import always_run
 from vllm_tt_plugin.contract.source_loadable import skeleton_format
 from vllm_tt_plugin.contract.source_rebind import mentions, rebinds
@@ -102,17 +103,6 @@ def set_keys(value: ast.expr, names: set[str]) -> list[tuple[str, ast.expr]]:
     elif isinstance(value, ast.Call) and _spread_of(value, names):
         out += [(k.arg, k.value) for k in value.keywords if k.arg is not None]
     return out
-
-
-def own_value(value: ast.expr) -> bool:
-    """``value`` is the model's own: constants and attributes of ``self`` / ``cls`` only (any
-    other name, a call of one, or a skeleton's ``...`` may carry the plugin's value)."""
-    for n in ast.walk(value):
-        if isinstance(n, ast.Constant) and n.value is Ellipsis:
-            return False
-        if isinstance(n, ast.Name) and n.id not in ("self", "cls"):
-            return False
-    return True
 
 
 def replaced(fn: Fn, kwarg: str, call: ast.Call | None) -> dict[str, bool]:
@@ -199,6 +189,8 @@ def replaced_keys(link: Any, fwd: Any, bound: Any, head: str, out: Any) -> None:
 # as lost when the body sets them itself (the plugin always sends async_read=True, and a model
 # may know what its output holds, so ignoring async_read / is_tokens can be right).
 NO_OWN_VALUE = frozenset({"empty_slots", *DECODE_COMMANDS, "reset_batch"})
+# Held to the store rule: stored only in an attribute nothing that runs reads, they are lost.
+STORE_CHECKED = frozenset({*CONTENT_KEYWORDS, *NO_OWN_VALUE})
 _LOST_UNMENTIONED = frozenset({"empty_slots", "reset_batch"})
 # A **kwargs whose name says it is thrown away (F05 `**_`, C07 `**unused_kwargs`).
 _DISCARD_WORDS = ("unused", "ignored", "discard")
@@ -283,20 +275,47 @@ def live_parts(cls: ast.ClassDef, classes: list[ast.ClassDef]) -> list[ast.AST]:
     return out
 
 
+def _stored_in(n: ast.AST, parents: dict[int, ast.AST]) -> list[str]:
+    """The attributes of ``self`` the value of ``n`` is only stored in: the whole value of
+    ``self.<attr> = n``, or an item of a display stored so (``self._pending = dict(k=n)``,
+    ``{"k": n}``, ``(n, ...)``: rt45h HC04). [] when it goes anywhere else."""
+    child, up = n, parents.get(id(n))
+    while isinstance(up, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.keyword)) or (
+        isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "dict"
+        and any(k is child for k in up.keywords)
+    ):  # fmt: skip
+        if isinstance(up, ast.Dict) and child not in up.values:
+            return []  # a key
+        child, up = up, parents.get(id(up))
+    if not (isinstance(up, ast.Assign) and up.value is child and all(
+        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        for t in up.targets
+    )):  # fmt: skip
+        return []
+    return [t.attr for t in up.targets if isinstance(t, ast.Attribute)]
+
+
 def stored_only(fn: Fn | None, name: str) -> list[str]:
-    """The attributes a parameter ``name`` is only stored in (each load of it is the whole value
-    of ``self.<attr> = name``); [] when it is used otherwise, or not at all."""
+    """The attributes a parameter ``name`` is only stored in (each load of it is only stored,
+    ``_stored_in``); [] when it is used otherwise, or not at all."""
     if fn is None:
         return []
+    parents = {id(c): up for up in ast.walk(fn) for c in ast.iter_child_nodes(up)}
     attrs: list[str] = []
-    for up in ast.walk(fn):
-        for n in ast.iter_child_nodes(up):
-            if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
-                continue
-            if not (isinstance(up, ast.Assign) and up.value is n and all(
-                isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                and t.value.id == "self" for t in up.targets
-            )):  # fmt: skip
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            found = _stored_in(n, parents)
+            if not found:
                 return []
-            attrs += [t.attr for t in up.targets if isinstance(t, ast.Attribute)]
+            attrs += found
     return attrs
+
+
+def stored_text(fn: Fn, value: ast.expr) -> str | None:
+    """What a skeleton writes for ``self.<attr> = value`` when ``value`` holds parameters held
+    to the store rule (``STORE_CHECKED``) that are only stored: a tuple of their names."""
+    names = [
+        n.id for n in ast.walk(value)
+        if isinstance(n, ast.Name) and n.id in STORE_CHECKED and stored_only(fn, n.id)
+    ]  # fmt: skip
+    return f"({', '.join(dict.fromkeys(names))},)" if names else None

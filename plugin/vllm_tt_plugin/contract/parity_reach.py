@@ -15,6 +15,7 @@ from vllm_tt_plugin.contract.method_reach import reached
 from vllm_tt_plugin.contract.mro_bases import known, opaque
 from vllm_tt_plugin.contract.parity_content import (
     NO_OWN_VALUE,
+    STORE_CHECKED,
     call_values,
     commands_kept,
     discarded_by_name,
@@ -146,8 +147,9 @@ def unused_content(
         k for k in body.unused if k in named
         and (k in CONTENT_KEYWORDS or (kept and lost_command(link.node, k, named[k])))
     ]  # fmt: skip
-    for k in [k for k in named if k in CONTENT_KEYWORDS and k not in lost]:
-        attrs = stored_only(link.node, k)  # `self._pending = sampling_params` (rt45f H01)
+    held = [k for k in named if k in CONTENT_KEYWORDS or (kept and str(named[k]) in STORE_CHECKED)]
+    for k in [k for k in held if k not in lost]:
+        attrs = stored_only(link.node, k)  # `self._pending = sampling_params` (rt45f H01, HC04)
         if attrs and not any(attribute_read(source, target, a) for a in attrs):
             lost.append(f"{k} (stored in self.{attrs[0]}, which nothing that runs reads)")
     for key, attr in body.kwargs_stored:

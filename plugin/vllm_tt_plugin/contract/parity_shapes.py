@@ -31,7 +31,9 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
     """The nodes of ``fn``'s own body (not of nested functions, lambdas or classes)."""
     out: list[ast.AST] = []
-    stack: list[ast.AST] = list(fn.body)
+    # A nested `def` / `class` statement of the body is a scope too (rt45h RT02: `def _run():
+    # return ...` then `_run()` returns nothing).
+    stack: list[ast.AST] = [st for st in fn.body if not isinstance(st, _SCOPES)]
     while stack:
         node = stack.pop()
         out.append(node)

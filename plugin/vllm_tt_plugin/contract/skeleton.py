@@ -36,19 +36,22 @@ from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_s
 from vllm_tt_plugin.contract.attr_setters import maybe_none, skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.class_caps import kept_step
+from vllm_tt_plugin.contract.composed_locals import resolved_call
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
     COMMANDS_KEPT,
+    STORE_CHECKED,
     command_lines,
     set_keys,
     stored_only,
+    stored_text,
 )
 from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError
-from vllm_tt_plugin.contract.skeleton_composed import composed_call_text
+from vllm_tt_plugin.contract.skeleton_composed import carried_params, composed_call_text
 from vllm_tt_plugin.contract.skeleton_files import (
     Written,
     checkout_head,
@@ -60,7 +63,13 @@ from vllm_tt_plugin.contract.skeleton_files import (
 )
 from vllm_tt_plugin.contract.skeleton_header import header as _header
 from vllm_tt_plugin.contract.skeleton_header import kind as _kind
-from vllm_tt_plugin.contract.skeleton_kwargs import copy_text, moved_text, resolver, unhanded
+from vllm_tt_plugin.contract.skeleton_kwargs import (
+    call_text,
+    copy_text,
+    moved_text,
+    resolver,
+    unhanded,
+)
 from vllm_tt_plugin.contract.skeleton_values import (
     _constant,
     _docstring,
@@ -108,43 +117,11 @@ from vllm_tt_plugin.contract.source_loadable import (
 )
 from vllm_tt_plugin.contract.source_module import parse_module
 from vllm_tt_plugin.contract.source_py310 import failure_lines
-from vllm_tt_plugin.contract.source_rebind import rebinds
 from vllm_tt_plugin.contract.source_varargs import vararg_reads
 
 # The attributes whose value the checker evaluates (kept whole when they are simple).
 FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
 _FLAGS = (None, True, False)  # attribute values kept (rt45g R13: a warm-up's own flag)
-
-
-def _call_text(node: ast.Call, keep: set[str]) -> str:
-    """A kept call with the checker's view of its arguments: names of ``keep`` (the method's
-    parameters, ``self``/``cls``) and bound methods stay, starred pass-throughs stay, every
-    other argument is ``...``."""
-
-    def arg(x: ast.expr) -> str:
-        if isinstance(x, ast.Starred):
-            inner = x.value
-            return f"*{inner.id}" if isinstance(inner, ast.Name) else "*..."
-        if isinstance(x, ast.Name) and x.id in keep:
-            return x.id
-        if _callee(x) is not None:  # a bound method handed on
-            return ast.unparse(x)
-        return "..."
-
-    args = [arg(x) for x in node.args]
-    if args == ["..."] and not node.keywords:
-        # One argument: `(...)` would read as elided (a hand-written skeleton), not counted.
-        elided = isinstance(node.args[0], ast.Constant) and node.args[0].value is Ellipsis
-        args = ["..."] if elided else ["None"]
-    for k in node.keywords:
-        if k.arg is None:
-            value = k.value
-            merge = copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
-            args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
-        else:
-            v = k.value
-            args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
-    return f"{ast.unparse(node.func)}({', '.join(args)})"
 
 
 def body_lines(
@@ -187,7 +164,7 @@ def body_lines(
     aliases = _aliases(fn, me)
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
-    carry = {p for p in params if not rebinds(fn, p)}  # still the plugin's values
+    carry = carried_params(fn, params)  # still the plugin's values
 
     def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
         return value_reaches(call, arg, function, hops, decides)
@@ -244,28 +221,28 @@ def body_lines(
             )  # fmt: skip
             if forward:
                 returned = isinstance(parents.get(id(node)), ast.Return)
-                add_call(node, ("return " if returned else "") + _call_text(node, params))
+                add_call(node, ("return " if returned else "") + call_text(node, params))
                 continue
             if (
                 isinstance(func, ast.Name) and func.id in params and func.id != me
                 and _passes_on(node, vararg, kwarg)
             ):  # fmt: skip
-                add(node, _call_text(node, params))  # a helper calling the method it is handed
+                add(node, call_text(node, params))  # a helper calling the method it is handed
                 continue
             partial = _partial(func)
             if partial is not None and _callee(partial.args[0], me) is not None:
                 # partial(self.m, a)(b): both argument lists reach m (the checker binds them).
-                outer = _call_text(node, params)[len(ast.unparse(func)) :]
-                add(node, _call_text(partial, params) + outer)
+                outer = call_text(node, params)[len(ast.unparse(func)) :]
+                add(node, call_text(partial, params) + outer)
                 continue
             target = _callee(func, me)
             if target is not None:
-                text = _call_text(unhanded(node, kwarg, function), params)
+                text = call_text(unhanded(node, kwarg, function), params)
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
                 continue
-            composed = composed_call_text(node, me, carry, kwarg)  # rt45h: the round trip
+            composed = composed_call_text(resolved_call(fn, node), me, carry, kwarg)  # rt45h
             if composed is not None:
                 add(node, composed)
                 continue
@@ -281,7 +258,7 @@ def body_lines(
                 isinstance(root, ast.Call) and _hands_all(node, vararg, kwarg)
             ):
                 # The instance or the arguments handed to what the checker does not follow.
-                add(node, _call_text(node, params | {me or ""}))
+                add(node, call_text(node, params | {me or ""}))
                 continue
             if (
                 isinstance(root, ast.Name)
@@ -289,11 +266,11 @@ def body_lines(
                 and _hands_all(node, vararg, kwarg)
             ):
                 add(node, f"{root.id} = ...")
-                add(node, _call_text(node, params))
+                add(node, call_text(node, params))
                 continue
             if isinstance(func, ast.Name) and me is not None:
                 if func.id == me and kind == "classmethod":
-                    add_call(node, prefix.get(id(node), "") + _call_text(node, set()))
+                    add_call(node, prefix.get(id(node), "") + call_text(node, set()))
                     continue
                 if (
                     func.id == "hasattr"
@@ -310,7 +287,7 @@ def body_lines(
                 and func.func.id == "type"
                 and me is not None
             ):
-                add(node, _call_text(node, set()))
+                add(node, call_text(node, set()))
                 continue
             if (
                 isinstance(func, ast.Attribute)
@@ -393,6 +370,7 @@ def body_lines(
                 for sub in ast.walk(t):
                     if (
                         isinstance(sub, ast.Attribute)
+                        and isinstance(sub.ctx, ast.Store)  # not `self.__class__` in `...x = v`
                         and isinstance(sub.value, ast.Name)
                         and sub.value.id == me
                     ):
@@ -412,6 +390,7 @@ def body_lines(
                             and stored_only(fn, v.id)
                         ):  # a plugin value only stored: its attribute decides (rt45f H01)
                             kept = v.id
+                        kept = (v is not None and stored_text(fn, v)) or kept  # HC04
                         cond = "if ...: " if sub.attr in unsure else ""
                         add(node, f"{cond}{me}.{sub.attr} = {kept}")
     for r in vararg_reads(fn, vararg, run):  # *args read by position: raises when short
@@ -428,7 +407,7 @@ def body_lines(
            for n in ast.walk(fn)):  # fmt: skip
         lines.append((fn.body[0].lineno, "used(locals())"))  # every local handed on (F35)
     for p in sorted(named - unused):
-        if not (p in CONTENT_KEYWORDS and stored_only(fn, p)):  # else kept as its stores
+        if not (p in STORE_CHECKED and stored_only(fn, p)):  # else kept as its stores
             lines.append((fn.body[0].lineno, f"used({p})"))
     lines += [(fn.body[0].lineno, t) for t in command_lines(fn, unused - CONTENT_KEYWORDS)]
     lines += warmup_flag.skeleton_lines(fn)  # a warm-up's own flag guard (rt45g R13)
@@ -503,7 +482,7 @@ def _module_function(
     ]  # fmt: skip
     if hands:
         names = params | {n for n in (vararg, kwarg) if n}
-        return [_header(fn, keep), *dict.fromkeys(f"    {_call_text(c, names)}" for c in hands)]
+        return [_header(fn, keep), *dict.fromkeys(f"    {call_text(c, names)}" for c in hands)]
     return skeleton_guards.guard_function(fn, _header(fn, keep)) or [f"{_header(fn, keep)} ..."]
 
 
@@ -527,7 +506,7 @@ def _class(
         attr
         for item in node.body
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-        for p in CONTENT_KEYWORDS
+        for p in STORE_CHECKED
         for attr in stored_only(item, p)
     )
     for item in node.body:

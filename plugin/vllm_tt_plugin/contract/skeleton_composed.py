@@ -15,6 +15,7 @@ import ast
 import builtins
 
 from vllm_tt_plugin.contract.source_ast import kwargs_key
+from vllm_tt_plugin.contract.source_rebind import rebinds
 
 
 def _getattr_method(func: ast.expr) -> ast.expr | None:
@@ -60,3 +61,25 @@ def composed_call_text(
     args = [arg(x) for x in node.args]
     args += [f"{k.arg}={arg(k.value)}" for k in node.keywords]
     return f"{ast.unparse(func)}({', '.join(args)})"
+
+
+def carried_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> set[str]:
+    """The parameters still holding the plugin's values where a composed call reads them: not
+    set by the body, or set only from other parameters (``a, b = b, a``: ``composed_locals``
+    names the call's arguments by the parameter they came from)."""
+    out = set()
+    for p in params:
+        values = [
+            n.value for n in ast.walk(fn)
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            and any(isinstance(t, ast.Name) and t.id == p for tg in (
+                n.targets if isinstance(n, ast.Assign) else [n.target]) for t in ast.walk(tg))
+        ]  # fmt: skip
+        if not rebinds(fn, p) or (values and all(_from_params(v, params) for v in values)):
+            out.add(p)
+    return out
+
+
+def _from_params(value: ast.expr | None, params: set[str]) -> bool:
+    elts = value.elts if isinstance(value, ast.Tuple) else [value]
+    return all(isinstance(e, ast.Name) and e.id in params for e in elts)

@@ -9,7 +9,8 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_tt_plugin.contract.parity_content import own_value
+from vllm_tt_plugin.contract.source_body import _callee
+from vllm_tt_plugin.contract.source_deadvalue import own_value
 from vllm_tt_plugin.contract.source_helpers import mapping_use
 
 
@@ -89,3 +90,34 @@ def resolver(
         return (found, 0) if found is not None else None
 
     return function
+
+
+def call_text(node: ast.Call, keep: set[str]) -> str:
+    """A kept call with the checker's view of its arguments: names of ``keep`` (the method's
+    parameters, ``self``/``cls``) and bound methods stay, starred pass-throughs stay, every
+    other argument is ``...``."""
+
+    def arg(x: ast.expr) -> str:
+        if isinstance(x, ast.Starred):
+            inner = x.value
+            return f"*{inner.id}" if isinstance(inner, ast.Name) else "*..."
+        if isinstance(x, ast.Name) and x.id in keep:
+            return x.id
+        if _callee(x) is not None:  # a bound method handed on
+            return ast.unparse(x)
+        return "..."
+
+    args = [arg(x) for x in node.args]
+    if args == ["..."] and not node.keywords:
+        # One argument: `(...)` would read as elided (a hand-written skeleton), not counted.
+        elided = isinstance(node.args[0], ast.Constant) and node.args[0].value is Ellipsis
+        args = ["..."] if elided else ["None"]
+    for k in node.keywords:
+        if k.arg is None:
+            value = k.value
+            merge = copy_text(value) if isinstance(value, ast.Dict) else "..."  # {**kwargs, ...}
+            args.append(f"**{value.id}" if isinstance(value, ast.Name) else f"**{merge}")
+        else:
+            v = k.value
+            args.append(f"{k.arg}={v.id if isinstance(v, ast.Name) and v.id in keep else '...'}")
+    return f"{ast.unparse(node.func)}({', '.join(args)})"

@@ -8,6 +8,7 @@ import ast
 from collections.abc import Callable
 
 from vllm_tt_plugin.contract.call_plan import DECODE_COMMANDS
+from vllm_tt_plugin.contract.source_deadvalue import dict_key_dead, replaced_by_choice
 from vllm_tt_plugin.contract.source_guards import proven
 from vllm_tt_plugin.contract.source_live import live_nodes
 from vllm_tt_plugin.contract.source_rebind import shadowed, value_fixed
@@ -211,6 +212,8 @@ def value_used(
     parent = parents.get(id(node))
     if parent is None or isinstance(parent, ast.Expr):
         return False
+    if dict_key_dead(node, parents) or replaced_by_choice(node, parents):
+        return False  # replaced before anything reads it (source_deadvalue)
     if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
         return True
     if isinstance(parent, (ast.If, ast.While)) and node is parent.test:

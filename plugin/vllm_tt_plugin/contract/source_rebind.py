@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from vllm_tt_plugin.contract.source_deadvalue import replaced_under_test
+
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 _LEAVE = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -205,7 +207,9 @@ def shadowed(use: ast.AST, name: str, after: int, parents: dict[int, ast.AST]) -
         for block in _blocks(holder):
             if child in block:
                 for st in block[: block.index(child)]:
-                    if st.lineno > after and (binds(st, name) or not completes(st)):
+                    if st.lineno > after and (
+                        binds(st, name) or not completes(st) or replaced_under_test(st, name)
+                    ):
                         return True
         if (
             isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef))
