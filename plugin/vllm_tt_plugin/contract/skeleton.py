@@ -5,7 +5,8 @@ target's module, every module along its MRO, re-exports, modules holding the con
 use) are written under ``<out>`` at the same paths as interface skeletons: imports, class lines,
 class attributes, ``def`` headers (defaults as ``...``, no annotations) and, in each body,
 flattened (no control flow), what the checker reads there: forwarding calls, calls of the
-instance's own methods, ``cls(...)`` constructions, reads of ``**kwargs``, ``hasattr(self, ...)``
+instance's own methods and of objects it composes (``skeleton_composed``), ``cls(...)``
+constructions, reads of ``**kwargs``, ``hasattr(self, ...)``
 guards, instance attribute assignments, a ``NotImplementedError`` stub; code that cannot run
 (``source_live``) is left out, and a zero-argument ``super()`` call made in a nested frame is
 written as ``(lambda: super().m(...))()``. A body with nothing of that is ``pass``. Module-level
@@ -35,6 +36,7 @@ from vllm_tt_plugin.contract import skeleton_guards, skeleton_module, skeleton_s
 from vllm_tt_plugin.contract.attr_setters import maybe_none, skeleton_keeps
 from vllm_tt_plugin.contract.call_plan import CONTENT_KEYWORDS
 from vllm_tt_plugin.contract.class_caps import kept_step
+from vllm_tt_plugin.contract.composed_locals import resolved_call
 from vllm_tt_plugin.contract.init_chain import dispatch_text
 from vllm_tt_plugin.contract.parity_content import (
     CARRIED,
@@ -49,6 +51,7 @@ from vllm_tt_plugin.contract.parity_shapes import result_kind
 from vllm_tt_plugin.contract.protocol_stubs import skeleton_body
 from vllm_tt_plugin.contract.returned_model import with_returns
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError
+from vllm_tt_plugin.contract.skeleton_composed import carried_params, composed_call_text
 from vllm_tt_plugin.contract.skeleton_files import (
     Written,
     checkout_head,
@@ -58,6 +61,8 @@ from vllm_tt_plugin.contract.skeleton_files import (
     record_checkout_failures,
     recorded_provenance,
 )
+from vllm_tt_plugin.contract.skeleton_header import header as _header
+from vllm_tt_plugin.contract.skeleton_header import kind as _kind
 from vllm_tt_plugin.contract.skeleton_kwargs import (
     call_text,
     copy_text,
@@ -119,38 +124,6 @@ FACT_ATTRIBUTES = ("model_capabilities", "decode_input_update_contract")
 _FLAGS = (None, True, False)  # attribute values kept (rt45g R13: a warm-up's own flag)
 
 
-def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef, keep: frozenset[int] = frozenset()) -> str:
-    """``def name(params):`` with defaults as ``...`` (whole where ``keep`` holds them: they
-    raise on import) and no annotations."""
-    a = fn.args
-    parts: list[str] = []
-    positional = [*a.posonlyargs, *a.args]
-    first_default = len(positional) - len(a.defaults)
-
-    def default(expr: ast.expr | None) -> str:
-        return "" if expr is None else "=" + (ast.unparse(expr) if id(expr) in keep else "...")
-
-    for i, p in enumerate(positional):
-        parts.append(p.arg + (default(a.defaults[i - first_default]) if i >= first_default else ""))
-        if a.posonlyargs and i == len(a.posonlyargs) - 1:
-            parts.append("/")
-    if a.vararg is not None:
-        parts.append(f"*{a.vararg.arg}")
-    elif a.kwonlyargs:
-        parts.append("*")
-    for p, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        parts.append(p.arg + default(kw_default))
-    if a.kwarg is not None:
-        parts.append(f"**{a.kwarg.arg}")
-    prefix = "async def" if isinstance(fn, ast.AsyncFunctionDef) else "def"
-    return f"{prefix} {fn.name}({', '.join(parts)}):"
-
-
-def _kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in fn.decorator_list}
-    return next((k for k in ("classmethod", "staticmethod") if k in names), "method")
-
-
 def body_lines(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     stored: frozenset[str] = frozenset(),
@@ -191,6 +164,7 @@ def body_lines(
     aliases = _aliases(fn, me)
     present = guarded_reads(fn, kw_names)  # a read that cannot KeyError is kept as a get
     writes = skeleton_shape.written_by(fn)  # skeleton_shape.method_lines keeps them
+    carry = carried_params(fn, params)  # still the plugin's values
 
     def helper(call: ast.Call, arg: ast.AST, hops: int, decides: bool = False) -> bool | None:
         return value_reaches(call, arg, function, hops, decides)
@@ -267,6 +241,10 @@ def body_lines(
                 if target[0] == "self" and target[1] in guards.get(id(node), set()):
                     text = f"if hasattr({me}, {target[1]!r}): {text}"  # the guard holds here
                 add(node, text)
+                continue
+            composed = composed_call_text(resolved_call(fn, node), me, carry, kwarg)  # rt45h
+            if composed is not None:
+                add(node, composed)
                 continue
             root = func
             while isinstance(root, (ast.Attribute, ast.Subscript)):
@@ -421,7 +399,9 @@ def body_lines(
     if raises:
         line = int(raises.rpartition("(line ")[2].rstrip(")"))
         lines.append((line, raises.rpartition(" (line ")[0]))
-    named = {p.arg for p in (*firsts, *a.kwonlyargs)} & CARRIED
+    # Every named parameter: a composed object's method may take the plugin's values under
+    # other names (rt45h CK12), and its body is judged by what it uses.
+    named = {p.arg for p in (*firsts, *a.kwonlyargs)} - {me or ""}
     unused = set(unused_params(fn, named, helper)) if not elided(fn) else set()
     if any(isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("locals", "vars")
            for n in ast.walk(fn)):  # fmt: skip
@@ -453,6 +433,8 @@ def body_lines(
         result = closing if closing and result.startswith("return") else result
         lines.append((sys.maxsize, skeleton_guards.pair_kept(fn, result, function)))
     out = dict.fromkeys(text for _, text in sorted(lines, key=lambda x: x[0]))
+    if any("..." in text for text in out):  # read as elided: any parameter may be used
+        out = {t: None for t in out if t not in {f"used({p})" for p in named - CARRIED}}
     return [ln for text in out for ln in text.split("\n")] or ["pass"]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_tt_plugin.contract.composed_type import composed_lines
 from vllm_tt_plugin.contract.signatures import UPSTREAM, FixtureError, profiles_from_mapping
 from vllm_tt_plugin.contract.source import CheckoutReader
 from vllm_tt_plugin.contract.source_bodyhost import body_lines
@@ -119,6 +120,7 @@ def record_checkout_failures(root: Path, out: Path, written: list[Written]) -> N
         failures = name_failures(reader, module) if module is not None else []
         found = [f"{HOST_FAILS} {f.status} line {f.line}: {f.why}" for f in failures]
         found += body_lines(reader, module) if module is not None else []
+        found += composed_lines(reader, module) if module is not None else []
         new = [line for line in dict.fromkeys(found) if line not in text.splitlines()]
         if new:
             target.write_text(text + "\n" + "\n".join(new) + "\n", encoding="utf-8")

@@ -94,3 +94,15 @@ def _elided(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         and isinstance(body[0].value, ast.Constant)
         and body[0].value.value is Ellipsis
     )
+
+
+def kwargs_key(expr: ast.expr, kwarg: str | None) -> str | None:
+    """The key of ``<kwarg>.get("key", ...)``, else None."""
+    if (
+        kwarg and isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "get" and isinstance(expr.func.value, ast.Name)
+        and expr.func.value.id == kwarg and expr.args and isinstance(expr.args[0], ast.Constant)
+        and isinstance(expr.args[0].value, str)
+    ):  # fmt: skip
+        return expr.args[0].value
+    return None

@@ -166,7 +166,16 @@ class FlagGuard:
 
 def flag_guard(fn: Fn | None, method: str) -> FlagGuard | None:
     """The guard that makes the plugin's traced call of warm-up ``fn`` a no-op, if any."""
-    if fn is None or method not in WARMUPS:
+    if method not in WARMUPS:
+        return None
+    return own_guard(fn, RESET_BY_PLUGIN)
+
+
+def own_guard(fn: Fn | None, reset: str | None) -> FlagGuard | None:
+    """An early return of ``fn`` on a flag of its own its first call sets (``reset``: the flag
+    the plugin resets between the two calls, which does not block; None: none reaches ``fn``,
+    as in an object the adapter composes: the plugin resets the flag on the adapter)."""
+    if fn is None:
         return None
     params = [*fn.args.posonlyargs, *fn.args.args]
     if not params:
@@ -175,7 +184,7 @@ def flag_guard(fn: Fn | None, method: str) -> FlagGuard | None:
     shared = frozenset(
         n for st in ast.walk(fn) if isinstance(st, (ast.Global, ast.Nonlocal)) for n in st.names
     )
-    reset = f"{me}.{RESET_BY_PLUGIN}"  # the instance's flag: the plugin sets it False
+    reset = f"{me}.{reset}" if reset else None  # the instance's flag: the plugin sets it False
     # A flag keyed on what a call passes (`(id(self), enable_trace) in _DONE`) differs per call.
     passed = {p.arg for p in (*params, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg)
               if p is not None} - {me}  # fmt: skip
@@ -202,7 +211,7 @@ def own_flag_guard(fn: Fn | None, method: str) -> str:
 
 def skeleton_lines(fn: Fn) -> list[tuple[int, str]]:
     """What a skeleton of ``fn`` keeps so that its checker finds the same guard."""
-    found = flag_guard(fn, fn.name)
+    found = flag_guard(fn, fn.name) or own_guard(fn, None)  # a composed warm-up's too (WU01)
     if found is None:
         return []
     kept = [(found.guard_line, f"global {', '.join(found.shared)}")] if found.shared else []
