@@ -15,12 +15,16 @@ the kill rate of record is the full suite's.
 A mutant is
 - ``killed`` when the run fails: the checks that fail here and pass in the baseline are named,
   or the gate found a regression (exit 1) beyond the checks (accuracy, a gated figure);
-- ``survived`` when the suite and the gate pass: a fault no check sees;
+- ``survived`` when the suite and the gate pass: a fault no check sees. The driver's own gate
+  refuses every mutant run (``model_class`` is a fixed axis: another class is another
+  baseline), so a run whose suite finished (pytest exit 0 or 1) with no new failing check is
+  gated here as the shipped class it changes one method of (``as_shipped``: the server's
+  ``model_class`` restated to the baseline's, coverage and tier re-derived from the checks);
 - ``invalid`` when the mutant did not serve: no report was written, or the report's server
   provenance (``model_class``, read from the server's ``tt_plugin_info``) names another class;
   or when the run failed without being judged (a usage error, the gate refusing its input with
-  exit 2, a suite timeout) and no check that passed in the baseline failed. A broken mutant, or
-  an unjudged run, proves nothing either way.
+  exit 2, a suite that did not finish) and no check that passed in the baseline failed. A broken
+  mutant, or an unjudged run, proves nothing either way.
 Prints one line per mutant and the kill rate, writes ``--out/summary.json``; exits 1 unless every
 mutant was killed.
 """
@@ -42,6 +46,10 @@ sys.path.insert(0, str(REPO))
 
 from tests.mutants.catalog import MUTANTS, Mutant, by_name  # noqa: E402
 from tt_conformance.history import run_files  # noqa: E402
+from tt_conformance.report import load_report  # noqa: E402
+from tt_conformance.selection import derive_coverage  # noqa: E402
+from tt_conformance.tiers import derive_tier  # noqa: E402
+from tt_conformance.writers import write_report  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tools"))
 from run_emu_conformance import DEVICE  # noqa: E402  (where the driver files the run)
@@ -78,8 +86,46 @@ def failing_checks(report: Path, baseline: Path) -> list[str]:
     return sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
 
 
-def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds: float) -> Verdict:
-    """Classify one run from its exit status and report."""
+def suite_exit(driver_log: str) -> int | None:
+    """pytest's exit status as the driver printed it, None when the suite did not finish."""
+    marker = "(pytest exit "
+    for line in reversed(driver_log.splitlines()):
+        if line.startswith("[emu] suite finished") and marker in line:
+            code = line.rsplit(marker, 1)[1].split(")", 1)[0]
+            return int(code) if code.isdigit() else None
+    return None
+
+
+def gate_as_shipped(report: Path, baseline: Path, where: Path) -> int:
+    """The gate's exit status for the run restated as the shipped class: the mutant is that class
+    with one method changed, and the gate (rightly) never compares two classes. Only the class
+    name and what the checks derive from it (coverage, tier) are restated; the restated report
+    is written under ``where/as-shipped`` for review."""
+    shipped = load_report(baseline).server.model_class
+    run = load_report(report)
+    run = run.replace(server=run.server.model_copy(update={"model_class": shipped}))
+    run = run.replace(coverage=derive_coverage(run))
+    run = run.replace(tier=derive_tier(run))
+    restated = write_report(run, where / "as-shipped").json
+    cmd = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
+    cmd += ["--candidate", str(restated), "--axis", "plugin"]
+    expectations = baseline.parent / "expectations.json"
+    if expectations.is_file():
+        cmd += ["--expectations", str(expectations)]
+    with (where / "gate-as-shipped.log").open("w") as log:
+        return subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+
+def judge(
+    mutant: Mutant,
+    rc: int,
+    report: Path | None,
+    baseline: Path,
+    seconds: float,
+    gate: int | None = None,
+) -> Verdict:
+    """Classify one run from its exit status and report; ``gate`` is the exit status of the
+    gate as the shipped class (``gate_as_shipped``) when the suite finished, None otherwise."""
 
     def verdict(status: str, killed_by: Sequence[str] = (), note: str = "") -> Verdict:
         return Verdict(
@@ -92,14 +138,18 @@ def judge(mutant: Mutant, rc: int, report: Path | None, baseline: Path, seconds:
     if served != mutant.dotted:
         return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
     failing = failing_checks(report, baseline)
-    if rc == 0:
-        return verdict("survived", note="suite and gate passed")
     if failing:
         return verdict("killed", failing)
-    if rc == 1:  # the gate's regression code: an accuracy or gated-figure regression
+    if gate == 0:
+        return verdict("survived", note="suite and gate (as the shipped class) passed")
+    if gate == 1:  # the gate's regression code: an accuracy or gated-figure regression
         return verdict("killed", note="the gate found a regression with no new failing check")
-    # A usage error, a gate refusing its input (exit 2) or a suite timeout judged nothing.
-    return verdict("invalid", note=f"exit {rc} with no new failing check: the run was not judged")
+    # A usage error, a gate refusing its input (exit 2) or a suite that did not finish judged
+    # nothing.
+    said = "" if gate is None else f", gate as the shipped class exit {gate}"
+    return verdict(
+        "invalid", note=f"exit {rc}{said} with no new failing check: the run was not judged"
+    )
 
 
 def run_one(
@@ -128,7 +178,11 @@ def run_one(
     runs = run_files(where / "reports" / MODEL / DEVICE)
     report = runs[-1] if runs else None
     baseline = REPO / "reports" / "baselines" / MODEL / DEVICE / "baseline.json"
-    return judge(mutant, rc, report, baseline, seconds)
+    gate = None
+    finished = suite_exit((where / "driver.log").read_text(errors="replace"))
+    if report is not None and finished in (0, 1) and baseline.is_file():
+        gate = gate_as_shipped(report, baseline, where)
+    return judge(mutant, rc, report, baseline, seconds, gate)
 
 
 def line(v: Verdict) -> str:

@@ -313,12 +313,14 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     killed = tool.judge(m, 1, run, baseline, 12.0)
     assert killed.status == "killed" and killed.killed_by == ("b",)  # c failed before too
     clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"}, served)
-    assert tool.judge(m, 0, clean, baseline, 1.0).status == "survived"
-    gate_only = tool.judge(m, 1, clean, baseline, 1.0)  # e.g. an accuracy regression
+    # The driver's gate refuses every mutant run (exit 2: another model class); the suite's
+    # verdict is the gate's as the shipped class.
+    assert tool.judge(m, 2, clean, baseline, 1.0, gate=0).status == "survived"
+    gate_only = tool.judge(m, 2, clean, baseline, 1.0, gate=1)  # e.g. an accuracy regression
     assert gate_only.status == "killed" and "gate found a regression" in gate_only.note
-    # Refused input (exit 2) or a timeout (3) with no new failing check judged nothing: no kill.
-    for unjudged in (2, 3, 4):
-        refused = tool.judge(m, unjudged, clean, baseline, 1.0)
+    # Refused input (exit 2) or a suite that did not finish (no gate) judged nothing: no kill.
+    for unjudged, gate in ((2, None), (3, None), (4, None), (2, 2)):
+        refused = tool.judge(m, unjudged, clean, baseline, 1.0, gate=gate)
         assert refused.status == "invalid" and f"exit {unjudged}" in refused.note
     # Not served (the report names the shipped class, or there is no report): proves nothing.
     shipped = "vllm_tt_plugin.test_models.reference_llama.ReferenceLlamaForCausalLM"
@@ -326,3 +328,41 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     invalid = tool.judge(m, 1, other, baseline, 1.0)
     assert invalid.status == "invalid" and shipped in invalid.note
     assert tool.judge(m, 2, None, baseline, 1.0).status == "invalid"
+
+
+def test_the_suite_exit_is_read_from_the_drivers_own_line() -> None:
+    tool = load_tool("run_mutants")
+    log = "[emu] server healthy\n[emu] suite finished in 110.4 s (pytest exit 0); stopping\n"
+    assert tool.suite_exit(log) == 0
+    assert tool.suite_exit(log.replace("exit 0", "exit 1")) == 1
+    assert tool.suite_exit("[emu] suite timed out after 900 s\n") is None
+    assert tool.suite_exit("noise (pytest exit 0)\n") is None  # only the driver's own line
+
+
+def test_a_mutant_run_passing_everything_survives_the_gate_as_the_shipped_class(
+    tmp_path: Path,
+) -> None:
+    """A real run: PrefillLastRowOffByOne served on 2026-12-07 (before the batched-prefill check
+    measured its premise) passed every check. The gate refuses to compare two classes (exit 2,
+    the fixed axis), so the suite read it as 'invalid'; as the shipped class it gates OK and
+    reads 'survived'."""
+    import subprocess
+    import sys
+
+    from tt_conformance.report import load_report
+
+    tool = load_tool("run_mutants")
+    root = Path(__file__).resolve().parents[2]
+    baseline = root / "reports/baselines/tt-reference-llama/emulated-T3K/baseline.json"
+    run = root / "tests/mutants/data/survivor_prefill_last_row_off_by_one.json"
+    m = by_name(["PrefillLastRowOffByOne"])[0]
+    assert load_report(run).server.model_class == m.dotted
+    assert tool.failing_checks(run, baseline) == []
+    cmd = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
+    driver = subprocess.run([*cmd, "--candidate", str(run), "--axis", "plugin"], cwd=root)
+    assert driver.returncode == 2
+    gate = tool.gate_as_shipped(run, baseline, tmp_path)
+    assert gate == 0
+    restated = load_report(next((tmp_path / "as-shipped").glob("*.json")))
+    assert restated.server.model_class == load_report(baseline).server.model_class
+    assert tool.judge(m, driver.returncode, run, baseline, 1.0, gate).status == "survived"
