@@ -13,7 +13,9 @@ host fallback is covered by test_sampling_fallback.
 Requests end at different lengths, so the batch layout changes while the compared ones decode.
 The batch arrives at once, so prefill calls carry several rows, each with its own sampling
 parameters: the counters must show a device-sampled multi-row prefill, and every compared row's
-first token (sampled by that call) must be its solo first token.
+first token (sampled by that call) must be its solo first token; first the check shows, serving
+each row alone over several seeds, that each row's first token depends on its draw (otherwise a
+row drawn with another row's noise would look right).
 The sampling fields' value ranges (top_k, top_p, temperature, min_p) come from the situation
 matrix (tt_conformance.situation_matrix.SAMPLING_FIELDS): in the batched-prefill check every
 cell, seeded, is batched with the others and compared with itself alone.
@@ -160,12 +162,43 @@ def test_distinct_greedy_prompts_batched(
 # Every row sampled with a seed and parameters of its own, on prompts with many continuations and
 # at temperatures that keep the first token uncertain, so whichever row a prefill call puts first
 # or last, its first token (drawn by that call) is compared and depends on the row's own draw.
+# The check measures that premise on the server (_first_draw_precondition): a model whose first
+# token is near certain on a prompt (the bundled llama on "Once upon a time" after its 2026-12-07
+# retraining) would let a row-offset fault in the prefill sampler pass unseen.
 PREFILL_ROWS: tuple[Body, ...] = (
-    {"prompt": VARIED_PROMPT, "temperature": 1.5, "seed": 21},
+    {"prompt": "My favourite colour is", "temperature": 1.5, "seed": 21},
     {"prompt": "Once upon a time there was a", "temperature": 1.3, "top_k": 8, "seed": 22},
     {"prompt": "The cat sat on the", "temperature": 1.6, "top_p": 0.95, "seed": 23},
-    {"prompt": VARIED_PROMPT, "temperature": 1.4, "top_k": 20, "top_p": 0.9, "seed": 24},
+    {
+        "prompt": "Here is a list of words:",
+        "temperature": 1.4,
+        "top_k": 20,
+        "top_p": 0.9,
+        "seed": 24,
+    },
 )
+# Seeds per row for the premise: the first token must take at least two values over them (a
+# row whose likeliest first token has probability q shows one value for all ten with probability
+# at most q**9: 0.0002 for the bundled models' least uncertain row, q = 0.39).
+PRECONDITION_SEEDS = range(900, 910)
+
+
+def _first_draw_precondition(tt_async_openai_client: AsyncOpenAI, model: str) -> list[str]:
+    """The rows whose first token is the same over PRECONDITION_SEEDS when served alone: on those
+    a fault that draws a row with another row's (or position's) noise changes nothing."""
+    bodies = [
+        {**row, "seed": seed, "max_tokens": 1, "ignore_eos": True}
+        for row in PREFILL_ROWS
+        for seed in PRECONDITION_SEEDS
+    ]
+    outs = complete_each(tt_async_openai_client, model, bodies)
+    per_row = len(PRECONDITION_SEEDS)
+    certain = []
+    for i, row in enumerate(PREFILL_ROWS):
+        firsts = {o.token_ids[:1] for o in outs[i * per_row : (i + 1) * per_row]}
+        if len(firsts) < 2:
+            certain.append(f"{describe_body(row)}: first token {sorted(firsts)} for every seed")
+    return certain
 
 
 @pytest.mark.xdist_group("exclusive")
@@ -180,6 +213,11 @@ def test_batched_prefill_rows_match_solo(
     the sampling-fields matrix, after the path claims are concluded (whatever they conclude; its
     min_p cells are host-only): run first, it left the claimed multi-row prefill unobserved in a
     loaded CI run, so the claimed requests see the server as they did before the matrix."""
+    certain = _first_draw_precondition(tt_async_openai_client, tt_server.model)
+    assert not certain, (
+        "precondition: a prefill row's first token does not depend on its draw, so a row-offset "
+        "fault in the prefill sampler cannot show here:\n" + "\n".join(certain)
+    )
     requests = [
         {**PREFILL_ROWS[i % len(PREFILL_ROWS)], "seed": 21 + i, "max_tokens": 4, "ignore_eos": True}
         for i in range(capacity(tt_server))
