@@ -13,18 +13,21 @@ Extra pytest arguments (after ``--``) narrow the suite for a quick look (``-- -k
 the kill rate of record is the full suite's.
 
 A mutant is
-- ``killed`` when the run fails: the checks that fail here and pass in the baseline are named,
-  or the gate found a regression (exit 1) beyond the checks (accuracy, a gated figure);
-- ``survived`` when the suite and the gate pass: a fault no check sees. The driver's own gate
-  refuses every mutant run (``model_class`` is a fixed axis: another class is another
-  baseline), so a run whose suite finished (pytest exit 0 or 1) with no new failing check is
-  gated here as the shipped class it changes one method of (``as_shipped``: the server's
-  ``model_class`` restated to the baseline's, coverage and tier re-derived from the checks);
-- ``invalid`` when the mutant did not serve: no report was written, or the report's server
-  provenance (``model_class``, read from the server's ``tt_plugin_info``) names another class;
-  or when the run failed without being judged (a usage error, the gate refusing its input with
-  exit 2, a suite that did not finish) and no check that passed in the baseline failed. A broken
-  mutant, or an unjudged run, proves nothing either way.
+- ``killed`` when a check that passes in the baseline fails here (named), on a run whose suite
+  finished (pytest exit 0 or 1) and was not aborted; or when the gate finds a regression beyond
+  the checks (accuracy, a gated figure) on a run of record: full coverage, not aborted, every
+  check passing in the baseline passing here (a narrowed, partial or aborted run, or a check
+  skipped or flaky here, makes a gate regression no sighting of the fault);
+- ``survived`` when the suite and the gate pass on a run of record: a fault no check sees. The
+  driver's own gate refuses every mutant run (``model_class`` is a fixed axis: another class is
+  another baseline), so a run whose suite finished is gated here as the shipped class it
+  changes one method of (``gate_as_shipped``: the server's ``model_class`` restated to the
+  baseline's, coverage and tier re-derived from the checks);
+- ``invalid`` otherwise: this run wrote no report (an earlier run's report in the directory is
+  never read), the report's server provenance (``model_class``, read from the server's
+  ``tt_plugin_info``) names another class, the suite did not finish (a timeout, a usage error),
+  the report or the baseline cannot be read, the gate refused its input, or the run is not of
+  record and no check failed. A broken mutant, or an unjudged run, proves nothing either way.
 Prints one line per mutant and the kill rate, writes ``--out/summary.json``; exits 1 unless every
 mutant was killed.
 """
@@ -78,6 +81,26 @@ def read_run(report: Path) -> tuple[dict[str, str], str | None]:
     return outcomes, served if isinstance(served, str) else None
 
 
+def not_of_record(report: Path, baseline: Path) -> str | None:
+    """Why a run cannot say a mutant survived or was seen by the gate alone: aborted, not
+    full coverage (a narrowed or partial suite), or a check passing in the baseline that did
+    not run cleanly here (skipped, flaky, missing): a gate regression there is no sighting of
+    the fault. None for a run of record."""
+    data = json.loads(report.read_text())
+    if data.get("aborted"):
+        return "the run was aborted"
+    coverage = data.get("coverage")
+    if not isinstance(coverage, dict) or coverage.get("full") is not True:
+        return "the run is not full coverage (narrowed, partial or unrecorded)"
+    got = read_run(report)[0]
+    before = read_run(baseline)[0]
+    unclean = sorted(c for c, o in before.items() if o == "pass" and got.get(c) != "pass")
+    unclean = [c for c in unclean if got.get(c) not in FAILED]
+    if unclean:
+        return f"{len(unclean)} check(s) passing in the baseline did not pass here: {unclean[0]}"
+    return None
+
+
 def failing_checks(report: Path, baseline: Path) -> list[str]:
     """The checks failing in ``report`` that do not fail in the baseline (all failing ones when
     there is no baseline)."""
@@ -125,7 +148,8 @@ def judge(
     gate: int | None = None,
 ) -> Verdict:
     """Classify one run from its exit status and report; ``gate`` is the exit status of the
-    gate as the shipped class (``gate_as_shipped``) when the suite finished, None otherwise."""
+    gate as the shipped class (``gate_as_shipped``) when the suite finished (pytest exit 0 or
+    1), None otherwise: a run whose suite did not finish is judged by nothing it left."""
 
     def verdict(status: str, killed_by: Sequence[str] = (), note: str = "") -> Verdict:
         return Verdict(
@@ -133,22 +157,31 @@ def judge(
         )
 
     if report is None:
-        return verdict("invalid", note=f"no report written (exit {rc})")
-    served = read_run(report)[1]
+        return verdict("invalid", note=f"no report written by this run (exit {rc})")
+    if gate is None:
+        return verdict(
+            "invalid", note=f"exit {rc}: the suite did not finish, the run was not judged"
+        )
+    try:
+        served = read_run(report)[1]
+        failing = failing_checks(report, baseline)
+        unjudged = not_of_record(report, baseline)
+    except (OSError, ValueError) as exc:
+        return verdict("invalid", note=f"unreadable report or baseline: {exc}")
     if served != mutant.dotted:
         return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
-    failing = failing_checks(report, baseline)
-    if failing:
+    aborted = unjudged == "the run was aborted"
+    if failing and not aborted:
         return verdict("killed", failing)
+    if unjudged is not None:
+        return verdict("invalid", note=f"not a run of record: {unjudged}")
     if gate == 0:
         return verdict("survived", note="suite and gate (as the shipped class) passed")
-    if gate == 1:  # the gate's regression code: an accuracy or gated-figure regression
+    if gate == 1:  # the gate's regression code on a full, clean run: accuracy or a gated figure
         return verdict("killed", note="the gate found a regression with no new failing check")
-    # A usage error, a gate refusing its input (exit 2) or a suite that did not finish judged
-    # nothing.
-    said = "" if gate is None else f", gate as the shipped class exit {gate}"
+    # A gate refusing its input (exit 2) judged nothing.
     return verdict(
-        "invalid", note=f"exit {rc}{said} with no new failing check: the run was not judged"
+        "invalid", note=f"exit {rc}, gate as the shipped class exit {gate}: the run was not judged"
     )
 
 
@@ -171,17 +204,23 @@ def run_one(
     ]  # fmt: skip
     if extra:
         cmd += ["--", *extra]
+    # Only a report this run writes is its evidence: an earlier run's stays in the directory.
+    earlier = set(run_files(where / "reports" / MODEL / DEVICE))
     started = time.monotonic()
     with (where / "driver.log").open("w") as driver_log:
         rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=driver_log, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - started
-    runs = run_files(where / "reports" / MODEL / DEVICE)
+    runs = [r for r in run_files(where / "reports" / MODEL / DEVICE) if r not in earlier]
     report = runs[-1] if runs else None
     baseline = REPO / "reports" / "baselines" / MODEL / DEVICE / "baseline.json"
     gate = None
     finished = suite_exit((where / "driver.log").read_text(errors="replace"))
     if report is not None and finished in (0, 1) and baseline.is_file():
-        gate = gate_as_shipped(report, baseline, where)
+        try:
+            gate = gate_as_shipped(report, baseline, where)
+        except (OSError, ValueError) as exc:  # ReportError is a ValueError: a malformed report
+            print(f"[mutants] {mutant.name}: report not gated: {exc}", flush=True)
+            gate = 2
     return judge(mutant, rc, report, baseline, seconds, gate)
 
 

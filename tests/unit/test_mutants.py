@@ -297,9 +297,12 @@ def test_decode_kv_to_previous_block_moves_only_block_openers(
 
 
 # --- the driver's verdicts ----------------------------------------------------------------------
-def report(path: Path, outcomes: dict[str, str], model_class: str | None = None) -> Path:
+def report(
+    path: Path, outcomes: dict[str, str], model_class: str | None = None, **top: Any
+) -> Path:
     checks = [{"id": c, "outcome": o} for c, o in outcomes.items()]
-    path.write_text(json.dumps({"checks": checks, "server": {"model_class": model_class}}))
+    body = {"checks": checks, "server": {"model_class": model_class}, "coverage": {"full": True}}
+    path.write_text(json.dumps({**body, **top}))
     return path
 
 
@@ -310,7 +313,7 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     assert m.dotted == served
     baseline = report(tmp_path / "base.json", {"a": "pass", "b": "pass", "c": "fail"})
     run = report(tmp_path / "run.json", {"a": "pass", "b": "fail", "c": "fail"}, served)
-    killed = tool.judge(m, 1, run, baseline, 12.0)
+    killed = tool.judge(m, 2, run, baseline, 12.0, gate=1)
     assert killed.status == "killed" and killed.killed_by == ("b",)  # c failed before too
     clean = report(tmp_path / "clean.json", {"a": "pass", "b": "pass", "c": "fail"}, served)
     # The driver's gate refuses every mutant run (exit 2: another model class); the suite's
@@ -318,16 +321,67 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
     assert tool.judge(m, 2, clean, baseline, 1.0, gate=0).status == "survived"
     gate_only = tool.judge(m, 2, clean, baseline, 1.0, gate=1)  # e.g. an accuracy regression
     assert gate_only.status == "killed" and "gate found a regression" in gate_only.note
-    # Refused input (exit 2) or a suite that did not finish (no gate) judged nothing: no kill.
-    for unjudged, gate in ((2, None), (3, None), (4, None), (2, 2)):
-        refused = tool.judge(m, unjudged, clean, baseline, 1.0, gate=gate)
-        assert refused.status == "invalid" and f"exit {unjudged}" in refused.note
+    # A gate refusing its input, or a suite that did not finish (no gate): nothing judged, even
+    # with failing checks in the report (rt46c C01-C06: a report the run did not finish).
+    for unjudged in (2, 3, 4):
+        for evidence in (clean, run):
+            refused = tool.judge(m, unjudged, evidence, baseline, 1.0, gate=None)
+            assert refused.status == "invalid" and f"exit {unjudged}" in refused.note
+    # The suite finished but the gate refused the restated run: only failing checks count.
+    assert tool.judge(m, 2, clean, baseline, 1.0, gate=2).status == "invalid"
+    assert tool.judge(m, 2, run, baseline, 1.0, gate=2).status == "killed"
     # Not served (the report names the shipped class, or there is no report): proves nothing.
     shipped = "vllm_tt_plugin.test_models.reference_llama.ReferenceLlamaForCausalLM"
     other = report(tmp_path / "other.json", {"a": "pass", "b": "fail"}, shipped)
-    invalid = tool.judge(m, 1, other, baseline, 1.0)
+    invalid = tool.judge(m, 1, other, baseline, 1.0, gate=1)
     assert invalid.status == "invalid" and shipped in invalid.note
     assert tool.judge(m, 2, None, baseline, 1.0).status == "invalid"
+
+
+# rt46c: a gate regression is a sighting only on a full, clean run; otherwise the run says
+# nothing (narrowed with -k, partial, aborted, a baseline pass skipped or flaky here).
+NOT_OF_RECORD = {
+    "narrowed": ({"a": "pass", "c": "fail"}, {"coverage": {"full": False}}),
+    "no_coverage": ({"a": "pass", "b": "pass", "c": "fail"}, {"coverage": None}),
+    "pass_to_skip": ({"a": "pass", "b": "skip", "c": "fail"}, {}),
+    "pass_to_flaky": ({"a": "pass", "b": "flaky", "c": "fail"}, {}),
+    "aborted": ({"a": "pass", "b": "pass", "c": "fail"}, {"aborted": {"reason": "went away"}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OF_RECORD))
+def test_a_gate_regression_on_a_run_not_of_record_is_no_kill(tmp_path: Path, case: str) -> None:
+    tool = load_tool("run_mutants")
+    m = MUTANTS[0]
+    baseline = report(tmp_path / "base.json", {"a": "pass", "b": "pass", "c": "fail"})
+    outcomes, top = NOT_OF_RECORD[case]
+    run = report(tmp_path / "run.json", outcomes, m.dotted, **top)
+    for gate in (0, 1):
+        got = tool.judge(m, 2, run, baseline, 1.0, gate=gate)
+        assert got.status == "invalid" and "not a run of record" in got.note, (case, gate, got)
+    # A check that fails here and passed in the baseline is a sighting on a narrowed run too,
+    # never on an aborted one.
+    failing = report(tmp_path / "f.json", {**outcomes, "a": "fail"}, m.dotted, **top)
+    want = "invalid" if case == "aborted" else "killed"
+    assert tool.judge(m, 2, failing, baseline, 1.0, gate=1).status == want
+
+
+def test_only_a_report_this_run_writes_is_judged(tmp_path: Path, monkeypatch: Any) -> None:
+    """rt46c C01: a timed-out rerun read the previous run's report and counted a kill."""
+    tool = load_tool("run_mutants")
+    m = MUTANTS[0]
+    where = tmp_path / m.name / "reports" / tool.MODEL / tool.DEVICE
+    where.mkdir(parents=True)
+    earlier = report(where / "20261207T000000Z-00000000.json", {"a": "fail"}, m.dotted)
+    assert earlier in tool.run_files(where)
+
+    def driver(cmd: list[str], **kwargs: Any) -> int:
+        kwargs["stdout"].write("[emu] suite timed out\n")
+        return 3
+
+    monkeypatch.setattr(tool.subprocess, "call", driver)
+    got = tool.run_one(m, tmp_path, 1, 1.0)
+    assert got.status == "invalid" and "no report written by this run" in got.note
 
 
 def test_the_suite_exit_is_read_from_the_drivers_own_line() -> None:

@@ -42,6 +42,7 @@ from tt_conformance.checks._support import (
     shuffled,
     unshuffle,
 )
+from tt_conformance.checks.draw_premise import rows_whose_first_token_ignores_the_draw
 from tt_conformance.situation_matrix import SAMPLING_FIELDS, Cell, cells
 from tt_conformance.ttmetrics import multi_row_prefill, stays_on_device
 
@@ -184,21 +185,13 @@ PRECONDITION_SEEDS = range(900, 910)
 
 
 def _first_draw_precondition(tt_async_openai_client: AsyncOpenAI, model: str) -> list[str]:
-    """The rows whose first token is the same over PRECONDITION_SEEDS when served alone: on those
-    a fault that draws a row with another row's (or position's) noise changes nothing."""
-    bodies = [
-        {**row, "seed": seed, "max_tokens": 1, "ignore_eos": True}
-        for row in PREFILL_ROWS
-        for seed in PRECONDITION_SEEDS
-    ]
-    outs = complete_each(tt_async_openai_client, model, bodies)
-    per_row = len(PRECONDITION_SEEDS)
-    certain = []
-    for i, row in enumerate(PREFILL_ROWS):
-        firsts = {o.token_ids[:1] for o in outs[i * per_row : (i + 1) * per_row]}
-        if len(firsts) < 2:
-            certain.append(f"{describe_body(row)}: first token {sorted(firsts)} for every seed")
-    return certain
+    """The rows whose first token ignores the draw (draw_premise): on those a fault that draws a
+    row with another row's (or position's) noise changes nothing."""
+    return rows_whose_first_token_ignores_the_draw(
+        PREFILL_ROWS,
+        PRECONDITION_SEEDS,
+        lambda bodies: complete_each(tt_async_openai_client, model, bodies),
+    )
 
 
 @pytest.mark.xdist_group("exclusive")
