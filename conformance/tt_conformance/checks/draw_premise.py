@@ -7,6 +7,12 @@ a prompt whose first token the model makes near certain it cannot see that fault
 model can make any prompt certain (the bundled llama did so for "Once upon a time" on
 2026-12-07). So the check first serves each row alone over several seeds and names the rows
 whose first token never changes, or that return no token at all.
+
+Limit: the premise shows the draw matters, not how much. A row whose likeliest first token has
+probability q passes it with ten seeds unless all ten agree, yet a wrong-noise draw keeps that
+token with probability about q**2 + (1 - q)**2 / n for n tokens sharing the rest: about 0.25 at
+q = 0.39 (the bundled models' least uncertain row), about 0.65 at q = 0.8, so on a flatter or
+sharper model the check's chance of seeing the fault moves with it (measured: rt46c P16).
 """
 
 from __future__ import annotations
