@@ -14,10 +14,12 @@ the kill rate of record is the full suite's.
 
 A mutant is
 - ``killed`` when a check that passes in the baseline fails here (named), on a run whose suite
-  finished (pytest exit 0 or 1) and was not aborted; or when the gate finds a regression beyond
-  the checks (accuracy, a gated figure) on a run of record: full coverage, not aborted, every
-  check passing in the baseline passing here (a narrowed, partial or aborted run, or a check
-  skipped or flaky here, makes a gate regression no sighting of the fault);
+  finished (pytest exit 0 or 1), that the gate as the shipped class accepts as input (same
+  vLLM, weights, device, options) and that was not aborted; or when the gate finds a
+  regression beyond the checks (accuracy, a gated figure, lost coverage) on a run of record:
+  full coverage, not aborted, every check passing in the baseline passing here (a narrowed,
+  partial or aborted run, or a check skipped or flaky here, makes a gate regression no
+  sighting of the fault);
 - ``survived`` when the suite and the gate pass on a run of record: a fault no check sees. The
   driver's own gate refuses every mutant run (``model_class`` is a fixed axis: another class is
   another baseline), so a run whose suite finished is gated here as the shipped class it
@@ -49,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.mutants.catalog import MUTANTS, Mutant, by_name  # noqa: E402
 from tt_conformance.history import run_files  # noqa: E402
-from tt_conformance.report import load_report  # noqa: E402
+from tt_conformance.report import Report, load_report  # noqa: E402
 from tt_conformance.selection import derive_coverage  # noqa: E402
 from tt_conformance.tiers import derive_tier  # noqa: E402
 from tt_conformance.writers import write_report  # noqa: E402
@@ -90,8 +92,12 @@ def not_of_record(report: Path, baseline: Path) -> str | None:
     if data.get("aborted"):
         return "the run was aborted"
     coverage = data.get("coverage")
-    if not isinstance(coverage, dict) or coverage.get("full") is not True:
-        return "the run is not full coverage (narrowed, partial or unrecorded)"
+    if not isinstance(coverage, dict):
+        return "the run recorded no coverage"
+    # Coverage as the shipped class: the harness reads a class name holding "Block" as a
+    # block-output model's (selection._BLOCK_CLASS), which a mutant's name may hold (rt46d B1).
+    if coverage.get("full") is not True and not _full_as_shipped(report, baseline):
+        return "the run is not full coverage (narrowed or partial)"
     got = read_run(report)[0]
     before = read_run(baseline)[0]
     unclean = sorted(c for c, o in before.items() if o == "pass" and got.get(c) != "pass")
@@ -101,12 +107,20 @@ def not_of_record(report: Path, baseline: Path) -> str | None:
     return None
 
 
+def _full_as_shipped(report: Path, baseline: Path) -> bool:
+    try:
+        coverage = as_shipped(report, baseline).coverage
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return False
+    return coverage is not None and coverage.full is True
+
+
 def failing_checks(report: Path, baseline: Path) -> list[str]:
-    """The checks failing in ``report`` that do not fail in the baseline (all failing ones when
-    there is no baseline)."""
+    """The checks failing in ``report`` that pass in the baseline (a check the baseline lacks
+    or skipped may fail on the shipped class too: no sighting of the fault; rt46d)."""
     got = read_run(report)[0]
-    before = read_run(baseline)[0] if baseline.is_file() else {}
-    return sorted(c for c, o in got.items() if o in FAILED and before.get(c) not in FAILED)
+    before = read_run(baseline)[0]
+    return sorted(c for c, o in got.items() if o in FAILED and before.get(c) == "pass")
 
 
 def suite_exit(driver_log: str) -> int | None:
@@ -124,19 +138,33 @@ def gate_as_shipped(report: Path, baseline: Path, where: Path) -> int:
     with one method changed, and the gate (rightly) never compares two classes. Only the class
     name and what the checks derive from it (coverage, tier) are restated; the restated report
     is written under ``where/as-shipped`` for review."""
-    shipped = load_report(baseline).server.model_class
-    run = load_report(report)
-    run = run.replace(server=run.server.model_copy(update={"model_class": shipped}))
-    run = run.replace(coverage=derive_coverage(run))
-    run = run.replace(tier=derive_tier(run))
-    restated = write_report(run, where / "as-shipped").json
+    restated = write_report(as_shipped(report, baseline), where / "as-shipped").json
     cmd = [sys.executable, "-m", "tt_conformance.cli.gate", "--baseline", str(baseline)]
     cmd += ["--candidate", str(restated), "--axis", "plugin"]
     expectations = baseline.parent / "expectations.json"
     if expectations.is_file():
         cmd += ["--expectations", str(expectations)]
-    with (where / "gate-as-shipped.log").open("w") as log:
-        return subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    # The gate's output holds non-ASCII; under an ASCII locale it would crash with exit 1, the
+    # code of a regression (rt46d G01). A traceback is never a verdict.
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"}
+    log_path = where / "gate-as-shipped.log"
+    with log_path.open("w", encoding="utf-8") as log:
+        code = subprocess.call(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if "Traceback (most recent call last)" in log_path.read_text(
+        encoding="utf-8", errors="replace"
+    ):
+        return 2
+    return code
+
+
+def as_shipped(report: Path, baseline: Path) -> Report:
+    """The run restated as the shipped class: its class name and what the checks derive from
+    it (coverage, tier)."""
+    shipped = load_report(baseline).server.model_class
+    run = load_report(report)
+    run = run.replace(server=run.server.model_copy(update={"model_class": shipped}))
+    run = run.replace(coverage=derive_coverage(run))
+    return run.replace(tier=derive_tier(run))
 
 
 def judge(
@@ -166,10 +194,14 @@ def judge(
         served = read_run(report)[1]
         failing = failing_checks(report, baseline)
         unjudged = not_of_record(report, baseline)
-    except (OSError, ValueError) as exc:
-        return verdict("invalid", note=f"unreadable report or baseline: {exc}")
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        return verdict("invalid", note=f"unreadable report or baseline: {exc!r}")
     if served != mutant.dotted:
         return verdict("invalid", note=f"the server served {served}, not {mutant.dotted}")
+    if gate not in (0, 1):  # the gate refused the run (another vLLM, weights, device, options)
+        return verdict(
+            "invalid", note=f"exit {rc}, gate as the shipped class exit {gate}: not judged"
+        )
     aborted = unjudged == "the run was aborted"
     if failing and not aborted:
         return verdict("killed", failing)
@@ -177,12 +209,8 @@ def judge(
         return verdict("invalid", note=f"not a run of record: {unjudged}")
     if gate == 0:
         return verdict("survived", note="suite and gate (as the shipped class) passed")
-    if gate == 1:  # the gate's regression code on a full, clean run: accuracy or a gated figure
-        return verdict("killed", note="the gate found a regression with no new failing check")
-    # A gate refusing its input (exit 2) judged nothing.
-    return verdict(
-        "invalid", note=f"exit {rc}, gate as the shipped class exit {gate}: the run was not judged"
-    )
+    # The gate's regression code on a full, clean run: accuracy, a gated figure, lost coverage.
+    return verdict("killed", note="the gate found a regression with no new failing check")
 
 
 def run_one(
@@ -218,7 +246,7 @@ def run_one(
     if report is not None and finished in (0, 1) and baseline.is_file():
         try:
             gate = gate_as_shipped(report, baseline, where)
-        except (OSError, ValueError) as exc:  # ReportError is a ValueError: a malformed report
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:  # malformed
             print(f"[mutants] {mutant.name}: report not gated: {exc}", flush=True)
             gate = 2
     return judge(mutant, rc, report, baseline, seconds, gate)

@@ -328,8 +328,19 @@ def test_the_driver_judges_killed_survived_and_invalid(tmp_path: Path) -> None:
             refused = tool.judge(m, unjudged, evidence, baseline, 1.0, gate=None)
             assert refused.status == "invalid" and f"exit {unjudged}" in refused.note
     # The suite finished but the gate refused the restated run: only failing checks count.
+    # rt46d F1: a failing check on a run the gate refuses (another vLLM, weights, device) is no
+    # sighting either: the shipped class might fail there too.
     assert tool.judge(m, 2, clean, baseline, 1.0, gate=2).status == "invalid"
-    assert tool.judge(m, 2, run, baseline, 1.0, gate=2).status == "killed"
+    assert tool.judge(m, 2, run, baseline, 1.0, gate=2).status == "invalid"
+    # A check the baseline did not pass (absent, skipped) failing here is no sighting.
+    new = report(
+        tmp_path / "new.json", {"a": "pass", "b": "pass", "c": "fail", "d": "fail"}, served
+    )
+    assert tool.judge(m, 2, new, baseline, 1.0, gate=1).killed_by == ()
+    # rt46d F2: valid JSON that is no report reads invalid, never stops the campaign.
+    for junk in ("null", "[]", '{"checks": null}', '{"checks": [{"id": "a"}]}'):
+        (tmp_path / "junk.json").write_text(junk)
+        assert tool.judge(m, 2, tmp_path / "junk.json", baseline, 1.0, gate=2).status == "invalid"
     # Not served (the report names the shipped class, or there is no report): proves nothing.
     shipped = "vllm_tt_plugin.test_models.reference_llama.ReferenceLlamaForCausalLM"
     other = report(tmp_path / "other.json", {"a": "pass", "b": "fail"}, shipped)
